@@ -1,0 +1,285 @@
+//! Batch selection (DESIGN kernel 2): from the eligible work orders pick a set
+//! whose declared files are pairwise disjoint, at most `max`, deterministically.
+//!
+//! Order: by id. Eligible: not terminal, and `ready`, `needs_rework`, or
+//! `blocked` with every dependency `done`. A WO with no declared files could
+//! touch anything: it forms a solo batch, and only when no other WO is eligible.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::orders::{Orders, WorkOrder};
+use crate::reconcile::Row;
+use crate::state::Status;
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Picked {
+    pub wo_id: String,
+    pub files: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Deferred {
+    pub wo_id: String,
+    /// `overlap`, `max_reached` or `no_declared_files`.
+    pub reason: String,
+    pub conflicts_with: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
+pub struct Batch {
+    pub version: u32,
+    pub batch: Vec<Picked>,
+    pub deferred: Vec<Deferred>,
+    pub warnings: Vec<String>,
+    /// Eligible work orders considered (batch + deferred).
+    #[serde(skip)]
+    pub ready: usize,
+    #[serde(skip)]
+    pub max: usize,
+}
+
+impl Batch {
+    /// The one compact stderr line of the kernel.
+    pub fn summary_line(&self) -> String {
+        format!(
+            "arbiter batch ready={} batch={} deferred={} max={}",
+            self.ready,
+            self.batch.len(),
+            self.deferred.len(),
+            self.max
+        )
+    }
+}
+
+/// Is this row eligible for a batch, given every row's status?
+pub fn eligible(row: &Row, status_of: &BTreeMap<&str, (Status, bool)>) -> bool {
+    if row.terminal {
+        return false;
+    }
+    match row.status {
+        Status::Ready | Status::NeedsRework => true,
+        Status::Blocked => row
+            .deps
+            .iter()
+            .all(|d| status_of.get(d.as_str()).is_some_and(|(s, halted)| *s == Status::Done && !halted)),
+        Status::InProgress | Status::Done => false,
+    }
+}
+
+/// Select the batch. `rows` must be sorted by id (as the reconcile table is).
+pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
+    let status_of: BTreeMap<&str, (Status, bool)> =
+        rows.iter().map(|r| (r.id.as_str(), (r.status, r.terminal))).collect();
+    let mut out = Batch {
+        version: 1,
+        max,
+        ..Batch::default()
+    };
+    let mut chosen: Vec<&WorkOrder> = Vec::new();
+    let mut solo: Vec<&WorkOrder> = Vec::new();
+    for row in rows {
+        if !eligible(row, &status_of) {
+            if !row.terminal && row.status == Status::Blocked {
+                for dep in &row.deps {
+                    if status_of.get(dep.as_str()).is_some_and(|(_, halted)| *halted) {
+                        out.warnings
+                            .push(format!("{} waits on halted work order {dep}: it cannot run until '{dep}' is cleared", row.id));
+                    }
+                }
+            }
+            continue;
+        }
+        let Some(wo) = orders.get(&row.id) else { continue };
+        out.ready += 1;
+        if wo.files.is_empty() {
+            solo.push(wo);
+            continue;
+        }
+        let conflicts: Vec<String> = chosen
+            .iter()
+            .filter(|other| overlaps(wo, other))
+            .map(|other| other.id.clone())
+            .collect();
+        if !conflicts.is_empty() {
+            out.deferred.push(Deferred {
+                wo_id: wo.id.clone(),
+                reason: "overlap".into(),
+                conflicts_with: conflicts,
+            });
+        } else if chosen.len() >= max {
+            out.deferred.push(Deferred {
+                wo_id: wo.id.clone(),
+                reason: "max_reached".into(),
+                conflicts_with: Vec::new(),
+            });
+        } else {
+            chosen.push(wo);
+        }
+    }
+    let nothing_else = chosen.is_empty() && out.deferred.is_empty();
+    for (i, wo) in solo.into_iter().enumerate() {
+        if nothing_else && i == 0 && max > 0 {
+            chosen.push(wo);
+        } else {
+            out.deferred.push(Deferred {
+                wo_id: wo.id.clone(),
+                reason: "no_declared_files".into(),
+                conflicts_with: Vec::new(),
+            });
+        }
+    }
+    out.deferred.sort_by(|a, b| a.wo_id.cmp(&b.wo_id));
+    out.batch = chosen
+        .into_iter()
+        .map(|wo| Picked {
+            wo_id: wo.id.clone(),
+            files: wo.file_strings(),
+        })
+        .collect();
+    out
+}
+
+fn overlaps(a: &WorkOrder, b: &WorkOrder) -> bool {
+    a.files.iter().any(|x| b.files.iter().any(|y| x.overlaps(y)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scope::Entry;
+    use std::path::PathBuf;
+
+    fn wo(id: &str, files: &[&str], deps: &[&str]) -> WorkOrder {
+        WorkOrder {
+            id: id.into(),
+            title: id.into(),
+            path: PathBuf::from(format!("{id}.md")),
+            deps: deps.iter().map(|d| d.to_string()).collect(),
+            files: files.iter().map(|f| Entry::parse(f).expect("valid")).collect(),
+            task: String::new(),
+        }
+    }
+
+    fn row(w: &WorkOrder, status: Status, terminal: bool) -> Row {
+        Row {
+            id: w.id.clone(),
+            title: w.title.clone(),
+            status,
+            terminal,
+            halt_reason: None,
+            attempts: 0,
+            cap: 3,
+            deps: w.deps.clone(),
+            checkpoint_before: None,
+            checkpoint_after: None,
+            last_verdicts: vec![],
+            recovery: None,
+        }
+    }
+
+    fn run(list: Vec<(WorkOrder, Status, bool)>, max: usize) -> Batch {
+        let rows: Vec<Row> = list.iter().map(|(w, s, t)| row(w, *s, *t)).collect();
+        let orders = Orders::from_list("w".into(), list.into_iter().map(|(w, _, _)| w).collect(), &[])
+            .expect("valid orders");
+        let mut rows = rows;
+        rows.sort_by(|a, b| a.id.cmp(&b.id));
+        select(&orders, &rows, max)
+    }
+
+    fn ids(b: &Batch) -> Vec<&str> {
+        b.batch.iter().map(|p| p.wo_id.as_str()).collect()
+    }
+
+    #[test]
+    fn overlap_pairs_defer_the_later_id() {
+        let pairs = [
+            ("src/a.rs", "src/a.rs", true),
+            ("src/a/**", "src/a/x.rs", true),
+            ("src/a", "src/a/x.rs", true),
+            ("docs/*.md", "docs/guide.md", true),
+            ("src/*/mod.rs", "src/x/**", true),
+            ("a/b", "a/bc", false),
+        ];
+        for (x, y, overlap) in pairs {
+            let b = run(vec![(wo("w1", &[x], &[]), Status::Ready, false), (wo("w2", &[y], &[]), Status::Ready, false)], 8);
+            if overlap {
+                assert_eq!(ids(&b), ["w1"], "{x} vs {y}");
+                assert_eq!(b.deferred[0].reason, "overlap");
+                assert_eq!(b.deferred[0].conflicts_with, ["w1"]);
+            } else {
+                assert_eq!(ids(&b), ["w1", "w2"], "{x} vs {y}");
+            }
+        }
+    }
+
+    #[test]
+    fn no_files_runs_alone_and_last() {
+        let b = run(vec![(wo("a", &[], &[]), Status::Ready, false), (wo("b", &["x"], &[]), Status::Ready, false)], 8);
+        assert_eq!(ids(&b), ["b"]);
+        assert_eq!(b.deferred[0].reason, "no_declared_files");
+        let b = run(vec![(wo("a", &[], &[]), Status::Ready, false), (wo("c", &[], &[]), Status::Ready, false)], 8);
+        assert_eq!(ids(&b), ["a"]);
+        assert_eq!(b.deferred.len(), 1);
+    }
+
+    #[test]
+    fn eligibility() {
+        let b = run(
+            vec![
+                (wo("a", &["a"], &[]), Status::Done, false),
+                (wo("b", &["b"], &["a"]), Status::Blocked, false),
+                (wo("c", &["c"], &["d"]), Status::Blocked, false),
+                (wo("d", &["d"], &[]), Status::Ready, true),
+                (wo("e", &["e"], &[]), Status::NeedsRework, false),
+                (wo("f", &["f"], &[]), Status::InProgress, false),
+            ],
+            8,
+        );
+        assert_eq!(ids(&b), ["b", "e"]);
+        assert_eq!(b.ready, 2);
+        assert_eq!(b.warnings.len(), 1, "{:?}", b.warnings);
+        assert_eq!(b.summary_line(), "arbiter batch ready=2 batch=2 deferred=0 max=8");
+    }
+
+    #[test]
+    fn max_is_respected() {
+        let list = (0..5).map(|i| (wo(&format!("w{i}"), &[&format!("f{i}")], &[]), Status::Ready, false)).collect();
+        let b = run(list, 2);
+        assert_eq!(ids(&b), ["w0", "w1"]);
+        assert!(b.deferred.iter().all(|d| d.reason == "max_reached"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn batches_are_disjoint_and_bounded(
+            specs in proptest::collection::vec(
+                proptest::collection::vec("(src|docs|lib)(/(a|b|c|\\*|\\*\\*|x\\.rs|\\*\\.md)){0,3}", 0..4),
+                1..14,
+            ),
+            max in 0usize..6,
+        ) {
+            let list: Vec<_> = specs.iter().enumerate().map(|(i, files)| {
+                let files: Vec<&str> = files.iter().map(String::as_str).collect();
+                (wo(&format!("w{i:02}"), &files, &[]), Status::Ready, false)
+            }).collect();
+            let entries: Vec<Vec<Entry>> = specs.iter().map(|f| f.iter().map(|s| Entry::parse(s).expect("valid")).collect()).collect();
+            let b = run(list, max);
+            proptest::prop_assert!(b.batch.len() <= max);
+            for (i, x) in b.batch.iter().enumerate() {
+                for y in &b.batch[i + 1..] {
+                    let ex = &entries[x.wo_id[1..].parse::<usize>().expect("index")];
+                    let ey = &entries[y.wo_id[1..].parse::<usize>().expect("index")];
+                    proptest::prop_assert!(!ex.iter().any(|a| ey.iter().any(|b| a.overlaps(b))));
+                    proptest::prop_assert!(!ex.is_empty() && !ey.is_empty(), "a solo WO shares a batch");
+                }
+            }
+            let again = run(specs.iter().enumerate().map(|(i, files)| {
+                let files: Vec<&str> = files.iter().map(String::as_str).collect();
+                (wo(&format!("w{i:02}"), &files, &[]), Status::Ready, false)
+            }).collect(), max);
+            proptest::prop_assert_eq!(again, b);
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The repository git-arbiter runs in, its configuration (`arbiter.*`, flag
+//! beats `git config` beats default) and the integration branch.
+
+use std::path::{Path, PathBuf};
+
+use gix::refs::FullName;
+
+use crate::error::{Error, GitContext, InputError, Result};
+use crate::orders::{self, Orders};
+
+/// Defaults of every `arbiter.*` key, in one place.
+pub mod defaults {
+    pub const ORDERS: &str = "work-orders";
+    pub const RETRY_CAP: u32 = 3;
+    pub const MAX_TOTAL: u32 = 6;
+}
+
+pub struct Context {
+    pub repo: gix::Repository,
+    /// Top of the worktree we run in, if any (a bare repository has none).
+    pub workdir: Option<PathBuf>,
+    /// Where the process was started; relative flag values resolve against it.
+    pub cwd: PathBuf,
+}
+
+impl Context {
+    /// Discover the repository from `cwd`, honouring `GIT_DIR`, `GIT_WORK_TREE`
+    /// and `GIT_CEILING_DIRECTORIES` as git (and hooks) expect.
+    pub fn discover(cwd: &Path) -> Result<Context> {
+        let repo = gix::discover_with_environment_overrides(cwd).map_err(|e| {
+            InputError::new(format!("not a git repository: {} ({e})", cwd.display()))
+                .hint("run git arbiter inside a git repository, or set GIT_DIR")
+        })?;
+        let workdir = repo.workdir().map(Path::to_owned);
+        Ok(Context {
+            repo,
+            workdir,
+            cwd: cwd.to_owned(),
+        })
+    }
+
+    pub fn open(path: &Path) -> Result<Context> {
+        Self::discover(path)
+    }
+
+    /// Re-read configuration written by other processes.
+    pub fn reload(&mut self) -> Result<()> {
+        self.repo.reload().git_context("reloading configuration")?;
+        Ok(())
+    }
+
+    pub fn config_string(&self, key: &str) -> Option<String> {
+        self.repo.config_snapshot().string(key).map(|v| v.to_string())
+    }
+
+    /// All values of a multi-valued key, in configuration order.
+    pub fn config_strings(&self, key: &str) -> Vec<String> {
+        self.repo
+            .config_snapshot()
+            .plumbing()
+            .strings(key)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.to_string())
+            .collect()
+    }
+
+    /// A non-negative integer from `git config`; a malformed value is an input error.
+    pub fn config_u32(&self, key: &str) -> Result<Option<u32>> {
+        let Some(raw) = self.config_string(key) else {
+            return Ok(None);
+        };
+        let value = self.repo.config_snapshot().integer(key);
+        match value.and_then(|v| u32::try_from(v).ok()) {
+            Some(v) => Ok(Some(v)),
+            None => Err(InputError::new(format!("config {key} = '{raw}' is not a non-negative integer"))
+                .hint(format!("fix it with 'git config {key} <number>'"))
+                .into()),
+        }
+    }
+
+    pub fn retry_cap(&self) -> Result<u32> {
+        Ok(self.config_u32("arbiter.retryCap")?.unwrap_or(defaults::RETRY_CAP))
+    }
+
+    /// The orders directory: `--orders` (relative to the current directory), else
+    /// `arbiter.orders` (relative to the worktree top), else `work-orders/` at the top.
+    pub fn orders_dir(&self, flag: Option<&Path>) -> Result<PathBuf> {
+        if let Some(flag) = flag {
+            return Ok(self.cwd.join(flag));
+        }
+        let top = self.workdir.clone().ok_or_else(|| {
+            InputError::new("this repository has no worktree to find work orders in")
+                .hint("pass --orders DIR or set 'git config arbiter.orders DIR'")
+        });
+        match self.config_string("arbiter.orders") {
+            Some(dir) if Path::new(&dir).is_absolute() => Ok(PathBuf::from(dir)),
+            Some(dir) => Ok(top?.join(dir)),
+            None => Ok(top?.join(defaults::ORDERS)),
+        }
+    }
+
+    pub fn load_orders(&self, flag: Option<&Path>) -> Result<Orders> {
+        Ok(orders::load(&self.orders_dir(flag)?)?)
+    }
+
+    /// The integration branch: `--into BRANCH`, else the branch checked out here.
+    pub fn integration_branch(&self, into: Option<&str>) -> Result<FullName> {
+        match into {
+            Some(name) => {
+                let full = if name.starts_with("refs/") {
+                    name.to_owned()
+                } else {
+                    format!("refs/heads/{name}")
+                };
+                let full = FullName::try_from(full.as_str()).map_err(|_| {
+                    InputError::new(format!("--into '{name}' is not a valid branch name"))
+                        .hint("name an existing local branch, e.g. --into main")
+                })?;
+                if self.repo.try_find_reference(full.as_ref()).git_context("reading branch")?.is_none() {
+                    return Err(InputError::new(format!("branch '{name}' does not exist"))
+                        .hint("create it first, or name an existing branch with --into")
+                        .into());
+                }
+                Ok(full)
+            }
+            None => self
+                .repo
+                .head_name()
+                .git_context("reading HEAD")?
+                .ok_or_else(|| {
+                    InputError::new("HEAD is detached: there is no current branch to integrate into")
+                        .hint("check out a branch or pass --into BRANCH")
+                        .into()
+                }),
+        }
+    }
+
+    /// The commit the integration branch points at.
+    pub fn branch_tip(&self, branch: &FullName) -> Result<gix::ObjectId> {
+        let mut reference = self
+            .repo
+            .try_find_reference(branch.as_ref())
+            .git_context("reading the integration branch")?
+            .ok_or_else(|| -> Error {
+                InputError::new(format!("branch '{}' has no commits yet", branch.shorten()))
+                    .hint("make a first commit on it")
+                    .into()
+            })?;
+        Ok(reference
+            .peel_to_id()
+            .git_context(format!("resolving {}", branch.as_bstr()))?
+            .detach())
+    }
+
+    /// Is `ancestor` reachable from `tip`? An error (e.g. a missing object) is returned, never guessed.
+    pub fn is_ancestor(&self, ancestor: gix::ObjectId, tip: gix::ObjectId) -> Result<bool> {
+        if ancestor == tip {
+            return Ok(true);
+        }
+        self.repo.find_commit(ancestor).git_context(format!("reading commit {ancestor}"))?;
+        let base = self
+            .repo
+            .merge_base(ancestor, tip)
+            .git_context(format!("finding the merge base of {ancestor} and {tip}"))?;
+        Ok(base.is_some_and(|b| b.detach() == ancestor))
+    }
+}

@@ -1,0 +1,134 @@
+//! The library's one error type. Each kernel has its own typed error; this
+//! enum wraps them so the CLI renders every failure in one place, with the
+//! exit code and hint the contract fixes.
+
+use std::fmt;
+
+/// Exit codes of the public contract (DESIGN "Exit codes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitCode {
+    Success = 0,
+    /// A terminal work order remains.
+    Escalation = 1,
+    /// Usage, configuration or input error; nothing changed.
+    Usage = 2,
+    MergeConflict = 3,
+    DriftRejected = 4,
+    /// A non-blocking slot acquire found every slot taken.
+    NoSlot = 5,
+    /// An unexpected failure of the repository or the file system (as git's `fatal:`).
+    Fatal = 128,
+    Interrupted = 130,
+}
+
+impl ExitCode {
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+/// Something wrong with what the user gave us: one line naming what and where,
+/// and a hint saying how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl InputError {
+    pub fn new(message: impl Into<String>) -> Self {
+        InputError {
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Orders(#[from] crate::orders::Error),
+    #[error(transparent)]
+    State(#[from] crate::state::Error),
+    #[error("{context}: {source}")]
+    Git {
+        context: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl Error {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Error::Input(_) | Error::Orders(_) => ExitCode::Usage,
+            Error::State(e) => e.exit_code(),
+            Error::Git { .. } | Error::Io { .. } => ExitCode::Fatal,
+            Error::Interrupted => ExitCode::Interrupted,
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Error::Input(e) => e.hint.clone(),
+            Error::Orders(e) => e.hint(),
+            Error::State(e) => e.hint(),
+            _ => None,
+        }
+    }
+
+    /// Wrap any git (gix) failure with what we were doing.
+    pub fn git(
+        context: impl Into<String>,
+    ) -> impl FnOnce(Box<dyn std::error::Error + Send + Sync + 'static>) -> Error {
+        let context = context.into();
+        move |source| Error::Git { context, source }
+    }
+
+    pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+        let context = context.into();
+        move |source| Error::Io { context, source }
+    }
+}
+
+/// Attach context to any git-side error in one call: `.git_context("reading HEAD")?`.
+pub trait GitContext<T> {
+    fn git_context(self, context: impl Into<String>) -> Result<T>;
+}
+
+impl<T, E> GitContext<T> for std::result::Result<T, E>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    fn git_context(self, context: impl Into<String>) -> Result<T> {
+        self.map_err(|source| Error::Git {
+            context: context.into(),
+            source: Box::new(source),
+        })
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

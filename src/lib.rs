@@ -1,0 +1,14 @@
+//! git-arbiter: conduct parallel builders on one git repository.
+//!
+//! One module per kernel (DESIGN "The kernels"); the CLI in `src/cli/` is a
+//! thin layer that parses flags, calls these and renders the result.
+
+pub mod batch;
+pub mod context;
+pub mod error;
+pub mod orders;
+pub mod reconcile;
+pub mod scope;
+pub mod state;
+
+pub use error::{Error, ExitCode, Result};

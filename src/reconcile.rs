@@ -1,0 +1,125 @@
+//! Reconcile: one row per work order from the orders on disk and the state in
+//! notes, with the crash-recovery rule applied (DESIGN kernel 1).
+//!
+//! Read-only. A round runs the same computation and then writes the recovered
+//! statuses back as one transition.
+
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::orders::Orders;
+use crate::state::{Record, Snapshot, Status, Verdict};
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Row {
+    pub id: String,
+    pub title: String,
+    pub status: Status,
+    pub terminal: bool,
+    pub halt_reason: Option<String>,
+    pub attempts: u32,
+    pub cap: u32,
+    pub deps: Vec<String>,
+    pub checkpoint_before: Option<String>,
+    pub checkpoint_after: Option<String>,
+    pub last_verdicts: Vec<Verdict>,
+    /// What recovery concluded for a WO found `in_progress`, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Recovery {
+    /// checkpoint_after is an ancestor of the integration tip: the merge landed.
+    Done,
+    /// The build never merged: requeue it.
+    NeedsRework,
+    /// The ancestry check itself failed: reported, never guessed.
+    Error { message: String },
+}
+
+/// A row per WO plus the stored records (fresh ones for WOs without a note).
+pub struct Table {
+    pub rows: Vec<Row>,
+    pub records: Vec<Record>,
+}
+
+impl Table {
+    pub fn row(&self, id: &str) -> Option<&Row> {
+        self.rows
+            .binary_search_by(|r| r.id.as_str().cmp(id))
+            .ok()
+            .map(|i| &self.rows[i])
+    }
+}
+
+/// Apply the recovery rule to one in-progress record.
+pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Recovery {
+    let Some(after) = &record.checkpoint_after else {
+        return Recovery::NeedsRework;
+    };
+    let Some(tip) = tip else {
+        return Recovery::NeedsRework;
+    };
+    let after = match gix::ObjectId::from_hex(after.as_bytes()) {
+        Ok(id) => id,
+        Err(e) => {
+            return Recovery::Error {
+                message: format!("checkpoint_after '{after}' is not an object id: {e}"),
+            }
+        }
+    };
+    match ctx.is_ancestor(after, tip) {
+        Ok(true) => Recovery::Done,
+        Ok(false) => Recovery::NeedsRework,
+        Err(e) => Recovery::Error { message: e.to_string() },
+    }
+}
+
+/// Build the table. `tip` is the integration branch's commit (None: no commits yet).
+/// `in_flight` says whether a WO is being worked on by a live conductor right
+/// now; such a WO is shown as it is, not recovered.
+pub fn table(
+    ctx: &Context,
+    orders: &Orders,
+    snapshot: &mut Snapshot<'_>,
+    tip: Option<gix::ObjectId>,
+    default_cap: u32,
+    in_flight: &dyn Fn(&Record) -> bool,
+) -> Result<Table, crate::state::Error> {
+    let mut rows = Vec::with_capacity(orders.len());
+    let mut records = Vec::with_capacity(orders.len());
+    for wo in orders.iter() {
+        let record = snapshot
+            .record(&wo.id)?
+            .unwrap_or_else(|| Record::new(&wo.id, !wo.deps.is_empty(), default_cap));
+        let mut status = record.status;
+        let mut recovery = None;
+        if status == Status::InProgress && !record.halted && !in_flight(&record) {
+            let outcome = recover(ctx, &record, tip);
+            match outcome {
+                Recovery::Done => status = Status::Done,
+                Recovery::NeedsRework => status = Status::NeedsRework,
+                Recovery::Error { .. } => {}
+            }
+            recovery = Some(outcome);
+        }
+        rows.push(Row {
+            id: wo.id.clone(),
+            title: wo.title.clone(),
+            status,
+            terminal: record.halted,
+            halt_reason: record.halt_reason.clone(),
+            attempts: record.attempts,
+            cap: record.cap,
+            deps: wo.deps.clone(),
+            checkpoint_before: record.checkpoint_before.clone(),
+            checkpoint_after: record.checkpoint_after.clone(),
+            last_verdicts: record.verdicts.clone(),
+            recovery,
+        });
+        records.push(record);
+    }
+    Ok(Table { rows, records })
+}

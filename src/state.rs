@@ -1,0 +1,436 @@
+//! Run state in git: one JSON note per work order under `refs/notes/arbiter`.
+//!
+//! Each work order's note annotates a stable *key blob* (`git-arbiter work
+//! order <id>\n`), written to the object database and kept reachable through a
+//! non-note subtree `wo-keys/<id>` of the notes tree, so `git gc` and
+//! `git notes prune` never drop the state. Merge commits made by git-arbiter
+//! get their own notes in the same ref.
+//!
+//! Every transition is one commit on the notes ref, moved by compare-and-swap
+//! from the tip it was computed from; a lost race re-reads the new tip and
+//! re-applies the transition. `git notes add` is never used: it has no
+//! compare-and-swap.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use gix::hash::ObjectId;
+use gix::refs::transaction::PreviousValue;
+use gix::refs::Target;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ExitCode;
+
+pub const NOTES_REF: &str = "refs/notes/arbiter";
+/// Non-note subtree holding each work order's key blob, so it stays reachable.
+const KEYS_DIR: &str = "wo-keys";
+/// How often a lost compare-and-swap is retried before giving up.
+const MAX_RETRIES: u32 = 1000;
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ready,
+    Blocked,
+    InProgress,
+    NeedsRework,
+    Done,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ready => "ready",
+            Status::Blocked => "blocked",
+            Status::InProgress => "in_progress",
+            Status::NeedsRework => "needs_rework",
+            Status::Done => "done",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The outcome of one verdict command of an attempt (build, gate, critic, …).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub kind: String,
+    pub command: String,
+    pub passed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// One entry of the disposition history.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Seconds since the Unix epoch.
+    pub at: i64,
+    pub event: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The state of one work order, as stored in its note.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub version: u32,
+    pub wo: String,
+    pub status: Status,
+    pub halted: bool,
+    pub halt_reason: Option<String>,
+    /// Paths or details behind the halt (drifted paths, conflicting paths, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub halt_paths: Vec<String>,
+    pub attempts: u32,
+    pub cap: u32,
+    pub checkpoint_before: Option<String>,
+    pub checkpoint_after: Option<String>,
+    /// The conductor working on it while `in_progress` (see `round`), so a
+    /// live conductor's work is never "recovered" by another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default)]
+    pub verdicts: Vec<Verdict>,
+    #[serde(default)]
+    pub history: Vec<Event>,
+}
+
+impl Record {
+    /// The state of a work order that has no note yet.
+    pub fn new(wo: &str, has_deps: bool, cap: u32) -> Record {
+        Record {
+            version: 1,
+            wo: wo.to_owned(),
+            status: if has_deps { Status::Blocked } else { Status::Ready },
+            halted: false,
+            halt_reason: None,
+            halt_paths: Vec::new(),
+            attempts: 0,
+            cap,
+            checkpoint_before: None,
+            checkpoint_after: None,
+            owner: None,
+            verdicts: Vec::new(),
+            history: Vec::new(),
+        }
+    }
+
+    pub fn log(&mut self, event: impl Into<String>, detail: Option<String>) {
+        self.history.push(Event {
+            at: now(),
+            event: event.into(),
+            attempt: (self.attempts > 0).then_some(self.attempts),
+            detail,
+        });
+    }
+
+    /// Set the terminal HALT flag. HALT dominates status everywhere.
+    pub fn halt(&mut self, reason: impl Into<String>, paths: Vec<String>) {
+        let reason = reason.into();
+        self.halted = true;
+        self.halt_paths = paths;
+        self.log("halt", Some(reason.clone()));
+        self.halt_reason = Some(reason);
+    }
+}
+
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("corrupt note for work order '{wo}' in {NOTES_REF} (note {note}): {message}")]
+    Corrupt { wo: String, note: String, message: String },
+    #[error("{NOTES_REF} is held by other writers: gave up after {MAX_RETRIES} compare-and-swap attempts")]
+    Contended,
+    #[error("reading or writing {NOTES_REF}: {0}")]
+    Git(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Error::Corrupt { .. } => ExitCode::Usage,
+            Error::Contended | Error::Git(_) => ExitCode::Fatal,
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Error::Corrupt { wo, .. } => Some(format!(
+                "inspect it with 'git notes --ref=arbiter show {}', or drop it with 'git arbiter clear {wo} --reset'",
+                key_for(wo)
+            )),
+            _ => None,
+        }
+    }
+}
+
+fn git_err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::Git(Box::new(e))
+}
+
+fn key_bytes(wo: &str) -> Vec<u8> {
+    format!("git-arbiter work order {wo}\n").into_bytes()
+}
+
+/// The object a work order's note is attached to: the blob `git-arbiter work order <id>\n`.
+pub fn key_for(wo: &str) -> ObjectId {
+    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::object::Kind::Blob, &key_bytes(wo))
+        .expect("sha1 hashing of an in-memory buffer cannot fail")
+}
+
+/// A consistent read of the notes ref at one tip.
+pub struct Snapshot<'repo> {
+    repo: &'repo gix::Repository,
+    pub tip: Option<ObjectId>,
+    notes: gix::note::plumbing::State,
+}
+
+impl<'repo> Snapshot<'repo> {
+    pub fn read(repo: &'repo gix::Repository) -> Result<Self, Error> {
+        let tip = match repo.try_find_reference(NOTES_REF).map_err(git_err)? {
+            Some(mut r) => Some(r.peel_to_id().map_err(git_err)?.detach()),
+            None => None,
+        };
+        let tree = match tip {
+            Some(tip) => repo
+                .find_commit(tip)
+                .map_err(git_err)?
+                .tree_id()
+                .map_err(git_err)?
+                .detach(),
+            None => ObjectId::empty_tree(repo.object_hash()),
+        };
+        let notes = gix::note::plumbing::State::new(tree, &repo.objects).map_err(git_err)?;
+        Ok(Snapshot { repo, tip, notes })
+    }
+
+    /// The raw note attached to `object`, if any.
+    pub fn note(&mut self, object: &gix::hash::oid) -> Result<Option<Vec<u8>>, Error> {
+        match self.notes.get(object, &self.repo.objects).map_err(git_err)? {
+            Some(blob) => Ok(Some(self.repo.find_blob(blob).map_err(git_err)?.take_data())),
+            None => Ok(None),
+        }
+    }
+
+    /// The stored record of `wo`, or `None` when it has no note yet.
+    pub fn record(&mut self, wo: &str) -> Result<Option<Record>, Error> {
+        let key = key_for(wo);
+        let Some(bytes) = self.note(&key)? else {
+            return Ok(None);
+        };
+        let corrupt = |message: String| Error::Corrupt {
+            wo: wo.to_owned(),
+            note: key.to_string(),
+            message,
+        };
+        let record: Record = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        if record.version != 1 {
+            return Err(corrupt(format!("unsupported version {}", record.version)));
+        }
+        if record.wo != wo {
+            return Err(corrupt(format!("it names work order '{}'", record.wo)));
+        }
+        Ok(Some(record))
+    }
+}
+
+/// One transition being prepared: reads see the tip it started from plus its own writes.
+pub struct Txn<'s, 'repo> {
+    snapshot: &'s mut Snapshot<'repo>,
+    records: BTreeMap<String, Record>,
+    notes: BTreeMap<ObjectId, Vec<u8>>,
+    default_cap: u32,
+}
+
+impl Txn<'_, '_> {
+    /// The record of `wo`, stored or fresh (`has_deps` decides a fresh one's status).
+    pub fn record(&mut self, wo: &str, has_deps: bool) -> Result<Record, Error> {
+        if let Some(r) = self.records.get(wo) {
+            return Ok(r.clone());
+        }
+        Ok(self
+            .snapshot
+            .record(wo)?
+            .unwrap_or_else(|| Record::new(wo, has_deps, self.default_cap)))
+    }
+
+    pub fn stored(&mut self, wo: &str) -> Result<Option<Record>, Error> {
+        if let Some(r) = self.records.get(wo) {
+            return Ok(Some(r.clone()));
+        }
+        self.snapshot.record(wo)
+    }
+
+    pub fn put(&mut self, record: Record) {
+        self.records.insert(record.wo.clone(), record);
+    }
+
+    /// Attach a note to any object (e.g. a merge commit).
+    pub fn put_note(&mut self, object: ObjectId, bytes: Vec<u8>) {
+        self.notes.insert(object, bytes);
+    }
+
+    /// The note on `object` as of this transaction.
+    pub fn note(&mut self, object: &gix::hash::oid) -> Result<Option<Vec<u8>>, Error> {
+        if let Some(b) = self.notes.get(object) {
+            return Ok(Some(b.clone()));
+        }
+        self.snapshot.note(object)
+    }
+}
+
+/// The store of run state for one repository.
+pub struct Store<'repo> {
+    pub repo: &'repo gix::Repository,
+    pub default_cap: u32,
+}
+
+impl<'repo> Store<'repo> {
+    pub fn new(repo: &'repo gix::Repository, default_cap: u32) -> Self {
+        Store { repo, default_cap }
+    }
+
+    pub fn snapshot(&self) -> Result<Snapshot<'repo>, Error> {
+        Snapshot::read(self.repo)
+    }
+
+    /// Apply `change` as one compare-and-swap commit on the notes ref.
+    ///
+    /// `change` may run more than once: after a lost race it is re-run on the
+    /// new tip, so it must derive everything from what the `Txn` reads. It
+    /// returns a value and whether anything changed (`Ok((v, false))` writes
+    /// nothing). Returns the value and the notes tip after the transition.
+    pub fn transact<T, E>(
+        &self,
+        message: &str,
+        mut change: impl FnMut(&mut Txn<'_, 'repo>) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<Error>,
+    {
+        let mut backoff = Duration::from_millis(1);
+        for _ in 0..MAX_RETRIES {
+            let mut snapshot = self.snapshot()?;
+            let mut txn = Txn {
+                snapshot: &mut snapshot,
+                records: BTreeMap::new(),
+                notes: BTreeMap::new(),
+                default_cap: self.default_cap,
+            };
+            let value = change(&mut txn)?;
+            let (records, notes) = (std::mem::take(&mut txn.records), std::mem::take(&mut txn.notes));
+            if records.is_empty() && notes.is_empty() {
+                return Ok(value);
+            }
+            match self.commit(&mut snapshot, records, notes, message)? {
+                true => return Ok(value),
+                false => {
+                    std::thread::sleep(backoff + jitter(backoff));
+                    backoff = (backoff * 2).min(Duration::from_millis(50));
+                }
+            }
+        }
+        Err(Error::Contended.into())
+    }
+
+    /// Write the records and notes on top of the snapshot's tip. `Ok(false)`: lost the race.
+    fn commit(
+        &self,
+        snapshot: &mut Snapshot<'repo>,
+        records: BTreeMap<String, Record>,
+        notes: BTreeMap<ObjectId, Vec<u8>>,
+        message: &str,
+    ) -> Result<bool, Error> {
+        let repo = self.repo;
+        let mut new_keys = Vec::new();
+        for (wo, record) in &records {
+            let key = key_for(wo);
+            if snapshot.notes.get(&key, &repo.objects).map_err(git_err)?.is_none() {
+                new_keys.push((wo.clone(), key));
+            }
+            let mut json = serde_json::to_vec_pretty(record).expect("a record always serializes");
+            json.push(b'\n');
+            let blob = repo.write_blob(&json).map_err(git_err)?.detach();
+            snapshot.notes.edit(key, Some(blob), &repo.objects).map_err(git_err)?;
+        }
+        for (object, mut bytes) in notes {
+            if !bytes.ends_with(b"\n") {
+                bytes.push(b'\n');
+            }
+            let blob = repo.write_blob(&bytes).map_err(git_err)?.detach();
+            snapshot.notes.edit(object, Some(blob), &repo.objects).map_err(git_err)?;
+        }
+        let mut tree = snapshot.notes.write(&repo.objects).map_err(git_err)?;
+        if !new_keys.is_empty() {
+            let mut editor = repo.edit_tree(tree).map_err(git_err)?;
+            for (wo, key) in &new_keys {
+                let written = repo.write_blob(key_bytes(wo)).map_err(git_err)?.detach();
+                debug_assert_eq!(written, *key);
+                editor
+                    .upsert(format!("{KEYS_DIR}/{wo}"), gix::object::tree::EntryKind::Blob, written)
+                    .map_err(git_err)?;
+            }
+            tree = editor.write().map_err(git_err)?.detach();
+        }
+        let commit = repo
+            .new_commit(message, tree, snapshot.tip)
+            .map_err(git_err)?
+            .id;
+        let expected = match snapshot.tip {
+            Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
+            None => PreviousValue::MustNotExist,
+        };
+        match repo.reference(NOTES_REF, commit, expected, format!("arbiter: {message}")) {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_conflict() || e.is_retryable() => Ok(false),
+            Err(e) => Err(git_err(e)),
+        }
+    }
+}
+
+fn jitter(base: Duration) -> Duration {
+    // Enough randomness to break lock-step retries between processes.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0)
+        ^ std::process::id().wrapping_mul(2_654_435_761);
+    Duration::from_nanos(u64::from(nanos) % (base.as_nanos() as u64 + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_is_the_blob_git_would_write() {
+        // `printf 'git-arbiter work order wo-01\n' | git hash-object --stdin`
+        assert_eq!(key_for("wo-01").to_string().len(), 40);
+        assert_ne!(key_for("wo-01"), key_for("wo-02"));
+    }
+
+    #[test]
+    fn record_round_trips() {
+        let mut r = Record::new("wo-01", false, 3);
+        r.halt("merge_conflict", vec!["a.rs".into()]);
+        let json = serde_json::to_string(&r).expect("serializes");
+        assert!(json.contains("\"version\":1"));
+        let back: Record = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, r);
+    }
+}
