@@ -60,18 +60,21 @@ pub fn eligible(row: &Row, status_of: &BTreeMap<&str, (Status, bool)>) -> bool {
     }
     match row.status {
         Status::Ready | Status::NeedsRework => true,
-        Status::Blocked => row
-            .deps
-            .iter()
-            .all(|d| status_of.get(d.as_str()).is_some_and(|(s, halted)| *s == Status::Done && !halted)),
+        Status::Blocked => row.deps.iter().all(|d| {
+            status_of
+                .get(d.as_str())
+                .is_some_and(|(s, halted)| *s == Status::Done && !halted)
+        }),
         Status::InProgress | Status::Done => false,
     }
 }
 
 /// Select the batch. `rows` must be sorted by id (as the reconcile table is).
 pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
-    let status_of: BTreeMap<&str, (Status, bool)> =
-        rows.iter().map(|r| (r.id.as_str(), (r.status, r.terminal))).collect();
+    let status_of: BTreeMap<&str, (Status, bool)> = rows
+        .iter()
+        .map(|r| (r.id.as_str(), (r.status, r.terminal)))
+        .collect();
     let mut out = Batch {
         version: 1,
         max,
@@ -83,7 +86,10 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
         if !eligible(row, &status_of) {
             if !row.terminal && row.status == Status::Blocked {
                 for dep in &row.deps {
-                    if status_of.get(dep.as_str()).is_some_and(|(_, halted)| *halted) {
+                    if status_of
+                        .get(dep.as_str())
+                        .is_some_and(|(_, halted)| *halted)
+                    {
                         out.warnings
                             .push(format!("{} waits on halted work order {dep}: it cannot run until '{dep}' is cleared", row.id));
                     }
@@ -91,7 +97,9 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
             }
             continue;
         }
-        let Some(wo) = orders.get(&row.id) else { continue };
+        let Some(wo) = orders.get(&row.id) else {
+            continue;
+        };
         out.ready += 1;
         if wo.files.is_empty() {
             solo.push(wo);
@@ -142,7 +150,9 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
 }
 
 fn overlaps(a: &WorkOrder, b: &WorkOrder) -> bool {
-    a.files.iter().any(|x| b.files.iter().any(|y| x.overlaps(y)))
+    a.files
+        .iter()
+        .any(|x| b.files.iter().any(|y| x.overlaps(y)))
 }
 
 #[cfg(test)]
@@ -157,7 +167,10 @@ mod tests {
             title: id.into(),
             path: PathBuf::from(format!("{id}.md")),
             deps: deps.iter().map(|d| d.to_string()).collect(),
-            files: files.iter().map(|f| Entry::parse(f).expect("valid")).collect(),
+            files: files
+                .iter()
+                .map(|f| Entry::parse(f).expect("valid"))
+                .collect(),
             task: String::new(),
         }
     }
@@ -181,8 +194,12 @@ mod tests {
 
     fn run(list: Vec<(WorkOrder, Status, bool)>, max: usize) -> Batch {
         let rows: Vec<Row> = list.iter().map(|(w, s, t)| row(w, *s, *t)).collect();
-        let orders = Orders::from_list("w".into(), list.into_iter().map(|(w, _, _)| w).collect(), &[])
-            .expect("valid orders");
+        let orders = Orders::from_list(
+            "w".into(),
+            list.into_iter().map(|(w, _, _)| w).collect(),
+            &[],
+        )
+        .expect("valid orders");
         let mut rows = rows;
         rows.sort_by(|a, b| a.id.cmp(&b.id));
         select(&orders, &rows, max)
@@ -203,7 +220,13 @@ mod tests {
             ("a/b", "a/bc", false),
         ];
         for (x, y, overlap) in pairs {
-            let b = run(vec![(wo("w1", &[x], &[]), Status::Ready, false), (wo("w2", &[y], &[]), Status::Ready, false)], 8);
+            let b = run(
+                vec![
+                    (wo("w1", &[x], &[]), Status::Ready, false),
+                    (wo("w2", &[y], &[]), Status::Ready, false),
+                ],
+                8,
+            );
             if overlap {
                 assert_eq!(ids(&b), ["w1"], "{x} vs {y}");
                 assert_eq!(b.deferred[0].reason, "overlap");
@@ -216,10 +239,22 @@ mod tests {
 
     #[test]
     fn no_files_runs_alone_and_last() {
-        let b = run(vec![(wo("a", &[], &[]), Status::Ready, false), (wo("b", &["x"], &[]), Status::Ready, false)], 8);
+        let b = run(
+            vec![
+                (wo("a", &[], &[]), Status::Ready, false),
+                (wo("b", &["x"], &[]), Status::Ready, false),
+            ],
+            8,
+        );
         assert_eq!(ids(&b), ["b"]);
         assert_eq!(b.deferred[0].reason, "no_declared_files");
-        let b = run(vec![(wo("a", &[], &[]), Status::Ready, false), (wo("c", &[], &[]), Status::Ready, false)], 8);
+        let b = run(
+            vec![
+                (wo("a", &[], &[]), Status::Ready, false),
+                (wo("c", &[], &[]), Status::Ready, false),
+            ],
+            8,
+        );
         assert_eq!(ids(&b), ["a"]);
         assert_eq!(b.deferred.len(), 1);
     }
@@ -240,12 +275,23 @@ mod tests {
         assert_eq!(ids(&b), ["b", "e"]);
         assert_eq!(b.ready, 2);
         assert_eq!(b.warnings.len(), 1, "{:?}", b.warnings);
-        assert_eq!(b.summary_line(), "arbiter batch ready=2 batch=2 deferred=0 max=8");
+        assert_eq!(
+            b.summary_line(),
+            "arbiter batch ready=2 batch=2 deferred=0 max=8"
+        );
     }
 
     #[test]
     fn max_is_respected() {
-        let list = (0..5).map(|i| (wo(&format!("w{i}"), &[&format!("f{i}")], &[]), Status::Ready, false)).collect();
+        let list = (0..5)
+            .map(|i| {
+                (
+                    wo(&format!("w{i}"), &[&format!("f{i}")], &[]),
+                    Status::Ready,
+                    false,
+                )
+            })
+            .collect();
         let b = run(list, 2);
         assert_eq!(ids(&b), ["w0", "w1"]);
         assert!(b.deferred.iter().all(|d| d.reason == "max_reached"));

@@ -50,7 +50,10 @@ impl Context {
     }
 
     pub fn config_string(&self, key: &str) -> Option<String> {
-        self.repo.config_snapshot().string(key).map(|v| v.to_string())
+        self.repo
+            .config_snapshot()
+            .string(key)
+            .map(|v| v.to_string())
     }
 
     /// All values of a multi-valued key, in configuration order.
@@ -73,14 +76,18 @@ impl Context {
         let value = self.repo.config_snapshot().integer(key);
         match value.and_then(|v| u32::try_from(v).ok()) {
             Some(v) => Ok(Some(v)),
-            None => Err(InputError::new(format!("config {key} = '{raw}' is not a non-negative integer"))
-                .hint(format!("fix it with 'git config {key} <number>'"))
-                .into()),
+            None => Err(InputError::new(format!(
+                "config {key} = '{raw}' is not a non-negative integer"
+            ))
+            .hint(format!("fix it with 'git config {key} <number>'"))
+            .into()),
         }
     }
 
     pub fn retry_cap(&self) -> Result<u32> {
-        Ok(self.config_u32("arbiter.retryCap")?.unwrap_or(defaults::RETRY_CAP))
+        Ok(self
+            .config_u32("arbiter.retryCap")?
+            .unwrap_or(defaults::RETRY_CAP))
     }
 
     /// The orders directory: `--orders` (relative to the current directory), else
@@ -117,7 +124,12 @@ impl Context {
                     InputError::new(format!("--into '{name}' is not a valid branch name"))
                         .hint("name an existing local branch, e.g. --into main")
                 })?;
-                if self.repo.try_find_reference(full.as_ref()).git_context("reading branch")?.is_none() {
+                if self
+                    .repo
+                    .try_find_reference(full.as_ref())
+                    .git_context("reading branch")?
+                    .is_none()
+                {
                     return Err(InputError::new(format!("branch '{name}' does not exist"))
                         .hint("create it first, or name an existing branch with --into")
                         .into());
@@ -129,9 +141,11 @@ impl Context {
                 .head_name()
                 .git_context("reading HEAD")?
                 .ok_or_else(|| {
-                    InputError::new("HEAD is detached: there is no current branch to integrate into")
-                        .hint("check out a branch or pass --into BRANCH")
-                        .into()
+                    InputError::new(
+                        "HEAD is detached: there is no current branch to integrate into",
+                    )
+                    .hint("check out a branch or pass --into BRANCH")
+                    .into()
                 }),
         }
     }
@@ -158,7 +172,9 @@ impl Context {
         if ancestor == tip {
             return Ok(true);
         }
-        self.repo.find_commit(ancestor).git_context(format!("reading commit {ancestor}"))?;
+        self.repo
+            .find_commit(ancestor)
+            .git_context(format!("reading commit {ancestor}"))?;
         let base = self
             .repo
             .merge_base(ancestor, tip)

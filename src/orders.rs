@@ -56,9 +56,9 @@ impl Error {
     pub fn hint(&self) -> Option<String> {
         match self {
             Error::Invalid { hint, .. } | Error::Dir { hint, .. } => Some(hint.clone()),
-            Error::Cycle { .. } => {
-                Some("remove one of these 'Depends on' entries so the dependencies form no loop".into())
-            }
+            Error::Cycle { .. } => Some(
+                "remove one of these 'Depends on' entries so the dependencies form no loop".into(),
+            ),
         }
     }
 }
@@ -79,8 +79,11 @@ pub fn check_id(id: &str) -> Result<(), String> {
         return Err(format!("id '{id}' must be 1 to 64 characters long"));
     }
     let mut bytes = id.bytes();
-    let first_ok = bytes.next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    let rest_ok = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
+    let first_ok = bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let rest_ok =
+        bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
     if !first_ok || !rest_ok {
         return Err(format!(
             "id '{id}' must match [a-z0-9][a-z0-9._-]* (lowercase letters, digits, '.', '_', '-')"
@@ -88,7 +91,9 @@ pub fn check_id(id: &str) -> Result<(), String> {
     }
     let full = format!("refs/heads/arbiter/{id}");
     if gix::refs::FullName::try_from(full.as_str()).is_err() {
-        return Err(format!("id '{id}' is not a valid git ref component (e.g. '..' or a '.lock' ending)"));
+        return Err(format!(
+            "id '{id}' is not a valid git ref component (e.g. '..' or a '.lock' ending)"
+        ));
     }
     Ok(())
 }
@@ -105,7 +110,12 @@ enum Section {
 /// Parse one work-order file. `id` comes from the file stem.
 pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
     if let Err(message) = check_id(id) {
-        return Err(invalid(path, 1, message, "rename the file to a lowercase id such as 'wo-01.md'"));
+        return Err(invalid(
+            path,
+            1,
+            message,
+            "rename the file to a lowercase id such as 'wo-01.md'",
+        ));
     }
     let mut title = None;
     let mut deps: Vec<(String, usize)> = Vec::new();
@@ -125,7 +135,12 @@ pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
                 if title.is_none() {
                     let heading = heading.trim();
                     if heading.is_empty() {
-                        return Err(invalid(path, lineno, "empty title", "write the title after '# '"));
+                        return Err(invalid(
+                            path,
+                            lineno,
+                            "empty title",
+                            "write the title after '# '",
+                        ));
                     }
                     title = Some(heading.to_owned());
                     continue;
@@ -167,10 +182,18 @@ pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
                 if content.is_empty() || (content.starts_with("<!--") && content.ends_with("-->")) {
                     continue;
                 }
-                let Some(item) = content.strip_prefix("- ").or_else(|| content.strip_prefix("* ")) else {
+                let Some(item) = content
+                    .strip_prefix("- ")
+                    .or_else(|| content.strip_prefix("* "))
+                else {
                     let empty_bullet = content == "-" || content == "*";
                     return Err(if empty_bullet {
-                        invalid(path, lineno, "empty entry", "remove the empty bullet or write a path after it")
+                        invalid(
+                            path,
+                            lineno,
+                            "empty entry",
+                            "remove the empty bullet or write a path after it",
+                        )
                     } else {
                         invalid(
                             path,
@@ -211,7 +234,12 @@ pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
         }
     }
     let Some(title) = title else {
-        return Err(invalid(path, 1, "no title", "start the file with a '# Title' line"));
+        return Err(invalid(
+            path,
+            1,
+            "no title",
+            "start the file with a '# Title' line",
+        ));
     };
     if let Some((_, line)) = deps.iter().find(|(d, _)| d == id) {
         return Err(invalid(
@@ -232,7 +260,9 @@ pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
 }
 
 fn strip_backticks(s: &str) -> &str {
-    s.strip_prefix('`').and_then(|s| s.strip_suffix('`')).unwrap_or(s)
+    s.strip_prefix('`')
+        .and_then(|s| s.strip_suffix('`'))
+        .unwrap_or(s)
 }
 
 /// The validated set of work orders, sorted by id.
@@ -261,9 +291,17 @@ impl Orders {
     }
 
     /// Build from parsed orders, checking unknown dependencies and cycles.
-    pub fn from_list(dir: PathBuf, mut list: Vec<WorkOrder>, texts: &[(PathBuf, String)]) -> Result<Orders, Error> {
+    pub fn from_list(
+        dir: PathBuf,
+        mut list: Vec<WorkOrder>,
+        texts: &[(PathBuf, String)],
+    ) -> Result<Orders, Error> {
         list.sort_by(|a, b| a.id.cmp(&b.id));
-        let index: BTreeMap<String, usize> = list.iter().enumerate().map(|(i, wo)| (wo.id.clone(), i)).collect();
+        let index: BTreeMap<String, usize> = list
+            .iter()
+            .enumerate()
+            .map(|(i, wo)| (wo.id.clone(), i))
+            .collect();
         for wo in &list {
             for dep in &wo.deps {
                 if !index.contains_key(dep) {
@@ -315,9 +353,14 @@ impl Orders {
                             stack.push((dep, 0));
                         }
                         Mark::Active => {
-                            let from = stack.iter().position(|&(n, _)| n == dep).expect("active node is on the stack");
-                            let mut cycle: Vec<String> =
-                                stack[from..].iter().map(|&(n, _)| self.list[n].id.clone()).collect();
+                            let from = stack
+                                .iter()
+                                .position(|&(n, _)| n == dep)
+                                .expect("active node is on the stack");
+                            let mut cycle: Vec<String> = stack[from..]
+                                .iter()
+                                .map(|&(n, _)| self.list[n].id.clone())
+                                .collect();
                             cycle.push(self.list[dep].id.clone());
                             return Some(cycle);
                         }
@@ -334,12 +377,16 @@ impl Orders {
 }
 
 fn line_of_dep(text: &str, dep: &str) -> Option<usize> {
-    text.lines().position(|l| {
-        let l = l.trim();
-        let item = l.strip_prefix("- ").or_else(|| l.strip_prefix("* ")).map(str::trim);
-        item.map(strip_backticks) == Some(dep)
-    })
-    .map(|i| i + 1)
+    text.lines()
+        .position(|l| {
+            let l = l.trim();
+            let item = l
+                .strip_prefix("- ")
+                .or_else(|| l.strip_prefix("* "))
+                .map(str::trim);
+            item.map(strip_backticks) == Some(dep)
+        })
+        .map(|i| i + 1)
 }
 
 /// Read and validate every `*.md` in `dir`. A missing directory is an error:
@@ -348,7 +395,8 @@ pub fn load(dir: &Path) -> Result<Orders, Error> {
     let read_dir = std::fs::read_dir(dir).map_err(|e| Error::Dir {
         dir: dir.to_owned(),
         message: e.to_string(),
-        hint: "create it, or point --orders / 'git config arbiter.orders' at your work orders".into(),
+        hint: "create it, or point --orders / 'git config arbiter.orders' at your work orders"
+            .into(),
     })?;
     let mut paths = Vec::new();
     for entry in read_dir {
@@ -367,18 +415,30 @@ pub fn load(dir: &Path) -> Result<Orders, Error> {
     let mut list = Vec::with_capacity(paths.len());
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     for path in paths {
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_owned();
         if let Some(first) = seen.get(&stem.to_ascii_lowercase()) {
             return Err(invalid(
                 &path,
                 1,
-                format!("duplicate work-order id '{stem}' (also {})", first.display()),
+                format!(
+                    "duplicate work-order id '{stem}' (also {})",
+                    first.display()
+                ),
                 "give each work order its own file name",
             ));
         }
         seen.insert(stem.to_ascii_lowercase(), path.clone());
         let text = std::fs::read_to_string(&path).map_err(|e| {
-            invalid(&path, 1, format!("cannot read: {e}"), "work orders must be readable UTF-8 Markdown")
+            invalid(
+                &path,
+                1,
+                format!("cannot read: {e}"),
+                "work orders must be readable UTF-8 Markdown",
+            )
         })?;
         list.push(parse(&stem, &path, &text)?);
         texts.push((path, text));
@@ -415,12 +475,20 @@ mod tests {
     fn errors_name_the_line() {
         let cases = [
             ("no title here\n", 1, "no title"),
-            ("# T\n## Files to touch\n- /etc/passwd\n", 3, "absolute path"),
+            (
+                "# T\n## Files to touch\n- /etc/passwd\n",
+                3,
+                "absolute path",
+            ),
             ("# T\n## Files to touch\n- a/../b\n", 3, "'..'"),
             ("# T\n## Files to touch\n- .git/hooks/x\n", 3, "'.git'"),
             ("# T\n## Files to touch\n-\n", 3, "empty entry"),
             ("# T\n## Files to touch\n- src/[x\n", 3, "invalid glob"),
-            ("# T\n## Files to touch\nsrc/a.rs\n", 3, "expected a '- ' bullet"),
+            (
+                "# T\n## Files to touch\nsrc/a.rs\n",
+                3,
+                "expected a '- ' bullet",
+            ),
             ("# T\n## Depends on\n- Bad_Id\n", 3, "must match"),
             ("# T\n## Depends on\n- wo-01\n", 3, "depends on itself"),
             ("# T\n## Task\nx\n## Task\n", 4, "appears twice"),
@@ -441,7 +509,18 @@ mod tests {
         for ok in ["a", "wo-01", "0.1_x", &"a".repeat(64)] {
             assert!(check_id(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "A", "-a", ".a", "a/b", "a b", "a..b", "a.lock", "a.", &"a".repeat(65)] {
+        for bad in [
+            "",
+            "A",
+            "-a",
+            ".a",
+            "a/b",
+            "a b",
+            "a..b",
+            "a.lock",
+            "a.",
+            &"a".repeat(65),
+        ] {
             assert!(check_id(bad).is_err(), "{bad}");
         }
     }
@@ -459,13 +538,24 @@ mod tests {
 
     #[test]
     fn cycles_and_unknown_deps() {
-        let err = Orders::from_list("w".into(), vec![wo("a", &["b"]), wo("b", &["c"]), wo("c", &["a"])], &[])
-            .unwrap_err();
+        let err = Orders::from_list(
+            "w".into(),
+            vec![wo("a", &["b"]), wo("b", &["c"]), wo("c", &["a"])],
+            &[],
+        )
+        .unwrap_err();
         assert_eq!(err.to_string(), "dependency cycle: a -> b -> c -> a");
         let err = Orders::from_list("w".into(), vec![wo("a", &["zz"])], &[]).unwrap_err();
         assert!(err.to_string().contains("unknown dependency 'zz'"), "{err}");
-        let ok = Orders::from_list("w".into(), vec![wo("b", &["a"]), wo("a", &[]), wo("c", &["a", "b"])], &[])
-            .expect("a DAG");
-        assert_eq!(ok.list.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+        let ok = Orders::from_list(
+            "w".into(),
+            vec![wo("b", &["a"]), wo("a", &[]), wo("c", &["a", "b"])],
+            &[],
+        )
+        .expect("a DAG");
+        assert_eq!(
+            ok.list.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
     }
 }

@@ -73,7 +73,9 @@ pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Re
     match ctx.is_ancestor(after, tip) {
         Ok(true) => Recovery::Done,
         Ok(false) => Recovery::NeedsRework,
-        Err(e) => Recovery::Error { message: e.to_string() },
+        Err(e) => Recovery::Error {
+            message: e.to_string(),
+        },
     }
 }
 

@@ -26,9 +26,15 @@ impl std::fmt::Display for EntryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             EntryError::Empty => f.write_str("empty entry"),
-            EntryError::Absolute => f.write_str("absolute path (entries are relative to the repository top)"),
-            EntryError::ParentComponent => f.write_str("'..' component (entries may not leave the repository)"),
-            EntryError::GitComponent => f.write_str("'.git' component (git's own files are never declared)"),
+            EntryError::Absolute => {
+                f.write_str("absolute path (entries are relative to the repository top)")
+            }
+            EntryError::ParentComponent => {
+                f.write_str("'..' component (entries may not leave the repository)")
+            }
+            EntryError::GitComponent => {
+                f.write_str("'.git' component (git's own files are never declared)")
+            }
             EntryError::BadGlob(e) => write!(f, "invalid glob: {e}"),
         }
     }
@@ -44,7 +50,9 @@ struct LazyGlob {
 
 impl LazyGlob {
     fn is_match(&self, path: &str) -> bool {
-        self.matcher.get_or_init(|| self.glob.compile_matcher()).is_match(path)
+        self.matcher
+            .get_or_init(|| self.glob.compile_matcher())
+            .is_match(path)
     }
 }
 
@@ -174,7 +182,10 @@ impl Entry {
     /// Does this entry cover `path` (a repo-relative file path)?
     pub fn covers(&self, path: &str) -> bool {
         match &self.glob {
-            None => path == self.text || (path.starts_with(&self.text) && path.as_bytes()[self.text.len()] == b'/'),
+            None => {
+                path == self.text
+                    || (path.starts_with(&self.text) && path.as_bytes()[self.text.len()] == b'/')
+            }
             Some(glob) => {
                 if glob.is_match(path) {
                     return true;
@@ -227,7 +238,8 @@ fn segments_overlap(a: &[Segment], b: &[Segment]) -> bool {
                     return false;
                 }
             }
-            (Segment::Literal(l), Segment::Pattern(p)) | (Segment::Pattern(p), Segment::Literal(l)) => {
+            (Segment::Literal(l), Segment::Pattern(p))
+            | (Segment::Pattern(p), Segment::Literal(l)) => {
                 if !p.is_match(l) {
                     return false;
                 }
@@ -302,12 +314,27 @@ mod tests {
         assert_eq!(Entry::parse("").unwrap_err(), EntryError::Empty);
         assert_eq!(Entry::parse("  ").unwrap_err(), EntryError::Empty);
         assert_eq!(Entry::parse("./").unwrap_err(), EntryError::Empty);
-        assert_eq!(Entry::parse("/etc/passwd").unwrap_err(), EntryError::Absolute);
+        assert_eq!(
+            Entry::parse("/etc/passwd").unwrap_err(),
+            EntryError::Absolute
+        );
         assert_eq!(Entry::parse("C:/x").unwrap_err(), EntryError::Absolute);
-        assert_eq!(Entry::parse("a/../b").unwrap_err(), EntryError::ParentComponent);
-        assert_eq!(Entry::parse(".git/config").unwrap_err(), EntryError::GitComponent);
-        assert_eq!(Entry::parse("sub/.GIT/x").unwrap_err(), EntryError::GitComponent);
-        assert!(matches!(Entry::parse("src/[a.rs").unwrap_err(), EntryError::BadGlob(_)));
+        assert_eq!(
+            Entry::parse("a/../b").unwrap_err(),
+            EntryError::ParentComponent
+        );
+        assert_eq!(
+            Entry::parse(".git/config").unwrap_err(),
+            EntryError::GitComponent
+        );
+        assert_eq!(
+            Entry::parse("sub/.GIT/x").unwrap_err(),
+            EntryError::GitComponent
+        );
+        assert!(matches!(
+            Entry::parse("src/[a.rs").unwrap_err(),
+            EntryError::BadGlob(_)
+        ));
         assert!(Entry::parse(".gitignore").is_ok());
     }
 

@@ -110,7 +110,11 @@ impl Record {
         Record {
             version: 1,
             wo: wo.to_owned(),
-            status: if has_deps { Status::Blocked } else { Status::Ready },
+            status: if has_deps {
+                Status::Blocked
+            } else {
+                Status::Ready
+            },
             halted: false,
             halt_reason: None,
             halt_paths: Vec::new(),
@@ -153,7 +157,11 @@ pub fn now() -> i64 {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("corrupt note for work order '{wo}' in {NOTES_REF} (note {note}): {message}")]
-    Corrupt { wo: String, note: String, message: String },
+    Corrupt {
+        wo: String,
+        note: String,
+        message: String,
+    },
     #[error("{NOTES_REF} is held by other writers: gave up after {MAX_RETRIES} compare-and-swap attempts")]
     Contended,
     #[error("reading or writing {NOTES_REF}: {0}")]
@@ -171,7 +179,7 @@ impl Error {
     pub fn hint(&self) -> Option<String> {
         match self {
             Error::Corrupt { wo, .. } => Some(format!(
-                "inspect it with 'git notes --ref=arbiter show {}', or drop it with 'git arbiter clear {wo} --reset'",
+                "inspect it with 'git notes --ref=arbiter show {}'; an earlier good version is in 'git log -p refs/notes/arbiter' (work order {wo})",
                 key_for(wo)
             )),
             _ => None,
@@ -189,8 +197,12 @@ fn key_bytes(wo: &str) -> Vec<u8> {
 
 /// The object a work order's note is attached to: the blob `git-arbiter work order <id>\n`.
 pub fn key_for(wo: &str) -> ObjectId {
-    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::object::Kind::Blob, &key_bytes(wo))
-        .expect("sha1 hashing of an in-memory buffer cannot fail")
+    gix::objs::compute_hash(
+        gix::hash::Kind::Sha1,
+        gix::object::Kind::Blob,
+        &key_bytes(wo),
+    )
+    .expect("sha1 hashing of an in-memory buffer cannot fail")
 }
 
 /// A consistent read of the notes ref at one tip.
@@ -221,8 +233,14 @@ impl<'repo> Snapshot<'repo> {
 
     /// The raw note attached to `object`, if any.
     pub fn note(&mut self, object: &gix::hash::oid) -> Result<Option<Vec<u8>>, Error> {
-        match self.notes.get(object, &self.repo.objects).map_err(git_err)? {
-            Some(blob) => Ok(Some(self.repo.find_blob(blob).map_err(git_err)?.take_data())),
+        match self
+            .notes
+            .get(object, &self.repo.objects)
+            .map_err(git_err)?
+        {
+            Some(blob) => Ok(Some(
+                self.repo.find_blob(blob).map_err(git_err)?.take_data(),
+            )),
             None => Ok(None),
         }
     }
@@ -333,7 +351,10 @@ impl<'repo> Store<'repo> {
                 default_cap: self.default_cap,
             };
             let value = change(&mut txn)?;
-            let (records, notes) = (std::mem::take(&mut txn.records), std::mem::take(&mut txn.notes));
+            let (records, notes) = (
+                std::mem::take(&mut txn.records),
+                std::mem::take(&mut txn.notes),
+            );
             if records.is_empty() && notes.is_empty() {
                 return Ok(value);
             }
@@ -360,20 +381,31 @@ impl<'repo> Store<'repo> {
         let mut new_keys = Vec::new();
         for (wo, record) in &records {
             let key = key_for(wo);
-            if snapshot.notes.get(&key, &repo.objects).map_err(git_err)?.is_none() {
+            if snapshot
+                .notes
+                .get(&key, &repo.objects)
+                .map_err(git_err)?
+                .is_none()
+            {
                 new_keys.push((wo.clone(), key));
             }
             let mut json = serde_json::to_vec_pretty(record).expect("a record always serializes");
             json.push(b'\n');
             let blob = repo.write_blob(&json).map_err(git_err)?.detach();
-            snapshot.notes.edit(key, Some(blob), &repo.objects).map_err(git_err)?;
+            snapshot
+                .notes
+                .edit(key, Some(blob), &repo.objects)
+                .map_err(git_err)?;
         }
         for (object, mut bytes) in notes {
             if !bytes.ends_with(b"\n") {
                 bytes.push(b'\n');
             }
             let blob = repo.write_blob(&bytes).map_err(git_err)?.detach();
-            snapshot.notes.edit(object, Some(blob), &repo.objects).map_err(git_err)?;
+            snapshot
+                .notes
+                .edit(object, Some(blob), &repo.objects)
+                .map_err(git_err)?;
         }
         let mut tree = snapshot.notes.write(&repo.objects).map_err(git_err)?;
         if !new_keys.is_empty() {
@@ -382,7 +414,11 @@ impl<'repo> Store<'repo> {
                 let written = repo.write_blob(key_bytes(wo)).map_err(git_err)?.detach();
                 debug_assert_eq!(written, *key);
                 editor
-                    .upsert(format!("{KEYS_DIR}/{wo}"), gix::object::tree::EntryKind::Blob, written)
+                    .upsert(
+                        format!("{KEYS_DIR}/{wo}"),
+                        gix::object::tree::EntryKind::Blob,
+                        written,
+                    )
                     .map_err(git_err)?;
             }
             tree = editor.write().map_err(git_err)?.detach();

@@ -1,1 +1,29 @@
+//! All CLI tests compile into this one binary (as jj does).
 
+mod common;
+
+mod test_orders;
+mod test_state;
+mod test_status_batch;
+
+#[test]
+fn every_test_file_is_listed() {
+    let listed = include_str!("runner.rs");
+    for entry in
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests")).expect("tests dir")
+    {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .into_string()
+            .expect("utf-8 name");
+        if let Some(stem) = name.strip_suffix(".rs") {
+            if stem.starts_with("test_") {
+                assert!(
+                    listed.contains(&format!("mod {stem};")),
+                    "tests/{name} is not listed in tests/runner.rs"
+                );
+            }
+        }
+    }
+}

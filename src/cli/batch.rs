@@ -1,0 +1,49 @@
+use clap::Args;
+use git_arbiter::state::Store;
+use git_arbiter::{batch, reconcile, Error, ExitCode};
+
+use super::{json, out, Env};
+
+/// Select the next batch: eligible work orders whose declared files are pairwise disjoint.
+///
+/// Prints `{"version":1,"batch":[{"wo_id","files"}],"deferred":[{"wo_id","reason","conflicts_with"}],"warnings":[]}`
+/// on stdout and one line `arbiter batch ready=<n> batch=<n> deferred=<n> max=<n>`
+/// on stderr. Deterministic: work orders are taken in id order. Read-only.
+#[derive(Args, Debug)]
+pub struct BatchArgs {
+    /// At most this many work orders in the batch [default: `arbiter.maxBatch`, else 8]
+    #[arg(long, value_name = "N")]
+    max: Option<u32>,
+    /// Print JSON (the default; kept for symmetry with the other plumbing commands)
+    #[arg(long)]
+    json: bool,
+    /// The integration branch [default: the current branch]
+    #[arg(long, value_name = "BRANCH")]
+    into: Option<String>,
+}
+
+pub fn cmd_batch(env: &Env, args: BatchArgs) -> Result<ExitCode, Error> {
+    let ctx = env.context()?;
+    let max = match args.max {
+        Some(m) => m,
+        None => ctx.config_u32("arbiter.maxBatch")?.unwrap_or(8),
+    } as usize;
+    let orders = ctx.load_orders(env.orders_flag())?;
+    let branch = ctx.integration_branch(args.into.as_deref())?;
+    let tip = ctx.branch_tip(&branch).ok();
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    let mut snapshot = store.snapshot()?;
+    let table = reconcile::table(
+        &ctx,
+        &orders,
+        &mut snapshot,
+        tip,
+        store.default_cap,
+        &|_| false,
+    )?;
+    let selected = batch::select(&orders, &table.rows, max);
+    let _ = args.json;
+    out(&json(&selected));
+    eprintln!("{}", selected.summary_line());
+    Ok(ExitCode::Success)
+}

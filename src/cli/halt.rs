@@ -1,0 +1,41 @@
+use clap::Args;
+use git_arbiter::error::InputError;
+use git_arbiter::state::Store;
+use git_arbiter::{Error, ExitCode};
+
+use super::Env;
+
+/// Halt a work order by hand: it is never selected, built or merged until `git arbiter clear`.
+#[derive(Args, Debug)]
+pub struct HaltArgs {
+    /// The work order's id (its file stem)
+    id: String,
+    /// Why it is halted (one line; shown by status and in the escalation)
+    #[arg(long, value_name = "R")]
+    reason: String,
+}
+
+pub fn cmd_halt(env: &Env, args: HaltArgs) -> Result<ExitCode, Error> {
+    let reason = args.reason.trim();
+    if reason.is_empty() || reason.contains('\n') {
+        return Err(InputError::new("--reason must be one non-empty line")
+            .hint("e.g. --reason \"waiting for API review\"")
+            .into());
+    }
+    let ctx = env.context()?;
+    let orders = ctx.load_orders(env.orders_flag())?;
+    let Some(wo) = orders.get(&args.id) else {
+        return Err(InputError::new(format!("unknown work order '{}'", args.id))
+            .hint("'git arbiter status' lists the work orders")
+            .into());
+    };
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    store.transact(&format!("halt {}", args.id), |txn| -> Result<(), Error> {
+        let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
+        record.halt(reason, Vec::new());
+        txn.put(record);
+        Ok(())
+    })?;
+    eprintln!("arbiter halt wo={} reason={reason}", args.id);
+    Ok(ExitCode::Success)
+}

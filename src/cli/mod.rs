@@ -1,0 +1,136 @@
+//! The command line: parse with clap, call the library, render results, and
+//! render every error once (`error: …` plus `hint: …`) with the contract's exit code.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+use git_arbiter::context::Context;
+use git_arbiter::{Error, ExitCode};
+
+mod batch;
+mod clear;
+mod halt;
+mod status;
+
+/// Conduct parallel builders on one git repository.
+///
+/// git-arbiter runs work orders (Markdown files under `work-orders/`) through
+/// builders such as AI coding agents or scripts, each in its own linked
+/// worktree. It decides from git's own data which orders run together
+/// (disjoint declared files), merges the clean ones back one at a time,
+/// rejects merges that touched undeclared files, and keeps all of its state
+/// in `refs/notes/arbiter`.
+///
+/// Exit codes: 0 success, 1 escalation (a halted work order remains),
+/// 2 usage/config/input error, 3 merge conflict, 4 drift rejected,
+/// 5 no slot free, 128 unexpected repository or file-system failure,
+/// 130 interrupted.
+#[derive(Parser, Debug)]
+#[command(
+    name = "git-arbiter",
+    bin_name = "git arbiter",
+    version,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GlobalArgs {
+    /// Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub orders: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    Status(status::StatusArgs),
+    Batch(batch::BatchArgs),
+    Clear(clear::ClearArgs),
+    Halt(halt::HaltArgs),
+}
+
+/// Everything a subcommand needs from its surroundings.
+pub struct Env {
+    pub global: GlobalArgs,
+    pub cwd: PathBuf,
+}
+
+impl Env {
+    pub fn context(&self) -> Result<Context, Error> {
+        Context::discover(&self.cwd)
+    }
+
+    pub fn orders_flag(&self) -> Option<&Path> {
+        self.global.orders.as_deref()
+    }
+}
+
+/// Print to stdout; a closed pipe (`| head`) ends quietly, as in git and ripgrep.
+pub fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    if stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
+pub fn json<T: serde::Serialize>(value: &T) -> String {
+    let mut s = serde_json::to_string_pretty(value).expect("output types always serialize");
+    s.push('\n');
+    s
+}
+
+pub fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::Usage.code()
+            } else {
+                0
+            };
+        }
+    };
+    let cwd = match std::env::current_dir() {
+        Ok(cwd) => cwd,
+        Err(e) => {
+            eprintln!("error: cannot read the current directory: {e}");
+            return ExitCode::Usage.code();
+        }
+    };
+    let env = Env {
+        global: cli.global,
+        cwd,
+    };
+    let result = match cli.command {
+        Command::Status(args) => status::cmd_status(&env, args),
+        Command::Batch(args) => batch::cmd_batch(&env, args),
+        Command::Clear(args) => clear::cmd_clear(&env, args),
+        Command::Halt(args) => halt::cmd_halt(&env, args),
+    };
+    match result {
+        Ok(code) => code.code(),
+        Err(e) => {
+            render_error(&e);
+            e.exit_code().code()
+        }
+    }
+}
+
+pub fn render_error(e: &Error) {
+    let mut text = format!("error: {e}\n");
+    if let Some(hint) = e.hint() {
+        text.push_str(&format!("hint: {hint}\n"));
+    }
+    let _ = std::io::stderr().write_all(text.as_bytes());
+}

@@ -1,0 +1,121 @@
+use clap::Args;
+use git_arbiter::reconcile::{self, Recovery};
+use git_arbiter::state::Store;
+use git_arbiter::{Error, ExitCode};
+use serde::Serialize;
+
+use super::{json, out, Env};
+
+/// Show every work order's state: the reconcile table.
+///
+/// One row per work order with its status, HALT flag and reason, attempts and
+/// retry cap, dependencies and checkpoints. The crash-recovery rule is
+/// applied to what is shown: an `in_progress` order whose checkpoint_after is
+/// an ancestor of the integration tip shows as `done`, otherwise as
+/// `needs_rework`. Read-only.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Print `{"version":1,"orders":[…]}` instead of a table
+    #[arg(long)]
+    json: bool,
+    /// The integration branch [default: the current branch]
+    #[arg(long, value_name = "BRANCH")]
+    into: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Output<'a> {
+    version: u32,
+    orders: &'a [reconcile::Row],
+}
+
+pub fn cmd_status(env: &Env, args: StatusArgs) -> Result<ExitCode, Error> {
+    let ctx = env.context()?;
+    let orders = ctx.load_orders(env.orders_flag())?;
+    let branch = ctx.integration_branch(args.into.as_deref())?;
+    let tip = ctx.branch_tip(&branch).ok();
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    let mut snapshot = store.snapshot()?;
+    let table = reconcile::table(
+        &ctx,
+        &orders,
+        &mut snapshot,
+        tip,
+        store.default_cap,
+        &|_| false,
+    )?;
+    if args.json {
+        out(&json(&Output {
+            version: 1,
+            orders: &table.rows,
+        }));
+    } else {
+        out(&render(&table.rows));
+    }
+    Ok(ExitCode::Success)
+}
+
+fn render(rows: &[reconcile::Row]) -> String {
+    if rows.is_empty() {
+        return "no work orders\n".into();
+    }
+    let cells: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            let mut status = if r.terminal {
+                format!("HALT {}", r.halt_reason.as_deref().unwrap_or("?"))
+            } else {
+                r.status.to_string()
+            };
+            if let Some(Recovery::Error { .. }) = r.recovery {
+                status.push_str(" (recovery failed)");
+            }
+            [
+                r.id.clone(),
+                status,
+                format!("{}/{}", r.attempts, r.cap),
+                if r.deps.is_empty() {
+                    "-".into()
+                } else {
+                    r.deps.join(",")
+                },
+                r.checkpoint_after
+                    .as_deref()
+                    .map_or("-".into(), |s| s[..s.len().min(12)].to_owned()),
+                r.title.clone(),
+            ]
+        })
+        .collect();
+    let header = ["ID", "STATUS", "ATTEMPTS", "DEPS", "MERGED", "TITLE"];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cols: &[String]| -> String {
+        let mut s = String::new();
+        for (i, c) in cols.iter().enumerate() {
+            if i + 1 == cols.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        s.push('\n');
+        s
+    };
+    let mut text = line(&header.map(String::from));
+    for row in &cells {
+        text.push_str(&line(row));
+    }
+    for r in rows {
+        if let Some(Recovery::Error { message }) = &r.recovery {
+            text.push_str(&format!(
+                "warning: {}: cannot tell whether its merge landed: {message}\n",
+                r.id
+            ));
+        }
+    }
+    text
+}

@@ -1,0 +1,247 @@
+//! Hermetic harness: the real binary against real temporary repositories made
+//! with stock git (the oracle). Temp HOME, no global or system config, fixed
+//! dates, `LC_ALL=C`.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub struct TestEnv {
+    _root: tempfile::TempDir,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    /// The main repository (created by `TestEnv::new`).
+    pub repo: PathBuf,
+    pub slot_dir: PathBuf,
+    extra_env: BTreeMap<String, String>,
+}
+
+/// What one run of the binary produced.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    /// stdout, stderr and the exit status in one text, for snapshots.
+    pub fn snapshot(&self, env: &TestEnv) -> String {
+        env.redact(&format!(
+            "{}[stderr]\n{}[exit status: {}]\n",
+            self.stdout, self.stderr, self.code
+        ))
+    }
+
+    #[track_caller]
+    pub fn success(self) -> Self {
+        assert_eq!(
+            self.code, 0,
+            "expected success\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn code(self, code: i32) -> Self {
+        assert_eq!(
+            self.code, code,
+            "expected exit {code}\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_git-arbiter"))
+}
+
+impl TestEnv {
+    /// A fresh environment with an initialized repository `repo` on branch `main`.
+    pub fn new() -> TestEnv {
+        let dir = tempfile::Builder::new()
+            .prefix("arbiter-test")
+            .tempdir()
+            .expect("temp dir");
+        let root = dir.path().canonicalize().expect("canonical temp dir");
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).expect("home");
+        let slot_dir = root.join("slots");
+        let env = TestEnv {
+            _root: dir,
+            repo: root.join("repo"),
+            home,
+            slot_dir,
+            root,
+            extra_env: BTreeMap::new(),
+        };
+        env.git_in(&env.root, &["init", "-q", "-b", "main", "repo"]);
+        env
+    }
+
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.extra_env.insert(key.into(), value.into());
+    }
+
+    fn apply_env(&self, cmd: &mut Command) {
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("LC_ALL", "C")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Arbiter Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Arbiter Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+            .env("ARBITER_SLOT_DIR", &self.slot_dir)
+            .env("NO_COLOR", "1");
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+    }
+
+    /// A `Command` for the binary with the hermetic environment, cwd = `dir`.
+    pub fn command_in(&self, dir: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin());
+        self.apply_env(&mut cmd);
+        cmd.current_dir(dir).args(args).stdin(Stdio::null());
+        cmd
+    }
+
+    pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
+        let output = self
+            .command_in(dir, args)
+            .output()
+            .expect("run git-arbiter");
+        to_run(output)
+    }
+
+    /// Run the binary in the main repository.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_in(&self.repo, args)
+    }
+
+    /// Run stock git in `dir`; panics on failure.
+    pub fn git_in(&self, dir: &Path, args: &[&str]) -> String {
+        let run = self.git_try_in(dir, args);
+        assert_eq!(
+            run.code, 0,
+            "git {args:?} failed:\n{}{}",
+            run.stdout, run.stderr
+        );
+        run.stdout
+    }
+
+    pub fn git_try_in(&self, dir: &Path, args: &[&str]) -> Run {
+        let mut cmd = Command::new("git");
+        self.apply_env(&mut cmd);
+        let output = cmd
+            .current_dir(dir)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run git");
+        to_run(output)
+    }
+
+    /// Run stock git in the main repository.
+    pub fn git(&self, args: &[&str]) -> String {
+        self.git_in(&self.repo, args)
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let path = self.repo.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, content).expect("write");
+    }
+
+    /// Write a work order `work-orders/<id>.md`.
+    pub fn work_order(&self, id: &str, title: &str, deps: &[&str], files: &[&str]) {
+        let mut text = format!("# {title}\n\n");
+        if !deps.is_empty() {
+            text.push_str("## Depends on\n");
+            for d in deps {
+                text.push_str(&format!("- {d}\n"));
+            }
+            text.push('\n');
+        }
+        text.push_str("## Files to touch\n");
+        for f in files {
+            text.push_str(&format!("- {f}\n"));
+        }
+        text.push_str(&format!("\n## Task\nDo {title}.\n"));
+        self.write(&format!("work-orders/{id}.md"), &text);
+    }
+
+    pub fn commit_all(&self, message: &str) -> String {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", message]);
+        self.git(&["rev-parse", "HEAD"]).trim().to_owned()
+    }
+
+    /// `git fsck --strict` must be clean.
+    #[track_caller]
+    pub fn fsck(&self) {
+        let run = self.git_try_in(&self.repo, &["fsck", "--strict", "--no-dangling"]);
+        assert_eq!(
+            run.code, 0,
+            "git fsck --strict failed:\n{}{}",
+            run.stdout, run.stderr
+        );
+    }
+
+    /// Replace temp paths and object ids so snapshots are stable.
+    pub fn redact(&self, text: &str) -> String {
+        let text = text.replace(&self.root.display().to_string(), "$TEST_ENV");
+        let mut out = String::with_capacity(text.len());
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let run = bytes[i..]
+                .iter()
+                .take_while(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+                .count();
+            let boundary_before = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
+            let boundary_after = i + run == bytes.len() || !bytes[i + run].is_ascii_alphanumeric();
+            if (run == 40
+                || (7..=12).contains(&run)
+                    && bytes[i..i + run].iter().any(u8::is_ascii_digit)
+                    && bytes[i..i + run].iter().any(u8::is_ascii_alphabetic))
+                && boundary_before
+                && boundary_after
+            {
+                out.push_str(if run == 40 { "[SHA]" } else { "[SHORT]" });
+                i += run;
+            } else {
+                let c = text[i..].chars().next().expect("in bounds");
+                out.push(c);
+                i += c.len_utf8();
+            }
+        }
+        out
+    }
+}
+
+fn to_run(output: Output) -> Run {
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}

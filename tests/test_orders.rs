@@ -1,0 +1,117 @@
+use crate::common::TestEnv;
+
+fn setup() -> TestEnv {
+    let env = TestEnv::new();
+    env.work_order("wo-01", "One", &[], &["src/a.rs"]);
+    env.commit_all("init");
+    env
+}
+
+#[test]
+fn bad_inputs_exit_2_with_one_line_and_change_nothing() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "wo-02.md",
+            "# T\n## Files to touch\n- ../x\n",
+            "wo-02.md:3: declared entry '../x': '..' component",
+        ),
+        (
+            "wo-02.md",
+            "# T\n## Files to touch\n- /abs\n",
+            "wo-02.md:3: declared entry '/abs': absolute path",
+        ),
+        (
+            "wo-02.md",
+            "# T\n## Files to touch\n- a/.git/x\n",
+            "wo-02.md:3: declared entry 'a/.git/x': '.git' component",
+        ),
+        (
+            "wo-02.md",
+            "# T\n## Files to touch\n- \n",
+            "wo-02.md:3: empty entry",
+        ),
+        (
+            "wo-02.md",
+            "# T\n## Files to touch\n- src/[ab\n",
+            "wo-02.md:3: declared entry 'src/[ab': invalid glob",
+        ),
+        (
+            "wo-02.md",
+            "# T\n## Depends on\n- nope\n",
+            "wo-02.md:3: unknown dependency 'nope'",
+        ),
+        ("Bad.md", "# T\n", "Bad.md:1: id 'Bad' must match"),
+        ("wo-02.md", "no title\n", "wo-02.md:1: no title"),
+        (
+            "a..b.md",
+            "# T\n",
+            "a..b.md:1: id 'a..b' is not a valid git ref component",
+        ),
+    ];
+    for (file, text, want) in cases {
+        let env = setup();
+        env.write(&format!("work-orders/{file}"), text);
+        for args in [&["status"][..], &["batch"][..]] {
+            let run = env.run(args).code(2);
+            let first = run.stderr.lines().next().unwrap_or_default();
+            assert!(
+                first.starts_with("error: ") && first.contains(want),
+                "{file}: {first}\n(wanted {want})"
+            );
+            assert!(
+                run.stderr
+                    .lines()
+                    .nth(1)
+                    .is_some_and(|l| l.starts_with("hint: ")),
+                "{}",
+                run.stderr
+            );
+            assert!(run.stdout.is_empty());
+        }
+        assert!(
+            env.git_try_in(
+                &env.repo,
+                &["rev-parse", "-q", "--verify", "refs/notes/arbiter"]
+            )
+            .code
+                != 0
+        );
+    }
+}
+
+#[test]
+fn cycle_is_printed() {
+    let env = setup();
+    env.work_order("wo-02", "Two", &["wo-03"], &["b"]);
+    env.work_order("wo-03", "Three", &["wo-02"], &["c"]);
+    let run = env.run(&["batch"]).code(2);
+    assert_eq!(
+        run.stderr.lines().next(),
+        Some("error: dependency cycle: wo-02 -> wo-03 -> wo-02")
+    );
+}
+
+#[test]
+fn duplicate_ids_differing_in_case_only() {
+    let env = setup();
+    env.write("work-orders/WO-01.md", "# dup\n");
+    let run = env.run(&["status"]).code(2);
+    assert!(
+        run.stderr.contains("WO-01") || run.stderr.contains("duplicate"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn orders_dir_from_flag_and_config() {
+    let env = TestEnv::new();
+    env.write("plans/x-1.md", "# X\n## Files to touch\n- x\n");
+    env.commit_all("init");
+    let run = env.run(&["status"]).code(2);
+    assert!(run.stderr.contains("work-orders"), "{}", run.stderr);
+    env.run(&["--orders", "plans", "status"]).success();
+    env.git(&["config", "arbiter.orders", "plans"]);
+    let run = env.run_in(&env.repo.join("plans"), &["status"]).success();
+    assert!(run.stdout.contains("x-1"), "{}", run.stdout);
+}

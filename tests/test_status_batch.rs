@@ -1,0 +1,191 @@
+use crate::common::TestEnv;
+
+fn example() -> TestEnv {
+    let env = TestEnv::new();
+    env.write("src/a.rs", "a\n");
+    env.work_order(
+        "wo-01",
+        "Login form",
+        &[],
+        &["src/ui/login/**", "tests/login.rs"],
+    );
+    env.work_order("wo-02", "Login API", &["wo-01"], &["src/api/login.rs"]);
+    env.work_order("wo-03", "Login styles", &[], &["src/ui/login/style.css"]);
+    env.work_order("wo-04", "Docs", &[], &["docs/*.md"]);
+    env.work_order("wo-05", "Anything", &[], &[]);
+    env.commit_all("init");
+    env
+}
+
+#[test]
+fn status_table_and_json() {
+    let env = example();
+    env.run(&["halt", "wo-04", "--reason", "waiting for review"])
+        .success();
+    insta::assert_snapshot!(env.run(&["status"]).snapshot(&env), @r"
+    ID     STATUS                   ATTEMPTS  DEPS   MERGED  TITLE
+    wo-01  ready                    0/3       -      -       Login form
+    wo-02  blocked                  0/3       wo-01  -       Login API
+    wo-03  ready                    0/3       -      -       Login styles
+    wo-04  HALT waiting for review  0/3       -      -       Docs
+    wo-05  ready                    0/3       -      -       Anything
+    [stderr]
+    [exit status: 0]
+    ");
+    let json = env.run(&["status", "--json"]).success().json();
+    assert_eq!(json["version"], 1);
+    let row = &json["orders"][3];
+    assert_eq!(row["id"], "wo-04");
+    assert_eq!(row["terminal"], true);
+    assert_eq!(row["halt_reason"], "waiting for review");
+    for key in [
+        "id",
+        "title",
+        "status",
+        "terminal",
+        "halt_reason",
+        "attempts",
+        "cap",
+        "deps",
+        "checkpoint_before",
+        "checkpoint_after",
+    ] {
+        assert!(row.get(key).is_some(), "missing {key}");
+    }
+}
+
+#[test]
+fn batch_json_and_summary_line() {
+    let env = example();
+    insta::assert_snapshot!(env.run(&["batch", "--max", "8"]).snapshot(&env), @r#"
+    {
+      "version": 1,
+      "batch": [
+        {
+          "wo_id": "wo-01",
+          "files": [
+            "src/ui/login/**",
+            "tests/login.rs"
+          ]
+        },
+        {
+          "wo_id": "wo-04",
+          "files": [
+            "docs/*.md"
+          ]
+        }
+      ],
+      "deferred": [
+        {
+          "wo_id": "wo-03",
+          "reason": "overlap",
+          "conflicts_with": [
+            "wo-01"
+          ]
+        },
+        {
+          "wo_id": "wo-05",
+          "reason": "no_declared_files",
+          "conflicts_with": []
+        }
+      ],
+      "warnings": []
+    }
+    [stderr]
+    arbiter batch ready=4 batch=2 deferred=2 max=8
+    [exit status: 0]
+    "#);
+    let run = env.run(&["batch", "--max", "1"]).success();
+    assert_eq!(
+        run.stderr,
+        "arbiter batch ready=4 batch=1 deferred=3 max=1\n"
+    );
+}
+
+#[test]
+fn halted_wo_is_never_batched_until_cleared() {
+    let env = example();
+    env.run(&["halt", "wo-01", "--reason", "x"]).success();
+    let json = env.run(&["batch"]).success().json();
+    assert!(json["batch"]
+        .as_array()
+        .expect("batch")
+        .iter()
+        .all(|p| p["wo_id"] != "wo-01"));
+    env.run(&["clear", "wo-01"]).success();
+    let json = env.run(&["batch"]).success().json();
+    assert_eq!(json["batch"][0]["wo_id"], "wo-01");
+    let run = env.run(&["clear", "wo-01"]).code(2);
+    assert!(run.stderr.contains("is not halted"));
+}
+
+#[test]
+fn recovery_rule_is_applied_in_status() {
+    let env = example();
+    let base = env.git(&["rev-parse", "HEAD"]).trim().to_owned();
+    // A crashed run left two WOs in_progress: one whose merge landed, one whose did not.
+    env.write("src/ui/login/form.rs", "x\n");
+    let merged = env.commit_all("landed");
+    let side = {
+        env.git(&["checkout", "-q", "-b", "side", &base]);
+        env.write("src/api/login.rs", "x\n");
+        let c = env.commit_all("never merged");
+        env.git(&["checkout", "-q", "main"]);
+        c
+    };
+    write_record(
+        &env,
+        "wo-01",
+        &format!(
+            r#"{{"version":1,"wo":"wo-01","status":"in_progress","halted":false,"halt_reason":null,"attempts":1,"cap":3,"checkpoint_before":"{base}","checkpoint_after":"{merged}","verdicts":[],"history":[]}}"#
+        ),
+    );
+    write_record(
+        &env,
+        "wo-03",
+        &format!(
+            r#"{{"version":1,"wo":"wo-03","status":"in_progress","halted":false,"halt_reason":null,"attempts":1,"cap":3,"checkpoint_before":"{base}","checkpoint_after":"{side}","verdicts":[],"history":[]}}"#
+        ),
+    );
+    write_record(
+        &env,
+        "wo-04",
+        r#"{"version":1,"wo":"wo-04","status":"in_progress","halted":false,"halt_reason":null,"attempts":1,"cap":3,"checkpoint_before":null,"checkpoint_after":"1111111111111111111111111111111111111111","verdicts":[],"history":[]}"#,
+    );
+    let json = env.run(&["status", "--json"]).success().json();
+    let orders = json["orders"].as_array().expect("orders");
+    assert_eq!(orders[0]["status"], "done");
+    assert_eq!(orders[2]["status"], "needs_rework");
+    assert_eq!(
+        orders[3]["status"], "in_progress",
+        "an ancestry check that errors is reported, not guessed"
+    );
+    assert_eq!(orders[3]["recovery"]["outcome"], "error");
+    let human = env.run(&["status"]).success();
+    assert!(
+        human
+            .stdout
+            .contains("warning: wo-04: cannot tell whether its merge landed"),
+        "{}",
+        human.stdout
+    );
+}
+
+fn write_record(env: &TestEnv, wo: &str, json: &str) {
+    let key = {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "printf 'git-arbiter work order {wo}\\n' | git hash-object -w --stdin"
+            ))
+            .current_dir(&env.repo)
+            .output()
+            .expect("hash-object");
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_owned()
+    };
+    // Test setup only: the product never writes with `git notes add`.
+    env.git(&["notes", "--ref=arbiter", "add", "-f", "-m", json, &key]);
+}
