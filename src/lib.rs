@@ -4,8 +4,10 @@
 //! thin layer that parses flags, calls these and renders the result.
 
 pub mod batch;
+pub mod conductor;
 pub mod context;
 pub mod error;
+pub mod exec;
 pub mod orders;
 pub mod reconcile;
 pub mod scope;

@@ -2,6 +2,7 @@
 
 mod common;
 
+mod test_docs;
 mod test_orders;
 mod test_state;
 mod test_status_batch;

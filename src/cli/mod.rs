@@ -10,6 +10,7 @@ use git_arbiter::{Error, ExitCode};
 
 mod batch;
 mod clear;
+mod generate;
 mod halt;
 mod status;
 
@@ -53,6 +54,8 @@ pub enum Command {
     Batch(batch::BatchArgs),
     Clear(clear::ClearArgs),
     Halt(halt::HaltArgs),
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 /// Everything a subcommand needs from its surroundings.
@@ -117,6 +120,7 @@ pub fn run() -> i32 {
         Command::Batch(args) => batch::cmd_batch(&env, args),
         Command::Clear(args) => clear::cmd_clear(&env, args),
         Command::Halt(args) => halt::cmd_halt(&env, args),
+        Command::Generate(args) => generate::cmd_generate(args),
     };
     match result {
         Ok(code) => code.code(),

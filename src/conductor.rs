@@ -1,0 +1,131 @@
+//! Conductors: the running `round`/`race` processes of one repository.
+//!
+//! Each conductor holds an flock on `<git-common-dir>/arbiter/conductors/<name>.lock`
+//! for as long as it runs. That gives, with no daemon and no stale-pid guessing:
+//! - liveness: a work order `in_progress` under a live owner is never
+//!   "recovered" by another conductor (the kernel drops a dead owner's lock);
+//! - `git arbiter stop`: a `<name>.stop` file beside each live lock, which the
+//!   conductor polls; conductors started later have other names and run normally.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+
+pub fn dir(ctx: &Context) -> PathBuf {
+    ctx.repo.common_dir().join("arbiter").join("conductors")
+}
+
+pub struct Conductor {
+    pub name: String,
+    dir: PathBuf,
+    _lock: File,
+    interrupt: Arc<AtomicBool>,
+}
+
+impl Conductor {
+    /// Register this process as a conductor. SIGINT and SIGTERM set its
+    /// interrupt flag instead of killing it, so it can stop in good order.
+    pub fn register(ctx: &Context) -> Result<Conductor> {
+        let dir = dir(ctx);
+        std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let name = format!("{}-{nanos}", std::process::id());
+        let path = dir.join(format!("{name}.lock"));
+        let mut lock = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .map_err(Error::io(format!("creating {}", path.display())))?;
+        fs4::FileExt::try_lock(&lock).map_err(|e| Error::Io {
+            context: format!("locking {}", path.display()),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        let _ = writeln!(lock, "{}", std::process::id());
+        let interrupt = Arc::new(AtomicBool::new(false));
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(signal, Arc::clone(&interrupt))
+                .map_err(Error::io("installing the signal handler"))?;
+        }
+        Ok(Conductor {
+            name,
+            dir,
+            _lock: lock,
+            interrupt,
+        })
+    }
+
+    /// Has Ctrl-C, SIGTERM or `git arbiter stop` asked us to stop?
+    pub fn should_stop(&self) -> bool {
+        if self.interrupt.load(Ordering::Relaxed) {
+            return true;
+        }
+        if self.dir.join(format!("{}.stop", self.name)).exists() {
+            self.interrupt.store(true, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// The flag set when we should stop (shared with waiting code such as slots).
+    pub fn interrupt_flag(&self) -> &AtomicBool {
+        &self.interrupt
+    }
+}
+
+impl Drop for Conductor {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.dir.join(format!("{}.stop", self.name)));
+        let _ = std::fs::remove_file(self.dir.join(format!("{}.lock", self.name)));
+    }
+}
+
+/// Is the conductor `name` running now?
+pub fn is_live(ctx: &Context, name: &str) -> bool {
+    lock_is_held(&dir(ctx).join(format!("{name}.lock")))
+}
+
+fn lock_is_held(path: &Path) -> bool {
+    match File::open(path) {
+        Ok(file) => matches!(fs4::FileExt::try_lock(&file), Err(fs4::TryLockError::WouldBlock)),
+        Err(_) => false,
+    }
+}
+
+/// Ask every live conductor of this repository to stop; returns their names.
+/// A dead conductor's lock file is left alone: removing it could race with a
+/// conductor that has just created it and not yet locked it.
+pub fn request_stop_all(ctx: &Context) -> Result<Vec<String>> {
+    let dir = dir(ctx);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(format!("reading {}", dir.display()))(e)),
+    };
+    let mut stopped = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".lock"))
+        else {
+            continue;
+        };
+        if lock_is_held(&path) {
+            let stop = dir.join(format!("{name}.stop"));
+            std::fs::write(&stop, b"stop\n").map_err(Error::io(format!("writing {}", stop.display())))?;
+            stopped.push(name.to_owned());
+        }
+    }
+    stopped.sort();
+    Ok(stopped)
+}

@@ -1,0 +1,205 @@
+//! Running untrusted commands (builders, gates, critics, scores).
+//!
+//! Each runs through `sh -c` in its own process group, so a timeout or a stop
+//! ends the whole tree of processes, grandchildren included. Output goes to a
+//! log file and is never parsed for control flow (a score's last line is the
+//! one documented exception, read from a separate capture). git's own
+//! environment variables are removed: a builder started from a hook must not
+//! inherit the hook's `GIT_DIR` or `GIT_INDEX_FILE` and write into our repository.
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The variables git itself sets for a repository (`git rev-parse --local-env-vars`)
+/// plus a few more that redirect where git reads or writes.
+pub const GIT_ENV: &[&str] = &[
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_INDEX_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_QUARANTINE_PATH",
+    "GIT_INTERNAL_SUPER_PREFIX",
+];
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    TimedOut,
+    Interrupted,
+}
+
+impl Exit {
+    pub fn success(&self) -> bool {
+        *self == Exit::Code(0)
+    }
+
+    /// The exit code to record (a signal as 128 + n, as shells do).
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            Exit::Code(c) => Some(*c),
+            Exit::Signal(s) => Some(128 + s),
+            Exit::TimedOut | Exit::Interrupted => None,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Exit::Code(c) => format!("exit {c}"),
+            Exit::Signal(s) => format!("killed by signal {s}"),
+            Exit::TimedOut => "timed out".into(),
+            Exit::Interrupted => "interrupted".into(),
+        }
+    }
+}
+
+pub struct Spec<'a> {
+    pub command: &'a str,
+    pub cwd: &'a Path,
+    pub env: &'a [(String, String)],
+    /// stdout and stderr are appended here.
+    pub log: &'a Path,
+    /// Capture stdout to this file instead of the log (stderr still goes to the log).
+    pub stdout_to: Option<&'a Path>,
+    pub timeout: Option<Duration>,
+}
+
+/// A `Command` for `sh -c CMD` with git's variables removed and `env` added.
+pub fn shell(command: &str, cwd: &Path, env: &[(String, String)]) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(command).current_dir(cwd).stdin(Stdio::null());
+    for var in GIT_ENV {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// Run to completion, a timeout, or until `stop()` says so.
+pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
+    if let Some(dir) = spec.log.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let log = File::options().create(true).append(true).open(spec.log)?;
+    let stdout = match spec.stdout_to {
+        Some(path) => File::create(path)?,
+        None => log.try_clone()?,
+    };
+    let mut cmd = shell(spec.command, spec.cwd, spec.env);
+    cmd.stdout(stdout).stderr(log).process_group(0);
+    let mut child = cmd.spawn()?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            // The shell is gone; end anything it left running in its group.
+            kill_group(&child, libc::SIGKILL);
+            use std::os::unix::process::ExitStatusExt;
+            return Ok(match (status.code(), status.signal()) {
+                (Some(c), _) => Exit::Code(c),
+                (None, Some(s)) => Exit::Signal(s),
+                (None, None) => Exit::Code(-1),
+            });
+        }
+        let timed_out = spec.timeout.is_some_and(|t| started.elapsed() >= t);
+        if timed_out || stop() {
+            terminate(&mut child)?;
+            return Ok(if timed_out { Exit::TimedOut } else { Exit::Interrupted });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM the group, give it two seconds, then SIGKILL it.
+fn terminate(child: &mut Child) -> std::io::Result<()> {
+    kill_group(child, libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill_group(child, libc::SIGKILL);
+    child.wait()?;
+    Ok(())
+}
+
+fn kill_group(child: &Child, signal: libc::c_int) {
+    let pgid = child.id() as libc::pid_t;
+    // SAFETY: kill(2) with a negative pid signals the process group we created
+    // with process_group(0); a vanished group yields ESRCH, which is fine.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec<'a>(cmd: &'a str, dir: &'a Path, log: &'a Path, timeout: Option<Duration>) -> Spec<'a> {
+        Spec {
+            command: cmd,
+            cwd: dir,
+            env: &[],
+            log,
+            stdout_to: None,
+            timeout,
+        }
+    }
+
+    #[test]
+    fn exit_codes_and_log() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("x.log");
+        let exit = run(&spec("echo out; echo err >&2; exit 3", dir.path(), &log, None), &|| false).expect("runs");
+        assert_eq!(exit, Exit::Code(3));
+        let text = std::fs::read_to_string(&log).expect("log");
+        assert!(text.contains("out") && text.contains("err"), "{text}");
+    }
+
+    #[test]
+    fn timeout_kills_grandchildren() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("x.log");
+        let pidfile = dir.path().join("pid");
+        let cmd = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
+        let exit = run(&spec(&cmd, dir.path(), &log, Some(Duration::from_millis(300))), &|| false).expect("runs");
+        assert_eq!(exit, Exit::TimedOut);
+        let pid: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("pid number");
+        // SAFETY: signal 0 only checks for existence.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        assert!(!alive, "grandchild {pid} survived the timeout");
+    }
+
+    #[test]
+    fn extra_environment_is_added() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("x.log");
+        let out = dir.path().join("out");
+        let mut s = spec("echo \"dir=${GIT_DIR-unset} idx=${GIT_INDEX_FILE-unset} x=$X\"", dir.path(), &log, None);
+        let env = [("X".to_string(), "1".to_string())];
+        s.env = &env;
+        s.stdout_to = Some(&out);
+        run(&s, &|| false).expect("runs");
+        assert_eq!(std::fs::read_to_string(&out).expect("out"), "dir=unset idx=unset x=1\n");
+    }
+}
