@@ -1,0 +1,147 @@
+use std::path::{Path, PathBuf};
+
+use clap::{Args, CommandFactory, ValueEnum};
+use clap_complete::Shell;
+use git_arbiter::{Error, ExitCode};
+
+use super::{out, Cli};
+
+/// Generate the man pages or a shell completion script from the command definitions.
+///
+/// The same clap definitions that parse the command line produce the docs,
+/// so they cannot drift apart (as `rg --generate`). The committed copies in
+/// `man/` and `completions/` are refreshed with `scripts/gen-docs`.
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// What to generate
+    kind: Kind,
+    /// Write the file(s) into DIR (created if missing) instead of stdout. `man`
+    /// writes `git-arbiter.1` plus one `git-arbiter-<subcommand>.1` per
+    /// subcommand; on stdout it prints only `git-arbiter.1`.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Kind {
+    /// Man pages (roff)
+    Man,
+    /// bash completion; also completes `git arbiter …` through git's own completion
+    CompleteBash,
+    /// zsh completion (`_git-arbiter`, which zsh's `_git` also uses for `git arbiter …`)
+    CompleteZsh,
+    /// fish completion for `git-arbiter` (fish's git completion forwards `git arbiter …` to it)
+    CompleteFish,
+}
+
+/// The name git dispatches to, and the name every generated file is keyed on.
+const BIN: &str = "git-arbiter";
+
+pub fn cmd_generate(args: GenerateArgs) -> Result<ExitCode, Error> {
+    let files = match args.kind {
+        Kind::Man => man_pages()?,
+        Kind::CompleteBash => vec![(format!("{BIN}.bash"), bash())],
+        Kind::CompleteZsh => vec![(format!("_{BIN}"), completion(Shell::Zsh))],
+        Kind::CompleteFish => vec![(format!("{BIN}.fish"), completion(Shell::Fish))],
+    };
+    match args.out {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)
+                .map_err(Error::io(format!("creating {}", dir.display())))?;
+            for (name, bytes) in &files {
+                write_file(&dir.join(name), bytes)?;
+            }
+        }
+        None => out(&String::from_utf8_lossy(&files[0].1)),
+    }
+    Ok(ExitCode::Success)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    std::fs::write(path, bytes).map_err(Error::io(format!("writing {}", path.display())))
+}
+
+/// The command as the docs present it: no `help` subcommand (each page
+/// documents `--help` already) and everything hidden left out.
+fn documented_command() -> clap::Command {
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    cmd
+}
+
+/// `git-arbiter.1` first, then one page per visible subcommand, recursively
+/// (a subcommand group such as `slot` gets `git-arbiter-slot-run.1` and so on).
+fn man_pages() -> Result<Vec<(String, Vec<u8>)>, Error> {
+    fn walk(cmd: clap::Command, pages: &mut Vec<(String, Vec<u8>)>) -> Result<(), Error> {
+        let man = clap_mangen::Man::new(cmd.clone())
+            // git's pages carry "Git Manual"; ours says whose manual it is.
+            .manual("git-arbiter Manual")
+            // Subcommands carry no version of their own; every page names the release.
+            .source(format!("git-arbiter {}", env!("CARGO_PKG_VERSION")));
+        let mut bytes = Vec::new();
+        man.render(&mut bytes)
+            .map_err(Error::io("rendering a man page"))?;
+        pages.push((man.get_filename(), bytes));
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            walk(sub.clone(), pages)?;
+        }
+        Ok(())
+    }
+    let mut pages = Vec::new();
+    walk(documented_command(), &mut pages)?;
+    Ok(pages)
+}
+
+fn completion(shell: Shell) -> Vec<u8> {
+    // Completions key every subcommand on the binary's name; the help's
+    // "git arbiter" (with a space) would name bash's case labels differently
+    // from the function that dispatches to them.
+    let mut cmd = Cli::command().bin_name(BIN);
+    let mut bytes = Vec::new();
+    clap_complete::generate(shell, &mut cmd, BIN, &mut bytes);
+    bytes
+}
+
+/// clap's bash completion for `git-arbiter`, plus `_git_arbiter` for git's own
+/// bash completion, which calls `_git_<command>` for `git <command> <TAB>`.
+fn bash() -> Vec<u8> {
+    let script = String::from_utf8(completion(Shell::Bash)).expect("clap writes UTF-8");
+    // clap_complete 4.6 names the dispatch states of a dashed binary name
+    // `git__arbiter__subcmd__<sub>` but labels their cases
+    // `git__subcmd__arbiter__subcmd__<sub>`, so nothing below the top level
+    // would complete. Align the labels (tests/test_docs.rs completes
+    // `git arbiter batch --` to catch a change on either side).
+    let mut script = script.replace("git__subcmd__arbiter__subcmd__", "git__arbiter__subcmd__");
+    script.push_str(GIT_BASH_WRAPPER);
+    script.into_bytes()
+}
+
+/// git's completion hands `_git_arbiter` the words of the whole line
+/// (`git [-C dir …] arbiter sta`); clap's function expects its own command
+/// name first. So the words up to `arbiter` become one `git-arbiter`, and
+/// because git registers its completion with `-o nospace`, finished words get
+/// the trailing space that git's own `__gitcomp` would add.
+const GIT_BASH_WRAPPER: &str = r#"
+# `git arbiter <TAB>` through git's own bash completion, which calls
+# _git_arbiter with COMP_WORDS holding the whole `git … arbiter …` line.
+_git_arbiter() {
+    local i start=0
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ "${COMP_WORDS[i]}" == arbiter ]]; then
+            start=$i
+            break
+        fi
+    done
+    if ((start == 0)); then
+        return 0
+    fi
+    local COMP_WORDS=(git-arbiter "${COMP_WORDS[@]:start+1}")
+    local COMP_CWORD=$((COMP_CWORD - start))
+    _git__arbiter git-arbiter "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+    for i in "${!COMPREPLY[@]}"; do
+        if [[ ! -d "${COMPREPLY[i]}" && "${COMPREPLY[i]}" != *= ]]; then
+            COMPREPLY[i]="${COMPREPLY[i]} "
+        fi
+    done
+}
+"#;
