@@ -4,13 +4,17 @@
 //! thin layer that parses flags, calls these and renders the result.
 
 pub mod batch;
+pub mod checkout;
 pub mod conductor;
 pub mod context;
+pub mod drift;
 pub mod error;
+pub mod merge;
 pub mod exec;
 pub mod orders;
 pub mod reconcile;
 pub mod scope;
 pub mod state;
+pub mod worktree;
 
 pub use error::{Error, ExitCode, Result};

@@ -12,7 +12,9 @@ mod batch;
 mod clear;
 mod generate;
 mod halt;
+mod merge_back;
 mod status;
+mod worktree;
 
 /// Conduct parallel builders on one git repository.
 ///
@@ -51,6 +53,9 @@ pub struct GlobalArgs {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     Status(status::StatusArgs),
+    #[command(subcommand)]
+    Worktree(worktree::WorktreeCommand),
+    MergeBack(merge_back::MergeBackArgs),
     Batch(batch::BatchArgs),
     Clear(clear::ClearArgs),
     Halt(halt::HaltArgs),
@@ -117,6 +122,8 @@ pub fn run() -> i32 {
     };
     let result = match cli.command {
         Command::Status(args) => status::cmd_status(&env, args),
+        Command::Worktree(cmd) => worktree::cmd_worktree(&env, cmd),
+        Command::MergeBack(args) => merge_back::cmd_merge_back(&env, args),
         Command::Batch(args) => batch::cmd_batch(&env, args),
         Command::Clear(args) => clear::cmd_clear(&env, args),
         Command::Halt(args) => halt::cmd_halt(&env, args),

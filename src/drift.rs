@@ -1,0 +1,210 @@
+//! The drift check of merge-back (DESIGN kernel 4): every path a merge
+//! changes on the integration branch must be covered by the work order's
+//! declared set.
+//!
+//! Paths are taken from a tree-to-tree diff of the pre-merge tip and the
+//! merge result with rename detection OFF, so a rename counts as a deletion of
+//! its source plus an addition of its destination and both must be declared.
+//! Every non-tree entry counts: blobs (content or mode changes, including the
+//! executable bit), symlinks and gitlinks (submodules). Directories themselves
+//! never count; the files in them do.
+
+use gix::bstr::ByteSlice;
+use gix::object::tree::diff::ChangeDetached;
+use gix::ObjectId;
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::error::{GitContext, Result};
+use crate::orders::{Orders, WorkOrder};
+use crate::scope::Entry;
+use crate::state::{Status, Store};
+
+/// Which declared set the changed paths are checked against.
+#[derive(Debug, Clone)]
+pub enum DriftScope {
+    /// The work order's own declared set (the default; see reference defect 5).
+    Own,
+    /// A union of declared sets, e.g. the whole batch's (`--drift-scope batch`).
+    Union(Vec<Entry>),
+}
+
+impl DriftScope {
+    pub fn name(&self) -> &'static str {
+        match self {
+            DriftScope::Own => "own",
+            DriftScope::Union(_) => "batch",
+        }
+    }
+
+    /// Is `path` covered? A path that is not valid UTF-8 can match no declared
+    /// entry (declared entries are text), so it is never covered.
+    pub fn covers(&self, wo: &WorkOrder, path: &[u8]) -> bool {
+        let Ok(path) = path.to_str() else {
+            return false;
+        };
+        match self {
+            DriftScope::Own => wo.covers(path),
+            DriftScope::Union(entries) => {
+                wo.covers(path) || entries.iter().any(|e| e.covers(path))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Added,
+    Deleted,
+    Modified,
+}
+
+/// One changed non-tree path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    pub path: Vec<u8>,
+    pub kind: Kind,
+}
+
+impl Changed {
+    /// The path as text (lossy for non-UTF-8 names; only used for display and notes).
+    pub fn display(&self) -> String {
+        self.path.to_str_lossy().into_owned()
+    }
+}
+
+/// Every non-tree path that differs between `old_tree` and `new_tree`, sorted by path.
+pub fn changed_paths(
+    repo: &gix::Repository,
+    old_tree: ObjectId,
+    new_tree: ObjectId,
+) -> Result<Vec<Changed>> {
+    let old = repo
+        .find_tree(old_tree)
+        .git_context(format!("reading tree {old_tree}"))?;
+    let new = repo
+        .find_tree(new_tree)
+        .git_context(format!("reading tree {new_tree}"))?;
+    let options = gix::diff::Options::default().with_rewrites(None);
+    let changes = repo
+        .diff_tree_to_tree(&old, &new, options)
+        .git_context(format!("diffing {old_tree}..{new_tree}"))?;
+    let mut out = Vec::with_capacity(changes.len());
+    for change in changes {
+        match change {
+            ChangeDetached::Addition {
+                location,
+                entry_mode,
+                ..
+            } if !entry_mode.is_tree() => out.push(Changed {
+                path: location.into(),
+                kind: Kind::Added,
+            }),
+            ChangeDetached::Deletion {
+                location,
+                entry_mode,
+                ..
+            } if !entry_mode.is_tree() => out.push(Changed {
+                path: location.into(),
+                kind: Kind::Deleted,
+            }),
+            ChangeDetached::Modification {
+                location,
+                previous_entry_mode,
+                entry_mode,
+                ..
+            } => {
+                // tree→tree is only a directory whose contents changed; those are listed on their own.
+                if !(previous_entry_mode.is_tree() && entry_mode.is_tree()) {
+                    let kind = if previous_entry_mode.is_tree() {
+                        Kind::Added
+                    } else if entry_mode.is_tree() {
+                        Kind::Deleted
+                    } else {
+                        Kind::Modified
+                    };
+                    out.push(Changed {
+                        path: location.into(),
+                        kind,
+                    });
+                }
+            }
+            // Rewrites cannot occur with rename tracking off; count both ends if they ever do.
+            ChangeDetached::Rewrite {
+                source_location,
+                source_entry_mode,
+                location,
+                entry_mode,
+                ..
+            } => {
+                if !source_entry_mode.is_tree() {
+                    out.push(Changed {
+                        path: source_location.into(),
+                        kind: Kind::Deleted,
+                    });
+                }
+                if !entry_mode.is_tree() {
+                    out.push(Changed {
+                        path: location.into(),
+                        kind: Kind::Added,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.dedup_by(|a, b| a.path == b.path);
+    Ok(out)
+}
+
+/// The changed paths `scope` does not cover, as text, sorted.
+pub fn uncovered(wo: &WorkOrder, scope: &DriftScope, changed: &[Changed]) -> Vec<String> {
+    changed
+        .iter()
+        .filter(|c| !scope.covers(wo, &c.path))
+        .map(Changed::display)
+        .collect()
+}
+
+/// The `batch` drift scope for a merge-back outside a round: the declared
+/// sets of the batch `git arbiter batch` would select right now (with work
+/// orders `in_progress` counted as eligible, since a round's batch is in
+/// progress while it merges), as the reference computes it. The work order's
+/// own set is always part of the union.
+pub fn batch_union(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store,
+    tip: Option<ObjectId>,
+    max: usize,
+) -> Result<Vec<Entry>> {
+    let mut snapshot = store.snapshot()?;
+    let table = crate::reconcile::table(
+        ctx,
+        orders,
+        &mut snapshot,
+        tip,
+        store.default_cap,
+        &|_| true,
+    )?;
+    let rows: Vec<_> = table
+        .rows
+        .into_iter()
+        .map(|mut r| {
+            if r.status == Status::InProgress {
+                r.status = Status::Ready;
+            }
+            r
+        })
+        .collect();
+    let batch = crate::batch::select(orders, &rows, max);
+    let mut entries = Vec::new();
+    for picked in &batch.batch {
+        if let Some(wo) = orders.get(&picked.wo_id) {
+            entries.extend(wo.files.iter().cloned());
+        }
+    }
+    Ok(entries)
+}

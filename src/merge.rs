@@ -1,0 +1,314 @@
+//! Merge-back (DESIGN kernel 4): merge `arbiter/<id>` into the integration
+//! branch as a two-parent commit computed in the object database, deciding
+//! conflicts and drift BEFORE the branch moves (reference defect 6 merged
+//! first and rolled back after).
+//!
+//! Crash-safety protocol, which recovery (`reconcile`) relies on:
+//! 1. write the merge commit object (unreachable until step 3);
+//! 2. record `checkpoint_after = <merge>` in the WO's note, status `in_progress`;
+//! 3. move the branch by compare-and-swap from the pre-merge tip; a lost race
+//!    is redone on the new tip (merge and drift recomputed), never forced;
+//! 4. bring every worktree that has the branch checked out to the new tip;
+//! 5. one state transition: WO `done`, verdict and history, and a note on the
+//!    merge commit (`git log --notes=arbiter` shows it).
+//!
+//! A kill after 2 leaves a checkpoint that is not an ancestor of the tip
+//! (recovery: `needs_rework`); after 3 one that is (recovery: `done`); after
+//! 3 but before 4 a worktree whose index matches the old tip, which
+//! [`crate::checkout::sync_checked_out`] finishes on the next start.
+
+use gix::bstr::ByteSlice;
+use gix::refs::transaction::PreviousValue;
+use gix::refs::{FullName, Target};
+use gix::ObjectId;
+use serde_json::json;
+
+use crate::checkout;
+use crate::context::Context;
+use crate::drift::{self, Changed};
+pub use crate::drift::DriftScope;
+use crate::error::{Error, GitContext, InputError, Result};
+use crate::orders::WorkOrder;
+use crate::state::{Status, Store, Verdict};
+
+/// How often a lost compare-and-swap on the integration branch is redone.
+const MAX_CAS_RETRIES: u32 = 100;
+
+pub const HALT_CONFLICT: &str = "merge_conflict";
+pub const HALT_DRIFT: &str = "undeclared_file_drift";
+
+pub struct Request<'a> {
+    pub wo: &'a WorkOrder,
+    /// The integration branch (full name, e.g. `refs/heads/main`).
+    pub into: &'a FullName,
+    /// The commit to merge (the tip of `arbiter/<id>`).
+    pub source: ObjectId,
+    /// The attempt number for the trailer and note (1 for the first).
+    pub attempt: u32,
+    /// The round's base; `None` uses the merge base of source and tip.
+    pub round_base: Option<ObjectId>,
+    pub scope: DriftScope,
+    /// Extra fields for the merge commit's note (e.g. the round's gate verdicts).
+    pub extra_note: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The branch moved to `sha`, a merge of `pre_merge_head` and the source.
+    Merged {
+        sha: ObjectId,
+        pre_merge_head: ObjectId,
+        changed: Vec<String>,
+    },
+    /// The source is already contained in the integration branch: nothing to merge.
+    UpToDate { tip: ObjectId },
+    /// Unresolved conflicts; the WO is halted, the branch untouched.
+    Conflict { paths: Vec<String> },
+    /// Changes outside the declared set; the WO is halted, the branch untouched.
+    Drift { paths: Vec<String> },
+}
+
+fn halted_error(id: &str, reason: Option<&str>) -> Error {
+    InputError::new(format!(
+        "work order '{id}' is halted ({}): it is never merged",
+        reason.unwrap_or("no reason recorded")
+    ))
+    .hint(format!(
+        "inspect its branch arbiter/{id}; 'git arbiter clear {id}' lifts the halt"
+    ))
+    .into()
+}
+
+fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
+    Ok(repo
+        .find_commit(commit)
+        .git_context(format!("reading commit {commit}"))?
+        .tree_id()
+        .git_context(format!("reading the tree of {commit}"))?
+        .detach())
+}
+
+/// The merge commit's message: subject plus trailers.
+pub fn message(wo: &WorkOrder, attempt: u32, round_base: ObjectId) -> String {
+    format!(
+        "Merge {id}: {title}\n\nArbiter-WO: {id}\nArbiter-Attempt: {attempt}\nArbiter-Round-Base: {round_base}\n",
+        id = wo.id,
+        title = wo.title.trim(),
+    )
+}
+
+/// Merge `req.source` into `req.into` (see the module docs for the protocol).
+pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome> {
+    let repo = &ctx.repo;
+    let id = req.wo.id.as_str();
+    let has_deps = !req.wo.deps.is_empty();
+    if let Some(r) = store.snapshot()?.record(id)? {
+        if r.halted {
+            return Err(halted_error(id, r.halt_reason.as_deref()));
+        }
+    }
+    repo.find_commit(req.source).map_err(|_| {
+        InputError::new(format!("{} is not a commit", req.source))
+            .hint(format!("the branch arbiter/{id} must point at a commit"))
+    })?;
+    // A previous merge-back killed between moving the branch and updating a
+    // checked-out worktree left it behind: finish that first.
+    checkout::sync_checked_out(ctx, req.into)?;
+
+    for _ in 0..MAX_CAS_RETRIES {
+        let tip = ctx.branch_tip(req.into)?;
+        if ctx.is_ancestor(req.source, tip)? {
+            store.transact(&format!("merge-back {id}: up to date"), |txn| -> Result<()> {
+                let mut r = txn.record(id, has_deps)?;
+                if r.halted {
+                    return Err(halted_error(id, r.halt_reason.as_deref()));
+                }
+                r.status = Status::Done;
+                r.owner = None;
+                r.log("merged", Some(format!("up to date at {tip}")));
+                txn.put(r);
+                Ok(())
+            })?;
+            return Ok(Outcome::UpToDate { tip });
+        }
+
+        let options = repo
+            .tree_merge_options()
+            .git_context("reading merge options")?;
+        let labels = gix::merge::blob::builtin_driver::text::Labels {
+            ancestor: None,
+            current: Some(req.into.shorten()),
+            other: Some("arbiter".into()),
+        };
+        let mut outcome = repo
+            .merge_commits(tip, req.source, labels, options.into())
+            .git_context(format!("merging {} into {}", req.source, req.into.shorten()))?;
+        let how = gix::merge::tree::TreatAsUnresolved::git();
+        if outcome.tree_merge.has_unresolved_conflicts(how) {
+            let mut paths: Vec<String> = outcome
+                .tree_merge
+                .conflicts
+                .iter()
+                .filter(|c| c.is_unresolved(how))
+                .flat_map(|c| {
+                    [
+                        c.ours.location(),
+                        c.ours.source_location(),
+                        c.theirs.location(),
+                        c.theirs.source_location(),
+                    ]
+                })
+                .map(|p| p.to_str_lossy().into_owned())
+                .collect();
+            paths.sort();
+            paths.dedup();
+            halt(store, id, has_deps, HALT_CONFLICT, &paths, "merge")?;
+            return Ok(Outcome::Conflict { paths });
+        }
+        let tree = outcome
+            .tree_merge
+            .tree
+            .write()
+            .git_context("writing the merged tree")?
+            .detach();
+        let tip_tree = tree_of(repo, tip)?;
+        let changed = drift::changed_paths(repo, tip_tree, tree)?;
+        let uncovered = drift::uncovered(req.wo, &req.scope, &changed);
+        if !uncovered.is_empty() {
+            halt(store, id, has_deps, HALT_DRIFT, &uncovered, "drift")?;
+            return Ok(Outcome::Drift { paths: uncovered });
+        }
+        // Refuse before anything moves if a checked-out copy has local work.
+        let worktrees = checkout::worktrees_with_branch(ctx, req.into)?;
+        for wt in &worktrees {
+            checkout::preflight(wt, tip_tree, tree)?;
+        }
+
+        // (1) the merge commit, unreachable so far.
+        let round_base = match req.round_base {
+            Some(b) => b,
+            None => repo
+                .merge_base(tip, req.source)
+                .git_context("finding the merge base")?
+                .map_or(tip, |b| b.detach()),
+        };
+        let sha = repo
+            .new_commit(message(req.wo, req.attempt, round_base), tree, [tip, req.source])
+            .git_context("writing the merge commit")?
+            .id;
+        // (2) checkpoint.
+        store.transact(
+            &format!("merge-back {id}: checkpoint {sha}"),
+            |txn| -> Result<()> {
+                let mut r = txn.record(id, has_deps)?;
+                if r.halted {
+                    return Err(halted_error(id, r.halt_reason.as_deref()));
+                }
+                r.status = Status::InProgress;
+                r.checkpoint_after = Some(sha.to_string());
+                r.log("merge_checkpoint", Some(sha.to_string()));
+                txn.put(r);
+                Ok(())
+            },
+        )?;
+        // (3) compare-and-swap from the tip everything above was computed on.
+        match repo.reference(
+            req.into.as_ref(),
+            sha,
+            PreviousValue::MustExistAndMatch(Target::Object(tip)),
+            format!("arbiter: merge-back {id}"),
+        ) {
+            Ok(_) => {}
+            Err(e) if e.is_conflict() || e.is_retryable() => continue,
+            Err(e) => return Err(e).git_context(format!("moving {}", req.into.as_bstr())),
+        }
+        // (4) keep checked-out copies in step; finish (5) even if this fails.
+        let mut sync_error = None;
+        for wt in &worktrees {
+            if let Err(e) = checkout::apply(wt, tip_tree, tree) {
+                sync_error.get_or_insert(e);
+            }
+        }
+        // (5) done, plus the merge commit's note.
+        let changed_text: Vec<String> = changed.iter().map(Changed::display).collect();
+        let note = json!({
+            "version": 1,
+            "kind": "merge",
+            "wo": id,
+            "title": req.wo.title,
+            "attempt": req.attempt,
+            "round_base": round_base.to_string(),
+            "pre_merge_head": tip.to_string(),
+            "source": req.source.to_string(),
+            "declared": req.wo.file_strings(),
+            "drift": {
+                "scope": req.scope.name(),
+                "passed": true,
+                "uncovered": [],
+            },
+            "changed": changed_text,
+            "extra": req.extra_note,
+        });
+        let note_bytes = serde_json::to_vec_pretty(&note).expect("json values serialize");
+        store.transact(&format!("merge-back {id}: merged {sha}"), |txn| -> Result<()> {
+            let mut r = txn.record(id, has_deps)?;
+            r.status = Status::Done;
+            r.owner = None;
+            r.checkpoint_after = Some(sha.to_string());
+            r.verdicts.push(Verdict {
+                kind: "drift".into(),
+                command: format!("merge-back --drift-scope {}", req.scope.name()),
+                passed: true,
+                exit_code: None,
+                detail: Some(format!("{} changed paths, all declared", changed_text.len())),
+            });
+            r.log("merged", Some(sha.to_string()));
+            txn.put(r);
+            txn.put_note(sha, note_bytes.clone());
+            Ok(())
+        })?;
+        if let Some(e) = sync_error {
+            return Err(e);
+        }
+        return Ok(Outcome::Merged {
+            sha,
+            pre_merge_head: tip,
+            changed: changed_text,
+        });
+    }
+    Err(Error::Git {
+        context: format!("merging {id} into {}", req.into.shorten()),
+        source: format!(
+            "the branch moved under us {MAX_CAS_RETRIES} times in a row; nothing was forced"
+        )
+        .into(),
+    })
+}
+
+/// Terminal HALT with the paths behind it, plus a failed verdict.
+fn halt(
+    store: &Store,
+    id: &str,
+    has_deps: bool,
+    reason: &str,
+    paths: &[String],
+    kind: &str,
+) -> Result<()> {
+    store.transact(&format!("merge-back {id}: halt {reason}"), |txn| -> Result<()> {
+        let mut r = txn.record(id, has_deps)?;
+        if r.halted {
+            return Err(halted_error(id, r.halt_reason.as_deref()));
+        }
+        r.verdicts.push(Verdict {
+            kind: kind.into(),
+            command: "merge-back".into(),
+            passed: false,
+            exit_code: None,
+            detail: Some(paths.join("\n")),
+        });
+        r.owner = None;
+        r.halt(reason, paths.to_vec());
+        txn.put(r);
+        Ok(())
+    })
+}

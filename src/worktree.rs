@@ -1,0 +1,496 @@
+//! Worktree lifecycle (DESIGN kernel 3): one linked worktree plus branch
+//! `arbiter/<id>` per build, registered so stock git accepts it
+//! (`git worktree list`, `git status`, `git worktree remove`, `prune`).
+//!
+//! Worktrees live in one folder outside `.git/` (reference defect 4 put them
+//! in `.git/worktrees/`, git's own admin area): `arbiter.worktreeDir`, else a
+//! sibling `<repo-dir>.arbiter/` of the main worktree.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+use gix::refs::{FullName, Target};
+use gix::ObjectId;
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::error::{Error, GitContext, InputError, Result};
+use crate::orders::Orders;
+use crate::state::{Record, Status, Store};
+
+/// Branches git-arbiter owns: `refs/heads/arbiter/*`.
+pub const BRANCH_PREFIX: &str = "refs/heads/arbiter/";
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Info {
+    /// Folder name under the worktree dir (the WO id, or `race-<id>-<k>`).
+    pub name: String,
+    pub path: PathBuf,
+    /// Short branch name, `None` when detached.
+    pub branch: Option<String>,
+    /// The commit checked out, `None` when unreadable.
+    pub head: Option<String>,
+    /// The folder is gone; `git worktree prune` (or `remove`) would drop it.
+    pub prunable: bool,
+}
+
+/// The directory holding arbiter's worktrees (created on demand by [`add`]).
+pub fn root_dir(ctx: &Context) -> Result<PathBuf> {
+    let main = ctx
+        .repo
+        .main_repo()
+        .git_context("opening the main repository")?;
+    let common = absolute(ctx, ctx.repo.common_dir());
+    // The main worktree's top, or the bare repository's own folder.
+    let anchor = match main.workdir() {
+        Some(w) => absolute(ctx, w),
+        None => common.clone(),
+    };
+    let dir = match ctx.config_string("arbiter.worktreeDir") {
+        Some(d) if d.is_empty() => {
+            return Err(InputError::new("config arbiter.worktreeDir is empty")
+                .hint("unset it or name a directory outside .git/")
+                .into())
+        }
+        Some(d) => {
+            let d = expand_home(&d);
+            if d.is_absolute() {
+                d
+            } else {
+                anchor.join(d)
+            }
+        }
+        None => {
+            let name = anchor
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "repo".into());
+            anchor
+                .parent()
+                .unwrap_or(&anchor)
+                .join(format!("{name}.arbiter"))
+        }
+    };
+    let dir = normalize(&dir);
+    let resolved = resolve_existing_prefix(&dir);
+    let common_resolved = resolve_existing_prefix(&common);
+    if resolved.starts_with(&common_resolved) {
+        return Err(InputError::new(format!(
+            "the worktree dir {} is inside the git directory {}",
+            dir.display(),
+            common.display()
+        ))
+        .hint("set 'git config arbiter.worktreeDir' to a directory outside .git/")
+        .into());
+    }
+    Ok(dir)
+}
+
+fn absolute(ctx: &Context, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_owned()
+    } else {
+        normalize(&ctx.repo.current_dir().join(p))
+    }
+}
+
+fn expand_home(d: &str) -> PathBuf {
+    match d.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(rest))
+            .unwrap_or_else(|| PathBuf::from(d)),
+        None => PathBuf::from(d),
+    }
+}
+
+/// Lexically drop `.` and resolve `..` (the path may not exist yet).
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Canonicalize the longest existing prefix of `p`, keeping the rest as written.
+fn resolve_existing_prefix(p: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut cur = p.to_owned();
+    loop {
+        if let Ok(c) = cur.canonicalize() {
+            let mut out = c;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match (cur.file_name().map(|n| n.to_owned()), cur.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                cur = parent.to_owned();
+            }
+            _ => return p.to_owned(),
+        }
+    }
+}
+
+/// A folder name is one safe path component: `[A-Za-z0-9][A-Za-z0-9._-]*`, ≤ 100 bytes.
+pub fn check_name(name: &str) -> Result<()> {
+    let mut bytes = name.bytes();
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && !name.ends_with(".lock");
+    if ok {
+        Ok(())
+    } else {
+        Err(InputError::new(format!(
+            "'{name}' is not a safe worktree name (one path component of [A-Za-z0-9._-], starting with a letter or digit)"
+        ))
+        .hint("use the work order's id")
+        .into())
+    }
+}
+
+fn branch_name(branch: &str) -> Result<FullName> {
+    let full = format!("refs/heads/{branch}");
+    FullName::try_from(full.as_str()).map_err(|_| {
+        InputError::new(format!("'{branch}' is not a valid branch name"))
+            .hint("use a name such as arbiter/<id>")
+            .into()
+    })
+}
+
+/// Create branch `branch` at `base` (it must not exist) and a linked worktree
+/// `<root_dir>/<name>` with it checked out. On any failure nothing is left:
+/// no branch, no registration, no folder.
+pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<PathBuf> {
+    check_name(name)?;
+    let full = branch_name(branch)?;
+    ctx.repo
+        .find_commit(base)
+        .map_err(|_| InputError::new(format!("{base} is not a commit")).hint("pass a commit"))?;
+    let root = root_dir(ctx)?;
+    let dest = root.join(name);
+    check_destination(&root, &dest)?;
+    if ctx
+        .repo
+        .try_find_reference(full.as_ref())
+        .git_context(format!("reading {}", full.as_bstr()))?
+        .is_some()
+    {
+        return Err(InputError::new(format!("branch '{branch}' already exists"))
+            .hint(format!(
+                "remove the old worktree with 'git arbiter worktree remove {name}', or delete the branch"
+            ))
+            .into());
+    }
+    std::fs::create_dir_all(&root).map_err(Error::io(format!("creating {}", root.display())))?;
+    // Re-check after creating the root: it must still resolve where we expect.
+    check_destination(&root, &dest)?;
+
+    match ctx.repo.reference(
+        full.as_ref(),
+        base,
+        PreviousValue::MustNotExist,
+        format!("arbiter: worktree {name}"),
+    ) {
+        Ok(_) => {}
+        Err(e) if e.is_conflict() => {
+            return Err(InputError::new(format!("branch '{branch}' already exists"))
+                .hint("another process created it just now")
+                .into())
+        }
+        Err(e) => return Err(e).git_context(format!("creating branch {branch}")),
+    }
+    let interrupt = AtomicBool::new(false);
+    let added = ctx.repo.add_worktree(
+        &dest,
+        gix::worktree::add::Head::Attached(full.clone()),
+        gix::progress::Discard,
+        &interrupt,
+    );
+    if let Err(e) = added {
+        // add_worktree rolls back its own files but not the branch we made for it.
+        let _ = delete_branch(&ctx.repo, &full, Some(base));
+        if std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_none()) {
+            let _ = std::fs::remove_dir(&dest);
+        }
+        return Err(e).git_context(format!("adding worktree {}", dest.display()));
+    }
+    Ok(dest)
+}
+
+/// The destination must not exist in any form (file, folder, dangling
+/// symlink) and must resolve directly inside the worktree dir.
+fn check_destination(root: &Path, dest: &Path) -> Result<()> {
+    if let Ok(meta) = std::fs::symlink_metadata(dest) {
+        let what = if meta.file_type().is_symlink() {
+            "is a symlink"
+        } else {
+            "already exists"
+        };
+        return Err(InputError::new(format!("worktree destination {} {what}", dest.display()))
+            .hint("remove it, or run 'git arbiter worktree list' to see arbiter's worktrees")
+            .into());
+    }
+    let root_resolved = resolve_existing_prefix(root);
+    let dest_resolved = resolve_existing_prefix(dest);
+    if dest_resolved.parent() != Some(root_resolved.as_path()) {
+        return Err(InputError::new(format!(
+            "worktree destination {} resolves to {}, outside the worktree dir {}",
+            dest.display(),
+            dest_resolved.display(),
+            root_resolved.display()
+        ))
+        .hint("check 'git config arbiter.worktreeDir' and symlinks on the way")
+        .into());
+    }
+    Ok(())
+}
+
+fn delete_branch(repo: &gix::Repository, full: &FullName, expect: Option<ObjectId>) -> Result<()> {
+    let expected = match expect {
+        Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+        None => PreviousValue::MustExist,
+    };
+    repo.edit_reference(RefEdit {
+        change: Change::Delete {
+            expected,
+            log: RefLog::AndReference,
+        },
+        name: full.clone(),
+        deref: false,
+    })
+    .git_context(format!("deleting {}", full.as_bstr()))?;
+    Ok(())
+}
+
+/// The registered linked worktree at `path`, if any.
+fn find_registered<'r>(
+    repo: &'r gix::Repository,
+    path: &Path,
+) -> Result<Option<gix::worktree::Proxy<'r>>> {
+    let want = resolve_existing_prefix(path);
+    for proxy in repo.worktrees().git_context("listing linked worktrees")? {
+        let Ok(base) = proxy.base() else { continue };
+        if base == path || resolve_existing_prefix(&base) == want {
+            return Ok(Some(proxy));
+        }
+    }
+    Ok(None)
+}
+
+/// Remove worktree `<root_dir>/<name>` (untracked files included: builders
+/// leave them) and delete branch `branch`. Missing pieces are fine. A branch
+/// checked out in some other worktree is never deleted.
+pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
+    check_name(name)?;
+    let full = branch_name(branch)?;
+    let dest = root_dir(ctx)?.join(name);
+    if let Some(proxy) = find_registered(&ctx.repo, &dest)? {
+        if proxy.is_locked() {
+            return Err(InputError::new(format!("worktree {} is locked", dest.display()))
+                .hint(format!("unlock it with 'git worktree unlock {}'", dest.display()))
+                .into());
+        }
+        proxy
+            .remove(
+                gix::worktree::remove::Force::DiscardChanges,
+                gix::progress::Discard,
+            )
+            .git_context(format!("removing worktree {}", dest.display()))?;
+    }
+    if ctx
+        .repo
+        .try_find_reference(full.as_ref())
+        .git_context(format!("reading {}", full.as_bstr()))?
+        .is_none()
+    {
+        return Ok(());
+    }
+    if let Some(elsewhere) = checked_out_at(ctx, &full)? {
+        return Err(InputError::new(format!(
+            "branch '{branch}' is checked out in {}; not deleting it",
+            elsewhere.display()
+        ))
+        .hint("switch that worktree to another branch first")
+        .into());
+    }
+    match delete_branch(&ctx.repo, &full, None) {
+        Ok(()) => Ok(()),
+        // Deleted concurrently: the outcome we wanted.
+        Err(_)
+            if ctx
+                .repo
+                .try_find_reference(full.as_ref())
+                .ok()
+                .flatten()
+                .is_none() =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
+    let main = ctx.repo.main_repo().git_context("opening the main worktree")?;
+    if main.head_name().ok().flatten().as_ref() == Some(full) {
+        return Ok(Some(
+            main.workdir()
+                .map(Path::to_owned)
+                .unwrap_or_else(|| main.git_dir().to_owned()),
+        ));
+    }
+    for proxy in ctx.repo.worktrees().git_context("listing linked worktrees")? {
+        let base = proxy.base().ok();
+        let Ok(repo) = proxy.into_repo_with_possibly_inaccessible_worktree() else {
+            continue;
+        };
+        if repo.head_name().ok().flatten().as_ref() == Some(full) {
+            return Ok(Some(base.unwrap_or_else(|| repo.git_dir().to_owned())));
+        }
+    }
+    Ok(None)
+}
+
+/// Arbiter's worktrees: the linked worktrees registered directly under [`root_dir`], by name.
+pub fn list(ctx: &Context) -> Result<Vec<Info>> {
+    let root = resolve_existing_prefix(&root_dir(ctx)?);
+    let mut out = Vec::new();
+    for proxy in ctx.repo.worktrees().git_context("listing linked worktrees")? {
+        let Ok(base) = proxy.base() else { continue };
+        let resolved = resolve_existing_prefix(&base);
+        if resolved.parent() != Some(root.as_path()) {
+            continue;
+        }
+        let name = resolved
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let prunable = proxy.is_prunable();
+        let (branch, head) = match proxy.into_repo_with_possibly_inaccessible_worktree() {
+            Ok(repo) => (
+                repo.head_name()
+                    .ok()
+                    .flatten()
+                    .map(|n| n.shorten().to_string()),
+                repo.head_id().ok().map(|id| id.to_string()),
+            ),
+            Err(_) => (None, None),
+        };
+        out.push(Info {
+            name,
+            path: base,
+            branch,
+            head,
+            prunable,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// The work order a worktree name or `arbiter/` branch suffix belongs to:
+/// `<id>` itself, or `race-<id>-<k>`.
+fn owner_of<'o>(orders: &'o Orders, name: &str) -> Option<&'o str> {
+    if let Some(wo) = orders.get(name) {
+        return Some(&wo.id);
+    }
+    let rest = name.strip_prefix("race-")?;
+    let (id, k) = rest.rsplit_once('-')?;
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    orders.get(id).map(|wo| wo.id.as_str())
+}
+
+/// Crash recovery for worktrees and `arbiter/*` branches a killed run left
+/// behind. A leftover is removed when its work order is neither halted nor
+/// in progress by a live owner (`is_live`); a halted order's branch and
+/// worktree are kept for inspection (DESIGN "Nothing unmerged is silently
+/// lost"), as is anything that belongs to no known work order. Returns one
+/// report line per leftover.
+pub fn cleanup_stale(
+    ctx: &Context,
+    store: &Store,
+    orders: &Orders,
+    is_live: &dyn Fn(&Record) -> bool,
+) -> Result<Vec<String>> {
+    let mut report = Vec::new();
+    let mut snapshot = store.snapshot()?;
+    // name -> (has worktree, has branch)
+    let mut names: std::collections::BTreeMap<String, (Option<Info>, bool)> = Default::default();
+    for info in list(ctx)? {
+        let name = info.name.clone();
+        names.entry(name).or_default().0 = Some(info);
+    }
+    let refs = ctx.repo.references().git_context("listing references")?;
+    for r in refs
+        .prefixed(BRANCH_PREFIX)
+        .git_context("listing arbiter branches")?
+    {
+        let r = r.git_context("reading a reference")?;
+        let full = r.name().as_bstr().to_string();
+        if let Some(suffix) = full.strip_prefix(BRANCH_PREFIX) {
+            names.entry(suffix.to_owned()).or_default().1 = true;
+        }
+    }
+    for (name, (info, has_branch)) in names {
+        let branch = match &info {
+            Some(Info {
+                branch: Some(b), ..
+            }) if b.starts_with("arbiter/") => b.clone(),
+            _ => format!("arbiter/{name}"),
+        };
+        let Some(wo) = owner_of(orders, &name) else {
+            report.push(format!(
+                "kept {}: no work order '{name}' is known",
+                describe(&info, has_branch, &branch)
+            ));
+            continue;
+        };
+        let record = snapshot.record(wo)?;
+        if let Some(r) = &record {
+            if r.halted {
+                report.push(format!(
+                    "kept {}: work order {wo} is halted ({})",
+                    describe(&info, has_branch, &branch),
+                    r.halt_reason.as_deref().unwrap_or("no reason")
+                ));
+                continue;
+            }
+            if r.status == Status::InProgress && is_live(r) {
+                continue;
+            }
+        }
+        if check_name(&name).is_err() {
+            report.push(format!(
+                "kept {}: not a name git-arbiter creates",
+                describe(&info, has_branch, &branch)
+            ));
+            continue;
+        }
+        let what = describe(&info, has_branch, &branch);
+        remove(ctx, &name, &branch)?;
+        report.push(format!("removed {what}"));
+    }
+    Ok(report)
+}
+
+fn describe(info: &Option<Info>, has_branch: bool, branch: &str) -> String {
+    match (info, has_branch) {
+        (Some(i), true) => format!("worktree {} and branch {branch}", i.path.display()),
+        (Some(i), false) => format!("worktree {}", i.path.display()),
+        (None, _) => format!("branch {branch}"),
+    }
+}
