@@ -79,6 +79,9 @@ pub enum Error {
     },
     #[error("interrupted")]
     Interrupted,
+    /// A non-blocking slot acquire found no slot it may take.
+    #[error("no slot free: all {cap} build slots are held or promised to earlier waiters")]
+    NoSlot { cap: u32 },
 }
 
 impl Error {
@@ -88,6 +91,7 @@ impl Error {
             Error::State(e) => e.exit_code(),
             Error::Git { .. } | Error::Io { .. } => ExitCode::Fatal,
             Error::Interrupted => ExitCode::Interrupted,
+            Error::NoSlot { .. } => ExitCode::NoSlot,
         }
     }
 
@@ -96,6 +100,10 @@ impl Error {
             Error::Input(e) => e.hint.clone(),
             Error::Orders(e) => e.hint(),
             Error::State(e) => e.hint(),
+            Error::NoSlot { .. } => Some(
+                "wait for one (drop --no-wait), or raise the cap with --max-total N or 'git config arbiter.maxTotal N'"
+                    .into(),
+            ),
             _ => None,
         }
     }

@@ -9,11 +9,13 @@ pub mod conductor;
 pub mod context;
 pub mod drift;
 pub mod error;
-pub mod merge;
 pub mod exec;
+pub mod merge;
 pub mod orders;
 pub mod reconcile;
+pub mod round;
 pub mod scope;
+pub mod slots;
 pub mod state;
 pub mod worktree;
 

@@ -3,9 +3,13 @@
 mod common;
 
 mod test_docs;
+mod test_merge_back;
+mod test_oracle;
 mod test_orders;
+mod test_round;
 mod test_state;
 mod test_status_batch;
+mod test_worktree;
 
 #[test]
 fn every_test_file_is_listed() {

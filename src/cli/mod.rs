@@ -10,10 +10,16 @@ use git_arbiter::{Error, ExitCode};
 
 mod batch;
 mod clear;
+mod demo;
 mod generate;
 mod halt;
+mod log;
 mod merge_back;
+mod progress;
+mod round;
+mod slot;
 mod status;
+mod stop;
 mod worktree;
 
 /// Conduct parallel builders on one git repository.
@@ -52,6 +58,8 @@ pub struct GlobalArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    Round(round::RoundArgs),
+    Demo(demo::DemoArgs),
     Status(status::StatusArgs),
     #[command(subcommand)]
     Worktree(worktree::WorktreeCommand),
@@ -59,6 +67,9 @@ pub enum Command {
     Batch(batch::BatchArgs),
     Clear(clear::ClearArgs),
     Halt(halt::HaltArgs),
+    Slot(slot::SlotArgs),
+    Stop(stop::StopArgs),
+    Log(log::LogArgs),
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
 }
@@ -121,12 +132,17 @@ pub fn run() -> i32 {
         cwd,
     };
     let result = match cli.command {
+        Command::Round(args) => round::cmd_round(&env, args),
+        Command::Demo(args) => demo::cmd_demo(args),
         Command::Status(args) => status::cmd_status(&env, args),
         Command::Worktree(cmd) => worktree::cmd_worktree(&env, cmd),
         Command::MergeBack(args) => merge_back::cmd_merge_back(&env, args),
         Command::Batch(args) => batch::cmd_batch(&env, args),
         Command::Clear(args) => clear::cmd_clear(&env, args),
         Command::Halt(args) => halt::cmd_halt(&env, args),
+        Command::Slot(args) => slot::cmd_slot(&env, args),
+        Command::Stop(args) => stop::cmd_stop(&env, args),
+        Command::Log(args) => log::cmd_log(&env, args),
         Command::Generate(args) => generate::cmd_generate(args),
     };
     match result {

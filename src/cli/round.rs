@@ -1,0 +1,218 @@
+use std::time::Duration;
+
+use clap::Args;
+use git_arbiter::error::InputError;
+use git_arbiter::round::{self, Options, Summary};
+use git_arbiter::{Error, ExitCode};
+
+use super::{json, out, progress, Env};
+
+/// Run work orders: rounds of disjoint batches, built concurrently, merged back one at a time.
+///
+/// Each round: reconcile and recover, check the kill switch and budget, select
+/// a batch of eligible work orders with pairwise disjoint declared files, cut
+/// ROUND_BASE from the integration tip, create one worktree and branch
+/// `arbiter/<id>` per order, record the attempt, run the builders concurrently
+/// within the machine-wide slots, commit what each left uncommitted, run gates
+/// and critics, and merge the clean ones back one at a time (drift-checked
+/// before the branch moves). Rounds repeat off the new tip until nothing is
+/// eligible.
+///
+/// Builders run via `sh -c` in their worktree with ARBITER_WO, ARBITER_WO_FILE,
+/// ARBITER_TITLE, ARBITER_ATTEMPT, ARBITER_ROUND_BASE and ARBITER_WORKTREE set
+/// and git's own variables (GIT_DIR, GIT_INDEX_FILE, …) removed; output goes
+/// to `.git/arbiter/logs/<id>/attempt-<n>.log`.
+///
+/// Exit: 0 all done, 1 escalation (a halted work order remains, the budget
+/// command refused, or the final gate failed), 2 bad input, 130 stopped.
+#[derive(Args, Debug)]
+pub struct RoundArgs {
+    /// Builder command, run via `sh -c` in each work order's worktree [default: `arbiter.build`]
+    #[arg(long, value_name = "CMD")]
+    build: Option<String>,
+    /// Gate command (repeatable): exit ≠ 0 discards the attempt for a retry [default: `arbiter.gate`]
+    #[arg(long = "gate", value_name = "CMD")]
+    gates: Vec<String>,
+    /// Critic command (repeatable): exit ≠ 0 halts the work order (`blocking_critique`) [default: `arbiter.critic`]
+    #[arg(long = "critic", value_name = "CMD")]
+    critics: Vec<String>,
+    /// Run once on the integration tip when every work order is done; failure escalates [default: `arbiter.finalGate`]
+    #[arg(long, value_name = "CMD")]
+    final_gate: Option<String>,
+    /// Checked once per round; exit ≠ 0 stops with an escalation [default: `arbiter.budgetCmd`]
+    #[arg(long, value_name = "CMD")]
+    budget_cmd: Option<String>,
+    /// The integration branch [default: the current branch]
+    #[arg(long, value_name = "BRANCH")]
+    into: Option<String>,
+    /// At most N work orders per round [default: `arbiter.maxBatch`, else 8]
+    #[arg(long, value_name = "N")]
+    max: Option<u32>,
+    /// Machine-wide cap on concurrent builds [default: `arbiter.maxTotal`, else 6]
+    #[arg(long, value_name = "N")]
+    max_total: Option<u32>,
+    /// Run one round only
+    #[arg(long)]
+    once: bool,
+    /// Print the planned batches; build nothing, change nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the final summary as versioned JSON on stdout
+    #[arg(long)]
+    json: bool,
+    /// Per-build time limit, e.g. `90s`, `10m`, `1h` [default: `arbiter.timeout`, else none]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Drift scope: `own` (the work order's declared files) or `batch` (the union of the round's batch)
+    #[arg(long, value_name = "SCOPE", default_value = "own", value_parser = ["own", "batch"])]
+    drift_scope: String,
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration such as 90s, 10m or 1h"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (use ms, s, m or h)")),
+    };
+    if !(seconds > 0.0) || !seconds.is_finite() {
+        return Err(format!("'{s}' must be a positive duration"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
+    let ctx = env.context()?;
+    let orders = ctx.load_orders(env.orders_flag())?;
+    let or_config = |flag: Vec<String>, key: &str| {
+        if flag.is_empty() {
+            ctx.config_strings(key)
+        } else {
+            flag
+        }
+    };
+    let timeout = match args.timeout {
+        Some(t) => Some(t),
+        None => match ctx.config_string("arbiter.timeout") {
+            Some(v) => Some(parse_duration(&v).map_err(|e| {
+                InputError::new(format!("config arbiter.timeout: {e}"))
+                    .hint("e.g. 'git config arbiter.timeout 30m'")
+            })?),
+            None => None,
+        },
+    };
+    let opts = Options {
+        into: args.into,
+        build: args
+            .build
+            .or_else(|| ctx.config_string("arbiter.build"))
+            .unwrap_or_default(),
+        gates: or_config(args.gates, "arbiter.gate"),
+        critics: or_config(args.critics, "arbiter.critic"),
+        final_gate: args
+            .final_gate
+            .or_else(|| ctx.config_string("arbiter.finalGate")),
+        budget_cmd: args
+            .budget_cmd
+            .or_else(|| ctx.config_string("arbiter.budgetCmd")),
+        max: match args.max {
+            Some(m) => m,
+            None => ctx.config_u32("arbiter.maxBatch")?.unwrap_or(8),
+        } as usize,
+        max_total: git_arbiter::slots::cap(Some(&ctx), args.max_total)?,
+        once: args.once,
+        dry_run: args.dry_run,
+        timeout,
+        drift_batch_scope: args.drift_scope == "batch",
+    };
+    let progress = progress::for_stderr();
+    let summary = round::run(&ctx, &orders, &opts, progress.as_ref())?;
+    drop(progress);
+    if args.json {
+        out(&json(&summary));
+    } else {
+        out(&render(&summary, opts.dry_run));
+    }
+    Ok(match summary.exit {
+        0 => ExitCode::Success,
+        130 => ExitCode::Interrupted,
+        _ => ExitCode::Escalation,
+    })
+}
+
+pub fn render(summary: &Summary, dry_run: bool) -> String {
+    let mut s = String::new();
+    if dry_run {
+        if summary.planned.is_empty() {
+            s.push_str("nothing to run\n");
+        }
+        for (i, batch) in summary.planned.iter().enumerate() {
+            s.push_str(&format!("round {}: {}\n", i + 1, batch.join(" ")));
+        }
+        return s;
+    }
+    s.push_str(&format!(
+        "{} round(s): {} done, {} halted, {} pending\n",
+        summary.rounds,
+        summary.done.len(),
+        summary.halted.len(),
+        summary.pending.len()
+    ));
+    if let Some(why) = &summary.stopped {
+        s.push_str(&format!("stopped: {why}\n"));
+    }
+    if let Some(gate) = &summary.final_gate {
+        s.push_str(&format!(
+            "final gate: {} ({})\n",
+            if gate.passed { "passed" } else { "FAILED" },
+            gate.detail.as_deref().unwrap_or("")
+        ));
+    }
+    if !summary.halted.is_empty() {
+        s.push_str("\nESCALATION: these work orders are halted and need a human (`git arbiter clear <id>` to retry):\n");
+        for h in &summary.halted {
+            s.push_str(&format!("  {}  {}", h.wo_id, h.reason));
+            if !h.paths.is_empty() {
+                s.push_str(&format!(" [{}]", h.paths.join(", ")));
+            }
+            s.push('\n');
+            if let Some(b) = &h.branch {
+                s.push_str(&format!("      branch: {b}\n"));
+            }
+            if let Some(l) = &h.log {
+                s.push_str(&format!("      log:    {l}\n"));
+            }
+        }
+    }
+    if !summary.pending.is_empty() {
+        s.push_str(&format!("pending: {}\n", summary.pending.join(" ")));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("10x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

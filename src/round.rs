@@ -1,0 +1,896 @@
+//! The round (DESIGN "Porcelain"): reconcile and recover → kill switch →
+//! budget → batch → ROUND_BASE → worktrees → promote and cap (the attempt is
+//! recorded before the build starts) → build all concurrently within the
+//! machine-wide slots → commit what the builder left → gates and critics →
+//! verdict → merge back one at a time → prune → next round off the new tip.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::conductor::{self, Conductor};
+use crate::context::Context;
+use crate::drift::DriftScope;
+use crate::error::{Error, GitContext, InputError, Result};
+use crate::exec::{self, Exit};
+use crate::merge::{self, Outcome};
+use crate::orders::{Orders, WorkOrder};
+use crate::reconcile::{self, Recovery};
+use crate::state::{Record, Status, Store, Verdict};
+use crate::{batch, slots, worktree};
+
+/// Everything `git arbiter round` can be told.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub into: Option<String>,
+    pub build: String,
+    pub gates: Vec<String>,
+    pub critics: Vec<String>,
+    pub final_gate: Option<String>,
+    pub budget_cmd: Option<String>,
+    pub max: usize,
+    pub max_total: u32,
+    pub once: bool,
+    pub dry_run: bool,
+    pub timeout: Option<Duration>,
+    pub drift_batch_scope: bool,
+}
+
+/// Where a round reports what happens; the CLI renders it (live view on a
+/// TTY, compact `arbiter <kernel> key=value …` lines otherwise).
+pub trait Progress: Sync {
+    fn event(&self, kernel: &str, fields: &[(&str, String)]);
+    /// A work order entered a phase (`slot`, `build`, `gate`, `critic`, `merge`).
+    fn phase(&self, wo: &str, phase: &str);
+    /// A work order finished this round.
+    fn finished(&self, wo: &str);
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Escalated {
+    pub wo_id: String,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// The kept branch holding the halted attempt's work, if any.
+    pub branch: Option<String>,
+    pub log: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Summary {
+    pub version: u32,
+    /// 0 all done, 1 escalation, 130 interrupted.
+    pub exit: i32,
+    pub rounds: usize,
+    pub done: Vec<String>,
+    pub halted: Vec<Escalated>,
+    /// Not done and not halted (e.g. `--once`, or waiting on a halted dependency).
+    pub pending: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub planned: Vec<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_gate: Option<Verdict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    pub integration_tip: Option<String>,
+}
+
+/// One work order being built this round.
+struct Job<'a> {
+    wo: &'a WorkOrder,
+    attempt: u32,
+    worktree: PathBuf,
+    log: PathBuf,
+    verdicts: Vec<Verdict>,
+    outcome: JobOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum JobOutcome {
+    Pending,
+    /// Build or gate failed: discard and retry next round (until the cap).
+    Retry(String),
+    /// A critic blocked it: terminal.
+    Blocked(String),
+    Interrupted,
+    Clean,
+}
+
+pub fn branch_of(id: &str) -> String {
+    format!("arbiter/{id}")
+}
+
+pub fn log_path(ctx: &Context, id: &str, attempt: u32) -> PathBuf {
+    ctx.repo
+        .common_dir()
+        .join("arbiter")
+        .join("logs")
+        .join(id)
+        .join(format!("attempt-{attempt}.log"))
+}
+
+/// Run rounds until nothing is eligible (or once, or until stopped).
+pub fn run(
+    ctx: &Context,
+    orders: &Orders,
+    opts: &Options,
+    progress: &dyn Progress,
+) -> Result<Summary> {
+    if opts.build.trim().is_empty() && !opts.dry_run {
+        return Err(InputError::new("no build command")
+            .hint("pass --build CMD or set 'git config arbiter.build CMD'")
+            .into());
+    }
+    let branch = ctx.integration_branch(opts.into.as_deref())?;
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    let mut summary = Summary {
+        version: 1,
+        ..Summary::default()
+    };
+    if opts.dry_run {
+        summary.planned = plan(ctx, orders, &store, &branch, opts.max)?;
+        for (i, batch) in summary.planned.iter().enumerate() {
+            progress.event(
+                "plan",
+                &[("round", (i + 1).to_string()), ("batch", batch.join(","))],
+            );
+        }
+        finish(ctx, orders, &store, &branch, &mut summary)?;
+        summary.exit = 0;
+        return Ok(summary);
+    }
+    let me = Conductor::register(ctx)?;
+    let slot_dir = slots::slot_dir(Some(ctx))?;
+    crate::checkout::sync_checked_out(ctx, &branch)?;
+    loop {
+        // Reconcile and recover, as one transition.
+        let tip = ctx.branch_tip(&branch)?;
+        let rows = recover(ctx, orders, &store, tip, &me, progress)?;
+        for line in
+            worktree::cleanup_stale(ctx, &store, orders, &|r: &Record| owned_by_live(ctx, r))?
+        {
+            progress.event("recover", &[("detail", line)]);
+        }
+        if me.should_stop() {
+            summary.stopped = Some("stop requested".into());
+            break;
+        }
+        if let Some(cmd) = &opts.budget_cmd {
+            let status = exec::shell(
+                cmd,
+                ctx.workdir.as_deref().unwrap_or(ctx.repo.git_dir()),
+                &[],
+            )
+            .status()
+            .map_err(Error::io(format!("running --budget-cmd '{cmd}'")))?;
+            if !status.success() {
+                progress.event(
+                    "budget",
+                    &[("exhausted", "true".into()), ("status", status.to_string())],
+                );
+                summary.stopped = Some(format!("--budget-cmd exited with {status}"));
+                break;
+            }
+        }
+        let selected = batch::select(orders, &rows, opts.max);
+        progress.event(
+            "batch",
+            &[
+                ("ready", selected.ready.to_string()),
+                ("batch", selected.batch.len().to_string()),
+                ("deferred", selected.deferred.len().to_string()),
+                ("max", opts.max.to_string()),
+            ],
+        );
+        if selected.batch.is_empty() {
+            break;
+        }
+        summary.rounds += 1;
+        let round_base = ctx.branch_tip(&branch)?;
+        progress.event(
+            "round",
+            &[
+                ("n", summary.rounds.to_string()),
+                ("base", round_base.to_hex_with_len(12).to_string()),
+                (
+                    "batch",
+                    selected
+                        .batch
+                        .iter()
+                        .map(|p| p.wo_id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+            ],
+        );
+        let picked: Vec<&WorkOrder> = selected
+            .batch
+            .iter()
+            .filter_map(|p| orders.get(&p.wo_id))
+            .collect();
+        let dispatched = dispatch(ctx, &store, &picked, round_base, &me, progress)?;
+        let mut jobs = Vec::new();
+        for (wo, attempt) in dispatched {
+            worktree::remove(ctx, &wo.id, &branch_of(&wo.id))?;
+            let path = worktree::add(ctx, &wo.id, &branch_of(&wo.id), round_base)?;
+            jobs.push(Job {
+                wo,
+                attempt,
+                worktree: path,
+                log: log_path(ctx, &wo.id, attempt),
+                verdicts: Vec::new(),
+                outcome: JobOutcome::Pending,
+            });
+        }
+        let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
+        let running = AtomicUsize::new(0);
+        let shared = Shared::new(ctx);
+        std::thread::scope(|scope| {
+            for job in jobs.iter_mut() {
+                let (slot_dir, me, running, shared) = (&slot_dir, &me, &running, &shared);
+                scope.spawn(move || {
+                    build_one(
+                        shared, job, opts, round_base, slot_dir, cap, me, running, progress,
+                    )
+                });
+            }
+        });
+        let union: Vec<crate::scope::Entry> = picked
+            .iter()
+            .flat_map(|wo| wo.files.iter().cloned())
+            .collect();
+        for job in &jobs {
+            settle(
+                ctx, &store, &branch, job, round_base, opts, &union, progress,
+            )?;
+            progress.finished(&job.wo.id);
+        }
+        if me.should_stop() {
+            summary.stopped = Some("stop requested".into());
+            break;
+        }
+        if opts.once {
+            break;
+        }
+    }
+    finish(ctx, orders, &store, &branch, &mut summary)?;
+    if summary.stopped.as_deref() == Some("stop requested") {
+        summary.exit = 130;
+        return Ok(summary);
+    }
+    if summary.stopped.is_some() || !summary.halted.is_empty() {
+        summary.exit = 1;
+        return Ok(summary);
+    }
+    if summary.pending.is_empty() {
+        if let Some(cmd) = &opts.final_gate {
+            let verdict = final_gate(ctx, &branch, cmd, opts.timeout, &me, progress)?;
+            let passed = verdict.passed;
+            summary.final_gate = Some(verdict);
+            if !passed {
+                summary.exit = 1;
+                return Ok(summary);
+            }
+        }
+    }
+    summary.exit = 0;
+    Ok(summary)
+}
+
+fn owned_by_live(ctx: &Context, record: &Record) -> bool {
+    record
+        .owner
+        .as_deref()
+        .is_some_and(|o| conductor::is_live(ctx, o))
+}
+
+/// Apply the recovery rule and write what it concluded back, as one transition.
+fn recover(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    tip: gix::ObjectId,
+    me: &Conductor,
+    progress: &dyn Progress,
+) -> Result<Vec<reconcile::Row>> {
+    let mut snapshot = store.snapshot()?;
+    let table = reconcile::table(
+        ctx,
+        orders,
+        &mut snapshot,
+        Some(tip),
+        store.default_cap,
+        &|r| r.owner.as_deref() != Some(me.name.as_str()) && owned_by_live(ctx, r),
+    )?;
+    let changes: Vec<(String, Recovery)> = table
+        .rows
+        .iter()
+        .filter_map(|r| r.recovery.clone().map(|rec| (r.id.clone(), rec)))
+        .collect();
+    if changes.is_empty() {
+        return Ok(table.rows);
+    }
+    store.transact("recover", |txn| -> Result<()> {
+        for (id, recovery) in &changes {
+            let Some(mut record) = txn.stored(id)? else {
+                continue;
+            };
+            // Another conductor may have moved it on since we looked.
+            if record.status != Status::InProgress || record.halted || owned_by_live(ctx, &record) {
+                continue;
+            }
+            match recovery {
+                Recovery::Done => {
+                    record.status = Status::Done;
+                    record.log("recovered_done", record.checkpoint_after.clone());
+                }
+                Recovery::NeedsRework => {
+                    record.status = Status::NeedsRework;
+                    record.log("recovered_needs_rework", None);
+                }
+                Recovery::Error { message } => {
+                    record.halt("recovery_failed", vec![message.clone()])
+                }
+            }
+            record.owner = None;
+            txn.put(record);
+        }
+        Ok(())
+    })?;
+    for (id, recovery) in &changes {
+        let outcome = match recovery {
+            Recovery::Done => "done",
+            Recovery::NeedsRework => "needs_rework",
+            Recovery::Error { .. } => "halted",
+        };
+        progress.event(
+            "recover",
+            &[("wo", id.clone()), ("outcome", outcome.into())],
+        );
+    }
+    let mut snapshot = store.snapshot()?;
+    Ok(reconcile::table(
+        ctx,
+        orders,
+        &mut snapshot,
+        Some(tip),
+        store.default_cap,
+        &|r| owned_by_live(ctx, r),
+    )?
+    .rows)
+}
+
+/// Promote, check the cap and record the attempt — before any build starts, so
+/// a crash can never grant an extra attempt. Returns the WOs to build.
+fn dispatch<'a>(
+    ctx: &Context,
+    store: &Store<'_>,
+    picked: &[&'a WorkOrder],
+    round_base: gix::ObjectId,
+    me: &Conductor,
+    progress: &dyn Progress,
+) -> Result<Vec<(&'a WorkOrder, u32)>> {
+    let cap = ctx.retry_cap()?;
+    let (go, capped) = store.transact("dispatch", |txn| -> Result<_> {
+        let mut go = Vec::new();
+        let mut capped = Vec::new();
+        for wo in picked {
+            let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
+            if record.halted || record.status == Status::Done {
+                continue;
+            }
+            if record.status == Status::InProgress
+                && record.owner.as_deref() != Some(me.name.as_str())
+            {
+                // Another live conductor got it first.
+                continue;
+            }
+            record.cap = cap;
+            if record.attempts >= record.cap {
+                record.halt("retry_cap_exhausted", Vec::new());
+                capped.push(wo.id.clone());
+                txn.put(record);
+                continue;
+            }
+            record.attempts += 1;
+            record.status = Status::InProgress;
+            record.owner = Some(me.name.clone());
+            record.checkpoint_before = Some(round_base.to_string());
+            record.checkpoint_after = None;
+            record.verdicts.clear();
+            record.log("dispatch", Some(format!("round_base={round_base}")));
+            go.push((*wo, record.attempts));
+            txn.put(record);
+        }
+        Ok((go, capped))
+    })?;
+    for id in capped {
+        progress.event(
+            "halt",
+            &[("wo", id), ("reason", "retry_cap_exhausted".into())],
+        );
+    }
+    Ok(go)
+}
+
+/// What build threads need of the repository (a `gix::Repository` is not `Sync`).
+struct Shared {
+    repo_label: String,
+    cwd: PathBuf,
+    missing_name: bool,
+    missing_email: bool,
+}
+
+impl Shared {
+    fn new(ctx: &Context) -> Shared {
+        Shared {
+            repo_label: ctx
+                .workdir
+                .as_deref()
+                .unwrap_or(ctx.repo.git_dir())
+                .display()
+                .to_string(),
+            cwd: ctx.cwd.clone(),
+            missing_name: ctx.config_string("user.name").is_none(),
+            missing_email: ctx.config_string("user.email").is_none(),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_one(
+    ctx: &Shared,
+    job: &mut Job<'_>,
+    opts: &Options,
+    round_base: gix::ObjectId,
+    slot_dir: &Path,
+    cap: u32,
+    me: &Conductor,
+    running: &AtomicUsize,
+    progress: &dyn Progress,
+) {
+    let id = job.wo.id.clone();
+    progress.phase(&id, "slot");
+    let info = slots::HolderInfo::now(ctx.repo_label.clone(), id.clone());
+    let mut on_wait = |state: &slots::WaitState| {
+        progress.event(
+            "slot",
+            &[
+                ("wo", id.clone()),
+                ("waiting", "true".into()),
+                ("cap", state.cap.to_string()),
+                ("held", state.held.to_string()),
+                ("ahead", state.ahead.to_string()),
+            ],
+        );
+    };
+    let slot = match slots::acquire(
+        slot_dir,
+        cap,
+        &info,
+        slots::Wait::Block,
+        me.interrupt_flag(),
+        &mut on_wait,
+    ) {
+        Ok(Some(slot)) => slot,
+        Ok(None) | Err(Error::Interrupted) => {
+            job.outcome = JobOutcome::Interrupted;
+            return;
+        }
+        Err(e) => {
+            job.outcome = JobOutcome::Retry(format!("could not take a slot: {e}"));
+            return;
+        }
+    };
+    let in_use = running.fetch_add(1, Ordering::SeqCst) + 1;
+    progress.event(
+        "build",
+        &[
+            ("wo", id.clone()),
+            ("attempt", job.attempt.to_string()),
+            ("slots", format!("{in_use}/{cap}")),
+        ],
+    );
+    progress.phase(&id, "build");
+    let env = builder_env(ctx, job, round_base);
+    let stop = || me.should_stop();
+    let started = Instant::now();
+    let exit = exec::run(
+        &exec::Spec {
+            command: &opts.build,
+            cwd: &job.worktree,
+            env: &env,
+            log: &job.log,
+            stdout_to: None,
+            timeout: opts.timeout,
+        },
+        &stop,
+    );
+    let outcome = (|| -> std::result::Result<JobOutcome, String> {
+        let exit = exit.map_err(|e| format!("cannot run the build command: {e}"))?;
+        job.verdicts.push(verdict("build", &opts.build, &exit));
+        progress.event(
+            "build",
+            &[
+                ("wo", id.clone()),
+                ("result", exit.describe()),
+                (
+                    "elapsed",
+                    format!("{:.1}s", started.elapsed().as_secs_f64()),
+                ),
+            ],
+        );
+        match exit {
+            Exit::Interrupted => return Ok(JobOutcome::Interrupted),
+            ref e if !e.success() => {
+                return Ok(JobOutcome::Retry(format!("build {}", e.describe())))
+            }
+            _ => {}
+        }
+        commit_leftovers(ctx, job).map_err(|e| format!("committing the builder's work: {e}"))?;
+        for (kind, commands) in [("gate", &opts.gates), ("critic", &opts.critics)] {
+            for cmd in commands.iter() {
+                progress.phase(&id, kind);
+                let exit = exec::run(
+                    &exec::Spec {
+                        command: cmd,
+                        cwd: &job.worktree,
+                        env: &env,
+                        log: &job.log,
+                        stdout_to: None,
+                        timeout: opts.timeout,
+                    },
+                    &stop,
+                )
+                .map_err(|e| format!("cannot run {kind} '{cmd}': {e}"))?;
+                job.verdicts.push(verdict(kind, cmd, &exit));
+                progress.event(
+                    kind,
+                    &[
+                        ("wo", id.clone()),
+                        ("command", cmd.clone()),
+                        ("result", exit.describe()),
+                    ],
+                );
+                if exit == Exit::Interrupted {
+                    return Ok(JobOutcome::Interrupted);
+                }
+                if !exit.success() {
+                    return Ok(if kind == "gate" {
+                        JobOutcome::Retry(format!("gate '{cmd}' {}", exit.describe()))
+                    } else {
+                        JobOutcome::Blocked(format!("critic '{cmd}' {}", exit.describe()))
+                    });
+                }
+            }
+        }
+        Ok(JobOutcome::Clean)
+    })();
+    job.outcome = outcome.unwrap_or_else(JobOutcome::Retry);
+    running.fetch_sub(1, Ordering::SeqCst);
+    drop(slot);
+}
+
+fn verdict(kind: &str, command: &str, exit: &Exit) -> Verdict {
+    Verdict {
+        kind: kind.into(),
+        command: command.into(),
+        passed: exit.success(),
+        exit_code: exit.code(),
+        detail: (!exit.success()).then(|| exit.describe()),
+    }
+}
+
+fn builder_env(ctx: &Shared, job: &Job<'_>, round_base: gix::ObjectId) -> Vec<(String, String)> {
+    let wo_file = ctx.cwd.join(&job.wo.path);
+    vec![
+        ("ARBITER_WO".into(), job.wo.id.clone()),
+        ("ARBITER_WO_FILE".into(), wo_file.display().to_string()),
+        ("ARBITER_TITLE".into(), job.wo.title.clone()),
+        ("ARBITER_ATTEMPT".into(), job.attempt.to_string()),
+        ("ARBITER_ROUND_BASE".into(), round_base.to_string()),
+        (
+            "ARBITER_WORKTREE".into(),
+            job.worktree.display().to_string(),
+        ),
+    ]
+}
+
+/// Commit whatever the builder left uncommitted in its worktree.
+fn commit_leftovers(ctx: &Shared, job: &Job<'_>) -> std::result::Result<(), String> {
+    // gix 0.90 has no porcelain to stage a whole worktree (`add -A`: new,
+    // modified, deleted, mode changes, respecting .gitignore), so git does it.
+    let git = |args: &[&str]| -> std::result::Result<std::process::Output, String> {
+        let mut cmd = std::process::Command::new("git");
+        for var in exec::GIT_ENV {
+            cmd.env_remove(var);
+        }
+        if ctx.missing_name {
+            cmd.args(["-c", "user.name=git-arbiter"]);
+        }
+        if ctx.missing_email {
+            cmd.args(["-c", "user.email=git-arbiter@localhost"]);
+        }
+        cmd.arg("-C")
+            .arg(&job.worktree)
+            .args(args)
+            .stdin(std::process::Stdio::null());
+        cmd.output().map_err(|e| format!("running git: {e}"))
+    };
+    let add = git(&["add", "-A"])?;
+    if !add.status.success() {
+        return Err(String::from_utf8_lossy(&add.stderr).trim().to_owned());
+    }
+    let staged = git(&["diff", "--cached", "--quiet"])?;
+    if staged.status.success() {
+        return Ok(());
+    }
+    let message = format!(
+        "{}: {}\n\nUncommitted work left by the builder, committed by git-arbiter.\n\nArbiter-WO: {}\nArbiter-Attempt: {}\n",
+        job.wo.id, job.wo.title, job.wo.id, job.attempt
+    );
+    let commit = git(&["commit", "-q", "--no-verify", "-m", &message])?;
+    if !commit.status.success() {
+        return Err(String::from_utf8_lossy(&commit.stderr).trim().to_owned());
+    }
+    Ok(())
+}
+
+/// Turn a built job's verdicts into a transition, merging it back if clean.
+#[allow(clippy::too_many_arguments)]
+fn settle(
+    ctx: &Context,
+    store: &Store<'_>,
+    branch: &gix::refs::FullName,
+    job: &Job<'_>,
+    round_base: gix::ObjectId,
+    opts: &Options,
+    union: &[crate::scope::Entry],
+    progress: &dyn Progress,
+) -> Result<()> {
+    let id = &job.wo.id;
+    let wo_branch = branch_of(id);
+    let verdicts = job.verdicts.clone();
+    let log = job.log.display().to_string();
+    let mut keep_branch = false;
+    match &job.outcome {
+        JobOutcome::Clean => {
+            progress.phase(id, "merge");
+            store.transact(&format!("verdicts {id}"), |txn| -> Result<()> {
+                let mut record = txn.record(id, !job.wo.deps.is_empty())?;
+                record.verdicts = verdicts.clone();
+                record.log("built", Some(log.clone()));
+                txn.put(record);
+                Ok(())
+            })?;
+            let source = ctx
+                .repo
+                .find_reference(format!("refs/heads/{wo_branch}").as_str())
+                .git_context(format!("reading {wo_branch}"))?
+                .peel_to_id()
+                .git_context(format!("resolving {wo_branch}"))?
+                .detach();
+            let request = merge::Request {
+                wo: job.wo,
+                into: branch,
+                source,
+                attempt: job.attempt,
+                round_base: Some(round_base),
+                scope: if opts.drift_batch_scope {
+                    DriftScope::Union(union.to_vec())
+                } else {
+                    DriftScope::Own
+                },
+                extra_note: Some(serde_json::json!({ "verdicts": verdicts })),
+            };
+            match merge::merge_back(ctx, store, &request)? {
+                Outcome::Merged { sha, changed, .. } => progress.event(
+                    "merge",
+                    &[
+                        ("wo", id.clone()),
+                        ("sha", sha.to_hex_with_len(12).to_string()),
+                        ("changed", changed.len().to_string()),
+                    ],
+                ),
+                Outcome::UpToDate { .. } => progress.event(
+                    "merge",
+                    &[("wo", id.clone()), ("up_to_date", "true".into())],
+                ),
+                Outcome::Conflict { paths } => {
+                    keep_branch = true;
+                    progress.event(
+                        "halt",
+                        &[
+                            ("wo", id.clone()),
+                            ("reason", "merge_conflict".into()),
+                            ("paths", paths.join(",")),
+                        ],
+                    );
+                }
+                Outcome::Drift { paths } => {
+                    keep_branch = true;
+                    progress.event(
+                        "halt",
+                        &[
+                            ("wo", id.clone()),
+                            ("reason", "undeclared_file_drift".into()),
+                            ("paths", paths.join(",")),
+                        ],
+                    );
+                }
+            }
+        }
+        outcome => {
+            let (event, halt) = match outcome {
+                JobOutcome::Retry(why) => (why.clone(), None),
+                JobOutcome::Blocked(why) => (why.clone(), Some("blocking_critique")),
+                JobOutcome::Interrupted | JobOutcome::Pending => ("interrupted".to_string(), None),
+                JobOutcome::Clean => unreachable!("handled above"),
+            };
+            keep_branch = halt.is_some();
+            let interrupted = matches!(outcome, JobOutcome::Interrupted | JobOutcome::Pending);
+            store.transact(&format!("verdict {id}"), |txn| -> Result<()> {
+                let mut record = txn.record(id, !job.wo.deps.is_empty())?;
+                record.verdicts = verdicts.clone();
+                record.owner = None;
+                match halt {
+                    Some(reason) => {
+                        record.status = Status::NeedsRework;
+                        record.halt(reason, vec![event.clone()]);
+                    }
+                    None if interrupted => {
+                        // Stopped by the user, not failed by the builder: the attempt is given back.
+                        record.status = Status::NeedsRework;
+                        record.attempts = record.attempts.saturating_sub(1);
+                        record.log("interrupted", Some(log.clone()));
+                    }
+                    None => {
+                        record.status = Status::NeedsRework;
+                        record.log("needs_rework", Some(event.clone()));
+                    }
+                }
+                txn.put(record);
+                Ok(())
+            })?;
+            let name = if halt.is_some() { "halt" } else { "rework" };
+            let mut fields = vec![
+                ("wo", id.clone()),
+                ("reason", halt.map(str::to_owned).unwrap_or(event)),
+            ];
+            fields.push(("log", log.clone()));
+            progress.event(name, &fields);
+        }
+    }
+    // A halted attempt's worktree and branch stay for inspection until `clear`.
+    if !keep_branch {
+        worktree::remove(ctx, id, &wo_branch)?;
+    }
+    Ok(())
+}
+
+/// The rounds a real run would start with, assuming every batched WO lands.
+fn plan(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    branch: &gix::refs::FullName,
+    max: usize,
+) -> Result<Vec<Vec<String>>> {
+    let tip = ctx.branch_tip(branch).ok();
+    let mut snapshot = store.snapshot()?;
+    let mut rows = reconcile::table(ctx, orders, &mut snapshot, tip, store.default_cap, &|r| {
+        owned_by_live(ctx, r)
+    })?
+    .rows;
+    let mut planned = Vec::new();
+    loop {
+        let selected = batch::select(orders, &rows, max);
+        if selected.batch.is_empty() {
+            break;
+        }
+        let ids: Vec<String> = selected.batch.iter().map(|p| p.wo_id.clone()).collect();
+        for row in rows.iter_mut() {
+            if ids.contains(&row.id) {
+                row.status = Status::Done;
+            }
+        }
+        planned.push(ids);
+    }
+    Ok(planned)
+}
+
+/// Fill the summary's done / halted / pending lists from the final state.
+fn finish(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    branch: &gix::refs::FullName,
+    summary: &mut Summary,
+) -> Result<()> {
+    let tip = ctx.branch_tip(branch).ok();
+    summary.integration_tip = tip.map(|t| t.to_string());
+    let mut snapshot = store.snapshot()?;
+    let table = reconcile::table(ctx, orders, &mut snapshot, tip, store.default_cap, &|r| {
+        owned_by_live(ctx, r)
+    })?;
+    let halted: BTreeMap<&str, &Record> = table
+        .records
+        .iter()
+        .filter(|r| r.halted)
+        .map(|r| (r.wo.as_str(), r))
+        .collect();
+    for row in &table.rows {
+        if let Some(record) = halted.get(row.id.as_str()) {
+            let branch = branch_of(&row.id);
+            let kept = ctx
+                .repo
+                .try_find_reference(format!("refs/heads/{branch}").as_str())
+                .ok()
+                .flatten()
+                .is_some();
+            let log = (record.attempts > 0).then(|| log_path(ctx, &row.id, record.attempts));
+            summary.halted.push(Escalated {
+                wo_id: row.id.clone(),
+                reason: record.halt_reason.clone().unwrap_or_default(),
+                paths: record.halt_paths.clone(),
+                branch: kept.then_some(branch),
+                log: log.filter(|p| p.exists()).map(|p| p.display().to_string()),
+            });
+        } else if row.status == Status::Done {
+            summary.done.push(row.id.clone());
+        } else {
+            summary.pending.push(row.id.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Run the final gate once on the integration tip, in a throwaway worktree.
+fn final_gate(
+    ctx: &Context,
+    branch: &gix::refs::FullName,
+    cmd: &str,
+    timeout: Option<Duration>,
+    me: &Conductor,
+    progress: &dyn Progress,
+) -> Result<Verdict> {
+    let tip = ctx.branch_tip(branch)?;
+    let name = format!("final-gate-{}", me.name);
+    let wt_branch = format!("arbiter-final/{}", me.name);
+    let path = worktree::add(ctx, &name, &wt_branch, tip)?;
+    let log = ctx
+        .repo
+        .common_dir()
+        .join("arbiter")
+        .join("logs")
+        .join(format!("final-gate-{}.log", me.name));
+    let env = vec![("ARBITER_ROUND_BASE".to_string(), tip.to_string())];
+    let stop = || me.should_stop();
+    let exit = exec::run(
+        &exec::Spec {
+            command: cmd,
+            cwd: &path,
+            env: &env,
+            log: &log,
+            stdout_to: None,
+            timeout,
+        },
+        &stop,
+    );
+    worktree::remove(ctx, &name, &wt_branch)?;
+    let exit = exit.map_err(Error::io(format!("running --final-gate '{cmd}'")))?;
+    progress.event(
+        "final-gate",
+        &[
+            ("result", exit.describe()),
+            ("log", log.display().to_string()),
+        ],
+    );
+    let mut v = verdict("final_gate", cmd, &exit);
+    v.detail = Some(log.display().to_string());
+    Ok(v)
+}

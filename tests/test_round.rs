@@ -1,0 +1,399 @@
+use std::path::Path;
+
+use crate::common::{Run, TestEnv};
+
+/// A repo with disjoint work orders and a builder script that writes the
+/// declared file of whichever WO it is building.
+fn repo() -> TestEnv {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.work_order("wo-01", "One", &[], &["src/one.txt"]);
+    env.work_order("wo-02", "Two", &[], &["src/two.txt"]);
+    env.commit_all("init");
+    env
+}
+
+const WRITE_OWN: &str = "mkdir -p src && echo \"$ARBITER_WO attempt $ARBITER_ATTEMPT\" > src/$(echo $ARBITER_WO | sed 's/wo-0//;s/1/one/;s/2/two/;s/3/three/').txt";
+
+fn round(env: &TestEnv, extra: &[&str]) -> Run {
+    let mut args = vec!["round", "--json", "--max-total", "4"];
+    args.extend_from_slice(extra);
+    env.run(&args)
+}
+
+fn status_of(env: &TestEnv, id: &str) -> serde_json::Value {
+    let json = env.run(&["status", "--json"]).success().json();
+    json["orders"]
+        .as_array()
+        .expect("orders")
+        .iter()
+        .find(|r| r["id"] == id)
+        .cloned()
+        .expect("row")
+}
+
+/// fsck clean, integration worktree clean, and no worktrees left but those
+/// kept for the `kept` halted work orders.
+fn clean_afterwards_keeping(env: &TestEnv, kept: usize) {
+    env.fsck();
+    assert_eq!(
+        env.git(&["status", "--porcelain"]),
+        "",
+        "the checked-out integration branch must stay clean"
+    );
+    let worktrees = env.git(&["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        worktrees.matches("worktree ").count(),
+        1 + kept,
+        "leftover worktrees:\n{worktrees}"
+    );
+}
+
+fn clean_afterwards(env: &TestEnv) {
+    clean_afterwards_keeping(env, 0);
+}
+
+#[test]
+fn all_pass_merges_each_and_exits_0() {
+    let env = repo();
+    let run = round(&env, &["--build", WRITE_OWN]).success();
+    let summary = run.json();
+    assert_eq!(summary["version"], 1);
+    assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
+    assert_eq!(summary["rounds"], 1, "disjoint orders share one round");
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/one.txt")).expect("merged file"),
+        "wo-01 attempt 1\n"
+    );
+    let log = env.git(&["log", "--format=%s%n%b", "main"]);
+    assert!(
+        log.contains("Merge wo-01: One") && log.contains("Arbiter-WO: wo-02"),
+        "{log}"
+    );
+    assert!(
+        run.stderr
+            .contains("arbiter batch ready=2 batch=2 deferred=0"),
+        "{}",
+        run.stderr
+    );
+    // Every merge commit has a note stock git shows.
+    let notes = env.git(&["log", "--notes=arbiter", "--merges", "--format=%N", "main"]);
+    assert!(
+        notes.contains("wo-01") && notes.contains("wo-02"),
+        "{notes}"
+    );
+    assert!(env.git(&["branch", "--list", "arbiter/*"]).is_empty());
+    clean_afterwards(&env);
+    // Nothing left: a second run is a no-op.
+    let again = round(&env, &["--build", "exit 99"]).success().json();
+    assert_eq!(again["rounds"], 0);
+}
+
+#[test]
+fn gate_fails_then_passes_on_retry() {
+    let env = repo();
+    let gate = "test \"$ARBITER_ATTEMPT\" != 1";
+    let summary = round(&env, &["--build", WRITE_OWN, "--gate", gate])
+        .success()
+        .json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
+    assert_eq!(summary["rounds"], 2);
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/one.txt")).expect("merged"),
+        "wo-01 attempt 2\n"
+    );
+    let row = status_of(&env, "wo-01");
+    assert_eq!(row["attempts"], 2);
+    clean_afterwards(&env);
+}
+
+#[test]
+fn build_failure_exhausts_the_cap_and_escalates() {
+    let env = repo();
+    env.git(&["config", "arbiter.retryCap", "2"]);
+    let run = round(&env, &["--build", "echo doomed; exit 7"]).code(1);
+    let summary = run.json();
+    assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
+    assert_eq!(summary["halted"][0]["reason"], "retry_cap_exhausted");
+    let row = status_of(&env, "wo-01");
+    assert_eq!(row["attempts"], 2, "the cap is never exceeded");
+    assert_eq!(row["terminal"], true);
+    let log = std::fs::read_to_string(env.repo.join(".git/arbiter/logs/wo-01/attempt-2.log"))
+        .expect("log");
+    assert!(log.contains("doomed"));
+    let human = env.run(&["round", "--build", "true"]).code(1);
+    assert!(human.stdout.contains("ESCALATION"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("wo-01  retry_cap_exhausted"),
+        "{}",
+        human.stdout
+    );
+    clean_afterwards(&env);
+}
+
+#[test]
+fn critic_halts_and_keeps_the_branch() {
+    let env = repo();
+    let critic = "test \"$ARBITER_WO\" != wo-02";
+    let summary = round(&env, &["--build", WRITE_OWN, "--critic", critic])
+        .code(1)
+        .json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-01"]));
+    assert_eq!(summary["halted"][0]["reason"], "blocking_critique");
+    assert_eq!(summary["halted"][0]["branch"], "arbiter/wo-02");
+    assert!(env
+        .git(&["log", "--format=%s", "arbiter/wo-02"])
+        .contains("wo-02: Two"));
+    // clear lifts the halt and the next round runs it.
+    env.run(&["clear", "wo-02"]).success();
+    round(&env, &["--build", WRITE_OWN]).success();
+    assert!(env.repo.join("src/two.txt").exists());
+    clean_afterwards(&env);
+}
+
+#[test]
+fn timeout_ends_the_whole_process_group() {
+    let env = repo();
+    env.git(&["config", "arbiter.retryCap", "1"]);
+    let pids = env.root.join("pids");
+    let build = format!("sleep 300 & echo $! >> {}; wait", pids.display());
+    let summary = round(&env, &["--build", &build, "--timeout", "1s"])
+        .code(1)
+        .json();
+    assert_eq!(summary["halted"].as_array().expect("halted").len(), 2);
+    for pid in std::fs::read_to_string(&pids).expect("pids").lines() {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next());
+        assert!(
+            matches!(state, None | Some("Z")),
+            "grandchild {pid} survived: {stat}"
+        );
+    }
+    let row = status_of(&env, "wo-01");
+    assert_eq!(row["last_verdicts"][0]["detail"], "timed out");
+}
+
+#[test]
+fn drift_is_rejected_before_the_branch_moves() {
+    let env = repo();
+    let build = format!("{WRITE_OWN}; if [ $ARBITER_WO = wo-02 ]; then echo sneaky >> README; fi");
+    let before = env.git(&["rev-parse", "main"]);
+    let summary = round(&env, &["--build", &build]).code(1).json();
+    assert_eq!(summary["halted"][0]["wo_id"], "wo-02");
+    assert_eq!(summary["halted"][0]["reason"], "undeclared_file_drift");
+    assert_eq!(summary["halted"][0]["paths"], serde_json::json!(["README"]));
+    // main holds wo-01's merge only: never the rejected change, not even for a moment.
+    let reflog = env.git(&["reflog", "--format=%H", "main"]);
+    assert_eq!(
+        reflog.lines().count(),
+        2,
+        "main moved once (plus its creation): {reflog}"
+    );
+    assert_ne!(env.git(&["rev-parse", "main"]), before);
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("README")).expect("README"),
+        "base\n"
+    );
+    // The rejected attempt stays for inspection: its worktree and branch.
+    assert!(env
+        .git(&["show", "--stat", "arbiter/wo-02"])
+        .contains("README"));
+    clean_afterwards_keeping(&env, 1);
+}
+
+#[test]
+fn conflict_halts_with_merge_conflict() {
+    let env = TestEnv::new();
+    env.write("shared.txt", "one\n");
+    env.work_order("wo-01", "Owner", &[], &["shared.txt"]);
+    env.work_order("wo-02", "Intruder", &[], &["other.txt"]);
+    env.commit_all("init");
+    let build = "if [ $ARBITER_WO = wo-01 ]; then echo mine > shared.txt; else echo theirs > shared.txt; echo x > other.txt; fi";
+    let summary = round(&env, &["--build", build]).code(1).json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-01"]));
+    assert_eq!(summary["halted"][0]["reason"], "merge_conflict");
+    assert_eq!(
+        summary["halted"][0]["paths"],
+        serde_json::json!(["shared.txt"])
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("shared.txt")).expect("file"),
+        "mine\n"
+    );
+    clean_afterwards_keeping(&env, 1);
+}
+
+#[test]
+fn dependent_sees_its_dependency() {
+    let env = TestEnv::new();
+    env.write("README", "x\n");
+    env.work_order("wo-01", "Base", &[], &["lib.txt"]);
+    env.work_order("wo-02", "User", &["wo-01"], &["use.txt"]);
+    env.commit_all("init");
+    let build =
+        "if [ $ARBITER_WO = wo-01 ]; then echo lib > lib.txt; else cat lib.txt > use.txt; fi";
+    let summary = round(&env, &["--build", build]).success().json();
+    assert_eq!(summary["rounds"], 2);
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("use.txt")).expect("file"),
+        "lib\n"
+    );
+    clean_afterwards(&env);
+}
+
+#[test]
+fn dry_run_plans_and_changes_nothing() {
+    let env = TestEnv::new();
+    env.write("README", "x\n");
+    env.work_order("wo-01", "Base", &[], &["a"]);
+    env.work_order("wo-02", "Same", &[], &["a"]);
+    env.work_order("wo-03", "Dep", &["wo-01"], &["b"]);
+    env.commit_all("init");
+    let run = env
+        .run(&["round", "--dry-run", "--build", "exit 1"])
+        .success();
+    insta::assert_snapshot!(run.stdout, @r"
+    round 1: wo-01
+    round 2: wo-02 wo-03
+    ");
+    assert!(
+        env.git_try_in(
+            &env.repo,
+            &["rev-parse", "-q", "--verify", "refs/notes/arbiter"]
+        )
+        .code
+            != 0
+    );
+}
+
+#[test]
+fn builder_env_is_set_and_git_env_is_not() {
+    let mut env = repo();
+    let out = env.root.join("env.txt");
+    let build = format!(
+        "echo \"$ARBITER_WO|$ARBITER_TITLE|$ARBITER_ATTEMPT|${{ARBITER_ROUND_BASE:+base}}|$(basename $ARBITER_WORKTREE)|$(basename $ARBITER_WO_FILE)|${{GIT_DIR-unset}}|${{GIT_INDEX_FILE-unset}}|$(pwd -P | xargs basename)\" >> {}; {WRITE_OWN}",
+        out.display()
+    );
+    // As from a hook: git's variables are set for the conductor itself.
+    env.set_env("GIT_DIR", env.repo.join(".git").to_str().expect("utf-8"));
+    env.set_env(
+        "GIT_INDEX_FILE",
+        env.repo.join(".git/index").to_str().expect("utf-8"),
+    );
+    env.run(&["round", "--build", &build, "--max", "1"])
+        .success();
+    let text = std::fs::read_to_string(&out).expect("env");
+    assert_eq!(text, "wo-01|One|1|base|wo-01|wo-01.md|unset|unset|wo-01\nwo-02|Two|1|base|wo-02|wo-02.md|unset|unset|wo-02\n");
+}
+
+fn spawn_round(env: &TestEnv, dir: &Path, build: &str) -> std::process::Child {
+    env.command_in(dir, &["round", "--json", "--build", build])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn round")
+}
+
+fn wait_for(path: &Path) {
+    for _ in 0..600 {
+        if path.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+#[test]
+fn stop_ends_builders_records_state_and_resumes() {
+    let env = repo();
+    let started = env.root.join("started");
+    let build = format!("touch {}; sleep 300", started.display());
+    let child = spawn_round(&env, &env.repo, &build);
+    wait_for(&started);
+    env.run(&["stop"]).success();
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = status_of(&env, "wo-01");
+    assert_eq!(row["status"], "needs_rework");
+    assert_eq!(row["attempts"], 0, "a stopped attempt is given back");
+    // A round started afterwards runs normally and finishes the work.
+    round(&env, &["--build", WRITE_OWN]).success();
+    clean_afterwards(&env);
+}
+
+#[test]
+fn sigint_stops_like_stop() {
+    let env = repo();
+    let started = env.root.join("started");
+    let build = format!("touch {}; sleep 300", started.display());
+    let child = spawn_round(&env, &env.repo, &build);
+    wait_for(&started);
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130));
+    assert_eq!(status_of(&env, "wo-02")["status"], "needs_rework");
+    round(&env, &["--build", WRITE_OWN]).success();
+}
+
+#[test]
+fn two_repos_share_the_machine_wide_cap() {
+    let env = TestEnv::new();
+    let log = env.root.join("concurrency.log");
+    let build = format!(
+        "echo \"start $(date +%s%N)\" >> {log}; sleep 1; echo \"end $(date +%s%N)\" >> {log}; echo x > $ARBITER_WO.txt",
+        log = log.display()
+    );
+    let second = env.root.join("repo2");
+    env.git_in(&env.root, &["init", "-q", "-b", "main", "repo2"]);
+    for dir in [&env.repo, &second] {
+        std::fs::create_dir_all(dir.join("work-orders")).expect("mkdir");
+        std::fs::write(dir.join("README"), "x\n").expect("write");
+        for i in 0..4 {
+            std::fs::write(
+                dir.join(format!("work-orders/w{i}.md")),
+                format!("# W{i}\n## Files to touch\n- w{i}.txt\n"),
+            )
+            .expect("write");
+        }
+        env.git_in(dir, &["add", "-A"]);
+        env.git_in(dir, &["commit", "-q", "-m", "init"]);
+        env.git_in(dir, &["config", "arbiter.maxTotal", "3"]);
+    }
+    let a = spawn_round(&env, &env.repo, &build);
+    let b = spawn_round(&env, &second, &build);
+    for child in [a, b] {
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut events: Vec<(u128, i32)> = std::fs::read_to_string(&log)
+        .expect("log")
+        .lines()
+        .map(|l| {
+            let (kind, t) = l.split_once(' ').expect("kind time");
+            (t.parse().expect("ns"), if kind == "start" { 1 } else { -1 })
+        })
+        .collect();
+    events.sort_by_key(|&(t, d)| (t, d));
+    let (mut now, mut peak) = (0, 0);
+    for (_, d) in &events {
+        now += d;
+        peak = peak.max(now);
+    }
+    assert_eq!(events.len(), 16);
+    assert!(peak <= 3, "{peak} builds ran at once with a cap of 3");
+    assert!(peak >= 2, "builds never overlapped (peak {peak})");
+}
