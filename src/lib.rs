@@ -15,6 +15,7 @@ pub mod orders;
 pub mod reconcile;
 pub mod round;
 pub mod scope;
+pub mod select;
 pub mod slots;
 pub mod state;
 pub mod worktree;
