@@ -28,11 +28,18 @@ const MAX_RECOVERY_DEPTH: usize = 64;
 /// Every worktree (main or linked) that has `branch` checked out, as a repository handle.
 pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix::Repository>> {
     let mut out = Vec::new();
-    let main = ctx.repo.main_repo().git_context("opening the main worktree")?;
+    let main = ctx
+        .repo
+        .main_repo()
+        .git_context("opening the main worktree")?;
     if main.workdir().is_some() && main.head_name().ok().flatten().as_ref() == Some(branch) {
         out.push(main);
     }
-    for proxy in ctx.repo.worktrees().git_context("listing linked worktrees")? {
+    for proxy in ctx
+        .repo
+        .worktrees()
+        .git_context("listing linked worktrees")?
+    {
         // A registration whose folder is gone has no files to keep in step.
         if proxy.is_prunable() {
             continue;

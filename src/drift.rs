@@ -45,9 +45,7 @@ impl DriftScope {
         };
         match self {
             DriftScope::Own => wo.covers(path),
-            DriftScope::Union(entries) => {
-                wo.covers(path) || entries.iter().any(|e| e.covers(path))
-            }
+            DriftScope::Union(entries) => wo.covers(path) || entries.iter().any(|e| e.covers(path)),
         }
     }
 }
@@ -181,14 +179,10 @@ pub fn batch_union(
     max: usize,
 ) -> Result<Vec<Entry>> {
     let mut snapshot = store.snapshot()?;
-    let table = crate::reconcile::table(
-        ctx,
-        orders,
-        &mut snapshot,
-        tip,
-        store.default_cap,
-        &|_| true,
-    )?;
+    let table =
+        crate::reconcile::table(ctx, orders, &mut snapshot, tip, store.default_cap, &|_| {
+            true
+        })?;
     let rows: Vec<_> = table
         .rows
         .into_iter()

@@ -25,8 +25,8 @@ use serde_json::json;
 
 use crate::checkout;
 use crate::context::Context;
-use crate::drift::{self, Changed};
 pub use crate::drift::DriftScope;
+use crate::drift::{self, Changed};
 use crate::error::{Error, GitContext, InputError, Result};
 use crate::orders::WorkOrder;
 use crate::state::{Status, Store, Verdict};
@@ -118,17 +118,20 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
     for _ in 0..MAX_CAS_RETRIES {
         let tip = ctx.branch_tip(req.into)?;
         if ctx.is_ancestor(req.source, tip)? {
-            store.transact(&format!("merge-back {id}: up to date"), |txn| -> Result<()> {
-                let mut r = txn.record(id, has_deps)?;
-                if r.halted {
-                    return Err(halted_error(id, r.halt_reason.as_deref()));
-                }
-                r.status = Status::Done;
-                r.owner = None;
-                r.log("merged", Some(format!("up to date at {tip}")));
-                txn.put(r);
-                Ok(())
-            })?;
+            store.transact(
+                &format!("merge-back {id}: up to date"),
+                |txn| -> Result<()> {
+                    let mut r = txn.record(id, has_deps)?;
+                    if r.halted {
+                        return Err(halted_error(id, r.halt_reason.as_deref()));
+                    }
+                    r.status = Status::Done;
+                    r.owner = None;
+                    r.log("merged", Some(format!("up to date at {tip}")));
+                    txn.put(r);
+                    Ok(())
+                },
+            )?;
             return Ok(Outcome::UpToDate { tip });
         }
 
@@ -142,7 +145,11 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
         };
         let mut outcome = repo
             .merge_commits(tip, req.source, labels, options.into())
-            .git_context(format!("merging {} into {}", req.source, req.into.shorten()))?;
+            .git_context(format!(
+                "merging {} into {}",
+                req.source,
+                req.into.shorten()
+            ))?;
         let how = gix::merge::tree::TreatAsUnresolved::git();
         if outcome.tree_merge.has_unresolved_conflicts(how) {
             let mut paths: Vec<String> = outcome
@@ -193,7 +200,11 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
                 .map_or(tip, |b| b.detach()),
         };
         let sha = repo
-            .new_commit(message(req.wo, req.attempt, round_base), tree, [tip, req.source])
+            .new_commit(
+                message(req.wo, req.attempt, round_base),
+                tree,
+                [tip, req.source],
+            )
             .git_context("writing the merge commit")?
             .id;
         // (2) checkpoint.
@@ -250,23 +261,29 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             "extra": req.extra_note,
         });
         let note_bytes = serde_json::to_vec_pretty(&note).expect("json values serialize");
-        store.transact(&format!("merge-back {id}: merged {sha}"), |txn| -> Result<()> {
-            let mut r = txn.record(id, has_deps)?;
-            r.status = Status::Done;
-            r.owner = None;
-            r.checkpoint_after = Some(sha.to_string());
-            r.verdicts.push(Verdict {
-                kind: "drift".into(),
-                command: format!("merge-back --drift-scope {}", req.scope.name()),
-                passed: true,
-                exit_code: None,
-                detail: Some(format!("{} changed paths, all declared", changed_text.len())),
-            });
-            r.log("merged", Some(sha.to_string()));
-            txn.put(r);
-            txn.put_note(sha, note_bytes.clone());
-            Ok(())
-        })?;
+        store.transact(
+            &format!("merge-back {id}: merged {sha}"),
+            |txn| -> Result<()> {
+                let mut r = txn.record(id, has_deps)?;
+                r.status = Status::Done;
+                r.owner = None;
+                r.checkpoint_after = Some(sha.to_string());
+                r.verdicts.push(Verdict {
+                    kind: "drift".into(),
+                    command: format!("merge-back --drift-scope {}", req.scope.name()),
+                    passed: true,
+                    exit_code: None,
+                    detail: Some(format!(
+                        "{} changed paths, all declared",
+                        changed_text.len()
+                    )),
+                });
+                r.log("merged", Some(sha.to_string()));
+                txn.put(r);
+                txn.put_note(sha, note_bytes.clone());
+                Ok(())
+            },
+        )?;
         if let Some(e) = sync_error {
             return Err(e);
         }
@@ -294,21 +311,24 @@ fn halt(
     paths: &[String],
     kind: &str,
 ) -> Result<()> {
-    store.transact(&format!("merge-back {id}: halt {reason}"), |txn| -> Result<()> {
-        let mut r = txn.record(id, has_deps)?;
-        if r.halted {
-            return Err(halted_error(id, r.halt_reason.as_deref()));
-        }
-        r.verdicts.push(Verdict {
-            kind: kind.into(),
-            command: "merge-back".into(),
-            passed: false,
-            exit_code: None,
-            detail: Some(paths.join("\n")),
-        });
-        r.owner = None;
-        r.halt(reason, paths.to_vec());
-        txn.put(r);
-        Ok(())
-    })
+    store.transact(
+        &format!("merge-back {id}: halt {reason}"),
+        |txn| -> Result<()> {
+            let mut r = txn.record(id, has_deps)?;
+            if r.halted {
+                return Err(halted_error(id, r.halt_reason.as_deref()));
+            }
+            r.verdicts.push(Verdict {
+                kind: kind.into(),
+                command: "merge-back".into(),
+                passed: false,
+                exit_code: None,
+                detail: Some(paths.join("\n")),
+            });
+            r.owner = None;
+            r.halt(reason, paths.to_vec());
+            txn.put(r);
+            Ok(())
+        },
+    )
 }

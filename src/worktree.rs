@@ -238,9 +238,11 @@ fn check_destination(root: &Path, dest: &Path) -> Result<()> {
         } else {
             "already exists"
         };
-        return Err(InputError::new(format!("worktree destination {} {what}", dest.display()))
-            .hint("remove it, or run 'git arbiter worktree list' to see arbiter's worktrees")
-            .into());
+        return Err(
+            InputError::new(format!("worktree destination {} {what}", dest.display()))
+                .hint("remove it, or run 'git arbiter worktree list' to see arbiter's worktrees")
+                .into(),
+        );
     }
     let root_resolved = resolve_existing_prefix(root);
     let dest_resolved = resolve_existing_prefix(dest);
@@ -298,9 +300,14 @@ pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     let dest = root_dir(ctx)?.join(name);
     if let Some(proxy) = find_registered(&ctx.repo, &dest)? {
         if proxy.is_locked() {
-            return Err(InputError::new(format!("worktree {} is locked", dest.display()))
-                .hint(format!("unlock it with 'git worktree unlock {}'", dest.display()))
-                .into());
+            return Err(
+                InputError::new(format!("worktree {} is locked", dest.display()))
+                    .hint(format!(
+                        "unlock it with 'git worktree unlock {}'",
+                        dest.display()
+                    ))
+                    .into(),
+            );
         }
         proxy
             .remove(
@@ -343,7 +350,10 @@ pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
 }
 
 fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
-    let main = ctx.repo.main_repo().git_context("opening the main worktree")?;
+    let main = ctx
+        .repo
+        .main_repo()
+        .git_context("opening the main worktree")?;
     if main.head_name().ok().flatten().as_ref() == Some(full) {
         return Ok(Some(
             main.workdir()
@@ -351,7 +361,11 @@ fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
                 .unwrap_or_else(|| main.git_dir().to_owned()),
         ));
     }
-    for proxy in ctx.repo.worktrees().git_context("listing linked worktrees")? {
+    for proxy in ctx
+        .repo
+        .worktrees()
+        .git_context("listing linked worktrees")?
+    {
         let base = proxy.base().ok();
         let Ok(repo) = proxy.into_repo_with_possibly_inaccessible_worktree() else {
             continue;
@@ -367,7 +381,11 @@ fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
 pub fn list(ctx: &Context) -> Result<Vec<Info>> {
     let root = resolve_existing_prefix(&root_dir(ctx)?);
     let mut out = Vec::new();
-    for proxy in ctx.repo.worktrees().git_context("listing linked worktrees")? {
+    for proxy in ctx
+        .repo
+        .worktrees()
+        .git_context("listing linked worktrees")?
+    {
         let Ok(base) = proxy.base() else { continue };
         let resolved = resolve_existing_prefix(&base);
         if resolved.parent() != Some(root.as_path()) {

@@ -99,7 +99,10 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             pre_merge_head,
             changed,
         } => {
-            eprintln!("arbiter merge-back wo={id} outcome=merged sha={sha} changed={}", changed.len());
+            eprintln!(
+                "arbiter merge-back wo={id} outcome=merged sha={sha} changed={}",
+                changed.len()
+            );
             (
                 json!({"version": 1, "merged": true, "sha": sha.to_string(),
                        "pre_merge_head": pre_merge_head.to_string(), "changed": changed}),
@@ -120,7 +123,10 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             )
         }
         Outcome::Conflict { paths } => {
-            eprintln!("arbiter merge-back wo={id} outcome=conflict paths={}", paths.len());
+            eprintln!(
+                "arbiter merge-back wo={id} outcome=conflict paths={}",
+                paths.len()
+            );
             (
                 json!({"version": 1, "merged": false, "halted": true,
                        "halt_reason": merge::HALT_CONFLICT, "paths": paths}),
@@ -133,7 +139,10 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             )
         }
         Outcome::Drift { paths } => {
-            eprintln!("arbiter merge-back wo={id} outcome=drift paths={}", paths.len());
+            eprintln!(
+                "arbiter merge-back wo={id} outcome=drift paths={}",
+                paths.len()
+            );
             (
                 json!({"version": 1, "merged": false, "halted": true,
                        "halt_reason": merge::HALT_DRIFT, "paths": paths}),

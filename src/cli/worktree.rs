@@ -83,21 +83,22 @@ pub fn cmd_worktree(env: &Env, cmd: WorktreeCommand) -> Result<ExitCode, Error> 
         WorktreeCommand::Add(args) => {
             check_id(&args.id)?;
             let base = match &args.base {
-                Some(rev) => ctx
-                    .repo
-                    .rev_parse_single(rev.as_str())
-                    .map_err(|_| {
-                        InputError::new(format!("--base '{rev}' does not name a commit"))
-                            .hint("pass a branch, tag or commit id")
-                    })?
-                    .object()
-                    .git_context(format!("reading {rev}"))?
-                    .peel_to_commit()
-                    .map_err(|_| {
-                        InputError::new(format!("--base '{rev}' does not name a commit"))
-                            .hint("pass a branch, tag or commit id")
-                    })?
-                    .id,
+                Some(rev) => {
+                    ctx.repo
+                        .rev_parse_single(rev.as_str())
+                        .map_err(|_| {
+                            InputError::new(format!("--base '{rev}' does not name a commit"))
+                                .hint("pass a branch, tag or commit id")
+                        })?
+                        .object()
+                        .git_context(format!("reading {rev}"))?
+                        .peel_to_commit()
+                        .map_err(|_| {
+                            InputError::new(format!("--base '{rev}' does not name a commit"))
+                                .hint("pass a branch, tag or commit id")
+                        })?
+                        .id
+                }
                 None => {
                     let branch = ctx.integration_branch(args.into.as_deref())?;
                     ctx.branch_tip(&branch)?

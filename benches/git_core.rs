@@ -1,0 +1,245 @@
+//! Side-by-side timings of git-arbiter's git core against stock git on a
+//! repository of 5,000 files (built with git):
+//!
+//! 1. merge-back + drift check of one work order (`git arbiter merge-back`)
+//!    vs `git merge --no-ff` + `git diff --name-only` in a worktree;
+//! 2. creating 8 worktrees with `git arbiter worktree add` vs 8 × `git worktree add`.
+//!
+//! Whole processes are timed on both sides (what a user or the round pays).
+//! Prints medians and ratios; asserts nothing about time.
+//! Run: `cargo bench --bench git_core`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const FILES: usize = 5_000;
+const DIRS: usize = 50;
+const MERGES: usize = 7;
+const WORKTREES: usize = 8;
+
+fn git_env(cmd: &mut Command, home: &Path) {
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("LC_ALL", "C")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+        .env("GIT_COMMITTER_NAME", "Bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+        .stdin(Stdio::null());
+}
+
+fn run(program: &Path, dir: &Path, home: &Path, args: &[&str], envs: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(program);
+    git_env(&mut cmd, home);
+    cmd.current_dir(dir).args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed: {}{}",
+        program.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
+    run(Path::new("git"), dir, home, args, &[])
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// A commit on top of `parent` that changes `path`, made with plumbing (no checkout).
+fn side_commit(repo: &Path, home: &Path, parent: &str, path: &str, content: &str) -> String {
+    let index = repo.join(".git/bench-index");
+    let idx = index.to_str().expect("utf-8 path");
+    let envs = [("GIT_INDEX_FILE", idx)];
+    run(Path::new("git"), repo, home, &["read-tree", parent], &envs);
+    let blob_file = repo.join(".git/bench-blob");
+    std::fs::write(&blob_file, content).expect("blob");
+    let blob = git(
+        repo,
+        home,
+        &["hash-object", "-w", blob_file.to_str().expect("utf-8")],
+    );
+    run(
+        Path::new("git"),
+        repo,
+        home,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{},{path}", blob.trim()),
+        ],
+        &envs,
+    );
+    let tree = run(Path::new("git"), repo, home, &["write-tree"], &envs);
+    let _ = std::fs::remove_file(&index);
+    git(
+        repo,
+        home,
+        &["commit-tree", tree.trim(), "-p", parent, "-m", path],
+    )
+    .trim()
+    .to_owned()
+}
+
+fn main() {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_git-arbiter"));
+    let tmp = tempfile::Builder::new()
+        .prefix("arbiter-bench")
+        .tempdir()
+        .expect("temp dir");
+    let root = tmp.path().canonicalize().expect("canonical");
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let repo = root.join("repo");
+    git(&root, &home, &["init", "-q", "-b", "main", "repo"]);
+    for i in 0..FILES {
+        let dir = repo.join(format!("d{:02}", i % DIRS));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(
+            dir.join(format!("f{i:05}.txt")),
+            format!("file {i}\n{}\n", "x".repeat(200)),
+        )
+        .expect("file");
+    }
+    std::fs::create_dir_all(repo.join("work-orders")).expect("orders");
+    for k in 0..MERGES {
+        std::fs::write(
+            repo.join(format!("work-orders/wo-{k:02}.md")),
+            format!("# Bench {k}\n\n## Files to touch\n- d{k:02}/**\n"),
+        )
+        .expect("order");
+    }
+    git(&repo, &home, &["add", "-A"]);
+    git(&repo, &home, &["commit", "-q", "-m", "5000 files"]);
+    let base = git(&repo, &home, &["rev-parse", "main"]).trim().to_owned();
+    eprintln!("bench repo: {FILES} files in {}", repo.display());
+
+    // Stock git's side: its own integration branch checked out in a worktree.
+    let git_wt = root.join("git-wt");
+    git(
+        &repo,
+        &home,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "gitmain",
+            git_wt.to_str().expect("utf-8"),
+            &base,
+        ],
+    );
+    for k in 0..MERGES {
+        let path = format!("d{k:02}/f{k:05}.txt");
+        let commit = side_commit(&repo, &home, &base, &path, &format!("changed {k}\n"));
+        git(
+            &repo,
+            &home,
+            &["branch", &format!("arbiter/wo-{k:02}"), &commit],
+        );
+        git(&repo, &home, &["branch", &format!("g/wo-{k:02}"), &commit]);
+    }
+
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for k in 0..MERGES {
+        let id = format!("wo-{k:02}");
+        let t = Instant::now();
+        let out = run(&bin, &repo, &home, &["merge-back", &id, "--json"], &[]);
+        ours.push(t.elapsed());
+        assert!(out.contains("\"merged\": true"), "{out}");
+
+        let t = Instant::now();
+        git(
+            &git_wt,
+            &home,
+            &[
+                "merge",
+                "--no-ff",
+                "-q",
+                "-m",
+                &format!("Merge {id}"),
+                &format!("g/{id}"),
+            ],
+        );
+        let names = git(&git_wt, &home, &["diff", "--name-only", "HEAD^1", "HEAD"]);
+        theirs.push(t.elapsed());
+        assert_eq!(names.lines().count(), 1);
+    }
+    // Same trees on both sides: the comparison is like for like.
+    assert_eq!(
+        git(&repo, &home, &["rev-parse", "main^{tree}"]),
+        git(&repo, &home, &["rev-parse", "gitmain^{tree}"])
+    );
+    assert_eq!(git(&repo, &home, &["status", "--porcelain"]), "");
+    let (m_ours, m_git) = (median(ours), median(theirs));
+
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for round in 0..3 {
+        let t = Instant::now();
+        for k in 0..WORKTREES {
+            run(
+                &bin,
+                &repo,
+                &home,
+                &[
+                    "worktree",
+                    "add",
+                    &format!("wt-{round}-{k}"),
+                    "--base",
+                    &base,
+                ],
+                &[],
+            );
+        }
+        ours.push(t.elapsed());
+        let t = Instant::now();
+        for k in 0..WORKTREES {
+            let path = root.join(format!("git-trees/wt-{round}-{k}"));
+            git(
+                &repo,
+                &home,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "-b",
+                    &format!("gt-{round}-{k}"),
+                    path.to_str().expect("utf-8"),
+                    &base,
+                ],
+            );
+        }
+        theirs.push(t.elapsed());
+    }
+    let (w_ours, w_git) = (median(ours), median(theirs));
+
+    println!("git_core bench ({FILES} files, median of {MERGES} merges / 3 × {WORKTREES} worktrees, whole processes)");
+    println!(
+        "merge-back + drift:   git-arbiter {:>8.1} ms   git merge --no-ff + diff --name-only {:>8.1} ms   speed-up {:.1}x (target >= 10x)",
+        m_ours.as_secs_f64() * 1e3,
+        m_git.as_secs_f64() * 1e3,
+        m_git.as_secs_f64() / m_ours.as_secs_f64()
+    );
+    println!(
+        "{WORKTREES} worktrees:          git-arbiter {:>8.1} ms   git worktree add                    {:>8.1} ms   ratio {:.2} (target <= 1.0)",
+        w_ours.as_secs_f64() * 1e3,
+        w_git.as_secs_f64() * 1e3,
+        w_ours.as_secs_f64() / w_git.as_secs_f64()
+    );
+}

@@ -1,0 +1,528 @@
+//! `git arbiter merge-back`: outcomes, drift table, the checked-out branch, recovery.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::TestEnv;
+
+/// A repo with `src/a.rs`, `b.txt`, `dir/c.txt` and a work order `wo-01` declaring `files`.
+fn setup(files: &[&str]) -> TestEnv {
+    let env = TestEnv::new();
+    env.write("src/a.rs", "a\n");
+    env.write("b.txt", "b\n");
+    env.write("dir/c.txt", "c\n");
+    env.work_order("wo-01", "Login form", &[], files);
+    env.commit_all("init");
+    env
+}
+
+fn wt(env: &TestEnv, id: &str) -> PathBuf {
+    env.run(&["worktree", "add", id]).success();
+    env.root.join("repo.arbiter").join(id)
+}
+
+fn commit_in(env: &TestEnv, dir: &Path, message: &str) {
+    env.git_in(dir, &["add", "-A"]);
+    env.git_in(dir, &["commit", "-q", "-m", message]);
+}
+
+fn rev(env: &TestEnv, r: &str) -> String {
+    env.git(&["rev-parse", r]).trim().to_owned()
+}
+
+#[test]
+fn merged_human_and_json_output() {
+    let env = setup(&["src/**"]);
+    let w = wt(&env, "wo-01");
+    std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
+    std::fs::write(w.join("src/new.rs"), "n\n").unwrap();
+    commit_in(&env, &w, "work");
+    let before = rev(&env, "main");
+    insta::assert_snapshot!(env.run(&["merge-back", "wo-01"]).snapshot(&env), @r"
+    Merged wo-01 into main as [SHA] (2 paths changed)
+    [stderr]
+    arbiter merge-back wo=wo-01 outcome=merged sha=[SHA] changed=2
+    [exit status: 0]
+    ");
+    let after = rev(&env, "main");
+    // Two parents: the pre-merge tip and the WO branch.
+    assert_eq!(rev(&env, "main^1"), before);
+    assert_eq!(rev(&env, "main^2"), rev(&env, "arbiter/wo-01"));
+    let msg = env.git(&["log", "-1", "--format=%B", "main"]);
+    assert!(msg.starts_with("Merge wo-01: Login form\n\n"), "{msg}");
+    let trailers = env.git(&["log", "-1", "--format=%(trailers:only,unfold)", "main"]);
+    assert_eq!(
+        trailers.trim(),
+        format!("Arbiter-WO: wo-01\nArbiter-Attempt: 1\nArbiter-Round-Base: {before}")
+    );
+    // The note rides on the merge commit and stock git shows it.
+    let note: serde_json::Value =
+        serde_json::from_str(&env.git(&["notes", "--ref=arbiter", "show", &after])).unwrap();
+    assert_eq!(note["wo"], "wo-01");
+    assert_eq!(note["drift"]["passed"], true);
+    assert_eq!(note["declared"], serde_json::json!(["src/**"]));
+    assert_eq!(
+        note["changed"],
+        serde_json::json!(["src/a.rs", "src/new.rs"])
+    );
+    assert!(env
+        .git(&["log", "--notes=arbiter", "-1"])
+        .contains("\"wo\": \"wo-01\""));
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["status"], "done");
+    assert_eq!(status["orders"][0]["checkpoint_after"], after.as_str());
+    // The checked-out main worktree followed the merge.
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/new.rs")).unwrap(),
+        "n\n"
+    );
+
+    // Merging again: nothing to add.
+    let json = env.run(&["merge-back", "wo-01", "--json"]).success().json();
+    assert_eq!(json["merged"], false);
+    assert_eq!(json["up_to_date"], true);
+    assert_eq!(rev(&env, "main"), after);
+    env.fsck();
+}
+
+#[test]
+fn merged_json_envelope() {
+    let env = setup(&["src/a.rs"]);
+    let w = wt(&env, "wo-01");
+    std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
+    commit_in(&env, &w, "work");
+    insta::assert_snapshot!(env.run(&["merge-back", "wo-01", "--json"]).snapshot(&env), @r#"
+    {
+      "changed": [
+        "src/a.rs"
+      ],
+      "merged": true,
+      "pre_merge_head": "[SHA]",
+      "sha": "[SHA]",
+      "version": 1
+    }
+    [stderr]
+    arbiter merge-back wo=wo-01 outcome=merged sha=[SHA] changed=1
+    [exit status: 0]
+    "#);
+    env.fsck();
+}
+
+#[test]
+fn conflict_halts_and_leaves_the_branch() {
+    let env = setup(&["b.txt"]);
+    let w = wt(&env, "wo-01");
+    std::fs::write(w.join("b.txt"), "theirs\n").unwrap();
+    commit_in(&env, &w, "work");
+    env.write("b.txt", "ours\n");
+    let tip = env.commit_all("main moves");
+    let refs_before = env.git(&["show-ref", "--heads"]);
+    insta::assert_snapshot!(env.run(&["merge-back", "wo-01"]).snapshot(&env), @r"
+    CONFLICT: arbiter/wo-01 does not merge cleanly into main; wo-01 is halted (merge_conflict):
+      b.txt
+    [stderr]
+    arbiter merge-back wo=wo-01 outcome=conflict paths=1
+    [exit status: 3]
+    ");
+    assert_eq!(rev(&env, "main"), tip);
+    assert_eq!(env.git(&["show-ref", "--heads"]), refs_before);
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["terminal"], true);
+    assert_eq!(status["orders"][0]["halt_reason"], "merge_conflict");
+    // A halted WO is never merged: exit 2.
+    let run = env.run(&["merge-back", "wo-01"]).code(2);
+    assert!(run.stderr.contains("is halted"), "{}", run.stderr);
+    env.fsck();
+}
+
+/// One drift case: what the builder does, and the paths that must be rejected.
+struct Case {
+    name: &'static str,
+    declared: &'static [&'static str],
+    act: fn(&TestEnv, &Path),
+    drift: &'static [&'static str],
+}
+
+fn sh(env: &TestEnv, dir: &Path, script: &str) {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = env;
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "add undeclared",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "echo x > x.txt"),
+        drift: &["x.txt"],
+    },
+    Case {
+        name: "modify undeclared",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "echo x >> b.txt"),
+        drift: &["b.txt"],
+    },
+    Case {
+        name: "delete undeclared",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "rm b.txt"),
+        drift: &["b.txt"],
+    },
+    Case {
+        name: "rename declared to undeclared",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "git mv src/a.rs moved.rs"),
+        drift: &["moved.rs"],
+    },
+    Case {
+        name: "rename undeclared to declared",
+        declared: &["src/**"],
+        act: |e, d| sh(e, d, "git mv b.txt src/b.txt"),
+        drift: &["b.txt"],
+    },
+    Case {
+        name: "mode change",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "chmod +x b.txt"),
+        drift: &["b.txt"],
+    },
+    Case {
+        name: "symlink",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "ln -s b.txt link"),
+        drift: &["link"],
+    },
+    Case {
+        name: "file becomes symlink",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "rm b.txt && ln -s dir/c.txt b.txt"),
+        drift: &["b.txt"],
+    },
+    Case {
+        name: "submodule",
+        declared: &["src/a.rs"],
+        act: |e, d| {
+            sh(
+                e,
+                d,
+                "printf '[submodule \"sub\"]\\n\\tpath = sub\\n\\turl = ./sub\\n' > .gitmodules",
+            );
+            // A nested repository: `git add -A` records it as a gitlink.
+            let sub = d.join("sub");
+            std::fs::create_dir(&sub).unwrap();
+            e.git_in(&sub, &["init", "-q"]);
+            e.git_in(&sub, &["commit", "-q", "--allow-empty", "-m", "sub"]);
+        },
+        drift: &[".gitmodules", "sub"],
+    },
+    Case {
+        name: "space in name",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "mkdir -p 'a dir' && echo x > 'a dir/f g.txt'"),
+        drift: &["a dir/f g.txt"],
+    },
+    Case {
+        name: "newline in name",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "echo x > \"$(printf 'new\\nline')\""),
+        drift: &["new\nline"],
+    },
+    Case {
+        name: "non-ascii name",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "echo x > café.txt"),
+        drift: &["café.txt"],
+    },
+    Case {
+        name: "directory becomes a file",
+        declared: &["src/a.rs"],
+        act: |e, d| sh(e, d, "rm -r dir && echo x > dir"),
+        drift: &["dir", "dir/c.txt"],
+    },
+    // Covered changes merge, including awkward names that are declared.
+    Case {
+        name: "declared space name",
+        declared: &["a dir/**"],
+        act: |e, d| sh(e, d, "mkdir -p 'a dir' && echo x > 'a dir/f g.txt'"),
+        drift: &[],
+    },
+    Case {
+        name: "declared non-ascii",
+        declared: &["café.txt"],
+        act: |e, d| sh(e, d, "echo x > café.txt"),
+        drift: &[],
+    },
+    Case {
+        name: "declared delete via dir",
+        declared: &["dir"],
+        act: |e, d| sh(e, d, "rm dir/c.txt"),
+        drift: &[],
+    },
+    Case {
+        name: "rename both declared",
+        declared: &["src/a.rs", "src/z.rs"],
+        act: |e, d| sh(e, d, "git mv src/a.rs src/z.rs"),
+        drift: &[],
+    },
+];
+
+#[test]
+fn drift_table() {
+    for case in CASES {
+        let env = setup(case.declared);
+        let w = wt(&env, "wo-01");
+        (case.act)(&env, &w);
+        commit_in(&env, &w, case.name);
+        let before = rev(&env, "main");
+        let run = env.run(&["merge-back", "wo-01", "--json"]);
+        let json = run.json();
+        if case.drift.is_empty() {
+            assert_eq!(run.code, 0, "{}: {}{}", case.name, run.stdout, run.stderr);
+            assert_eq!(json["merged"], true, "{}", case.name);
+            assert_eq!(env.git(&["status", "--porcelain"]), "", "{}", case.name);
+        } else {
+            assert_eq!(run.code, 4, "{}: {}{}", case.name, run.stdout, run.stderr);
+            assert_eq!(
+                json["halt_reason"], "undeclared_file_drift",
+                "{}",
+                case.name
+            );
+            assert_eq!(
+                json["paths"],
+                serde_json::json!(case.drift),
+                "{}",
+                case.name
+            );
+            assert_eq!(rev(&env, "main"), before, "{}: the branch moved", case.name);
+            let status = env.run(&["status", "--json"]).success().json();
+            assert_eq!(status["orders"][0]["halt_reason"], "undeclared_file_drift");
+        }
+        env.fsck();
+    }
+}
+
+#[test]
+fn drift_human_output() {
+    let env = setup(&["src/a.rs"]);
+    let w = wt(&env, "wo-01");
+    std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
+    std::fs::write(w.join("b.txt"), "b2\n").unwrap();
+    commit_in(&env, &w, "work");
+    insta::assert_snapshot!(env.run(&["merge-back", "wo-01"]).snapshot(&env), @r"
+    DRIFT: arbiter/wo-01 changes files its work order does not declare; wo-01 is halted (undeclared_file_drift), main is unchanged:
+      b.txt
+    [stderr]
+    arbiter merge-back wo=wo-01 outcome=drift paths=1
+    [exit status: 4]
+    ");
+}
+
+/// `--drift-scope batch` accepts what another order of the batch declared; `own` does not.
+#[test]
+fn drift_scope_batch_is_the_looser_union() {
+    for (scope, code) in [("own", 4), ("batch", 0)] {
+        let env = setup(&["src/a.rs"]);
+        env.work_order("wo-02", "Other", &[], &["b.txt"]);
+        env.commit_all("wo-02");
+        let w = wt(&env, "wo-01");
+        std::fs::write(w.join("b.txt"), "touched by wo-01\n").unwrap();
+        commit_in(&env, &w, "work");
+        env.run(&["merge-back", "wo-01", "--drift-scope", scope])
+            .code(code);
+        env.fsck();
+    }
+}
+
+#[test]
+fn unknown_order_or_missing_branch_exit_2() {
+    let env = setup(&["src/a.rs"]);
+    let run = env.run(&["merge-back", "wo-99"]).code(2);
+    assert!(
+        run.stderr.contains("unknown work order 'wo-99'"),
+        "{}",
+        run.stderr
+    );
+    let run = env.run(&["merge-back", "wo-01"]).code(2);
+    assert!(
+        run.stderr.contains("branch 'arbiter/wo-01' does not exist"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn checked_out_in_a_linked_worktree_follows() {
+    let env = setup(&["dir/**", "new/**"]);
+    env.git(&["branch", "integration"]);
+    let side = env.root.join("side");
+    env.git(&[
+        "worktree",
+        "add",
+        "-q",
+        side.to_str().unwrap(),
+        "integration",
+    ]);
+    let w = wt(&env, "wo-01");
+    sh(
+        &env,
+        &w,
+        "rm dir/c.txt && mkdir -p new/deep && echo n > new/deep/n.txt && echo d > dir/d.txt",
+    );
+    commit_in(&env, &w, "work");
+    env.run(&["merge-back", "wo-01", "--into", "integration"])
+        .success();
+    assert_eq!(env.git_in(&side, &["status", "--porcelain"]), "");
+    assert!(!side.join("dir/c.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(side.join("new/deep/n.txt")).unwrap(),
+        "n\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(side.join("dir/d.txt")).unwrap(),
+        "d\n"
+    );
+    // The main worktree (on main) was not touched.
+    assert!(env.repo.join("dir/c.txt").exists());
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    env.fsck();
+}
+
+#[test]
+fn local_changes_in_the_checked_out_branch_refuse_before_anything_moves() {
+    let env = setup(&["src/**"]);
+    let w = wt(&env, "wo-01");
+    std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
+    std::fs::write(w.join("src/new.rs"), "theirs\n").unwrap();
+    commit_in(&env, &w, "work");
+    let before = rev(&env, "main");
+    let notes_before = env
+        .git_try_in(
+            &env.repo,
+            &["rev-parse", "-q", "--verify", "refs/notes/arbiter"],
+        )
+        .stdout;
+
+    // A user's edit of a tracked file.
+    env.write("b.txt", "my edit\n");
+    let run = env.run(&["merge-back", "wo-01"]).code(2);
+    assert!(
+        run.stderr.contains("local changes: 'b.txt'"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(rev(&env, "main"), before);
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("b.txt")).unwrap(),
+        "my edit\n"
+    );
+    env.git(&["checkout", "--", "b.txt"]);
+
+    // An untracked file where the merge would create one.
+    env.write("src/new.rs", "mine\n");
+    let run = env.run(&["merge-back", "wo-01"]).code(2);
+    assert!(
+        run.stderr
+            .contains("untracked files would be overwritten by the merge: 'src/new.rs'"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(rev(&env, "main"), before);
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/new.rs")).unwrap(),
+        "mine\n"
+    );
+    // Nothing was recorded, nothing halted.
+    let notes_after = env
+        .git_try_in(
+            &env.repo,
+            &["rev-parse", "-q", "--verify", "refs/notes/arbiter"],
+        )
+        .stdout;
+    assert_eq!(notes_before, notes_after);
+
+    std::fs::remove_file(env.repo.join("src/new.rs")).unwrap();
+    env.run(&["merge-back", "wo-01"]).success();
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    env.fsck();
+}
+
+/// A kill between moving the branch and updating the checked-out worktree:
+/// the next start finds the index at the old tip and finishes the update.
+#[test]
+fn recovery_syncs_a_worktree_left_behind() {
+    use git_arbiter::context::Context;
+    let env = setup(&["src/**"]);
+    let old = rev(&env, "main");
+    // Build an arbiter-style merge with plumbing and move main under the worktree's feet.
+    let w = wt(&env, "wo-01");
+    sh(&env, &w, "echo a2 > src/a.rs && echo n > src/n.rs");
+    commit_in(&env, &w, "work");
+    let side = rev(&env, "arbiter/wo-01");
+    let tree = env.git(&["merge-tree", "--write-tree", "main", "arbiter/wo-01"]);
+    let merge = env.git(&[
+        "commit-tree",
+        tree.trim(),
+        "-p",
+        &old,
+        "-p",
+        &side,
+        "-m",
+        "Merge wo-01: Login form\n\nArbiter-WO: wo-01\nArbiter-Attempt: 1",
+    ]);
+    env.git(&["update-ref", "refs/heads/main", merge.trim(), &old]);
+    assert_ne!(env.git(&["status", "--porcelain"]), "");
+
+    let ctx = Context::open(&env.repo).unwrap();
+    let branch = ctx.integration_branch(None).unwrap();
+    git_arbiter::checkout::sync_checked_out(&ctx, &branch).unwrap();
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/n.rs")).unwrap(),
+        "n\n"
+    );
+    // Idempotent.
+    git_arbiter::checkout::sync_checked_out(&ctx, &branch).unwrap();
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    env.fsck();
+}
+
+#[test]
+fn recovery_never_overwrites_an_edit() {
+    use git_arbiter::context::Context;
+    let env = setup(&["src/**"]);
+    let old = rev(&env, "main");
+    let w = wt(&env, "wo-01");
+    sh(&env, &w, "echo a2 > src/a.rs");
+    commit_in(&env, &w, "work");
+    let tree = env.git(&["merge-tree", "--write-tree", "main", "arbiter/wo-01"]);
+    let merge = env.git(&[
+        "commit-tree",
+        tree.trim(),
+        "-p",
+        &old,
+        "-p",
+        "arbiter/wo-01",
+        "-m",
+        "Merge wo-01: x\n\nArbiter-WO: wo-01",
+    ]);
+    env.git(&["update-ref", "refs/heads/main", merge.trim()]);
+    env.write("src/a.rs", "user edit\n");
+    let ctx = Context::open(&env.repo).unwrap();
+    let branch = ctx.integration_branch(None).unwrap();
+    let err = git_arbiter::checkout::sync_checked_out(&ctx, &branch).unwrap_err();
+    assert_eq!(err.exit_code().code(), 2);
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/a.rs")).unwrap(),
+        "user edit\n"
+    );
+}

@@ -1,0 +1,186 @@
+//! Stock git is the oracle: every merge-back tree equals
+//! `git merge-tree --write-tree`, and both agree on which merges conflict.
+
+use git_arbiter::context::Context;
+use git_arbiter::merge::{self, DriftScope, Outcome, Request};
+use git_arbiter::scope::Entry;
+use git_arbiter::state::Store;
+use proptest::prelude::*;
+
+use crate::common::TestEnv;
+
+const POOL: &[&str] = &["a.txt", "b.txt", "d/c.txt", "d/e/f.txt", "g.txt", "h h.txt"];
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Write line `line` of `path` (creating it) with `text`.
+    Edit {
+        path: usize,
+        line: usize,
+        text: u8,
+    },
+    Delete {
+        path: usize,
+    },
+    Rename {
+        from: usize,
+        to: usize,
+    },
+    Chmod {
+        path: usize,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..POOL.len(), 0..6usize, 0..4u8).prop_map(|(path, line, text)| Op::Edit { path, line, text }),
+        1 => (0..POOL.len()).prop_map(|path| Op::Delete { path }),
+        1 => (0..POOL.len(), 0..POOL.len()).prop_map(|(from, to)| Op::Rename { from, to }),
+        1 => (0..POOL.len()).prop_map(|path| Op::Chmod { path }),
+    ]
+}
+
+fn apply(env: &TestEnv, dir: &std::path::Path, ops: &[Op]) {
+    for op in ops {
+        match op {
+            Op::Edit { path, line, text } => {
+                let p = dir.join(POOL[*path]);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                let mut lines: Vec<String> = std::fs::read_to_string(&p)
+                    .unwrap_or_else(|_| (0..6).map(|i| format!("line {i}\n")).collect())
+                    .lines()
+                    .map(str::to_owned)
+                    .collect();
+                while lines.len() <= *line {
+                    lines.push(String::new());
+                }
+                lines[*line] = format!("edit {text}");
+                std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+            }
+            Op::Delete { path } => {
+                let _ = std::fs::remove_file(dir.join(POOL[*path]));
+            }
+            Op::Rename { from, to } => {
+                let (f, t) = (dir.join(POOL[*from]), dir.join(POOL[*to]));
+                if from != to && f.exists() && !t.exists() {
+                    std::fs::create_dir_all(t.parent().unwrap()).unwrap();
+                    std::fs::rename(f, t).unwrap();
+                }
+            }
+            Op::Chmod { path } => {
+                use std::os::unix::fs::PermissionsExt;
+                let p = dir.join(POOL[*path]);
+                if let Ok(meta) = std::fs::metadata(&p) {
+                    let mode = meta.permissions().mode() ^ 0o111;
+                    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+                }
+            }
+        }
+    }
+    env.git_in(dir, &["add", "-A"]);
+    env.git_in(dir, &["commit", "-q", "--allow-empty", "-m", "ops"]);
+}
+
+fn check(base: Vec<Op>, ours: Vec<Op>, theirs: Vec<Op>) {
+    let env = TestEnv::new();
+    env.work_order("wo-01", "Random", &[], &["**"]);
+    apply(
+        &env,
+        &env.repo,
+        &[Op::Edit {
+            path: 0,
+            line: 0,
+            text: 0,
+        }],
+    );
+    apply(&env, &env.repo, &base);
+    env.run(&["worktree", "add", "wo-01"]).success();
+    let wt = env.root.join("repo.arbiter/wo-01");
+    apply(&env, &wt, &theirs);
+    apply(&env, &env.repo, &ours);
+    let tip = env.git(&["rev-parse", "main"]).trim().to_owned();
+    let oracle = env.git_try_in(
+        &env.repo,
+        &[
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "main",
+            "arbiter/wo-01",
+        ],
+    );
+
+    let ctx = Context::open(&env.repo).unwrap();
+    let orders = ctx.load_orders(None).unwrap();
+    let store = Store::new(&ctx.repo, 3);
+    let into = ctx.integration_branch(None).unwrap();
+    let source = ctx.repo.rev_parse_single("arbiter/wo-01").unwrap().detach();
+    let outcome = merge::merge_back(
+        &ctx,
+        &store,
+        &Request {
+            wo: orders.get("wo-01").unwrap(),
+            into: &into,
+            source,
+            attempt: 1,
+            round_base: None,
+            scope: DriftScope::Union(vec![Entry::parse("**").unwrap()]),
+            extra_note: None,
+        },
+    )
+    .unwrap();
+    match (oracle.code, outcome) {
+        (0, Outcome::Merged { sha, .. }) => {
+            let ours = env.git(&["rev-parse", &format!("{sha}^{{tree}}")]);
+            assert_eq!(
+                ours.trim(),
+                oracle.stdout.trim(),
+                "merge tree differs from git merge-tree"
+            );
+            assert_eq!(env.git(&["status", "--porcelain"]), "");
+        }
+        (0, Outcome::UpToDate { .. }) => {
+            assert_eq!(
+                oracle.stdout.trim(),
+                env.git(&["rev-parse", "main^{tree}"]).trim()
+            );
+        }
+        (1, Outcome::Conflict { paths }) => {
+            // git lists the conflicted files after the tree and a blank line.
+            let listed: Vec<&str> = oracle
+                .stdout
+                .lines()
+                .skip(1)
+                .take_while(|l| !l.is_empty())
+                .collect();
+            for p in listed {
+                assert!(
+                    paths.iter().any(|q| q == p),
+                    "git reports {p:?} conflicted, arbiter {paths:?}"
+                );
+            }
+            assert_eq!(
+                env.git(&["rev-parse", "main"]).trim(),
+                tip,
+                "branch moved on conflict"
+            );
+        }
+        (code, outcome) => panic!(
+            "git merge-tree exit {code} ({}) vs arbiter {outcome:?}",
+            oracle.stdout
+        ),
+    }
+    env.fsck();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, failure_persistence: None, ..ProptestConfig::default() })]
+    #[test]
+    fn merge_tree_equals_git_merge_tree(
+        base in prop::collection::vec(op(), 0..6),
+        ours in prop::collection::vec(op(), 0..5),
+        theirs in prop::collection::vec(op(), 1..5),
+    ) {
+        check(base, ours, theirs);
+    }
+}
