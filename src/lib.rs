@@ -12,6 +12,7 @@ pub mod error;
 pub mod exec;
 pub mod merge;
 pub mod orders;
+pub mod race;
 pub mod reconcile;
 pub mod round;
 pub mod scope;

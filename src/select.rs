@@ -17,8 +17,9 @@ pub struct Candidate {
     #[serde(default)]
     pub score: Option<i64>,
     /// When its gates completed, nanoseconds since the Unix epoch.
-    pub finished_at: u128,
+    pub finished_at: u64,
     /// `passed`, `build_failed`, `gate_failed`, `invalid_score`, …
+    #[serde(default)]
     pub verdict: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -65,7 +66,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn c(instance: u32, passed: bool, score: Option<i64>, finished_at: u128) -> Candidate {
+    fn c(instance: u32, passed: bool, score: Option<i64>, finished_at: u64) -> Candidate {
         Candidate {
             instance,
             passed,
@@ -116,7 +117,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn pick_is_maximal(raw in proptest::collection::vec((any::<bool>(), proptest::option::of(-20i64..20), 0u128..10), 0..12), floor in proptest::option::of(-20i64..20)) {
+        fn pick_is_maximal(raw in proptest::collection::vec((any::<bool>(), proptest::option::of(-20i64..20), 0u64..10), 0..12), floor in proptest::option::of(-20i64..20)) {
             let cands: Vec<Candidate> = raw.iter().enumerate().map(|(i, (p, s, f))| c(i as u32, *p, *s, *f)).collect();
             let ok = |x: &Candidate| x.passed && x.score.is_some_and(|s| floor.is_none_or(|f| s >= f));
             match pick(&cands, floor) {

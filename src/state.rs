@@ -439,6 +439,67 @@ impl<'repo> Store<'repo> {
     }
 }
 
+/// Attach `bytes` as the note on `object` in `notes_ref` (e.g.
+/// `refs/notes/arbiter-picks`) unless `object` already has one there: a
+/// compare-and-swap commit on that ref, redone on a lost race. `Ok(false)`:
+/// a note already exists (written by anyone, before or during this call) and
+/// nothing was changed.
+pub fn write_note_once(
+    repo: &gix::Repository,
+    notes_ref: &str,
+    object: ObjectId,
+    bytes: &[u8],
+    message: &str,
+) -> Result<bool, Error> {
+    let mut backoff = Duration::from_millis(1);
+    for _ in 0..MAX_RETRIES {
+        let tip = match repo.try_find_reference(notes_ref).map_err(git_err)? {
+            Some(mut r) => Some(r.peel_to_id().map_err(git_err)?.detach()),
+            None => None,
+        };
+        let tree = match tip {
+            Some(tip) => repo
+                .find_commit(tip)
+                .map_err(git_err)?
+                .tree_id()
+                .map_err(git_err)?
+                .detach(),
+            None => ObjectId::empty_tree(repo.object_hash()),
+        };
+        let mut notes = gix::note::plumbing::State::new(tree, &repo.objects).map_err(git_err)?;
+        if notes
+            .get(&object, &repo.objects)
+            .map_err(git_err)?
+            .is_some()
+        {
+            return Ok(false);
+        }
+        let mut bytes = bytes.to_vec();
+        if !bytes.ends_with(b"\n") {
+            bytes.push(b'\n');
+        }
+        let blob = repo.write_blob(&bytes).map_err(git_err)?.detach();
+        notes
+            .edit(object, Some(blob), &repo.objects)
+            .map_err(git_err)?;
+        let tree = notes.write(&repo.objects).map_err(git_err)?;
+        let commit = repo.new_commit(message, tree, tip).map_err(git_err)?.id;
+        let expected = match tip {
+            Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
+            None => PreviousValue::MustNotExist,
+        };
+        match repo.reference(notes_ref, commit, expected, format!("arbiter: {message}")) {
+            Ok(_) => return Ok(true),
+            Err(e) if e.is_conflict() || e.is_retryable() => {
+                std::thread::sleep(backoff + jitter(backoff));
+                backoff = (backoff * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(git_err(e)),
+        }
+    }
+    Err(Error::Contended)
+}
+
 fn jitter(base: Duration) -> Duration {
     // Enough randomness to break lock-step retries between processes.
     let nanos = std::time::SystemTime::now()

@@ -15,7 +15,9 @@ mod generate;
 mod halt;
 mod log;
 mod merge_back;
+mod pick;
 mod progress;
+mod race;
 mod round;
 mod slot;
 mod status;
@@ -59,6 +61,8 @@ pub struct GlobalArgs {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     Round(round::RoundArgs),
+    Race(race::RaceArgs),
+    Pick(pick::PickArgs),
     Demo(demo::DemoArgs),
     Status(status::StatusArgs),
     #[command(subcommand)]
@@ -133,6 +137,8 @@ pub fn run() -> i32 {
     };
     let result = match cli.command {
         Command::Round(args) => round::cmd_round(&env, args),
+        Command::Race(args) => race::cmd_race(&env, args),
+        Command::Pick(args) => pick::cmd_pick(args),
         Command::Demo(args) => demo::cmd_demo(args),
         Command::Status(args) => status::cmd_status(&env, args),
         Command::Worktree(cmd) => worktree::cmd_worktree(&env, cmd),

@@ -1,0 +1,176 @@
+use std::time::Duration;
+
+use clap::Args;
+use git_arbiter::error::InputError;
+use git_arbiter::race::{self, Options, Summary};
+use git_arbiter::{Error, ExitCode};
+
+use super::round::parse_duration;
+use super::{json, out, progress, Env};
+
+/// Best-of-N: build N instances of one work order, merge the best one back.
+///
+/// Each instance k (0-based) gets its own worktree `race-<id>-<k>` on branch
+/// `arbiter-race/<id>/<k>`, all cut from the integration tip, and is built
+/// concurrently within the machine-wide slots with the round's environment
+/// plus ARBITER_INSTANCE=<k>. What the builder leaves is committed, the gates
+/// run, and for each passing instance `--score` runs in its worktree: its last
+/// non-empty stdout line must be an integer. The highest score wins, the
+/// earliest finish (gates completed) breaks ties, nothing below `--min-score`
+/// wins. The winner is merged back like a round's (no-ff, drift checked
+/// against the order's declared files, conflicts never auto-resolved); on
+/// conflict or drift the next-best passing instance is tried. A write-once
+/// pick record is attached to the merge commit in `refs/notes/arbiter-picks`
+/// (`git notes --ref=arbiter-picks show <merge>`). Losers' worktrees and
+/// branches are removed unless `--keep-losers`.
+///
+/// Exit: 0 merged, 1 escalation (no winner, or none could merge), 2 bad input,
+/// 130 stopped.
+#[derive(Args, Debug)]
+pub struct RaceArgs {
+    /// The work order to race
+    #[arg(value_name = "ID")]
+    id: String,
+    /// Number of instances
+    #[arg(short = 'n', value_name = "N")]
+    n: u32,
+    /// Builder command, run via `sh -c` in each instance's worktree [default: `arbiter.build`]
+    #[arg(long, value_name = "CMD")]
+    build: Option<String>,
+    /// Gate command (repeatable): exit ≠ 0 rules the instance out [default: `arbiter.gate`]
+    #[arg(long = "gate", value_name = "CMD")]
+    gates: Vec<String>,
+    /// Score command: its last non-empty stdout line is the instance's integer score
+    #[arg(long, value_name = "CMD")]
+    score: String,
+    /// Nothing below this score wins [default: `arbiter.minScore`, else no floor]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    min_score: Option<i64>,
+    /// Keep the losers' worktrees and branches
+    #[arg(long)]
+    keep_losers: bool,
+    /// The integration branch [default: the current branch]
+    #[arg(long, value_name = "BRANCH")]
+    into: Option<String>,
+    /// Machine-wide cap on concurrent builds [default: `arbiter.maxTotal`, else 6]
+    #[arg(long, value_name = "N")]
+    max_total: Option<u32>,
+    /// Per-command time limit, e.g. `90s`, `10m` [default: `arbiter.timeout`, else none]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Print the summary (with the pick record) as versioned JSON on stdout
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
+    let ctx = env.context()?;
+    let orders = ctx.load_orders(env.orders_flag())?;
+    let timeout = match args.timeout {
+        Some(t) => Some(t),
+        None => match ctx.config_string("arbiter.timeout") {
+            Some(v) => Some(parse_duration(&v).map_err(|e| {
+                InputError::new(format!("config arbiter.timeout: {e}"))
+                    .hint("e.g. 'git config arbiter.timeout 30m'")
+            })?),
+            None => None,
+        },
+    };
+    let min_score = match args.min_score {
+        Some(s) => Some(s),
+        None => match ctx.config_string("arbiter.minScore") {
+            Some(v) => Some(v.trim().parse::<i64>().map_err(|_| {
+                InputError::new(format!("config arbiter.minScore: '{v}' is not an integer"))
+                    .hint("e.g. 'git config arbiter.minScore 7'")
+            })?),
+            None => None,
+        },
+    };
+    let gates = if args.gates.is_empty() {
+        ctx.config_strings("arbiter.gate")
+    } else {
+        args.gates
+    };
+    let opts = Options {
+        into: args.into,
+        n: args.n,
+        build: args
+            .build
+            .or_else(|| ctx.config_string("arbiter.build"))
+            .unwrap_or_default(),
+        gates,
+        score: args.score,
+        min_score,
+        keep_losers: args.keep_losers,
+        max_total: git_arbiter::slots::cap(Some(&ctx), args.max_total)?,
+        timeout,
+    };
+    let progress = progress::for_stderr();
+    let summary = race::run(&ctx, &orders, &args.id, &opts, progress.as_ref())?;
+    drop(progress);
+    if args.json {
+        out(&json(&summary));
+    } else {
+        out(&render(&summary));
+    }
+    Ok(match summary.exit {
+        0 => ExitCode::Success,
+        130 => ExitCode::Interrupted,
+        _ => ExitCode::Escalation,
+    })
+}
+
+pub fn render(summary: &Summary) -> String {
+    let mut s = String::new();
+    let instances = |s: &mut String| {
+        for i in &summary.instances {
+            s.push_str(&format!(
+                "  #{}  {:<14} score={}",
+                i.instance,
+                i.verdict,
+                i.score.map_or("-".into(), |v| v.to_string())
+            ));
+            if let Some(r) = &i.reason {
+                s.push_str(&format!("  ({r})"));
+            }
+            if i.kept {
+                s.push_str(&format!("  kept: {}", i.branch));
+            }
+            s.push_str(&format!("\n      log: {}\n", i.log));
+        }
+    };
+    if let Some(why) = &summary.stopped {
+        s.push_str(&format!("race {}: stopped: {why}\n", summary.wo_id));
+        instances(&mut s);
+        return s;
+    }
+    match (&summary.winner, &summary.merge_commit) {
+        (Some(w), Some(sha)) => {
+            s.push_str(&format!(
+                "race {}: instance {w} won (score {}), merged as {sha}\n",
+                summary.wo_id,
+                summary.pick.as_ref().map_or(0, |p| p.score)
+            ));
+            s.push_str(&format!(
+                "pick record: git notes --ref=arbiter-picks show {sha}\n"
+            ));
+            instances(&mut s);
+        }
+        _ => {
+            s.push_str(&format!(
+                "ESCALATION: race {}: {}\n",
+                summary.wo_id,
+                summary.escalation.as_deref().unwrap_or("no winner")
+            ));
+            for m in &summary.merges {
+                s.push_str(&format!("  merge of #{}: {}", m.instance, m.outcome));
+                if !m.paths.is_empty() {
+                    s.push_str(&format!(" [{}]", m.paths.join(", ")));
+                }
+                s.push('\n');
+            }
+            instances(&mut s);
+        }
+    }
+    s
+}

@@ -1,0 +1,1020 @@
+//! The race (DESIGN "Porcelain", `git arbiter race`): best-of-N. N instances
+//! of one work order are built off the same base (the integration tip), each
+//! in its own worktree `race-<id>-<k>` on branch `arbiter-race/<id>/<k>`,
+//! concurrently within the machine-wide slots. Each instance's leftovers are
+//! committed, its gates run, and — if it passed — its `--score` command. The
+//! selection kernel picks the winner (`select`), which is merged back exactly
+//! as a round merges (no-ff, drift checked against the work order's own
+//! declared set, conflicts never resolved); on conflict or drift the
+//! next-best passing instance is tried. A write-once pick record is stored as
+//! a note on the merge commit in `refs/notes/arbiter-picks`.
+//!
+//! The whole race is one attempt of the work order: it is recorded in the
+//! work order's state before any build starts, as the round's dispatch does.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::conductor::Conductor;
+use crate::context::Context;
+use crate::drift::DriftScope;
+use crate::error::{Error, GitContext, InputError, Result};
+use crate::exec::{self, Exit};
+use crate::merge::{self, Outcome};
+use crate::orders::{Orders, WorkOrder};
+use crate::round::Progress;
+use crate::select::{self, Candidate};
+use crate::state::{self, Status, Store, Verdict};
+use crate::{slots, worktree};
+
+/// Where pick records live (one note per winning merge commit).
+pub const PICKS_REF: &str = "refs/notes/arbiter-picks";
+pub const MERGE_POLICY: &str = "no-ff merge-back, drift scope own, no conflict auto-resolution";
+/// The most instances one race may start.
+pub const MAX_INSTANCES: u32 = 64;
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub into: Option<String>,
+    pub n: u32,
+    pub build: String,
+    pub gates: Vec<String>,
+    pub score: String,
+    pub min_score: Option<i64>,
+    pub keep_losers: bool,
+    pub max_total: u32,
+    pub timeout: Option<Duration>,
+}
+
+/// One instance as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct Instance {
+    pub instance: u32,
+    pub verdict: String,
+    pub score: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub finished_at: u64,
+    pub worktree: String,
+    pub branch: String,
+    pub log: String,
+    /// The worktree and branch are still there.
+    pub kept: bool,
+}
+
+/// One merge-back tried for an instance.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergeTry {
+    pub instance: u32,
+    /// `merged`, `up_to_date`, `merge_conflict` or `undeclared_file_drift`.
+    pub outcome: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PickInstance {
+    pub instance: u32,
+    pub verdict: String,
+    pub score: Option<i64>,
+    pub reason: Option<String>,
+}
+
+/// The write-once pick record (`refs/notes/arbiter-picks`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PickRecord {
+    pub version: u32,
+    pub wo_id: String,
+    pub winner_instance: u32,
+    pub worktree_path: String,
+    pub verdict: String,
+    pub score: i64,
+    pub finished_at: u64,
+    pub merge_policy: String,
+    pub timestamp: i64,
+    pub run_id: String,
+    /// The commit the record is attached to (the merge commit).
+    pub commit: String,
+    pub loser_instances: Vec<u32>,
+    pub instances: Vec<PickInstance>,
+}
+
+impl PickRecord {
+    /// Every required field present and consistent, the winner among the instances.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.version != 1 {
+            return Err(format!("unsupported version {}", self.version));
+        }
+        for (name, value) in [
+            ("wo_id", &self.wo_id),
+            ("worktree_path", &self.worktree_path),
+            ("verdict", &self.verdict),
+            ("merge_policy", &self.merge_policy),
+            ("run_id", &self.run_id),
+            ("commit", &self.commit),
+        ] {
+            if value.trim().is_empty() {
+                return Err(format!("field '{name}' is empty"));
+            }
+        }
+        let Some(winner) = self
+            .instances
+            .iter()
+            .find(|i| i.instance == self.winner_instance)
+        else {
+            return Err(format!(
+                "winner_instance {} is not among the instances",
+                self.winner_instance
+            ));
+        };
+        if winner.verdict != "passed" || winner.score != Some(self.score) {
+            return Err("the winner's verdict or score disagrees with its instance".into());
+        }
+        let mut expected: Vec<u32> = self
+            .instances
+            .iter()
+            .map(|i| i.instance)
+            .filter(|&i| i != self.winner_instance)
+            .collect();
+        expected.sort_unstable();
+        let mut losers = self.loser_instances.clone();
+        losers.sort_unstable();
+        if losers != expected {
+            return Err("loser_instances must be every instance but the winner".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Summary {
+    pub version: u32,
+    /// 0 merged, 1 escalation (no winner, or no instance could merge), 130 stopped.
+    pub exit: i32,
+    pub wo_id: String,
+    pub run_id: String,
+    pub base: String,
+    pub min_score: Option<i64>,
+    pub instances: Vec<Instance>,
+    pub merges: Vec<MergeTry>,
+    pub winner: Option<u32>,
+    pub merge_commit: Option<String>,
+    pub pick: Option<PickRecord>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
+pub fn branch_of(id: &str, k: u32) -> String {
+    format!("arbiter-race/{id}/{k}")
+}
+
+pub fn worktree_name(id: &str, k: u32) -> String {
+    format!("race-{id}-{k}")
+}
+
+fn log_path(ctx: &Context, id: &str, run_id: &str, k: u32) -> PathBuf {
+    ctx.repo
+        .common_dir()
+        .join("arbiter")
+        .join("logs")
+        .join(id)
+        .join(format!("race-{run_id}-{k}.log"))
+}
+
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// What an instance's thread needs (a `gix::Repository` is not `Sync`).
+struct Job {
+    k: u32,
+    worktree: PathBuf,
+    branch: String,
+    log: PathBuf,
+    score_out: PathBuf,
+    verdicts: Vec<Verdict>,
+    cand: Candidate,
+    interrupted: bool,
+}
+
+struct Shared {
+    repo_label: String,
+    wo_file: String,
+    missing_name: bool,
+    missing_email: bool,
+}
+
+/// Run one race of work order `id`.
+pub fn run(
+    ctx: &Context,
+    orders: &Orders,
+    id: &str,
+    opts: &Options,
+    progress: &dyn Progress,
+) -> Result<Summary> {
+    let wo = orders.get(id).ok_or_else(|| {
+        InputError::new(format!("no work order '{id}'"))
+            .hint("'git arbiter status' lists the work orders")
+    })?;
+    if opts.n == 0 || opts.n > MAX_INSTANCES {
+        return Err(InputError::new(format!(
+            "-n {} is out of range (1..={MAX_INSTANCES})",
+            opts.n
+        ))
+        .hint("e.g. -n 3")
+        .into());
+    }
+    if opts.build.trim().is_empty() {
+        return Err(InputError::new("no build command")
+            .hint("pass --build CMD or set 'git config arbiter.build CMD'")
+            .into());
+    }
+    if opts.score.trim().is_empty() {
+        return Err(InputError::new("no score command")
+            .hint("pass --score CMD: its last non-empty stdout line must be an integer")
+            .into());
+    }
+    let branch = ctx.integration_branch(opts.into.as_deref())?;
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    let me = Conductor::register(ctx)?;
+    let slot_dir = slots::slot_dir(Some(ctx))?;
+    let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
+    crate::checkout::sync_checked_out(ctx, &branch)?;
+    let base = ctx.branch_tip(&branch)?;
+    let run_id = format!("race-{}", me.name);
+    let attempt = dispatch(ctx, &store, wo, base, &me, &run_id, opts.n)?;
+    progress.event(
+        "race",
+        &[
+            ("wo", id.to_owned()),
+            ("n", opts.n.to_string()),
+            ("base", base.to_hex_with_len(12).to_string()),
+            ("attempt", attempt.to_string()),
+        ],
+    );
+    let mut summary = Summary {
+        version: 1,
+        wo_id: id.to_owned(),
+        run_id: run_id.clone(),
+        base: base.to_string(),
+        min_score: opts.min_score,
+        ..Summary::default()
+    };
+    let mut jobs = Vec::new();
+    for k in 0..opts.n {
+        let (name, br) = (worktree_name(id, k), branch_of(id, k));
+        let made =
+            worktree::remove(ctx, &name, &br).and_then(|_| worktree::add(ctx, &name, &br, base));
+        let path = match made {
+            Ok(p) => p,
+            Err(e) => {
+                for job in &jobs {
+                    let job: &Job = job;
+                    let _ = worktree::remove(ctx, &worktree_name(id, job.k), &job.branch);
+                }
+                give_back(&store, wo, &run_id, &format!("creating worktrees: {e}"))?;
+                return Err(e);
+            }
+        };
+        let log = log_path(ctx, id, &run_id, k);
+        jobs.push(Job {
+            k,
+            score_out: log.with_extension("score"),
+            worktree: path,
+            branch: br,
+            log,
+            verdicts: Vec::new(),
+            cand: Candidate {
+                instance: k,
+                passed: false,
+                score: None,
+                finished_at: 0,
+                verdict: "pending".into(),
+                reason: None,
+            },
+            interrupted: false,
+        });
+    }
+    let shared = Shared {
+        repo_label: ctx
+            .workdir
+            .as_deref()
+            .unwrap_or(ctx.repo.git_dir())
+            .display()
+            .to_string(),
+        wo_file: ctx.cwd.join(&wo.path).display().to_string(),
+        missing_name: ctx.config_string("user.name").is_none(),
+        missing_email: ctx.config_string("user.email").is_none(),
+    };
+    std::thread::scope(|scope| {
+        for job in jobs.iter_mut() {
+            let (shared, slot_dir, me) = (&shared, &slot_dir, &me);
+            scope.spawn(move || {
+                build_one(
+                    shared, wo, job, opts, attempt, base, slot_dir, cap, me, progress,
+                )
+            });
+        }
+    });
+    for job in &jobs {
+        progress.event(
+            "instance",
+            &[
+                ("wo", id.to_owned()),
+                ("instance", job.k.to_string()),
+                ("verdict", job.cand.verdict.clone()),
+                (
+                    "score",
+                    job.cand.score.map_or("-".into(), |s| s.to_string()),
+                ),
+            ],
+        );
+    }
+    let cands: Vec<Candidate> = jobs.iter().map(|j| j.cand.clone()).collect();
+    let mut keep = vec![false; jobs.len()];
+
+    if me.should_stop() || jobs.iter().any(|j| j.interrupted) {
+        give_back(&store, wo, &run_id, "interrupted")?;
+        summary.stopped = Some("stop requested".into());
+        summary.exit = 130;
+        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
+        return Ok(summary);
+    }
+
+    let order = select::order(&cands, opts.min_score);
+    if order.is_empty() {
+        let detail = describe_all(&cands);
+        store.transact(&format!("race {id}: no winner"), |txn| -> Result<()> {
+            let mut r = txn.record(id, !wo.deps.is_empty())?;
+            r.owner = None;
+            r.status = Status::NeedsRework;
+            r.log("race_no_winner", Some(format!("{run_id}: {detail}")));
+            r.halt("race_no_winner", Vec::new());
+            txn.put(r);
+            Ok(())
+        })?;
+        summary.escalation = Some(match opts.min_score {
+            Some(floor) => format!("no instance passed with a valid score of at least {floor}"),
+            None => "no instance passed with a valid score".into(),
+        });
+        summary.exit = 1;
+        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
+        return Ok(summary);
+    }
+
+    // Merge the best; on conflict or drift fall back to the next-best passing one.
+    let mut merged: Option<(usize, gix::ObjectId)> = None;
+    for (n, &idx) in order.iter().enumerate() {
+        let job = &jobs[idx];
+        if n > 0 {
+            // merge_back halted the work order for the previous instance; a
+            // later instance may still land, so lift that halt for this try.
+            let prev = summary.merges.last().cloned();
+            store.transact(&format!("race {id}: fall back"), |txn| -> Result<()> {
+                let mut r = txn.record(id, !wo.deps.is_empty())?;
+                r.halted = false;
+                r.halt_reason = None;
+                r.halt_paths.clear();
+                r.status = Status::InProgress;
+                r.owner = Some(me.name.clone());
+                r.log(
+                    "race_fallback",
+                    Some(format!(
+                        "instance {} after instance {} {}",
+                        job.k,
+                        prev.as_ref().map_or(0, |p| p.instance),
+                        prev.as_ref().map_or("", |p| p.outcome.as_str())
+                    )),
+                );
+                txn.put(r);
+                Ok(())
+            })?;
+        }
+        progress.phase(id, "merge");
+        let source = ctx
+            .repo
+            .find_reference(format!("refs/heads/{}", job.branch).as_str())
+            .git_context(format!("reading {}", job.branch))?
+            .peel_to_id()
+            .git_context(format!("resolving {}", job.branch))?
+            .detach();
+        let request = merge::Request {
+            wo,
+            into: &branch,
+            source,
+            attempt,
+            round_base: Some(base),
+            scope: DriftScope::Own,
+            extra_note: Some(serde_json::json!({
+                "race": run_id,
+                "instance": job.k,
+                "score": job.cand.score,
+                "verdicts": job.verdicts,
+            })),
+        };
+        let (outcome, paths, sha) = match merge::merge_back(ctx, &store, &request)? {
+            Outcome::Merged { sha, .. } => ("merged", Vec::new(), Some(sha)),
+            Outcome::UpToDate { tip } => ("up_to_date", Vec::new(), Some(tip)),
+            Outcome::Conflict { paths } => (merge::HALT_CONFLICT, paths, None),
+            Outcome::Drift { paths } => (merge::HALT_DRIFT, paths, None),
+        };
+        progress.event(
+            "merge",
+            &[
+                ("wo", id.to_owned()),
+                ("instance", job.k.to_string()),
+                ("outcome", outcome.into()),
+                ("paths", paths.join(",")),
+            ],
+        );
+        summary.merges.push(MergeTry {
+            instance: job.k,
+            outcome: outcome.into(),
+            paths,
+        });
+        if let Some(sha) = sha {
+            merged = Some((idx, sha));
+            break;
+        }
+        // Kept for inspection unless a later instance lands.
+        keep[idx] = true;
+    }
+
+    let Some((widx, sha)) = merged else {
+        summary.escalation = Some(
+            "no passing instance could be merged back (conflict or undeclared drift); the work order is halted"
+                .into(),
+        );
+        summary.exit = 1;
+        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
+        return Ok(summary);
+    };
+    keep.iter_mut().for_each(|k| *k = false);
+    let winner = &jobs[widx];
+    let record = PickRecord {
+        version: 1,
+        wo_id: id.to_owned(),
+        winner_instance: winner.k,
+        worktree_path: winner.worktree.display().to_string(),
+        verdict: winner.cand.verdict.clone(),
+        score: winner.cand.score.unwrap_or_default(),
+        finished_at: winner.cand.finished_at,
+        merge_policy: MERGE_POLICY.into(),
+        timestamp: state::now(),
+        run_id: run_id.clone(),
+        commit: sha.to_string(),
+        loser_instances: jobs
+            .iter()
+            .map(|j| j.k)
+            .filter(|&k| k != winner.k)
+            .collect(),
+        instances: cands
+            .iter()
+            .map(|c| PickInstance {
+                instance: c.instance,
+                verdict: c.verdict.clone(),
+                score: c.score,
+                reason: c.reason.clone(),
+            })
+            .collect(),
+    };
+    store_pick(ctx, sha, &record)?;
+    store.transact(&format!("race {id}: pick"), |txn| -> Result<()> {
+        let mut r = txn.record(id, !wo.deps.is_empty())?;
+        r.log(
+            "pick",
+            Some(format!(
+                "{run_id} instance={} score={} commit={sha}",
+                record.winner_instance, record.score
+            )),
+        );
+        txn.put(r);
+        Ok(())
+    })?;
+    progress.event(
+        "pick",
+        &[
+            ("wo", id.to_owned()),
+            ("instance", winner.k.to_string()),
+            ("score", record.score.to_string()),
+            ("sha", sha.to_hex_with_len(12).to_string()),
+        ],
+    );
+    summary.winner = Some(winner.k);
+    summary.merge_commit = Some(sha.to_string());
+    summary.pick = Some(record);
+    summary.exit = 0;
+    // The winner is merged: its worktree goes like a round's.
+    let mut keep_all = vec![opts.keep_losers; jobs.len()];
+    keep_all[widx] = false;
+    finish(ctx, id, &jobs, &keep_all, false, &mut summary)?;
+    Ok(summary)
+}
+
+/// Validate `record` and attach it, write-once, to `commit` in `refs/notes/arbiter-picks`.
+pub fn store_pick(ctx: &Context, commit: gix::ObjectId, record: &PickRecord) -> Result<()> {
+    record.validate().map_err(|e| {
+        InputError::new(format!("invalid pick record: {e}"))
+            .hint("this is a bug in git-arbiter; nothing was written")
+    })?;
+    let mut bytes = serde_json::to_vec_pretty(record).expect("a pick record always serializes");
+    bytes.push(b'\n');
+    let written = state::write_note_once(
+        &ctx.repo,
+        PICKS_REF,
+        commit,
+        &bytes,
+        &format!("pick {} instance {}", record.wo_id, record.winner_instance),
+    )?;
+    if !written {
+        return Err(InputError::new(format!(
+            "a pick record already exists for {commit} in {PICKS_REF}: pick records are write-once"
+        ))
+        .hint(format!(
+            "read it with 'git notes --ref=arbiter-picks show {commit}'"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The attempt, recorded before anything is built (as the round's dispatch).
+fn dispatch(
+    ctx: &Context,
+    store: &Store<'_>,
+    wo: &WorkOrder,
+    base: gix::ObjectId,
+    me: &Conductor,
+    run_id: &str,
+    n: u32,
+) -> Result<u32> {
+    let cap = ctx.retry_cap()?;
+    store.transact(&format!("race {}: dispatch", wo.id), |txn| -> Result<u32> {
+        let mut r = txn.record(&wo.id, !wo.deps.is_empty())?;
+        if r.halted {
+            return Err(InputError::new(format!(
+                "work order '{}' is halted ({})",
+                wo.id,
+                r.halt_reason.as_deref().unwrap_or("no reason recorded")
+            ))
+            .hint(format!("'git arbiter clear {}' lifts the halt", wo.id))
+            .into());
+        }
+        if r.status == Status::Done {
+            return Err(
+                InputError::new(format!("work order '{}' is already done", wo.id))
+                    .hint("'git arbiter clear' it to run it again")
+                    .into(),
+            );
+        }
+        if r.status == Status::InProgress
+            && r.owner
+                .as_deref()
+                .is_some_and(|o| crate::conductor::is_live(ctx, o))
+        {
+            return Err(InputError::new(format!(
+                "work order '{}' is being built by another conductor",
+                wo.id
+            ))
+            .hint("wait for it, or 'git arbiter stop' it")
+            .into());
+        }
+        r.cap = cap;
+        if r.attempts >= r.cap {
+            return Err(InputError::new(format!(
+                "work order '{}' has used all {} attempts",
+                wo.id, r.cap
+            ))
+            .hint("raise 'git config arbiter.retryCap', or 'git arbiter clear' it")
+            .into());
+        }
+        r.attempts += 1;
+        r.status = Status::InProgress;
+        r.owner = Some(me.name.clone());
+        r.checkpoint_before = Some(base.to_string());
+        r.checkpoint_after = None;
+        r.verdicts.clear();
+        r.log(
+            "race_dispatch",
+            Some(format!("{run_id} n={n} round_base={base}")),
+        );
+        let attempts = r.attempts;
+        txn.put(r);
+        Ok(attempts)
+    })
+}
+
+/// Stopped or failed before any verdict: the attempt is given back.
+fn give_back(store: &Store<'_>, wo: &WorkOrder, run_id: &str, why: &str) -> Result<()> {
+    store.transact(&format!("race {}: give back", wo.id), |txn| -> Result<()> {
+        let mut r = txn.record(&wo.id, !wo.deps.is_empty())?;
+        r.owner = None;
+        r.status = Status::NeedsRework;
+        r.attempts = r.attempts.saturating_sub(1);
+        r.log("race_interrupted", Some(format!("{run_id}: {why}")));
+        txn.put(r);
+        Ok(())
+    })
+}
+
+fn describe_all(cands: &[Candidate]) -> String {
+    cands
+        .iter()
+        .map(|c| {
+            format!(
+                "#{}={}{}",
+                c.instance,
+                c.verdict,
+                c.score.map_or(String::new(), |s| format!(":{s}"))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Fill the instance reports; remove worktrees and branches not kept.
+fn finish(
+    ctx: &Context,
+    id: &str,
+    jobs: &[Job],
+    keep: &[bool],
+    keep_losers: bool,
+    summary: &mut Summary,
+) -> Result<()> {
+    for (job, &kept) in jobs.iter().zip(keep) {
+        let kept = kept || keep_losers;
+        if !kept {
+            worktree::remove(ctx, &worktree_name(id, job.k), &job.branch)?;
+        }
+        summary.instances.push(Instance {
+            instance: job.k,
+            verdict: job.cand.verdict.clone(),
+            score: job.cand.score,
+            reason: job.cand.reason.clone(),
+            finished_at: job.cand.finished_at,
+            worktree: job.worktree.display().to_string(),
+            branch: job.branch.clone(),
+            log: job.log.display().to_string(),
+            kept,
+        });
+    }
+    Ok(())
+}
+
+/// The last non-empty line of a score command's stdout, as an integer.
+pub fn parse_score(stdout: &str) -> std::result::Result<i64, String> {
+    let Some(line) = stdout.lines().map(str::trim).rfind(|l| !l.is_empty()) else {
+        return Err("the score command printed nothing".into());
+    };
+    line.parse::<i64>().map_err(|_| {
+        let shown: String = line.chars().take(60).collect();
+        format!("the score command's last line '{shown}' is not an integer")
+    })
+}
+
+fn verdict(kind: &str, command: &str, exit: &Exit) -> Verdict {
+    Verdict {
+        kind: kind.into(),
+        command: command.into(),
+        passed: exit.success(),
+        exit_code: exit.code(),
+        detail: (!exit.success()).then(|| exit.describe()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_one(
+    shared: &Shared,
+    wo: &WorkOrder,
+    job: &mut Job,
+    opts: &Options,
+    attempt: u32,
+    base: gix::ObjectId,
+    slot_dir: &Path,
+    cap: u32,
+    me: &Conductor,
+    progress: &dyn Progress,
+) {
+    let label = format!("{}#{}", wo.id, job.k);
+    progress.phase(&label, "slot");
+    let info = slots::HolderInfo::now(shared.repo_label.clone(), label.clone());
+    let mut on_wait = |state: &slots::WaitState| {
+        progress.event(
+            "slot",
+            &[
+                ("wo", label.clone()),
+                ("waiting", "true".into()),
+                ("cap", state.cap.to_string()),
+                ("held", state.held.to_string()),
+                ("ahead", state.ahead.to_string()),
+            ],
+        );
+    };
+    let slot = match slots::acquire(
+        slot_dir,
+        cap,
+        &info,
+        slots::Wait::Block,
+        me.interrupt_flag(),
+        &mut on_wait,
+    ) {
+        Ok(Some(slot)) => slot,
+        Ok(None) | Err(Error::Interrupted) => {
+            job.interrupted = true;
+            job.cand.verdict = "interrupted".into();
+            return;
+        }
+        Err(e) => {
+            job.cand.verdict = "error".into();
+            job.cand.reason = Some(format!("could not take a slot: {e}"));
+            return;
+        }
+    };
+    let env = vec![
+        ("ARBITER_WO".to_string(), wo.id.clone()),
+        ("ARBITER_WO_FILE".into(), shared.wo_file.clone()),
+        ("ARBITER_TITLE".into(), wo.title.clone()),
+        ("ARBITER_ATTEMPT".into(), attempt.to_string()),
+        ("ARBITER_ROUND_BASE".into(), base.to_string()),
+        (
+            "ARBITER_WORKTREE".into(),
+            job.worktree.display().to_string(),
+        ),
+        ("ARBITER_INSTANCE".into(), job.k.to_string()),
+    ];
+    let stop = || me.should_stop();
+    let started = Instant::now();
+    let run = |command: &str, stdout_to: Option<&Path>| {
+        exec::run(
+            &exec::Spec {
+                command,
+                cwd: &job.worktree,
+                env: &env,
+                log: &job.log,
+                stdout_to,
+                timeout: opts.timeout,
+            },
+            &stop,
+        )
+    };
+    progress.phase(&label, "build");
+    // (verdict, reason, passed, score)
+    let result = (|| -> (String, Option<String>, Vec<Verdict>, Option<i64>, bool) {
+        let mut verdicts = Vec::new();
+        let exit = match run(&opts.build, None) {
+            Ok(e) => e,
+            Err(e) => {
+                return (
+                    "build_failed".into(),
+                    Some(format!("cannot run the build command: {e}")),
+                    verdicts,
+                    None,
+                    false,
+                )
+            }
+        };
+        verdicts.push(verdict("build", &opts.build, &exit));
+        progress.event(
+            "build",
+            &[
+                ("wo", label.clone()),
+                ("result", exit.describe()),
+                (
+                    "elapsed",
+                    format!("{:.1}s", started.elapsed().as_secs_f64()),
+                ),
+            ],
+        );
+        if exit == Exit::Interrupted {
+            return ("interrupted".into(), None, verdicts, None, true);
+        }
+        if !exit.success() {
+            return (
+                "build_failed".into(),
+                Some(format!("build {}", exit.describe())),
+                verdicts,
+                None,
+                false,
+            );
+        }
+        if let Err(e) = commit_leftovers(shared, wo, job, attempt) {
+            return (
+                "error".into(),
+                Some(format!("committing the builder's work: {e}")),
+                verdicts,
+                None,
+                false,
+            );
+        }
+        for cmd in &opts.gates {
+            progress.phase(&label, "gate");
+            let exit = match run(cmd, None) {
+                Ok(e) => e,
+                Err(e) => {
+                    return (
+                        "gate_failed".into(),
+                        Some(format!("cannot run gate '{cmd}': {e}")),
+                        verdicts,
+                        None,
+                        false,
+                    )
+                }
+            };
+            verdicts.push(verdict("gate", cmd, &exit));
+            if exit == Exit::Interrupted {
+                return ("interrupted".into(), None, verdicts, None, true);
+            }
+            if !exit.success() {
+                return (
+                    "gate_failed".into(),
+                    Some(format!("gate '{cmd}' {}", exit.describe())),
+                    verdicts,
+                    None,
+                    false,
+                );
+            }
+        }
+        ("passed".into(), None, verdicts, None, false)
+    })();
+    let (mut verdict_s, mut reason, verdicts, _, interrupted) = result;
+    job.cand.finished_at = now_nanos();
+    job.verdicts = verdicts;
+    job.interrupted = interrupted;
+    if verdict_s == "passed" {
+        progress.phase(&label, "score");
+        match run(&opts.score, Some(&job.score_out)) {
+            Ok(Exit::Interrupted) => {
+                job.interrupted = true;
+                verdict_s = "interrupted".into();
+            }
+            Ok(exit) if !exit.success() => {
+                verdict_s = "invalid_score".into();
+                reason = Some(format!("score command {}", exit.describe()));
+            }
+            Ok(_) => {
+                let out = std::fs::read(&job.score_out)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                match parse_score(&out) {
+                    Ok(s) => {
+                        job.cand.score = Some(s);
+                        job.cand.passed = true;
+                    }
+                    Err(e) => {
+                        verdict_s = "invalid_score".into();
+                        reason = Some(e);
+                    }
+                }
+            }
+            Err(e) => {
+                verdict_s = "invalid_score".into();
+                reason = Some(format!("cannot run the score command: {e}"));
+            }
+        }
+    }
+    job.cand.verdict = verdict_s;
+    job.cand.reason = reason;
+    drop(slot);
+}
+
+/// Commit whatever the builder left uncommitted in its worktree.
+fn commit_leftovers(
+    shared: &Shared,
+    wo: &WorkOrder,
+    job: &Job,
+    attempt: u32,
+) -> std::result::Result<(), String> {
+    // gix 0.90 has no porcelain for `add -A` (as in the round), so git does it.
+    let git = |args: &[&str]| -> std::result::Result<std::process::Output, String> {
+        let mut cmd = std::process::Command::new("git");
+        for var in exec::GIT_ENV {
+            cmd.env_remove(var);
+        }
+        if shared.missing_name {
+            cmd.args(["-c", "user.name=git-arbiter"]);
+        }
+        if shared.missing_email {
+            cmd.args(["-c", "user.email=git-arbiter@localhost"]);
+        }
+        cmd.arg("-C")
+            .arg(&job.worktree)
+            .args(args)
+            .stdin(std::process::Stdio::null());
+        cmd.output().map_err(|e| format!("running git: {e}"))
+    };
+    let add = git(&["add", "-A"])?;
+    if !add.status.success() {
+        return Err(String::from_utf8_lossy(&add.stderr).trim().to_owned());
+    }
+    if git(&["diff", "--cached", "--quiet"])?.status.success() {
+        return Ok(());
+    }
+    let message = format!(
+        "{}: {}\n\nUncommitted work left by the builder, committed by git-arbiter.\n\nArbiter-WO: {}\nArbiter-Attempt: {}\nArbiter-Instance: {}\n",
+        wo.id, wo.title, wo.id, attempt, job.k
+    );
+    let commit = git(&["commit", "-q", "--no-verify", "-m", &message])?;
+    if !commit.status.success() {
+        return Err(String::from_utf8_lossy(&commit.stderr).trim().to_owned());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_is_the_last_non_empty_line() {
+        assert_eq!(parse_score("noise\n 42 \n\n"), Ok(42));
+        assert_eq!(parse_score("-3"), Ok(-3));
+        assert!(parse_score("").is_err());
+        assert!(parse_score("7\nnot a number\n").is_err());
+    }
+
+    fn record() -> PickRecord {
+        PickRecord {
+            version: 1,
+            wo_id: "wo-01".into(),
+            winner_instance: 1,
+            worktree_path: "/tmp/x".into(),
+            verdict: "passed".into(),
+            score: 8,
+            finished_at: 1,
+            merge_policy: MERGE_POLICY.into(),
+            timestamp: 0,
+            run_id: "race-1".into(),
+            commit: "abc".into(),
+            loser_instances: vec![0],
+            instances: vec![
+                PickInstance {
+                    instance: 0,
+                    verdict: "passed".into(),
+                    score: Some(5),
+                    reason: None,
+                },
+                PickInstance {
+                    instance: 1,
+                    verdict: "passed".into(),
+                    score: Some(8),
+                    reason: None,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn validation_catches_missing_and_inconsistent_fields() {
+        assert_eq!(record().validate(), Ok(()));
+        let mut r = record();
+        r.winner_instance = 7;
+        assert!(r.validate().is_err());
+        let mut r = record();
+        r.run_id.clear();
+        assert!(r.validate().is_err());
+        let mut r = record();
+        r.loser_instances.clear();
+        assert!(r.validate().is_err());
+        let mut r = record();
+        r.score = 5;
+        assert!(r.validate().is_err());
+    }
+
+    #[test]
+    fn pick_record_is_write_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let status = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .arg(dir.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .expect("git init");
+        assert!(status.success());
+        let ctx = Context::open(dir.path()).expect("open");
+        let object = ctx.repo.write_blob(b"some object").expect("blob").detach();
+        let first = record();
+        store_pick(&ctx, object, &first).expect("first write");
+        let mut second = record();
+        second.run_id = "race-2".into();
+        let err = store_pick(&ctx, object, &second).expect_err("second write refused");
+        assert_eq!(err.exit_code(), crate::ExitCode::Usage);
+        // Exactly one write happened: the notes ref has a single, parentless commit.
+        let tip = ctx
+            .repo
+            .find_reference(PICKS_REF)
+            .expect("picks ref")
+            .peel_to_id()
+            .expect("tip")
+            .detach();
+        let commit = ctx.repo.find_commit(tip).expect("commit");
+        assert!(commit.parent_ids().next().is_none(), "exactly one write");
+    }
+}
