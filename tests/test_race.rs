@@ -1,0 +1,331 @@
+use std::io::Write;
+use std::process::Stdio;
+
+use crate::common::{Run, TestEnv};
+
+fn repo() -> TestEnv {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.work_order("wo-01", "One", &[], &["src/one.txt"]);
+    env.commit_all("init");
+    env
+}
+
+/// Each instance writes its own version of the declared file.
+const BUILD: &str = "mkdir -p src && echo \"instance $ARBITER_INSTANCE\" > src/one.txt";
+
+/// Scores 5 / 8 / 7 for instances 0 / 1 / 2.
+const SCORE_587: &str =
+    "echo scoring; case $ARBITER_INSTANCE in 0) echo 5;; 1) echo 8;; *) echo 7;; esac";
+
+fn race(env: &TestEnv, extra: &[&str]) -> Run {
+    let mut args = vec!["race", "wo-01", "--json", "--max-total", "4"];
+    args.extend_from_slice(extra);
+    env.run(&args)
+}
+
+fn race_branches(env: &TestEnv) -> String {
+    env.git(&["branch", "--list", "arbiter-race/*"])
+}
+
+fn worktree_count(env: &TestEnv) -> usize {
+    env.git(&["worktree", "list", "--porcelain"])
+        .matches("worktree ")
+        .count()
+}
+
+fn main_file(env: &TestEnv) -> Option<String> {
+    let run = env.git_try_in(&env.repo, &["show", "main:src/one.txt"]);
+    (run.code == 0).then_some(run.stdout)
+}
+
+#[test]
+fn highest_score_is_merged_with_a_pick_record() {
+    let env = repo();
+    let summary = race(&env, &["-n", "3", "--build", BUILD, "--score", SCORE_587])
+        .success()
+        .json();
+    assert_eq!(summary["winner"], 1);
+    assert_eq!(main_file(&env).as_deref(), Some("instance 1\n"));
+    let sha = summary["merge_commit"].as_str().expect("merge commit");
+    assert_eq!(env.git(&["rev-parse", "main"]).trim(), sha);
+    // Stock git reads the pick record.
+    let note = env.git(&["notes", "--ref=arbiter-picks", "show", sha]);
+    let pick: serde_json::Value = serde_json::from_str(&note).expect("pick record is JSON");
+    assert_eq!(pick["version"], 1);
+    assert_eq!(pick["wo_id"], "wo-01");
+    assert_eq!(pick["winner_instance"], 1);
+    assert_eq!(pick["score"], 8);
+    assert_eq!(pick["verdict"], "passed");
+    assert_eq!(pick["loser_instances"], serde_json::json!([0, 2]));
+    assert_eq!(pick["instances"].as_array().expect("instances").len(), 3);
+    assert_eq!(
+        pick["merge_policy"],
+        "no-ff merge-back, drift scope own, no conflict auto-resolution"
+    );
+    assert_eq!(summary["pick"], pick);
+    // The merge commit's regular note is written by merge-back too.
+    let regular = env.git(&["notes", "--ref=arbiter", "show", sha]);
+    assert!(regular.contains("wo-01"), "{regular}");
+    // Losers (and the merged winner) are gone.
+    assert_eq!(race_branches(&env), "");
+    assert_eq!(worktree_count(&env), 1);
+    // The work order is done and `log` shows the pick.
+    let log = env.run(&["log"]).success();
+    assert!(log.stdout.contains("race_dispatch"), "{}", log.stdout);
+    assert!(log.stdout.contains("pick"), "{}", log.stdout);
+    assert!(log.stdout.contains("instance=1 score=8"), "{}", log.stdout);
+    let status = env.run(&["status", "--json"]).success().json();
+    let row = &status["orders"][0];
+    assert_eq!(row["id"], "wo-01");
+    assert_eq!(row["status"], "done");
+    env.fsck();
+    // Done: a second race is refused as bad input, nothing changes.
+    let again = race(&env, &["-n", "2", "--build", BUILD, "--score", "echo 1"]).code(2);
+    assert!(again.stderr.contains("already done"), "{}", again.stderr);
+}
+
+#[test]
+fn a_tie_goes_to_the_earliest_finish() {
+    let env = repo();
+    let build = format!("{BUILD}; if [ $ARBITER_INSTANCE = 0 ]; then sleep 1.5; fi");
+    let summary = race(&env, &["-n", "2", "--build", &build, "--score", "echo 8"])
+        .success()
+        .json();
+    assert_eq!(summary["winner"], 1, "{summary}");
+    assert_eq!(main_file(&env).as_deref(), Some("instance 1\n"));
+    let f0 = summary["instances"][0]["finished_at"].as_u64().expect("t0");
+    let f1 = summary["instances"][1]["finished_at"].as_u64().expect("t1");
+    assert!(f1 < f0);
+}
+
+#[test]
+fn a_failed_gate_excludes_a_high_score() {
+    let env = repo();
+    let summary = race(
+        &env,
+        &[
+            "-n",
+            "3",
+            "--build",
+            BUILD,
+            "--gate",
+            "test $ARBITER_INSTANCE != 1",
+            "--score",
+            SCORE_587,
+        ],
+    )
+    .success()
+    .json();
+    assert_eq!(summary["winner"], 2);
+    assert_eq!(summary["instances"][1]["verdict"], "gate_failed");
+    assert_eq!(summary["instances"][1]["score"], serde_json::Value::Null);
+    assert_eq!(main_file(&env).as_deref(), Some("instance 2\n"));
+}
+
+#[test]
+fn min_score_above_every_score_merges_nothing_and_escalates() {
+    let env = repo();
+    let before = env.git(&["rev-parse", "main"]);
+    let run = env
+        .run(&[
+            "race",
+            "wo-01",
+            "-n",
+            "3",
+            "--max-total",
+            "4",
+            "--build",
+            BUILD,
+            "--score",
+            SCORE_587,
+            "--min-score",
+            "100",
+        ])
+        .code(1);
+    assert!(run.stdout.contains("ESCALATION"), "{}", run.stdout);
+    for line in [
+        "#0  passed",
+        "score=5",
+        "#1  passed",
+        "score=8",
+        "#2  passed",
+        "score=7",
+    ] {
+        assert!(run.stdout.contains(line), "missing {line}:\n{}", run.stdout);
+    }
+    assert_eq!(env.git(&["rev-parse", "main"]), before, "nothing merged");
+    assert_eq!(main_file(&env), None);
+    assert_eq!(race_branches(&env), "");
+    // The floor also comes from config.
+    env.git(&["config", "arbiter.minScore", "100"]);
+    env.run(&["clear", "wo-01"]).success();
+    let summary = race(&env, &["-n", "1", "--build", BUILD, "--score", "echo 99"])
+        .code(1)
+        .json();
+    assert_eq!(summary["min_score"], 100);
+    assert_eq!(summary["winner"], serde_json::Value::Null);
+}
+
+#[test]
+fn invalid_score_output_makes_the_instance_invalid() {
+    let env = repo();
+    let score = "if [ $ARBITER_INSTANCE = 1 ]; then echo 99; echo 'not a number'; else echo 3; fi";
+    let summary = race(&env, &["-n", "2", "--build", BUILD, "--score", score])
+        .success()
+        .json();
+    assert_eq!(summary["winner"], 0);
+    let bad = &summary["instances"][1];
+    assert_eq!(bad["verdict"], "invalid_score");
+    assert_eq!(bad["score"], serde_json::Value::Null);
+    assert!(
+        bad["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("'not a number' is not an integer"),
+        "{bad}"
+    );
+}
+
+#[test]
+fn keep_losers_keeps_their_worktrees_and_branches() {
+    let env = repo();
+    let summary = race(
+        &env,
+        &[
+            "-n",
+            "3",
+            "--build",
+            BUILD,
+            "--score",
+            SCORE_587,
+            "--keep-losers",
+        ],
+    )
+    .success()
+    .json();
+    assert_eq!(summary["winner"], 1);
+    let branches = race_branches(&env);
+    assert!(
+        branches.contains("arbiter-race/wo-01/0") && branches.contains("arbiter-race/wo-01/2"),
+        "{branches}"
+    );
+    assert!(!branches.contains("arbiter-race/wo-01/1"), "{branches}");
+    assert_eq!(worktree_count(&env), 3);
+    let wt = summary["instances"][0]["worktree"].as_str().expect("path");
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(wt).join("src/one.txt")).expect("kept file"),
+        "instance 0\n"
+    );
+}
+
+#[test]
+fn drift_in_the_best_falls_back_to_the_next_best() {
+    let env = repo();
+    let build = format!("{BUILD}; if [ $ARBITER_INSTANCE = 1 ]; then echo x > undeclared.txt; fi");
+    let summary = race(&env, &["-n", "3", "--build", &build, "--score", SCORE_587])
+        .success()
+        .json();
+    assert_eq!(summary["merges"][0]["instance"], 1);
+    assert_eq!(summary["merges"][0]["outcome"], "undeclared_file_drift");
+    assert_eq!(summary["merges"][1]["instance"], 2);
+    assert_eq!(summary["merges"][1]["outcome"], "merged");
+    assert_eq!(summary["winner"], 2);
+    assert_eq!(main_file(&env).as_deref(), Some("instance 2\n"));
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["status"], "done", "{status}");
+    assert_eq!(status["orders"][0]["terminal"], false, "{status}");
+    assert_eq!(race_branches(&env), "");
+}
+
+#[test]
+fn the_race_respects_the_slot_cap() {
+    let env = repo();
+    let trace = env.root.join("trace");
+    let build = format!(
+        "echo \"start $(date +%s%N)\" >> {t}; sleep 0.4; {BUILD}; echo \"end $(date +%s%N)\" >> {t}",
+        t = trace.display()
+    );
+    env.run(&[
+        "race",
+        "wo-01",
+        "-n",
+        "4",
+        "--max-total",
+        "2",
+        "--build",
+        &build,
+        "--score",
+        "echo $ARBITER_INSTANCE",
+    ])
+    .success();
+    let text = std::fs::read_to_string(&trace).expect("trace");
+    let mut events: Vec<(u128, i32)> = text
+        .lines()
+        .map(|l| {
+            let (kind, t) = l.split_once(' ').expect("kind and time");
+            (
+                t.parse().expect("nanos"),
+                if kind == "start" { 1 } else { -1 },
+            )
+        })
+        .collect();
+    assert_eq!(events.len(), 8, "{text}");
+    // Ends before starts at the same instant.
+    events.sort();
+    let (mut now, mut peak) = (0, 0);
+    for (_, d) in events {
+        now += d;
+        peak = peak.max(now);
+    }
+    assert!(
+        (1..=2).contains(&peak),
+        "peak concurrency {peak} with cap 2:\n{text}"
+    );
+}
+
+fn pick(env: &TestEnv, args: &[&str], stdin: &str) -> Run {
+    let mut cmd = env.command_in(&env.root, args);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn pick_reads_candidates_from_stdin() {
+    let env = TestEnv::new();
+    let input = r#"{"version":1,"candidates":[
+        {"instance":0,"passed":true,"score":5,"finished_at":1,"verdict":"passed"},
+        {"instance":1,"passed":true,"score":8,"finished_at":3,"verdict":"passed"},
+        {"instance":2,"passed":true,"score":8,"finished_at":2,"verdict":"passed"},
+        {"instance":3,"passed":false,"score":99,"finished_at":0,"verdict":"gate_failed"}]}"#;
+    let out = pick(&env, &["pick", "--json"], input).success().json();
+    assert_eq!(
+        out,
+        serde_json::json!({"version":1,"winner":2,"order":[2,1,0]})
+    );
+    assert_eq!(pick(&env, &["pick"], input).success().stdout, "2\n");
+    let none = pick(&env, &["pick", "--json", "--min-score", "9"], input).code(1);
+    assert_eq!(none.json()["winner"], serde_json::Value::Null);
+    let bad = pick(&env, &["pick"], "{not json").code(2);
+    assert!(
+        bad.stderr
+            .starts_with("error: stdin is not a candidate list"),
+        "{}",
+        bad.stderr
+    );
+    assert!(bad.stdout.is_empty());
+}
