@@ -80,7 +80,7 @@ pub enum Error {
     #[error("interrupted")]
     Interrupted,
     /// A non-blocking slot acquire found no slot it may take.
-    #[error("no slot free: all {cap} build slots are held or promised to earlier waiters")]
+    #[error("no slot free (cap {cap}): every slot is held or promised to an earlier waiter")]
     NoSlot { cap: u32 },
 }
 

@@ -215,9 +215,9 @@ pub fn resolve_slot_dir(
 /// The cap: `--max-total`, else `git config arbiter.maxTotal`, else 6. Must be 1..=1024.
 pub fn cap(ctx: Option<&Context>, flag: Option<u32>) -> Result<u32> {
     let (value, source) = match flag {
-        Some(v) => (v, "--max-total"),
+        Some(v) => (v, "--max-total "),
         None => match ctx.map(|c| c.config_u32("arbiter.maxTotal")).transpose()? {
-            Some(Some(v)) => (v, "config arbiter.maxTotal"),
+            Some(Some(v)) => (v, "config arbiter.maxTotal = "),
             _ => return Ok(defaults::MAX_TOTAL),
         },
     };
@@ -230,7 +230,7 @@ fn check_cap(value: u32, source: &str) -> Result<()> {
         Ok(())
     } else {
         Err(InputError::new(format!(
-            "{source} = {value}: the slot cap must be between 1 and {MAX_CAP}"
+            "{source}{value}: the slot cap must be between 1 and {MAX_CAP}"
         ))
         .hint("set it with --max-total N or 'git config arbiter.maxTotal N'")
         .into())
@@ -425,10 +425,18 @@ fn probe_holders(dir: &Path) -> Result<Vec<Held>> {
     Ok(held)
 }
 
-/// Live tickets, oldest first, as (name, number, body). Dead tickets are
-/// skipped, and removed when `reap` (only under the directory mutex, so no
-/// ticket is being created at the same moment).
-fn probe_queue(dir: &Path, reap: bool) -> Result<(Vec<(String, u64, Option<TicketBody>)>, u64)> {
+/// A live waiter's ticket as seen in the queue.
+struct Queued {
+    name: String,
+    number: u64,
+    /// `None` if unreadable (not written by git-arbiter).
+    body: Option<TicketBody>,
+}
+
+/// Live tickets, oldest first, and the number for the next ticket. Dead
+/// tickets are skipped, and removed when `reap` (only under the directory
+/// mutex, so no ticket is being created at the same moment).
+fn probe_queue(dir: &Path, reap: bool) -> Result<(Vec<Queued>, u64)> {
     let queue = dir.join(QUEUE);
     if !queue.exists() {
         return Ok((Vec::new(), 0));
@@ -443,7 +451,7 @@ fn probe_queue(dir: &Path, reap: bool) -> Result<(Vec<(String, u64, Option<Ticke
     entries.sort_by_key(|(_, n, _)| *n);
     let next = entries.last().map_or(0, |(_, n, _)| n + 1);
     let mut live = Vec::new();
-    for (name, n, path) in entries {
+    for (name, number, path) in entries {
         let mut file = match open_lockable(&path, false) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -454,7 +462,11 @@ fn probe_queue(dir: &Path, reap: bool) -> Result<(Vec<(String, u64, Option<Ticke
                 let _ = fs::remove_file(&path);
             }
         } else {
-            live.push((name, n, read_json(&mut file)));
+            live.push(Queued {
+                name,
+                number,
+                body: read_json(&mut file),
+            });
         }
     }
     Ok((live, next))
@@ -463,16 +475,12 @@ fn probe_queue(dir: &Path, reap: bool) -> Result<(Vec<(String, u64, Option<Ticke
 /// How many waiters at the head of the queue may take a slot now, given the
 /// held count and each waiter's cap in queue order (see the module docs).
 fn admissible(held: u32, caps: impl IntoIterator<Item = u32>) -> usize {
-    let mut taken = held;
-    let mut count = 0;
-    for cap in caps {
-        if taken >= cap {
-            break;
-        }
-        taken += 1;
-        count += 1;
-    }
-    count
+    // The i-th waiter (0-based) fits if the held slots plus the i admitted
+    // before it leave room under its cap.
+    caps.into_iter()
+        .enumerate()
+        .take_while(|&(i, cap)| u64::from(held) + (i as u64) < u64::from(cap))
+        .count()
 }
 
 /// Take the lowest free slot and write `info` into it. Called under the mutex.
@@ -519,7 +527,7 @@ pub fn acquire(
     interrupt: &AtomicBool,
     on_wait: &mut dyn FnMut(&WaitState),
 ) -> Result<Option<Slot>> {
-    check_cap(cap, "the slot cap")?;
+    check_cap(cap, "slot cap ")?;
     prepare_dir(dir)?;
     let mut ticket: Option<Ticket> = None;
     let mut reported: Option<WaitState> = None;
@@ -532,21 +540,18 @@ pub fn acquire(
         let (queue, next) = probe_queue(dir, true)?;
         // Our position: at our ticket, or (no ticket yet) after everyone.
         let position = match &ticket {
-            Some(t) => queue
-                .iter()
-                .position(|(name, _, _)| *name == t.name)
-                .ok_or_else(|| {
-                    Error::io(format!("waiting in {}", dir.display()))(std::io::Error::other(
-                        "our queue ticket disappeared",
-                    ))
-                })?,
+            Some(t) => queue.iter().position(|q| q.name == t.name).ok_or_else(|| {
+                Error::io(format!("waiting in {}", dir.display()))(std::io::Error::other(
+                    "our queue ticket disappeared",
+                ))
+            })?,
             None => queue.len(),
         };
         let caps = queue
             .iter()
             .take(position)
             // A live ticket without readable content is not ours to judge: assume our cap.
-            .map(|(_, _, body)| body.as_ref().map_or(cap, |b| b.cap))
+            .map(|q| q.body.as_ref().map_or(cap, |b| b.cap))
             .chain(std::iter::once(cap));
         let held_count = held.len() as u32;
         if position < admissible(held_count, caps) {
@@ -620,9 +625,9 @@ pub fn occupancy(dir: &Path) -> Result<Occupancy> {
     let (queue, _) = probe_queue(dir, false)?;
     let waiters = queue
         .into_iter()
-        .filter_map(|(_, ticket, body)| {
-            body.map(|b| Waiter {
-                ticket,
+        .filter_map(|q| {
+            q.body.map(|b| Waiter {
+                ticket: q.number,
                 cap: b.cap,
                 info: b.info,
             })
@@ -756,13 +761,14 @@ mod tests {
         }
         // A non-blocking acquire does not jump the queue, though it races the waiters.
         drop(first);
-        let _ = take(&dir, 1, "jumper").map(|s| {
-            assert!(
-                order.lock().expect("order").len() == 4,
+        if let Some(jumper) = take(&dir, 1, "jumper") {
+            assert_eq!(
+                order.lock().expect("order").len(),
+                4,
                 "a non-blocking acquire took a slot while waiters queued"
             );
-            s
-        });
+            drop(jumper);
+        }
         for t in threads {
             t.join().expect("thread");
         }

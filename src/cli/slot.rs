@@ -1,0 +1,380 @@
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use git_arbiter::context::Context;
+use git_arbiter::slots::{self, HolderInfo, Wait, WaitState};
+use git_arbiter::{Error, ExitCode};
+use serde::Serialize;
+
+use super::{json, out, render_error, Env};
+
+/// Machine-wide build slots: who holds them, or hold one around a command.
+///
+/// Every git-arbiter process of the user shares one cap on concurrent builds,
+/// across repositories (`--max-total`, else `arbiter.maxTotal`, else 6). A slot
+/// is an flock'd file in the slot directory (`$ARBITER_SLOT_DIR`, else
+/// `arbiter.slotDir`, else `$XDG_RUNTIME_DIR/git-arbiter`, else
+/// `~/.local/state/git-arbiter`), so the slot of a killed holder is free at
+/// once. Waiters are served first come, first served.
+#[derive(Args, Debug)]
+pub struct SlotArgs {
+    #[command(subcommand)]
+    command: SlotCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum SlotCommand {
+    Status(StatusArgs),
+    Run(RunArgs),
+}
+
+/// Show the cap, the holders (pid, repo, work order, since) and the waiters.
+///
+/// Read-only. Outside a repository the cap is `--max-total` or the default.
+#[derive(Args, Debug)]
+struct StatusArgs {
+    /// Print `{"version":1,"dir":…,"cap":…,"used":…,"holders":[…],"waiters":[…]}`
+    #[arg(long)]
+    json: bool,
+    /// The cap to report [default: `arbiter.maxTotal`, else 6]
+    #[arg(long, value_name = "N")]
+    max_total: Option<u32>,
+}
+
+/// Hold one slot while CMD runs, for hooks and scripts.
+///
+/// Waits in turn for a free slot (printing `arbiter slot waiting …` on
+/// stderr), runs CMD with `ARBITER_SLOT=<index>` in its environment, releases
+/// the slot when CMD ends and exits with CMD's exit status (128+N if a signal
+/// N ended it). Exit 5 with `--no-wait` when no slot is free, 130 when
+/// interrupted while waiting. While CMD runs, SIGTERM and SIGHUP are passed on
+/// to it; SIGINT is not, since Ctrl-C already reaches CMD through the
+/// terminal's process group.
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The machine-wide cap [default: `arbiter.maxTotal`, else 6]
+    #[arg(long, value_name = "N")]
+    max_total: Option<u32>,
+    /// Exit 5 at once instead of waiting when no slot is free
+    #[arg(long)]
+    no_wait: bool,
+    /// What `slot status` shows for this holder [default: CMD]
+    #[arg(long, value_name = "LABEL")]
+    label: Option<String>,
+    /// The command and its arguments (after `--`)
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<OsString>,
+}
+
+pub fn cmd_slot(env: &Env, args: SlotArgs) -> Result<ExitCode, Error> {
+    // Slots are machine-wide: outside a repository they still work, with no
+    // repository configuration to read.
+    let ctx = env.context().ok();
+    match args.command {
+        SlotCommand::Status(a) => status(ctx.as_ref(), a),
+        SlotCommand::Run(a) => run(env, ctx.as_ref(), a),
+    }
+}
+
+#[derive(Serialize)]
+struct StatusOutput {
+    version: u32,
+    dir: String,
+    cap: u32,
+    used: usize,
+    holders: Vec<HolderRow>,
+    waiters: Vec<WaiterRow>,
+}
+
+#[derive(Serialize)]
+struct HolderRow {
+    slot: usize,
+    /// Null when the locked slot file holds no readable info.
+    pid: Option<u32>,
+    repo: Option<String>,
+    wo: Option<String>,
+    since: Option<i64>,
+}
+
+#[derive(Serialize)]
+struct WaiterRow {
+    pid: u32,
+    repo: String,
+    wo: String,
+    since: i64,
+    cap: u32,
+}
+
+fn status(ctx: Option<&Context>, args: StatusArgs) -> Result<ExitCode, Error> {
+    let cap = slots::cap(ctx, args.max_total)?;
+    let dir = slots::slot_dir(ctx)?;
+    let occupancy = slots::occupancy(&dir)?;
+    let output = StatusOutput {
+        version: 1,
+        dir: dir.display().to_string(),
+        cap,
+        used: occupancy.holders.len(),
+        holders: occupancy
+            .holders
+            .iter()
+            .map(|h| HolderRow {
+                slot: h.slot,
+                pid: h.info.as_ref().map(|i| i.pid),
+                repo: h.info.as_ref().map(|i| i.repo.clone()),
+                wo: h.info.as_ref().map(|i| i.wo.clone()),
+                since: h.info.as_ref().map(|i| i.since),
+            })
+            .collect(),
+        waiters: occupancy
+            .waiters
+            .iter()
+            .map(|w| WaiterRow {
+                pid: w.info.pid,
+                repo: w.info.repo.clone(),
+                wo: w.info.wo.clone(),
+                since: w.info.since,
+                cap: w.cap,
+            })
+            .collect(),
+    };
+    if args.json {
+        out(&json(&output));
+    } else {
+        out(&render(&output));
+    }
+    Ok(ExitCode::Success)
+}
+
+fn render(o: &StatusOutput) -> String {
+    let mut text = format!(
+        "slots: {} of {} in use, {} waiting ({})\n",
+        o.used,
+        o.cap,
+        o.waiters.len(),
+        o.dir
+    );
+    let unknown = || "?".to_string();
+    if !o.holders.is_empty() {
+        let rows: Vec<Vec<String>> = o
+            .holders
+            .iter()
+            .map(|h| {
+                vec![
+                    h.slot.to_string(),
+                    h.pid.map_or_else(unknown, |p| p.to_string()),
+                    h.since.map_or_else(unknown, utc),
+                    h.wo.clone().unwrap_or_else(unknown),
+                    h.repo.clone().unwrap_or_else(unknown),
+                ]
+            })
+            .collect();
+        text.push_str(&table(&["SLOT", "PID", "SINCE", "WO", "REPO"], &rows));
+    }
+    if !o.waiters.is_empty() {
+        let rows: Vec<Vec<String>> = o
+            .waiters
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                vec![
+                    format!("#{}", i + 1),
+                    w.pid.to_string(),
+                    utc(w.since),
+                    w.wo.clone(),
+                    w.repo.clone(),
+                ]
+            })
+            .collect();
+        text.push_str(&table(&["WAITING", "PID", "SINCE", "WO", "REPO"], &rows));
+    }
+    text
+}
+
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cols: &[String]| {
+        let mut s = String::new();
+        for (i, c) in cols.iter().enumerate() {
+            if i + 1 == cols.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        s.push('\n');
+        s
+    };
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let mut text = line(&header);
+    for row in rows {
+        text.push_str(&line(row));
+    }
+    text
+}
+
+/// Unix seconds as `YYYY-MM-DDTHH:MM:SSZ` (UTC), without a date library.
+fn utc(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A `key=value` value: bare when it is one plain word, else quoted.
+fn kv(value: &str) -> String {
+    if !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/:@+,".contains(c))
+    {
+        value.to_owned()
+    } else {
+        format!("{value:?}")
+    }
+}
+
+fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Error> {
+    let cap = slots::cap(ctx, args.max_total)?;
+    let dir = slots::slot_dir(ctx)?;
+    let label = args.label.unwrap_or_else(|| {
+        args.command
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    let repo = match ctx {
+        Some(c) => c
+            .workdir
+            .clone()
+            .unwrap_or_else(|| c.repo.git_dir().to_owned()),
+        None => env.cwd.clone(),
+    };
+    let info = HolderInfo::now(repo.display().to_string(), label.clone());
+
+    // Handlers, not SIG_IGN: an ignored disposition would be inherited by CMD
+    // across exec, a handler is reset to the default there.
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let forward = Arc::new(AtomicUsize::new(0));
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupt))
+            .map_err(Error::io("installing the signal handler"))?;
+    }
+    for signal in [libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register_usize(signal, Arc::clone(&forward), signal as usize)
+            .map_err(Error::io("installing the signal handler"))?;
+    }
+
+    let wait = if args.no_wait {
+        Wait::NonBlocking
+    } else {
+        Wait::Block
+    };
+    let mut on_wait = |s: &WaitState| {
+        eprintln!(
+            "arbiter slot waiting wo={} cap={} held={} ahead={}",
+            kv(&label),
+            s.cap,
+            s.held,
+            s.ahead
+        );
+    };
+    let Some(slot) = slots::acquire(&dir, cap, &info, wait, &interrupt, &mut on_wait)? else {
+        return Err(Error::NoSlot { cap });
+    };
+
+    let program = &args.command[0];
+    let mut child = match std::process::Command::new(program)
+        .args(&args.command[1..])
+        .env("ARBITER_SLOT", slot.index().to_string())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => {
+            // As env(1), nice(1) and timeout(1): 127 not found, 126 not runnable.
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            render_error(&Error::io(format!(
+                "cannot run '{}'",
+                program.to_string_lossy()
+            ))(e));
+            drop(slot);
+            std::process::exit(code);
+        }
+    };
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => return Err(Error::io("waiting for the command")(e)),
+        }
+        let signal = forward.swap(0, Ordering::SeqCst);
+        if signal != 0 {
+            // SAFETY: kill(2) on our own child's pid, which is not yet reaped
+            // (try_wait just said it runs), so the pid cannot have been reused.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, signal as libc::c_int);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(slot);
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(ExitCode::Fatal.code());
+    // CMD's status is passed through as is; the contract's ExitCode only
+    // carries git-arbiter's own codes, so exit here (the slot is released).
+    std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(1_767_225_600), "2026-01-01T00:00:00Z");
+        assert_eq!(utc(951_827_696), "2000-02-29T12:34:56Z");
+        assert_eq!(utc(-1), "1969-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn kv_quotes_only_when_needed() {
+        assert_eq!(kv("wo-01"), "wo-01");
+        assert_eq!(kv("sleep 30"), "\"sleep 30\"");
+        assert_eq!(kv(""), "\"\"");
+    }
+}
