@@ -310,6 +310,10 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
     let Some(slot) = slots::acquire(&dir, cap, &info, wait, &interrupt, &mut on_wait)? else {
         return Err(Error::NoSlot { cap });
     };
+    // A signal between the last poll and here still means "do not start CMD".
+    if interrupt.load(Ordering::SeqCst) {
+        return Err(Error::Interrupted);
+    }
 
     let program = &args.command[0];
     let mut child = match std::process::Command::new(program)
