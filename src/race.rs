@@ -182,7 +182,7 @@ fn log_path(ctx: &Context, id: &str, run_id: &str, k: u32) -> PathBuf {
         .join("arbiter")
         .join("logs")
         .join(id)
-        .join(format!("race-{run_id}-{k}.log"))
+        .join(format!("{run_id}-{k}.log"))
 }
 
 fn now_nanos() -> u64 {

@@ -500,6 +500,29 @@ pub fn write_note_once(
     Err(Error::Contended)
 }
 
+/// The note on `object` in `notes_ref` (e.g. `refs/notes/arbiter-picks`), if any.
+pub fn read_note(
+    repo: &gix::Repository,
+    notes_ref: &str,
+    object: &gix::hash::oid,
+) -> Result<Option<Vec<u8>>, Error> {
+    let Some(mut r) = repo.try_find_reference(notes_ref).map_err(git_err)? else {
+        return Ok(None);
+    };
+    let tip = r.peel_to_id().map_err(git_err)?.detach();
+    let tree = repo
+        .find_commit(tip)
+        .map_err(git_err)?
+        .tree_id()
+        .map_err(git_err)?
+        .detach();
+    let mut notes = gix::note::plumbing::State::new(tree, &repo.objects).map_err(git_err)?;
+    match notes.get(object, &repo.objects).map_err(git_err)? {
+        Some(blob) => Ok(Some(repo.find_blob(blob).map_err(git_err)?.take_data())),
+        None => Ok(None),
+    }
+}
+
 fn jitter(base: Duration) -> Duration {
     // Enough randomness to break lock-step retries between processes.
     let nanos = std::time::SystemTime::now()

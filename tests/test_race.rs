@@ -75,6 +75,18 @@ fn highest_score_is_merged_with_a_pick_record() {
     assert!(log.stdout.contains("race_dispatch"), "{}", log.stdout);
     assert!(log.stdout.contains("pick"), "{}", log.stdout);
     assert!(log.stdout.contains("instance=1 score=8"), "{}", log.stdout);
+    let events = env.run(&["log", "--json"]).success().json();
+    let pick_event = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["event"] == "pick")
+        .cloned()
+        .expect("a pick event");
+    assert_eq!(
+        pick_event["pick"], pick,
+        "log --json carries the pick record"
+    );
     let status = env.run(&["status", "--json"]).success().json();
     let row = &status["orders"][0];
     assert_eq!(row["id"], "wo-01");

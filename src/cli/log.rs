@@ -1,5 +1,5 @@
 use clap::Args;
-use git_arbiter::state::Store;
+use git_arbiter::state::{read_note, Store};
 use git_arbiter::{Error, ExitCode};
 use serde::Serialize;
 
@@ -25,6 +25,9 @@ struct Line<'a> {
     attempt: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     detail: Option<&'a str>,
+    /// For a `pick` event (a race's winner): its record from `refs/notes/arbiter-picks`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pick: Option<serde_json::Value>,
 }
 
 pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
@@ -50,9 +53,13 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
                 event: &e.event,
                 attempt: e.attempt,
                 detail: e.detail.as_deref(),
+                pick: None,
             })
         })
         .collect();
+    for l in lines.iter_mut().filter(|l| l.event == "pick") {
+        l.pick = pick_record(&ctx.repo, l.detail);
+    }
     // Stable: by time, then work order, then the order events were recorded in.
     lines.sort_by(|a, b| a.at.cmp(&b.at).then(a.wo.cmp(b.wo)));
     if args.json {
@@ -85,6 +92,16 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
     }
     out(&text);
     Ok(ExitCode::Success)
+}
+
+/// The pick record named by a `pick` event's `commit=<sha>`, if readable.
+fn pick_record(repo: &gix::Repository, detail: Option<&str>) -> Option<serde_json::Value> {
+    let sha = detail?
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("commit="))?;
+    let id = gix::ObjectId::from_hex(sha.as_bytes()).ok()?;
+    let bytes = read_note(repo, git_arbiter::race::PICKS_REF, &id).ok()??;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// `YYYY-MM-DD HH:MM:SS` UTC, without pulling in a date crate for one format.
