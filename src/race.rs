@@ -586,6 +586,19 @@ fn dispatch(
             .hint("wait for it, or 'git arbiter stop' it")
             .into());
         }
+        for dep in &wo.deps {
+            let done = txn
+                .stored(dep)?
+                .is_some_and(|d| d.status == Status::Done && !d.halted);
+            if !done {
+                return Err(InputError::new(format!(
+                    "work order '{}' depends on '{dep}', which is not done",
+                    wo.id
+                ))
+                .hint(format!("race or round '{dep}' first"))
+                .into());
+            }
+        }
         r.cap = cap;
         if r.attempts >= r.cap {
             return Err(InputError::new(format!(

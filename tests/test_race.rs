@@ -341,3 +341,36 @@ fn pick_reads_candidates_from_stdin() {
     );
     assert!(bad.stdout.is_empty());
 }
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    let env = repo();
+    env.work_order("wo-02", "Two", &["wo-01"], &["src/two.txt"]);
+    env.commit_all("wo-02");
+    let before = env.git(&["for-each-ref"]);
+    for (args, needle) in [
+        (
+            vec![
+                "race", "wo-99", "-n", "2", "--build", "true", "--score", "echo 1",
+            ],
+            "no work order 'wo-99'",
+        ),
+        (
+            vec![
+                "race", "wo-01", "-n", "0", "--build", "true", "--score", "echo 1",
+            ],
+            "out of range",
+        ),
+        (
+            vec![
+                "race", "wo-02", "-n", "2", "--build", "true", "--score", "echo 1",
+            ],
+            "depends on 'wo-01'",
+        ),
+    ] {
+        let run = env.run(&args).code(2);
+        assert!(run.stderr.contains(needle), "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains("hint: "), "{}", run.stderr);
+    }
+    assert_eq!(env.git(&["for-each-ref"]), before, "nothing changed");
+}
