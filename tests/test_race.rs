@@ -374,3 +374,46 @@ fn bad_input_is_refused_and_changes_nothing() {
     }
     assert_eq!(env.git(&["for-each-ref"]), before, "nothing changed");
 }
+
+#[test]
+fn stop_ends_the_race_gives_the_attempt_back_and_cleans_up() {
+    let env = repo();
+    let started = env.root.join("started");
+    let build = format!("touch {}; sleep 300", started.display());
+    let child = env
+        .command_in(
+            &env.repo,
+            &[
+                "race", "wo-01", "-n", "2", "--json", "--build", &build, "--score", "echo 1",
+            ],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn race");
+    for _ in 0..600 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(started.exists(), "the builder never started");
+    env.run(&["stop"]).success();
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["status"], "needs_rework", "{status}");
+    assert_eq!(
+        status["orders"][0]["attempts"], 0,
+        "a stopped race is given back"
+    );
+    assert_eq!(race_branches(&env), "");
+    assert_eq!(worktree_count(&env), 1);
+    // A race afterwards runs normally.
+    race(&env, &["-n", "2", "--build", BUILD, "--score", "echo 1"]).success();
+}
