@@ -22,6 +22,9 @@ _git__arbiter() {
             git__arbiter,clear)
                 cmd="git__arbiter__subcmd__clear"
                 ;;
+            git__arbiter,demo)
+                cmd="git__arbiter__subcmd__demo"
+                ;;
             git__arbiter,generate)
                 cmd="git__arbiter__subcmd__generate"
                 ;;
@@ -31,14 +34,41 @@ _git__arbiter() {
             git__arbiter,help)
                 cmd="git__arbiter__subcmd__help"
                 ;;
+            git__arbiter,log)
+                cmd="git__arbiter__subcmd__log"
+                ;;
+            git__arbiter,merge-back)
+                cmd="git__arbiter__subcmd__merge__subcmd__back"
+                ;;
+            git__arbiter,pick)
+                cmd="git__arbiter__subcmd__pick"
+                ;;
+            git__arbiter,race)
+                cmd="git__arbiter__subcmd__race"
+                ;;
+            git__arbiter,round)
+                cmd="git__arbiter__subcmd__round"
+                ;;
+            git__arbiter,slot)
+                cmd="git__arbiter__subcmd__slot"
+                ;;
             git__arbiter,status)
                 cmd="git__arbiter__subcmd__status"
+                ;;
+            git__arbiter,stop)
+                cmd="git__arbiter__subcmd__stop"
+                ;;
+            git__arbiter,worktree)
+                cmd="git__arbiter__subcmd__worktree"
                 ;;
             git__arbiter__subcmd__help,batch)
                 cmd="git__arbiter__subcmd__help__subcmd__batch"
                 ;;
             git__arbiter__subcmd__help,clear)
                 cmd="git__arbiter__subcmd__help__subcmd__clear"
+                ;;
+            git__arbiter__subcmd__help,demo)
+                cmd="git__arbiter__subcmd__help__subcmd__demo"
                 ;;
             git__arbiter__subcmd__help,generate)
                 cmd="git__arbiter__subcmd__help__subcmd__generate"
@@ -49,8 +79,89 @@ _git__arbiter() {
             git__arbiter__subcmd__help,help)
                 cmd="git__arbiter__subcmd__help__subcmd__help"
                 ;;
+            git__arbiter__subcmd__help,log)
+                cmd="git__arbiter__subcmd__help__subcmd__log"
+                ;;
+            git__arbiter__subcmd__help,merge-back)
+                cmd="git__arbiter__subcmd__help__subcmd__merge__subcmd__back"
+                ;;
+            git__arbiter__subcmd__help,pick)
+                cmd="git__arbiter__subcmd__help__subcmd__pick"
+                ;;
+            git__arbiter__subcmd__help,race)
+                cmd="git__arbiter__subcmd__help__subcmd__race"
+                ;;
+            git__arbiter__subcmd__help,round)
+                cmd="git__arbiter__subcmd__help__subcmd__round"
+                ;;
+            git__arbiter__subcmd__help,slot)
+                cmd="git__arbiter__subcmd__help__subcmd__slot"
+                ;;
             git__arbiter__subcmd__help,status)
                 cmd="git__arbiter__subcmd__help__subcmd__status"
+                ;;
+            git__arbiter__subcmd__help,stop)
+                cmd="git__arbiter__subcmd__help__subcmd__stop"
+                ;;
+            git__arbiter__subcmd__help,worktree)
+                cmd="git__arbiter__subcmd__help__subcmd__worktree"
+                ;;
+            git__arbiter__subcmd__help__subcmd__slot,run)
+                cmd="git__arbiter__subcmd__help__subcmd__slot__subcmd__run"
+                ;;
+            git__arbiter__subcmd__help__subcmd__slot,status)
+                cmd="git__arbiter__subcmd__help__subcmd__slot__subcmd__status"
+                ;;
+            git__arbiter__subcmd__help__subcmd__worktree,add)
+                cmd="git__arbiter__subcmd__help__subcmd__worktree__subcmd__add"
+                ;;
+            git__arbiter__subcmd__help__subcmd__worktree,list)
+                cmd="git__arbiter__subcmd__help__subcmd__worktree__subcmd__list"
+                ;;
+            git__arbiter__subcmd__help__subcmd__worktree,remove)
+                cmd="git__arbiter__subcmd__help__subcmd__worktree__subcmd__remove"
+                ;;
+            git__arbiter__subcmd__slot,help)
+                cmd="git__arbiter__subcmd__slot__subcmd__help"
+                ;;
+            git__arbiter__subcmd__slot,run)
+                cmd="git__arbiter__subcmd__slot__subcmd__run"
+                ;;
+            git__arbiter__subcmd__slot,status)
+                cmd="git__arbiter__subcmd__slot__subcmd__status"
+                ;;
+            git__arbiter__subcmd__slot__subcmd__help,help)
+                cmd="git__arbiter__subcmd__slot__subcmd__help__subcmd__help"
+                ;;
+            git__arbiter__subcmd__slot__subcmd__help,run)
+                cmd="git__arbiter__subcmd__slot__subcmd__help__subcmd__run"
+                ;;
+            git__arbiter__subcmd__slot__subcmd__help,status)
+                cmd="git__arbiter__subcmd__slot__subcmd__help__subcmd__status"
+                ;;
+            git__arbiter__subcmd__worktree,add)
+                cmd="git__arbiter__subcmd__worktree__subcmd__add"
+                ;;
+            git__arbiter__subcmd__worktree,help)
+                cmd="git__arbiter__subcmd__worktree__subcmd__help"
+                ;;
+            git__arbiter__subcmd__worktree,list)
+                cmd="git__arbiter__subcmd__worktree__subcmd__list"
+                ;;
+            git__arbiter__subcmd__worktree,remove)
+                cmd="git__arbiter__subcmd__worktree__subcmd__remove"
+                ;;
+            git__arbiter__subcmd__worktree__subcmd__help,add)
+                cmd="git__arbiter__subcmd__worktree__subcmd__help__subcmd__add"
+                ;;
+            git__arbiter__subcmd__worktree__subcmd__help,help)
+                cmd="git__arbiter__subcmd__worktree__subcmd__help__subcmd__help"
+                ;;
+            git__arbiter__subcmd__worktree__subcmd__help,list)
+                cmd="git__arbiter__subcmd__worktree__subcmd__help__subcmd__list"
+                ;;
+            git__arbiter__subcmd__worktree__subcmd__help,remove)
+                cmd="git__arbiter__subcmd__worktree__subcmd__help__subcmd__remove"
                 ;;
             *)
                 ;;
@@ -59,7 +170,7 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --orders --help --version status batch clear halt generate help"
+            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch clear halt slot stop log generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -104,6 +215,24 @@ _git__arbiter() {
             ;;
         git__arbiter__subcmd__clear)
             opts="-h --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__demo)
+            opts="-h --keep --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -165,7 +294,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="status batch clear halt generate help"
+            opts="round race pick demo status worktree merge-back batch clear halt slot stop log generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -193,6 +322,20 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__clear)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__demo)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -248,6 +391,118 @@ _git__arbiter() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        git__arbiter__subcmd__help__subcmd__log)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__merge__subcmd__back)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__pick)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__race)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__round)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__slot)
+            opts="status run"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__slot__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__slot__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         git__arbiter__subcmd__help__subcmd__status)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -255,6 +510,372 @@ _git__arbiter() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__worktree)
+            opts="add remove list"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__worktree__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__worktree__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__worktree__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__log)
+            opts="-h --json --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__merge__subcmd__back)
+            opts="-h --into --drift-scope --json --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --into)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drift-scope)
+                    COMPREPLY=($(compgen -W "own batch" -- "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__pick)
+            opts="-h --min-score --json --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --min-score)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__race)
+            opts="-n -h --build --gate --score --min-score --keep-losers --into --max-total --timeout --json --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --build)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --score)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-score)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --into)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-total)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__round)
+            opts="-h --build --gate --critic --final-gate --budget-cmd --into --max --max-total --once --dry-run --json --timeout --drift-scope --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --build)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --critic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --final-gate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --budget-cmd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --into)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-total)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drift-scope)
+                    COMPREPLY=($(compgen -W "own batch" -- "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__slot)
+            opts="-h --orders --help status run help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__slot__subcmd__help)
+            opts="status run help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__slot__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__slot__subcmd__help__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__slot__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__slot__subcmd__run)
+            opts="-h --max-total --no-wait --label --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --max-total)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --label)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__slot__subcmd__status)
+            opts="-h --json --max-total --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --max-total)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -273,6 +894,174 @@ _git__arbiter() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__stop)
+            opts="-h --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__worktree)
+            opts="-h --orders --help add remove list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__worktree__subcmd__add)
+            opts="-h --base --into --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --base)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --into)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__worktree__subcmd__help)
+            opts="add remove list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__worktree__subcmd__help__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__worktree__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__worktree__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__worktree__subcmd__help__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__worktree__subcmd__list)
+            opts="-h --json --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__worktree__subcmd__remove)
+            opts="-h --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

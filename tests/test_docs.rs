@@ -225,7 +225,7 @@ complete_line() {{
 #[test]
 fn bash_completes_git_arbiter_lines() {
     let replies = complete_bash(&[
-        "git arbiter st",
+        "git arbiter stat",
         "git arbiter ",
         "git arbiter batch --m",
         "git -C . arbiter halt wo-01 --r",
@@ -240,7 +240,11 @@ fn bash_completes_git_arbiter_lines() {
             replies[1]
         );
     }
-    assert_eq!(replies[2], "--max |");
+    assert!(
+        replies[2].split('|').any(|r| r == "--max "),
+        "{}",
+        replies[2]
+    );
     assert_eq!(replies[3], "--reason |");
     assert_eq!(replies[4], "--help |");
 }
@@ -260,4 +264,49 @@ printf '%s|' "${{COMPREPLY[@]}}""#,
         .output()
         .expect("run bash");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "--json|");
+}
+
+/// README's first command runs `examples/basic/setup.sh`: it must work on a
+/// machine without a git identity and show the documented batch.
+#[test]
+fn basic_example_runs_status_and_batch() {
+    let env = TestEnv::new();
+    let bin_dir = bin().parent().expect("bin dir").to_owned();
+    let path = std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let example = env.root.join("example");
+    // No identity in the environment or any config, as on a fresh machine.
+    let output = Command::new(manifest_dir().join("examples/basic/setup.sh"))
+        .arg(&example)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &env.home)
+        .env("LC_ALL", "C")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .current_dir(&env.root)
+        .output()
+        .expect("run setup.sh");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "setup.sh failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("login-api     blocked"), "{stdout}");
+    let json_start = stdout.find("{\n").expect("batch JSON");
+    let batch: serde_json::Value =
+        serde_json::from_str(&stdout[json_start..]).expect("batch prints JSON");
+    let picked: Vec<&str> = batch["batch"]
+        .as_array()
+        .expect("batch list")
+        .iter()
+        .map(|p| p["wo_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(picked, ["docs", "login-form"]);
+    assert_eq!(batch["deferred"][0]["wo_id"], "login-styles");
+    assert_eq!(batch["deferred"][0]["conflicts_with"][0], "login-form");
+    assert_eq!(batch["deferred"][1]["reason"], "no_declared_files");
 }

@@ -1,0 +1,1 @@
+//! The login form (to be written by the `login-form` work order).
