@@ -107,26 +107,24 @@ pub fn changed_paths(
                 path: location.into(),
                 kind: Kind::Deleted,
             }),
+            // tree→tree is only a directory whose contents changed; those are listed on their own.
             ChangeDetached::Modification {
                 location,
                 previous_entry_mode,
                 entry_mode,
                 ..
-            } => {
-                // tree→tree is only a directory whose contents changed; those are listed on their own.
-                if !(previous_entry_mode.is_tree() && entry_mode.is_tree()) {
-                    let kind = if previous_entry_mode.is_tree() {
-                        Kind::Added
-                    } else if entry_mode.is_tree() {
-                        Kind::Deleted
-                    } else {
-                        Kind::Modified
-                    };
-                    out.push(Changed {
-                        path: location.into(),
-                        kind,
-                    });
-                }
+            } if !(previous_entry_mode.is_tree() && entry_mode.is_tree()) => {
+                let kind = if previous_entry_mode.is_tree() {
+                    Kind::Added
+                } else if entry_mode.is_tree() {
+                    Kind::Deleted
+                } else {
+                    Kind::Modified
+                };
+                out.push(Changed {
+                    path: location.into(),
+                    kind,
+                });
             }
             // Rewrites cannot occur with rename tracking off; count both ends if they ever do.
             ChangeDetached::Rewrite {
