@@ -178,7 +178,7 @@ fn id(i: usize) -> String {
 /// Ids of the work orders `i` depends on: a fifth depend on the previous
 /// feature of the same component.
 fn deps(i: usize) -> Option<usize> {
-    (i >= COMPONENTS && i % 5 == 0).then(|| i - COMPONENTS)
+    (i >= COMPONENTS && i.is_multiple_of(5)).then(|| i - COMPONENTS)
 }
 
 /// Returns the seed commit and a commit unrelated to the branch.

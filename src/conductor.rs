@@ -95,7 +95,10 @@ pub fn is_live(ctx: &Context, name: &str) -> bool {
 
 fn lock_is_held(path: &Path) -> bool {
     match File::open(path) {
-        Ok(file) => matches!(fs4::FileExt::try_lock(&file), Err(fs4::TryLockError::WouldBlock)),
+        Ok(file) => matches!(
+            fs4::FileExt::try_lock(&file),
+            Err(fs4::TryLockError::WouldBlock)
+        ),
         Err(_) => false,
     }
 }
@@ -122,7 +125,8 @@ pub fn request_stop_all(ctx: &Context) -> Result<Vec<String>> {
         };
         if lock_is_held(&path) {
             let stop = dir.join(format!("{name}.stop"));
-            std::fs::write(&stop, b"stop\n").map_err(Error::io(format!("writing {}", stop.display())))?;
+            std::fs::write(&stop, b"stop\n")
+                .map_err(Error::io(format!("writing {}", stop.display())))?;
             stopped.push(name.to_owned());
         }
     }

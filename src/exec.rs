@@ -83,7 +83,10 @@ pub struct Spec<'a> {
 /// A `Command` for `sh -c CMD` with git's variables removed and `env` added.
 pub fn shell(command: &str, cwd: &Path, env: &[(String, String)]) -> Command {
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(command).current_dir(cwd).stdin(Stdio::null());
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::null());
     for var in GIT_ENV {
         cmd.env_remove(var);
     }
@@ -121,7 +124,11 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
         let timed_out = spec.timeout.is_some_and(|t| started.elapsed() >= t);
         if timed_out || stop() {
             terminate(&mut child)?;
-            return Ok(if timed_out { Exit::TimedOut } else { Exit::Interrupted });
+            return Ok(if timed_out {
+                Exit::TimedOut
+            } else {
+                Exit::Interrupted
+            });
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -170,7 +177,11 @@ mod tests {
     fn exit_codes_and_log() {
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
-        let exit = run(&spec("echo out; echo err >&2; exit 3", dir.path(), &log, None), &|| false).expect("runs");
+        let exit = run(
+            &spec("echo out; echo err >&2; exit 3", dir.path(), &log, None),
+            &|| false,
+        )
+        .expect("runs");
         assert_eq!(exit, Exit::Code(3));
         let text = std::fs::read_to_string(&log).expect("log");
         assert!(text.contains("out") && text.contains("err"), "{text}");
@@ -182,13 +193,27 @@ mod tests {
         let log = dir.path().join("x.log");
         let pidfile = dir.path().join("pid");
         let cmd = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
-        let exit = run(&spec(&cmd, dir.path(), &log, Some(Duration::from_millis(300))), &|| false).expect("runs");
+        let exit = run(
+            &spec(&cmd, dir.path(), &log, Some(Duration::from_millis(300))),
+            &|| false,
+        )
+        .expect("runs");
         assert_eq!(exit, Exit::TimedOut);
-        let pid: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("pid number");
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .expect("pid")
+            .trim()
+            .parse()
+            .expect("pid number");
         // Dead means gone, or a zombie waiting for init to reap it.
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
-        assert!(matches!(state, None | Some("Z") | Some("X")), "grandchild {pid} survived the timeout: {stat}");
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next());
+        assert!(
+            matches!(state, None | Some("Z") | Some("X")),
+            "grandchild {pid} survived the timeout: {stat}"
+        );
     }
 
     #[test]
@@ -196,11 +221,19 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
         let out = dir.path().join("out");
-        let mut s = spec("echo \"dir=${GIT_DIR-unset} idx=${GIT_INDEX_FILE-unset} x=$X\"", dir.path(), &log, None);
+        let mut s = spec(
+            "echo \"dir=${GIT_DIR-unset} idx=${GIT_INDEX_FILE-unset} x=$X\"",
+            dir.path(),
+            &log,
+            None,
+        );
         let env = [("X".to_string(), "1".to_string())];
         s.env = &env;
         s.stdout_to = Some(&out);
         run(&s, &|| false).expect("runs");
-        assert_eq!(std::fs::read_to_string(&out).expect("out"), "dir=unset idx=unset x=1\n");
+        assert_eq!(
+            std::fs::read_to_string(&out).expect("out"),
+            "dir=unset idx=unset x=1\n"
+        );
     }
 }

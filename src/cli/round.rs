@@ -84,7 +84,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => value * 3600.0,
         _ => return Err(format!("'{s}': unknown unit '{unit}' (use ms, s, m or h)")),
     };
-    if !(seconds > 0.0) || !seconds.is_finite() {
+    if !seconds.is_finite() || seconds <= 0.0 {
         return Err(format!("'{s}' must be a positive duration"));
     }
     Ok(Duration::from_secs_f64(seconds))

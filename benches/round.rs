@@ -1,0 +1,192 @@
+//! A round of 8 work orders with trivial builders on a 5,000-file repository,
+//! side by side with the same work done by hand with the git CLI (worktree
+//! add, commit, `git merge --no-ff`, `git diff --name-only`, worktree remove,
+//! branch -D). Prints times, the ratio, and the conductor's peak RSS.
+//!
+//! Run: `cargo bench --bench round`. Never asserts a time: machines are noisy.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const FILES: usize = 5_000;
+const ORDERS: usize = 8;
+const RUNS: usize = 5;
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?} failed in {}", dir.display());
+}
+
+fn template(root: &Path) -> PathBuf {
+    let repo = root.join("template");
+    std::fs::create_dir_all(repo.join("work-orders")).expect("mkdir");
+    for i in 0..FILES {
+        let dir = repo.join(format!("src/m{:02}", i % 50));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(
+            dir.join(format!("f{i}.rs")),
+            format!("// file {i}\npub fn f{i}() {{}}\n"),
+        )
+        .expect("write");
+    }
+    for i in 0..ORDERS {
+        std::fs::write(
+            repo.join(format!("work-orders/wo-{i}.md")),
+            format!("# Order {i}\n\n## Files to touch\n- out/wo-{i}.txt\n\n## Task\nWrite it.\n"),
+        )
+        .expect("write");
+    }
+    git(root, &["init", "-q", "-b", "main", "template"]);
+    git(&repo, &["config", "user.name", "bench"]);
+    git(&repo, &["config", "user.email", "bench@example.com"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    repo
+}
+
+fn fresh(template: &Path, root: &Path, name: &str) -> PathBuf {
+    let dest = root.join(name);
+    let _ = std::fs::remove_dir_all(&dest);
+    let _ = std::fs::remove_dir_all(root.join(format!("{name}.arbiter")));
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(template)
+        .arg(&dest)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    dest
+}
+
+/// Peak RSS (KiB) of waited-for children so far, from getrusage(2).
+fn children_max_rss() -> i64 {
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_CHILDREN is always valid.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage.ru_maxrss
+    }
+}
+
+fn arbiter_round(repo: &Path, slots: &Path) -> Duration {
+    let start = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_git-arbiter"))
+        .current_dir(repo)
+        .env("ARBITER_SLOT_DIR", slots)
+        .args([
+            "round",
+            "--max",
+            "8",
+            "--max-total",
+            "8",
+            "--build",
+            "mkdir -p out && echo done > out/$ARBITER_WO.txt",
+        ])
+        .output()
+        .expect("git-arbiter runs");
+    let elapsed = start.elapsed();
+    assert!(
+        output.status.success(),
+        "round failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    elapsed
+}
+
+fn by_hand(repo: &Path) -> Duration {
+    let start = Instant::now();
+    let wt_root = repo.with_extension("byhand");
+    for i in 0..ORDERS {
+        let wt = wt_root.join(format!("wo-{i}"));
+        let wt_s = wt.to_str().expect("utf-8 path");
+        git(
+            repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                &format!("wo-{i}"),
+                wt_s,
+                "main",
+            ],
+        );
+        std::fs::create_dir_all(wt.join("out")).expect("mkdir");
+        std::fs::write(wt.join(format!("out/wo-{i}.txt")), "done\n").expect("write");
+        git(&wt, &["add", "-A"]);
+        git(&wt, &["commit", "-q", "-m", &format!("wo-{i}")]);
+    }
+    for i in 0..ORDERS {
+        let before = String::from_utf8(
+            Command::new("git")
+                .current_dir(repo)
+                .args(["rev-parse", "HEAD"])
+                .output()
+                .expect("rev-parse")
+                .stdout,
+        )
+        .expect("utf-8");
+        git(
+            repo,
+            &["merge", "-q", "--no-ff", "--no-edit", &format!("wo-{i}")],
+        );
+        git(repo, &["diff", "--name-only", before.trim(), "HEAD"]);
+        let wt = wt_root.join(format!("wo-{i}"));
+        git(
+            repo,
+            &[
+                "worktree",
+                "remove",
+                "--force",
+                wt.to_str().expect("utf-8 path"),
+            ],
+        );
+        git(repo, &["branch", "-q", "-D", &format!("wo-{i}")]);
+    }
+    start.elapsed()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let root = root.path();
+    let slots = root.join("slots");
+    let template = template(root);
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let mut peak_rss = 0;
+    for run in 0..RUNS {
+        let repo = fresh(&template, root, &format!("a{run}"));
+        let before = children_max_rss();
+        ours.push(arbiter_round(&repo, &slots));
+        peak_rss = peak_rss.max(children_max_rss().max(before));
+        let repo = fresh(&template, root, &format!("b{run}"));
+        theirs.push(by_hand(&repo));
+    }
+    let (ours, theirs) = (median(ours), median(theirs));
+    println!("round of {ORDERS} work orders, {FILES}-file repository, median of {RUNS}:");
+    println!(
+        "  git-arbiter round      {:>8.1} ms",
+        ours.as_secs_f64() * 1e3
+    );
+    println!(
+        "  git CLI by hand        {:>8.1} ms",
+        theirs.as_secs_f64() * 1e3
+    );
+    println!(
+        "  speed-up               {:>8.2}x (target >= 1.5x)",
+        theirs.as_secs_f64() / ours.as_secs_f64()
+    );
+    println!(
+        "  peak RSS of any child  {:>8.1} MB (the conductor; target < 150 MB)",
+        peak_rss as f64 / 1024.0
+    );
+}
