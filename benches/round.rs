@@ -4,14 +4,14 @@
 //! branch -D). Prints times, the ratio, and the conductor's peak RSS.
 //!
 //! Run: `cargo bench --bench round`. Never asserts a time: machines are noisy.
+//! Without `--bench` (as `cargo test --all-targets` runs it) it does one small
+//! smoke run, so the test suite checks that it still works.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const FILES: usize = 5_000;
 const ORDERS: usize = 8;
-const RUNS: usize = 5;
 
 fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
@@ -22,10 +22,10 @@ fn git(dir: &Path, args: &[&str]) {
     assert!(status.success(), "git {args:?} failed in {}", dir.display());
 }
 
-fn template(root: &Path) -> PathBuf {
+fn template(root: &Path, files: usize) -> PathBuf {
     let repo = root.join("template");
     std::fs::create_dir_all(repo.join("work-orders")).expect("mkdir");
-    for i in 0..FILES {
+    for i in 0..files {
         let dir = repo.join(format!("src/m{:02}", i % 50));
         std::fs::create_dir_all(&dir).expect("mkdir");
         std::fs::write(
@@ -157,13 +157,15 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let (files, runs) = if bench { (5_000, 5) } else { (200, 1) };
     let root = tempfile::tempdir().expect("temp dir");
     let root = root.path();
     let slots = root.join("slots");
-    let template = template(root);
+    let template = template(root, files);
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let mut peak_rss = 0;
-    for run in 0..RUNS {
+    for run in 0..runs {
         let repo = fresh(&template, root, &format!("a{run}"));
         let before = children_max_rss();
         ours.push(arbiter_round(&repo, &slots));
@@ -172,7 +174,7 @@ fn main() {
         theirs.push(by_hand(&repo));
     }
     let (ours, theirs) = (median(ours), median(theirs));
-    println!("round of {ORDERS} work orders, {FILES}-file repository, median of {RUNS}:");
+    println!("round of {ORDERS} work orders, {files}-file repository, median of {runs}:");
     println!(
         "  git-arbiter round      {:>8.1} ms",
         ours.as_secs_f64() * 1e3
