@@ -47,6 +47,8 @@ pub trait Progress: Sync {
     fn phase(&self, wo: &str, phase: &str);
     /// A work order finished this round.
     fn finished(&self, wo: &str);
+    /// This conductor now holds `in_use` of the machine-wide `cap` slots.
+    fn slots(&self, _in_use: usize, _cap: u32) {}
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -487,6 +489,7 @@ fn build_one(
         }
     };
     let in_use = running.fetch_add(1, Ordering::SeqCst) + 1;
+    progress.slots(in_use, cap);
     progress.event(
         "build",
         &[
@@ -571,8 +574,8 @@ fn build_one(
         Ok(JobOutcome::Clean)
     })();
     job.outcome = outcome.unwrap_or_else(JobOutcome::Retry);
-    running.fetch_sub(1, Ordering::SeqCst);
     drop(slot);
+    progress.slots(running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
 }
 
 fn verdict(kind: &str, command: &str, exit: &Exit) -> Verdict {

@@ -41,13 +41,19 @@ impl Progress for Lines {
 pub struct Live {
     multi: MultiProgress,
     bars: Mutex<BTreeMap<String, ProgressBar>>,
+    /// The top line: builds running here and the machine-wide cap.
+    header: ProgressBar,
 }
 
 impl Live {
     fn new() -> Live {
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let header = multi.add(ProgressBar::new_spinner());
+        header.set_style(ProgressStyle::with_template("{msg}").expect("static template is valid"));
         Live {
-            multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
+            multi,
             bars: Mutex::new(BTreeMap::new()),
+            header,
         }
     }
 }
@@ -89,13 +95,19 @@ impl Progress for Live {
         let bar = bars.entry(wo.to_owned()).or_insert_with(|| {
             let bar = self.multi.add(ProgressBar::new_spinner());
             bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg}  {elapsed}  {prefix}")
+                ProgressStyle::with_template("{spinner} {msg}  {elapsed}")
                     .expect("static template is valid"),
             );
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
         bar.set_message(format!("{wo}  {phase}"));
+    }
+
+    fn slots(&self, in_use: usize, cap: u32) {
+        self.header.set_message(format!(
+            "slots held by this round: {in_use}/{cap} (machine-wide cap)"
+        ));
     }
 
     fn finished(&self, wo: &str) {
