@@ -409,16 +409,37 @@ fn demo_shows_every_case_and_exits_0() {
         "5 done, 1 halted",
         "$ git log --graph --oneline main",
     ] {
-        assert!(run.stdout.contains(want), "missing {want:?} in:\n{}", run.stdout);
+        assert!(
+            run.stdout.contains(want),
+            "missing {want:?} in:\n{}",
+            run.stdout
+        );
     }
-    assert!(run.stderr.contains("arbiter rework wo=wo-04"), "the retry is shown:\n{}", run.stderr);
-    assert!(run.stderr.contains("deferred=1"), "the overlap is shown:\n{}", run.stderr);
+    assert!(
+        run.stderr.contains("arbiter rework wo=wo-04"),
+        "the retry is shown:\n{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("deferred=1"),
+        "the overlap is shown:\n{}",
+        run.stderr
+    );
 }
 
 #[test]
 fn log_prints_the_disposition_history() {
     let env = repo();
-    round(&env, &["--build", WRITE_OWN, "--gate", "test \"$ARBITER_ATTEMPT\" != 1"]).success();
+    round(
+        &env,
+        &[
+            "--build",
+            WRITE_OWN,
+            "--gate",
+            "test \"$ARBITER_ATTEMPT\" != 1",
+        ],
+    )
+    .success();
     let json = env.run(&["log", "--json", "wo-01"]).success().json();
     let events: Vec<&str> = json["events"]
         .as_array()
@@ -427,10 +448,23 @@ fn log_prints_the_disposition_history() {
         .map(|e| e["event"].as_str().expect("event"))
         .collect();
     assert_eq!(json["version"], 1);
-    assert!(events.starts_with(&["dispatch", "needs_rework", "dispatch", "built"]), "{events:?}");
-    assert!(events.ends_with(&["merge_checkpoint", "merged"]), "{events:?}");
+    assert!(
+        events.starts_with(&["dispatch", "needs_rework", "dispatch", "built"]),
+        "{events:?}"
+    );
+    assert!(
+        events.ends_with(&["merge_checkpoint", "merged"]),
+        "{events:?}"
+    );
     let human = env.run(&["log"]).success();
-    assert!(human.stdout.lines().any(|l| l.contains("wo-02") && l.contains("dispatch")), "{}", human.stdout);
+    assert!(
+        human
+            .stdout
+            .lines()
+            .any(|l| l.contains("wo-02") && l.contains("dispatch")),
+        "{}",
+        human.stdout
+    );
 }
 
 #[test]
@@ -438,13 +472,20 @@ fn final_gate_runs_once_on_the_integration_tip() {
     let env = repo();
     let seen = env.root.join("final.txt");
     let gate = format!("cat src/one.txt src/two.txt >> {}", seen.display());
-    let summary = round(&env, &["--build", WRITE_OWN, "--final-gate", &gate]).success().json();
+    let summary = round(&env, &["--build", WRITE_OWN, "--final-gate", &gate])
+        .success()
+        .json();
     assert_eq!(summary["final_gate"]["passed"], true);
-    assert_eq!(std::fs::read_to_string(&seen).expect("ran"), "wo-01 attempt 1\nwo-02 attempt 1\n");
+    assert_eq!(
+        std::fs::read_to_string(&seen).expect("ran"),
+        "wo-01 attempt 1\nwo-02 attempt 1\n"
+    );
     clean_afterwards(&env);
 
     let env = repo();
-    let summary = round(&env, &["--build", WRITE_OWN, "--final-gate", "exit 3"]).code(1).json();
+    let summary = round(&env, &["--build", WRITE_OWN, "--final-gate", "exit 3"])
+        .code(1)
+        .json();
     assert_eq!(summary["final_gate"]["passed"], false);
     assert_eq!(summary["final_gate"]["exit_code"], 3);
     assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
@@ -454,9 +495,17 @@ fn final_gate_runs_once_on_the_integration_tip() {
 #[test]
 fn budget_command_refusal_stops_with_an_escalation() {
     let env = repo();
-    let summary = round(&env, &["--build", WRITE_OWN, "--budget-cmd", "exit 1"]).code(1).json();
+    let summary = round(&env, &["--build", WRITE_OWN, "--budget-cmd", "exit 1"])
+        .code(1)
+        .json();
     assert_eq!(summary["rounds"], 0);
-    assert!(summary["stopped"].as_str().expect("stopped").contains("--budget-cmd"), "{summary}");
+    assert!(
+        summary["stopped"]
+            .as_str()
+            .expect("stopped")
+            .contains("--budget-cmd"),
+        "{summary}"
+    );
     assert!(!env.repo.join("src/one.txt").exists());
 }
 
@@ -464,11 +513,23 @@ fn budget_command_refusal_stops_with_an_escalation() {
 fn missing_build_command_is_an_input_error() {
     let env = repo();
     let run = env.run(&["round"]).code(2);
-    assert!(run.stderr.starts_with("error: no build command\nhint: "), "{}", run.stderr);
-    let run = env.run(&["round", "--build", "true", "--timeout", "soon"]).code(2);
+    assert!(
+        run.stderr.starts_with("error: no build command\nhint: "),
+        "{}",
+        run.stderr
+    );
+    let run = env
+        .run(&["round", "--build", "true", "--timeout", "soon"])
+        .code(2);
     assert!(run.stderr.contains("--timeout"), "{}", run.stderr);
-    let run = env.run(&["round", "--build", "true", "--into", "nope"]).code(2);
-    assert!(run.stderr.contains("branch 'nope' does not exist"), "{}", run.stderr);
+    let run = env
+        .run(&["round", "--build", "true", "--into", "nope"])
+        .code(2);
+    assert!(
+        run.stderr.contains("branch 'nope' does not exist"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -485,11 +546,37 @@ fn a_killed_conductor_is_recovered_by_the_next_round() {
     child.wait().expect("reap");
     // Let the orphaned builders (own process groups) finish before looking.
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    assert_eq!(status_of(&env, "wo-01")["status"], "needs_rework", "a dead owner's work is requeued");
+    assert_eq!(
+        status_of(&env, "wo-01")["status"],
+        "needs_rework",
+        "a dead owner's work is requeued"
+    );
     let summary = round(&env, &["--build", &build]).success().json();
     assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
     let row = status_of(&env, "wo-01");
-    assert_eq!(row["attempts"], 2, "the killed attempt was counted before it started");
-    assert_eq!(std::fs::read_to_string(env.repo.join("src/one.txt")).expect("merged"), "wo-01 attempt 2\n");
+    assert_eq!(
+        row["attempts"], 2,
+        "the killed attempt was counted before it started"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/one.txt")).expect("merged"),
+        "wo-01 attempt 2\n"
+    );
+    clean_afterwards(&env);
+}
+
+#[test]
+fn clear_drops_the_kept_attempt_and_records_its_commit() {
+    let env = repo();
+    let build = format!("{WRITE_OWN}; if [ $ARBITER_WO = wo-02 ]; then echo sneaky >> README; fi");
+    round(&env, &["--build", &build]).code(1);
+    let kept = env.git(&["rev-parse", "arbiter/wo-02"]).trim().to_owned();
+    let run = env.run(&["clear", "wo-02"]).success();
+    assert_eq!(run.stderr, format!("arbiter clear wo=wo-02 dropped=arbiter/wo-02@{kept}\n"));
+    assert!(env.git(&["branch", "--list", "arbiter/*"]).is_empty());
+    let log = env.run(&["log", "--json", "wo-02"]).success().json();
+    let last = log["events"].as_array().expect("events").last().cloned().expect("an event");
+    assert_eq!(last["event"], "clear");
+    assert_eq!(last["detail"], format!("dropped arbiter/wo-02 at {kept}"));
     clean_afterwards(&env);
 }

@@ -8,8 +8,10 @@ use super::Env;
 /// Lift a work order's HALT: the only way a halted order runs again.
 ///
 /// The order starts afresh: attempts go back to 0 and its status to `ready`
-/// (or `blocked` while it has dependencies not yet done). The event is kept in
-/// its history.
+/// (or `blocked` while it has dependencies not yet done). The worktree and
+/// branch `arbiter/<id>` kept from the halted attempt are removed; the
+/// branch's commit is recorded in the order's history (and printed), so that
+/// work can still be recovered with `git branch <name> <sha>`.
 #[derive(Args, Debug)]
 pub struct ClearArgs {
     /// The work order's id (its file stem)
@@ -22,6 +24,14 @@ pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {
     let has_deps = orders.get(&args.id).is_some_and(|wo| !wo.deps.is_empty());
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     let cap = store.default_cap;
+    let branch = git_arbiter::round::branch_of(&args.id);
+    let kept = ctx
+        .repo
+        .try_find_reference(format!("refs/heads/{branch}").as_str())
+        .ok()
+        .flatten()
+        .and_then(|mut r| r.peel_to_id().ok().map(|id| id.detach()));
+    let dropped = kept.map(|sha| format!("dropped {branch} at {sha}"));
     store.transact(&format!("clear {}", args.id), |txn| -> Result<(), Error> {
         let Some(mut record) = txn.stored(&args.id)? else {
             return Err(not_halted(&args.id, orders.get(&args.id).is_some()));
@@ -40,11 +50,17 @@ pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {
         } else {
             Status::Ready
         };
-        record.log("clear", None);
+        record.log("clear", dropped.clone());
         txn.put(record);
         Ok(())
     })?;
-    eprintln!("arbiter clear wo={}", args.id);
+    match kept {
+        Some(sha) => {
+            git_arbiter::worktree::remove(&ctx, &args.id, &branch)?;
+            eprintln!("arbiter clear wo={} dropped={branch}@{sha}", args.id);
+        }
+        None => eprintln!("arbiter clear wo={}", args.id),
+    }
     Ok(ExitCode::Success)
 }
 
