@@ -4,6 +4,13 @@
 //! Order: by id. Eligible: not terminal, and `ready`, `needs_rework`, or
 //! `blocked` with every dependency `done`. A WO with no declared files could
 //! touch anything: it forms a solo batch, and only when no other WO is eligible.
+//!
+//! Deferral reasons: `overlap` when the WO's declared files overlap those of
+//! a WO already chosen while the batch still had room (`conflicts_with` names
+//! every such WO); `max_reached` for every WO considered after the batch is
+//! full, without comparing it to the batch, so a WO that would also overlap
+//! is reported as `max_reached` then; `no_declared_files` for a WO without
+//! declared files that cannot run alone now.
 
 use std::collections::BTreeMap;
 
@@ -105,6 +112,16 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
             solo.push(wo);
             continue;
         }
+        // A full batch defers the rest without comparing them to it: the
+        // comparison would only decorate the deferral (see the module doc).
+        if chosen.len() >= max {
+            out.deferred.push(Deferred {
+                wo_id: wo.id.clone(),
+                reason: "max_reached".into(),
+                conflicts_with: Vec::new(),
+            });
+            continue;
+        }
         let conflicts: Vec<String> = chosen
             .iter()
             .filter(|other| overlaps(wo, other))
@@ -115,12 +132,6 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
                 wo_id: wo.id.clone(),
                 reason: "overlap".into(),
                 conflicts_with: conflicts,
-            });
-        } else if chosen.len() >= max {
-            out.deferred.push(Deferred {
-                wo_id: wo.id.clone(),
-                reason: "max_reached".into(),
-                conflicts_with: Vec::new(),
             });
         } else {
             chosen.push(wo);

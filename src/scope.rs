@@ -40,41 +40,38 @@ impl std::fmt::Display for EntryError {
     }
 }
 
-/// A parsed glob whose matcher (a regex) is only compiled when first needed:
-/// loading thousands of work orders must not pay for regexes never used.
-#[derive(Debug, Clone)]
-struct LazyGlob {
-    glob: Glob,
-    matcher: OnceLock<GlobMatcher>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A literal path (no glob metacharacter anywhere).
+    Literal,
+    /// A glob that is compared segment by segment.
+    Glob,
+    /// A glob with a `{…}` group holding a `/`: it cannot be split per
+    /// segment and is compared by literal prefix, conservatively.
+    UnsplittableGlob,
 }
 
-impl LazyGlob {
-    fn is_match(&self, path: &str) -> bool {
-        self.matcher
-            .get_or_init(|| self.glob.compile_matcher())
-            .is_match(path)
-    }
-}
-
-#[derive(Debug, Clone)]
-enum Segment {
-    Literal(String),
-    /// `**`: any number of segments, including none.
-    AnyDepth,
-    Pattern(LazyGlob),
+/// The compiled matchers of a glob entry, built on first use: loading
+/// thousands of work orders must not pay for parsing and regexes never used.
+#[derive(Debug, Clone, Default)]
+struct Matchers {
+    /// The whole entry (for `covers`).
+    whole: OnceLock<GlobMatcher>,
+    /// Per segment index, for pattern segments that [`simple_pattern`] cannot
+    /// match itself (classes, groups, escapes).
+    segments: Vec<OnceLock<GlobMatcher>>,
 }
 
 /// One validated, normalized declared entry.
+///
+/// Compact on purpose: the text, its kind, and matchers compiled lazily. The
+/// segment model (literal, `**`, pattern) is derived from the text when asked.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    text: String,
-    /// Whole-entry matcher for globs; `None` for literal paths.
-    glob: Option<LazyGlob>,
-    /// `None` when the glob cannot be split per segment (a `{…}` group holding
-    /// a `/`): such an entry is compared by literal prefix, conservatively.
-    segments: Option<Vec<Segment>>,
-    /// Leading literal segments (the part before any glob metacharacter).
-    literal_prefix: Vec<String>,
+    text: Box<str>,
+    kind: Kind,
+    /// Globs only; empty until a matcher is needed.
+    matchers: OnceLock<Box<Matchers>>,
 }
 
 impl PartialEq for Entry {
@@ -88,25 +85,96 @@ fn is_glob(s: &str) -> bool {
     s.contains(['*', '?', '[', '{', '\\'])
 }
 
-fn compile(pattern: &str) -> Result<LazyGlob, EntryError> {
+/// Can parsing `pattern` as a glob fail? Only `[`, `{`, `}` and `\` can make
+/// globset's parser return an error; a pattern of literal characters, `*` and
+/// `?` always parses (see the `simple_patterns_always_parse` test).
+fn may_be_invalid(pattern: &str) -> bool {
+    pattern.contains(['[', '{', '}', '\\'])
+}
+
+/// Patterns made of literal characters, `*` and `?` only: matched by
+/// [`simple_match`] without building a regex.
+fn simple_pattern(pattern: &str) -> bool {
+    !may_be_invalid(pattern)
+}
+
+fn builder(pattern: &str) -> Result<Glob, EntryError> {
     GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map(|glob| LazyGlob {
-            glob,
-            matcher: OnceLock::new(),
-        })
         .map_err(|e| EntryError::BadGlob(e.kind().to_string()))
+}
+
+/// Check that `pattern` is a valid glob, as completely as compiling it would.
+fn validate(pattern: &str) -> Result<(), EntryError> {
+    if may_be_invalid(pattern) {
+        builder(pattern)?;
+    }
+    Ok(())
+}
+
+fn compile(pattern: &str) -> GlobMatcher {
+    builder(pattern)
+        .expect("the pattern was validated when the entry was parsed")
+        .compile_matcher()
+}
+
+/// Does the simple pattern `pattern` (literal bytes, `*`, `?`; no `/`) match
+/// `name`, exactly as globset with `literal_separator` would: `*` is `[^/]*`
+/// and `?` is `[^/]`, byte-wise?
+fn simple_match(pattern: &[u8], name: &[u8]) -> bool {
+    if name.contains(&b'/') {
+        // No token of a pattern without `/` matches one.
+        return false;
+    }
+    let (mut p, mut n) = (0, 0);
+    // The last `*` seen and the name position it is currently matched up to.
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, n));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == name[n] => {
+                p += 1;
+                n += 1;
+            }
+            _ => match star {
+                // Let the last `*` take one more byte and retry from there.
+                Some((sp, sn)) => {
+                    star = Some((sp, sn + 1));
+                    p = sp + 1;
+                    n = sn + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 /// Normalize as the drift check and selector expect: strip `./`, collapse `//`,
 /// drop `/./` and a trailing `/`.
 pub fn normalize(raw: &str) -> String {
+    if raw.split('/').all(|c| !c.is_empty() && c != ".") {
+        return raw.to_owned();
+    }
     raw.split('/')
         .filter(|c| !c.is_empty() && *c != ".")
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// One segment of an entry in the segment model.
+#[derive(Clone, Copy)]
+enum Segment<'a> {
+    Literal(&'a str),
+    /// `**`: any number of segments, including none.
+    AnyDepth,
+    /// A glob pattern segment, with its index in the entry.
+    Pattern(usize, &'a str),
 }
 
 impl Entry {
@@ -130,43 +198,27 @@ impl Entry {
                 return Err(EntryError::GitComponent);
             }
         }
-        if !is_glob(&text) {
-            let segments: Vec<String> = text.split('/').map(str::to_owned).collect();
-            return Ok(Entry {
-                segments: Some(segments.iter().cloned().map(Segment::Literal).collect()),
-                literal_prefix: segments,
-                glob: None,
-                text,
-            });
-        }
-        let glob = compile(&text)?;
-        let splittable = !brace_group_holds_slash(&text);
-        let mut segments = Vec::new();
-        let mut literal_prefix = Vec::new();
-        let mut still_literal = true;
-        for part in text.split('/') {
-            let segment = if part == "**" {
-                Segment::AnyDepth
-            } else if is_glob(part) {
-                if splittable {
-                    Segment::Pattern(compile(part)?)
-                } else {
-                    Segment::AnyDepth
-                }
+        let kind = if !is_glob(&text) {
+            Kind::Literal
+        } else {
+            // Every glob the matchers will ever be built from is validated
+            // now, so a bad one is reported at load with its file and line.
+            validate(&text)?;
+            if brace_group_holds_slash(&text) {
+                Kind::UnsplittableGlob
             } else {
-                Segment::Literal(part.to_owned())
-            };
-            match &segment {
-                Segment::Literal(s) if still_literal => literal_prefix.push(s.clone()),
-                _ => still_literal = false,
+                for part in text.split('/') {
+                    if part != "**" && is_glob(part) {
+                        validate(part)?;
+                    }
+                }
+                Kind::Glob
             }
-            segments.push(segment);
-        }
+        };
         Ok(Entry {
-            text,
-            glob: Some(glob),
-            segments: splittable.then_some(segments),
-            literal_prefix,
+            text: text.into_boxed_str(),
+            kind,
+            matchers: OnceLock::new(),
         })
     }
 
@@ -176,39 +228,108 @@ impl Entry {
     }
 
     pub fn is_glob(&self) -> bool {
-        self.glob.is_some()
+        self.kind != Kind::Literal
+    }
+
+    fn matchers(&self) -> &Matchers {
+        self.matchers.get_or_init(|| {
+            Box::new(Matchers {
+                whole: OnceLock::new(),
+                segments: (0..self.text.split('/').count())
+                    .map(|_| OnceLock::new())
+                    .collect(),
+            })
+        })
+    }
+
+    fn whole_matches(&self, path: &str) -> bool {
+        self.matchers()
+            .whole
+            .get_or_init(|| compile(&self.text))
+            .is_match(path)
+    }
+
+    /// Does pattern segment `index` (text `pattern`) match the name `literal`?
+    fn segment_matches(&self, index: usize, pattern: &str, literal: &str) -> bool {
+        if simple_pattern(pattern) {
+            return simple_match(pattern.as_bytes(), literal.as_bytes());
+        }
+        self.matchers().segments[index]
+            .get_or_init(|| compile(pattern))
+            .is_match(literal)
+    }
+
+    /// The segment model of a splittable entry.
+    fn segments(&self) -> impl Iterator<Item = Segment<'_>> {
+        self.text.split('/').enumerate().map(|(i, part)| {
+            if part == "**" {
+                Segment::AnyDepth
+            } else if is_glob(part) {
+                Segment::Pattern(i, part)
+            } else {
+                Segment::Literal(part)
+            }
+        })
+    }
+
+    /// Leading literal segments (the part before any glob metacharacter).
+    fn literal_prefix(&self) -> impl Iterator<Item = &str> {
+        self.text.split('/').take_while(|part| !is_glob(part))
     }
 
     /// Does this entry cover `path` (a repo-relative file path)?
     pub fn covers(&self, path: &str) -> bool {
-        match &self.glob {
-            None => {
-                path == self.text
-                    || (path.starts_with(&self.text) && path.as_bytes()[self.text.len()] == b'/')
-            }
-            Some(glob) => {
-                if glob.is_match(path) {
-                    return true;
-                }
-                // A glob that matches an ancestor directory covers what is inside it.
-                let mut end = path.len();
-                while let Some(slash) = path[..end].rfind('/') {
-                    if glob.is_match(&path[..slash]) {
-                        return true;
-                    }
-                    end = slash;
-                }
-                false
-            }
+        if self.kind == Kind::Literal {
+            let text = &*self.text;
+            return path == text || (path.starts_with(text) && path.as_bytes()[text.len()] == b'/');
         }
+        if self.whole_matches(path) {
+            return true;
+        }
+        // A glob that matches an ancestor directory covers what is inside it.
+        let mut end = path.len();
+        while let Some(slash) = path[..end].rfind('/') {
+            if self.whole_matches(&path[..slash]) {
+                return true;
+            }
+            end = slash;
+        }
+        false
     }
 
     /// Can some path be covered by both entries? Conservative: `true` when unsure.
     pub fn overlaps(&self, other: &Entry) -> bool {
-        match (&self.segments, &other.segments) {
-            (Some(a), Some(b)) => segments_overlap(a, b),
-            _ => prefixes_overlap(&self.literal_prefix, &other.literal_prefix),
+        if self.kind == Kind::UnsplittableGlob || other.kind == Kind::UnsplittableGlob {
+            return self
+                .literal_prefix()
+                .zip(other.literal_prefix())
+                .all(|(x, y)| x == y);
         }
+        for (x, y) in self.segments().zip(other.segments()) {
+            match (x, y) {
+                (Segment::AnyDepth, _) | (_, Segment::AnyDepth) => return true,
+                (Segment::Literal(x), Segment::Literal(y)) => {
+                    if x != y {
+                        return false;
+                    }
+                }
+                (Segment::Literal(l), Segment::Pattern(i, p)) => {
+                    if !other.segment_matches(i, p, l) {
+                        return false;
+                    }
+                }
+                (Segment::Pattern(i, p), Segment::Literal(l)) => {
+                    if !self.segment_matches(i, p, l) {
+                        return false;
+                    }
+                }
+                // Two patterns in one segment: assume some name matches both.
+                (Segment::Pattern(..), Segment::Pattern(..)) => {}
+            }
+        }
+        // One ran out first: it names an ancestor directory of what the other can
+        // name, and a directory covers everything inside it.
+        true
     }
 }
 
@@ -223,34 +344,6 @@ fn brace_group_holds_slash(s: &str) -> bool {
         }
     }
     false
-}
-
-fn prefixes_overlap(a: &[String], b: &[String]) -> bool {
-    a.iter().zip(b).all(|(x, y)| x == y)
-}
-
-fn segments_overlap(a: &[Segment], b: &[Segment]) -> bool {
-    for (x, y) in a.iter().zip(b) {
-        match (x, y) {
-            (Segment::AnyDepth, _) | (_, Segment::AnyDepth) => return true,
-            (Segment::Literal(x), Segment::Literal(y)) => {
-                if x != y {
-                    return false;
-                }
-            }
-            (Segment::Literal(l), Segment::Pattern(p))
-            | (Segment::Pattern(p), Segment::Literal(l)) => {
-                if !p.is_match(l) {
-                    return false;
-                }
-            }
-            // Two patterns in one segment: assume some name matches both.
-            (Segment::Pattern(_), Segment::Pattern(_)) => {}
-        }
-    }
-    // One ran out first: it names an ancestor directory of what the other can
-    // name, and a directory covers everything inside it.
-    true
 }
 
 #[cfg(test)]
@@ -338,7 +431,46 @@ mod tests {
         assert!(Entry::parse(".gitignore").is_ok());
     }
 
+    #[test]
+    fn bad_globs_anywhere_are_refused() {
+        for bad in [
+            "src/[a.rs",
+            "src/*/[a",
+            "a{b",
+            "a*}b",
+            "x/y\\",
+            "src/[a/b]/x",
+            "{a,b}/[z-a]",
+            "{a/b,c}/[x",
+        ] {
+            assert!(
+                matches!(Entry::parse(bad), Err(EntryError::BadGlob(_))),
+                "{bad}"
+            );
+        }
+        for good in ["a}b", "src/[ab]/x", "{a,b}/c", "{a/b,c}/x", "a\\*b/c"] {
+            assert!(Entry::parse(good).is_ok(), "{good}");
+        }
+    }
+
     proptest::proptest! {
+        /// Validation skips globset only where its parser cannot fail.
+        #[test]
+        fn simple_patterns_always_parse(pat in r"[a-c*?.,\]/é-]{0,12}") {
+            proptest::prop_assume!(!may_be_invalid(&pat));
+            proptest::prop_assert!(builder(&pat).is_ok(), "{}", pat);
+        }
+
+        /// The regex-free segment matcher agrees with globset.
+        #[test]
+        fn simple_match_agrees_with_globset(
+            pat in "[ab*?.é]{0,8}",
+            cand in "[ab.é]{0,8}",
+        ) {
+            let want = builder(&pat).expect("simple pattern").compile_matcher().is_match(&cand);
+            proptest::prop_assert_eq!(simple_match(pat.as_bytes(), cand.as_bytes()), want, "{} vs {}", pat, cand);
+        }
+
         /// Whenever both entries cover one path, the selector must call them overlapping.
         #[test]
         fn covering_one_path_implies_overlap(
