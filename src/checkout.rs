@@ -20,6 +20,7 @@ use gix::refs::FullName;
 use gix::ObjectId;
 
 use crate::context::Context;
+use crate::drift::Changed;
 use crate::error::{Error, GitContext, InputError, Result};
 
 /// How many arbiter merges back recovery looks for the tree a stale index matches.
@@ -87,6 +88,69 @@ pub fn local_changes(wt: &gix::Repository) -> Result<Vec<String>> {
     Ok(paths.into_iter().collect())
 }
 
+/// The index mode `State::from_tree` gives a tree entry of `mode`.
+fn index_mode(mode: gix::objs::tree::EntryMode) -> gix::index::entry::Mode {
+    use gix::index::entry::Mode;
+    use gix::objs::tree::EntryKind;
+    match mode.kind() {
+        EntryKind::Tree => Mode::DIR,
+        EntryKind::Blob => Mode::FILE,
+        EntryKind::BlobExecutable => Mode::FILE_EXECUTABLE,
+        EntryKind::Link => Mode::SYMLINK,
+        EntryKind::Commit => Mode::COMMIT,
+    }
+}
+
+/// Does `index` hold exactly `tree` (paths, modes, ids; stage 0 only, nothing
+/// else)? One depth-first walk of the tree objects against the sorted entries
+/// (tree order visits paths in index order), without building a second index.
+pub(crate) fn index_equals_tree(
+    repo: &gix::Repository,
+    index: &gix::index::State,
+    tree: ObjectId,
+) -> Result<bool> {
+    fn walk(
+        repo: &gix::Repository,
+        index: &gix::index::State,
+        tree: ObjectId,
+        prefix: &mut Vec<u8>,
+        pos: &mut usize,
+    ) -> Result<bool> {
+        let tree = repo
+            .find_tree(tree)
+            .git_context(format!("reading tree {tree}"))?;
+        for entry in tree.iter() {
+            let entry = entry
+                .git_context(format!("reading tree {}", tree.id))?
+                .inner;
+            let len = prefix.len();
+            prefix.extend_from_slice(entry.filename);
+            if entry.mode.is_tree() {
+                prefix.push(b'/');
+                if !walk(repo, index, entry.oid.to_owned(), prefix, pos)? {
+                    return Ok(false);
+                }
+            } else {
+                let Some(e) = index.entries().get(*pos) else {
+                    return Ok(false);
+                };
+                if e.stage_raw() != 0
+                    || e.id != entry.oid
+                    || e.mode != index_mode(entry.mode)
+                    || e.path(index).as_bytes() != prefix.as_slice()
+                {
+                    return Ok(false);
+                }
+                *pos += 1;
+            }
+            prefix.truncate(len);
+        }
+        Ok(true)
+    }
+    let mut pos = 0;
+    Ok(walk(repo, index, tree, &mut Vec::new(), &mut pos)? && pos == index.entries().len())
+}
+
 /// Non-tree entries of `tree`, path → (mode, id).
 fn flat_tree(
     repo: &gix::Repository,
@@ -112,25 +176,92 @@ fn flat_tree(
         .collect())
 }
 
+/// What [`preflight`] learned about a worktree, for [`apply`].
+pub struct Prepared {
+    /// The worktree's index, when it held exactly the old tree: [`apply`] then
+    /// edits it in place for the changed paths only.
+    index: Option<gix::index::File>,
+}
+
 /// Refuse (exit 2, nothing moved) when updating `wt` from `old_tree` to
 /// `new_tree` could lose a user's work: tracked local changes, or an untracked
-/// (or ignored) file where the new tree puts one.
-pub fn preflight(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId) -> Result<()> {
+/// (or ignored) file where the new tree puts one. `changed` is every non-tree
+/// path that differs between the two trees ([`drift::changed_paths`]).
+pub fn preflight(
+    wt: &gix::Repository,
+    old_tree: ObjectId,
+    new_tree: ObjectId,
+    changed: &[Changed],
+) -> Result<Prepared> {
     let dir = workdir(wt)?;
-    let changed = local_changes(wt)?;
-    if !changed.is_empty() {
+    // An index holding exactly the old tree (HEAD's) has nothing staged, so
+    // only the files need comparing with it; otherwise the full status decides.
+    let index = wt.open_index().ok();
+    let clean_index = match &index {
+        Some(ix) => index_equals_tree(wt, ix, old_tree)?,
+        None => false,
+    };
+    let changed_local = match &index {
+        Some(ix) if clean_index => {
+            let mut paths = unstaged_changes(wt, Some(ix.clone()))?;
+            paths.sort();
+            paths.dedup();
+            paths
+        }
+        _ => local_changes(wt)?,
+    };
+    if !changed_local.is_empty() {
         return Err(InputError::new(format!(
             "the integration branch is checked out in {} with local changes: {}",
             dir.display(),
-            list(&changed)
+            list(&changed_local)
         ))
         .hint("commit or stash them there first; git arbiter never overwrites a user's edit")
         .into());
     }
-    let old = flat_tree(wt, old_tree)?;
-    let new = flat_tree(wt, new_tree)?;
+    let collisions = match &index {
+        Some(ix) if clean_index => {
+            // The index is the old tree: the paths the new tree adds are the changed ones it lacks.
+            let added = changed
+                .iter()
+                .map(|c| c.path.as_slice())
+                .filter(|p| ix.entry_by_path(p.as_bstr()).is_none());
+            untracked_in_the_way(&dir, added, |p| ix.entry_by_path(p.as_bstr()).is_some())?
+        }
+        _ => {
+            let old = flat_tree(wt, old_tree)?;
+            let new = flat_tree(wt, new_tree)?;
+            let added = new
+                .keys()
+                .filter(|p| !old.contains_key(*p))
+                .map(Vec::as_slice);
+            untracked_in_the_way(&dir, added, |p| old.contains_key(p))?
+        }
+    };
+    if !collisions.is_empty() {
+        return Err(InputError::new(format!(
+            "the integration branch is checked out in {} and untracked files would be overwritten by the merge: {}",
+            dir.display(),
+            list(&collisions)
+        ))
+        .hint("move or remove them there first")
+        .into());
+    }
+    Ok(Prepared {
+        index: index.filter(|_| clean_index),
+    })
+}
+
+/// Of the paths a merge adds, those an untracked file (or a file where a
+/// directory is needed) occupies in `dir`; `tracked` says whether a path is in
+/// the old tree. Sorted, no duplicates.
+fn untracked_in_the_way<'a>(
+    dir: &Path,
+    added: impl Iterator<Item = &'a [u8]>,
+    tracked: impl Fn(&[u8]) -> bool,
+) -> Result<Vec<String>> {
     let mut collisions = Vec::new();
-    for path in new.keys().filter(|p| !old.contains_key(*p)) {
+    for path in added {
         let rel = rel_path(path)?;
         if std::fs::symlink_metadata(dir.join(&rel)).is_ok() {
             collisions.push(path.to_str_lossy().into_owned());
@@ -141,28 +272,19 @@ pub fn preflight(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId) -
             if ancestor.as_os_str().is_empty() {
                 break;
             }
-            let tracked = gix::path::os_str_into_bstr(ancestor.as_os_str())
-                .map(|a| old.contains_key(a.as_bytes()))
+            let is_tracked = gix::path::os_str_into_bstr(ancestor.as_os_str())
+                .map(|a| tracked(a.as_bytes()))
                 .unwrap_or(false);
             if let Ok(meta) = std::fs::symlink_metadata(dir.join(ancestor)) {
-                if !meta.is_dir() && !tracked {
+                if !meta.is_dir() && !is_tracked {
                     collisions.push(ancestor.to_string_lossy().into_owned());
                 }
             }
         }
     }
-    if !collisions.is_empty() {
-        collisions.sort();
-        collisions.dedup();
-        return Err(InputError::new(format!(
-            "the integration branch is checked out in {} and untracked files would be overwritten by the merge: {}",
-            dir.display(),
-            list(&collisions)
-        ))
-        .hint("move or remove them there first")
-        .into());
-    }
-    Ok(())
+    collisions.sort();
+    collisions.dedup();
+    Ok(collisions)
 }
 
 /// A repository path as a relative file-system path.
@@ -189,14 +311,164 @@ fn list(paths: &[String]) -> String {
 /// Two-way checkout of `wt` from `old_tree` to `new_tree` (whose index and
 /// files must equal `old_tree`, as [`preflight`] checked): only changed files
 /// are rewritten, and the index ends up matching `new_tree` with fresh stat data.
-pub fn apply(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId) -> Result<()> {
-    let dir = workdir(wt)?;
-    let old = flat_tree(wt, old_tree)?;
-    let new_flat = flat_tree(wt, new_tree)?;
+pub fn apply(
+    wt: &gix::Repository,
+    old_tree: ObjectId,
+    new_tree: ObjectId,
+    changed: &[Changed],
+    prepared: Prepared,
+) -> Result<()> {
+    match prepared.index {
+        // Edit the index in place when it is a plain one and the change is small.
+        Some(index)
+            if !index.is_sparse()
+                && index.link().is_none()
+                && changed.len() <= index.entries().len() / 4 + 64 =>
+        {
+            match apply_in_place(wt, index, new_tree, changed)? {
+                InPlace::Done => Ok(()),
+                InPlace::NotApplicable => apply_from_tree(wt, old_tree, new_tree),
+            }
+        }
+        _ => apply_from_tree(wt, old_tree, new_tree),
+    }
+}
 
-    // 1. Delete what the new tree no longer has (files, links, empty gitlink dirs).
+enum InPlace {
+    Done,
+    /// Nothing was touched; the general path must do it.
+    NotApplicable,
+}
+
+/// [`apply`] for an index equal to the old tree: only the `changed` paths are
+/// looked up in the new tree, deleted, written and replaced in the index; every
+/// other entry (and its stat data) stays as it is.
+fn apply_in_place(
+    wt: &gix::Repository,
+    mut index: gix::index::File,
+    new_tree: ObjectId,
+    changed: &[Changed],
+) -> Result<InPlace> {
+    use gix::index::entry::{Flags, Stat};
+    let dir = workdir(wt)?;
+    let mut options = wt
+        .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
+        .git_context("reading checkout options")?;
+    options.destination_is_initially_empty = false;
+    options.overwrite_existing = true;
+
+    // What each changed path becomes: a non-tree entry of the new tree, or nothing.
+    let tree = wt
+        .find_tree(new_tree)
+        .git_context(format!("reading tree {new_tree}"))?;
+    let mut writes = gix::index::State::new(wt.object_hash());
+    let mut removed: Vec<&[u8]> = Vec::new();
+    for c in changed {
+        let entry = tree
+            .lookup_entry(c.path.split(|b| *b == b'/'))
+            .git_context(format!("reading tree {new_tree}"))?
+            .filter(|e| !e.mode().is_tree());
+        match entry {
+            Some(e) => {
+                // The same checks `index_from_tree` applies to every path.
+                let mut components = c.path.split(|b| *b == b'/').peekable();
+                while let Some(name) = components.next() {
+                    let leaf_mode = (components.peek().is_none() && e.mode().is_link())
+                        .then_some(gix::validate::path::component::Mode::Symlink);
+                    gix::validate::path::component(name.as_bstr(), leaf_mode, options.validate)
+                        .git_context(format!(
+                            "reading tree {new_tree}: the path '{}' is invalid",
+                            c.path.to_str_lossy()
+                        ))?;
+                }
+                writes.dangerously_push_entry(
+                    Stat::default(),
+                    e.object_id(),
+                    Flags::empty(),
+                    index_mode(e.mode()),
+                    c.path.as_bstr(),
+                );
+            }
+            None => {
+                if index.entry_by_path(c.path.as_bstr()).is_some() {
+                    removed.push(&c.path);
+                }
+            }
+        }
+    }
+    writes.sort_entries();
+
+    // The new index, so far without the new files' stat data.
+    let is_changed = |path: &BStr| {
+        changed
+            .binary_search_by(|c| c.path.as_slice().cmp(path.as_bytes()))
+            .is_ok()
+    };
+    index.remove_entries(|_, path, _| is_changed(path));
+    for e in writes.entries() {
+        index.dangerously_push_entry(e.stat, e.id, e.flags, e.mode, e.path(&writes));
+    }
+    index.sort_entries();
+    // A malformed tree (a file and a directory at one path) goes the general way.
+    for e in writes.entries() {
+        let path = e.path(&writes);
+        let mut dir_prefix = path.to_vec();
+        dir_prefix.push(b'/');
+        let is_dir = index
+            .prefixed_entries(dir_prefix.as_bstr())
+            .is_some_and(|entries| !entries.is_empty());
+        let file_ancestor = path
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'/')
+            .any(|(i, _)| index.entry_by_path(path[..i].as_bstr()).is_some());
+        if is_dir || file_ancestor {
+            return Ok(InPlace::NotApplicable);
+        }
+    }
+
+    // 1. Delete what the new tree no longer has.
+    remove_paths(&dir, removed.iter().copied())?;
+
+    // 2. Write the new and changed files.
+    let objects = wt
+        .objects
+        .clone()
+        .into_arc()
+        .git_context("opening the object database")?;
+    let outcome = gix::worktree::state::checkout(
+        &mut writes,
+        &dir,
+        objects,
+        &gix::progress::Discard,
+        &gix::progress::Discard,
+        &AtomicBool::new(false),
+        options,
+    )
+    .git_context(format!("updating the files of {}", dir.display()))?;
+    check_outcome(&dir, &outcome)?;
+
+    // 3. Their fresh stat data into the index, and write it.
+    for e in writes.entries() {
+        if let Some(target) = index
+            .entry_mut_by_path_and_stage(e.path(&writes), gix::index::entry::Stage::Unconflicted)
+        {
+            target.stat = e.stat;
+        }
+    }
+    // The tree cache no longer describes the entries.
+    index.remove_tree();
+    index.remove_resolve_undo();
+    index
+        .write(Default::default())
+        .git_context(format!("writing the index of {}", dir.display()))?;
+    Ok(InPlace::Done)
+}
+
+/// Delete the files (links, empty gitlink folders) at `paths` and the folders that leaves empty.
+fn remove_paths<'a>(dir: &Path, paths: impl Iterator<Item = &'a [u8]>) -> Result<()> {
     let mut dirs = BTreeSet::new();
-    for path in old.keys().filter(|p| !new_flat.contains_key(*p)) {
+    for path in paths {
         let rel = rel_path(path)?;
         let abs = dir.join(&rel);
         match std::fs::symlink_metadata(&abs) {
@@ -220,6 +492,42 @@ pub fn apply(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId) -> Re
     for d in dirs {
         let _ = std::fs::remove_dir(dir.join(d));
     }
+    Ok(())
+}
+
+fn check_outcome(dir: &Path, outcome: &gix::worktree::state::checkout::Outcome) -> Result<()> {
+    if let Some(first) = outcome.errors.first() {
+        return Err(Error::Git {
+            context: format!(
+                "updating {} in {}",
+                first.path.to_str_lossy(),
+                dir.display()
+            ),
+            source: first.error.to_string().into(),
+        });
+    }
+    if let Some(first) = outcome.collisions.first() {
+        return Err(Error::Git {
+            context: format!("updating the files of {}", dir.display()),
+            source: format!("'{}' collided ({:?})", first.path, first.error_kind).into(),
+        });
+    }
+    Ok(())
+}
+
+/// [`apply`] by building the whole index from `new_tree`.
+fn apply_from_tree(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId) -> Result<()> {
+    let dir = workdir(wt)?;
+    let old = flat_tree(wt, old_tree)?;
+    let new_flat = flat_tree(wt, new_tree)?;
+
+    // 1. Delete what the new tree no longer has (files, links, empty gitlink dirs).
+    remove_paths(
+        &dir,
+        old.keys()
+            .filter(|p| !new_flat.contains_key(*p))
+            .map(Vec::as_slice),
+    )?;
 
     // 2. The new index; entries unchanged since the old tree keep their stat data and are skipped.
     let old_index = wt.open_index().ok();
@@ -270,22 +578,7 @@ pub fn apply(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId) -> Re
         options,
     )
     .git_context(format!("updating the files of {}", dir.display()))?;
-    if let Some(first) = outcome.errors.first() {
-        return Err(Error::Git {
-            context: format!(
-                "updating {} in {}",
-                first.path.to_str_lossy(),
-                dir.display()
-            ),
-            source: first.error.to_string().into(),
-        });
-    }
-    if let Some(first) = outcome.collisions.first() {
-        return Err(Error::Git {
-            context: format!("updating the files of {}", dir.display()),
-            source: format!("'{}' collided ({:?})", first.path, first.error_kind).into(),
-        });
-    }
+    check_outcome(&dir, &outcome)?;
 
     // 4. Clear our markers and write the index.
     let entries = index.entries_mut();
@@ -305,16 +598,7 @@ fn index_matches(wt: &gix::Repository, tree: ObjectId) -> Result<bool> {
     let Ok(index) = wt.open_index() else {
         return Ok(false);
     };
-    let want = flat_tree(wt, tree)?;
-    if index.entries().len() != want.len() {
-        return Ok(false);
-    }
-    Ok(index.entries().iter().all(|e| {
-        e.stage_raw() == 0
-            && want
-                .get(e.path(&index).as_bytes())
-                .is_some_and(|(mode, id)| *id == e.id && e.mode.to_tree_entry_mode() == Some(*mode))
-    }))
+    index_equals_tree(wt, &index, tree)
 }
 
 fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
@@ -336,11 +620,25 @@ pub fn sync_checked_out(ctx: &Context, branch: &FullName) -> Result<()> {
 
 /// [`sync_checked_out`], returning the worktrees that were updated.
 pub fn sync_checked_out_report(ctx: &Context, branch: &FullName) -> Result<Vec<PathBuf>> {
+    let worktrees = worktrees_with_branch(ctx, branch)?;
+    sync_worktrees(ctx, branch, &worktrees)
+}
+
+/// [`sync_checked_out_report`] for `worktrees`, the result of [`worktrees_with_branch`].
+pub(crate) fn sync_worktrees(
+    ctx: &Context,
+    branch: &FullName,
+    worktrees: &[gix::Repository],
+) -> Result<Vec<PathBuf>> {
     let mut synced = Vec::new();
+    if worktrees.is_empty() {
+        return Ok(synced);
+    }
     let tip = ctx.branch_tip(branch)?;
-    for wt in worktrees_with_branch(ctx, branch)? {
-        let head_tree = tree_of(&ctx.repo, tip)?;
-        if index_matches(&wt, head_tree)? {
+    let head_tree = tree_of(&ctx.repo, tip)?;
+    for wt in worktrees {
+        // The common case: the index holds the tip's tree, nothing to finish.
+        if index_matches(wt, head_tree)? {
             continue;
         }
         let mut commit = tip;
@@ -361,21 +659,21 @@ pub fn sync_checked_out_report(ctx: &Context, branch: &FullName) -> Result<Vec<P
                 break;
             }
             let parent_tree = tree_of(&ctx.repo, parent)?;
-            if index_matches(&wt, parent_tree)? {
+            if index_matches(wt, parent_tree)? {
                 // The files must still equal that index: never overwrite an edit.
-                let dirty = unstaged_changes(&wt)?;
+                let dirty = unstaged_changes(wt, None)?;
                 if !dirty.is_empty() {
                     return Err(InputError::new(format!(
                         "{} is behind its branch after an interrupted merge-back and has local changes: {}",
-                        workdir(&wt)?.display(),
+                        workdir(wt)?.display(),
                         list(&dirty)
                     ))
                     .hint("commit or stash them, then run 'git reset --keep HEAD' there")
                     .into());
                 }
-                preflight_untracked_only(&wt, parent_tree, head_tree)?;
-                apply(&wt, parent_tree, head_tree)?;
-                synced.push(workdir(&wt)?);
+                preflight_untracked_only(wt, parent_tree, head_tree)?;
+                apply_from_tree(wt, parent_tree, head_tree)?;
+                synced.push(workdir(wt)?);
                 break;
             }
             commit = parent;
@@ -384,11 +682,16 @@ pub fn sync_checked_out_report(ctx: &Context, branch: &FullName) -> Result<Vec<P
     Ok(synced)
 }
 
-/// Changes between index and files only (HEAD is ahead of the index during recovery).
-fn unstaged_changes(wt: &gix::Repository) -> Result<Vec<String>> {
-    let iter = wt
+/// Changes between index and files only (HEAD is ahead of the index during
+/// recovery); `index` is the worktree's index if already loaded.
+fn unstaged_changes(wt: &gix::Repository, index: Option<gix::index::File>) -> Result<Vec<String>> {
+    let mut status = wt
         .status(gix::progress::Discard)
-        .git_context("preparing status")?
+        .git_context("preparing status")?;
+    if let Some(index) = index {
+        status = status.index(index.into());
+    }
+    let iter = status
         .untracked_files(gix::status::UntrackedFiles::None)
         .index_worktree_rewrites(None)
         .into_index_worktree_iter(Vec::new())

@@ -113,7 +113,10 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
     })?;
     // A previous merge-back killed between moving the branch and updating a
     // checked-out worktree left it behind: finish that first.
-    checkout::sync_checked_out(ctx, req.into)?;
+    let mut first_worktrees = Some(checkout::worktrees_with_branch(ctx, req.into)?);
+    if let Some(worktrees) = &first_worktrees {
+        checkout::sync_worktrees(ctx, req.into, worktrees)?;
+    }
 
     for _ in 0..MAX_CAS_RETRIES {
         let tip = ctx.branch_tip(req.into)?;
@@ -186,9 +189,13 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             return Ok(Outcome::Drift { paths: uncovered });
         }
         // Refuse before anything moves if a checked-out copy has local work.
-        let worktrees = checkout::worktrees_with_branch(ctx, req.into)?;
+        let worktrees = match first_worktrees.take() {
+            Some(w) => w,
+            None => checkout::worktrees_with_branch(ctx, req.into)?,
+        };
+        let mut prepared = Vec::with_capacity(worktrees.len());
         for wt in &worktrees {
-            checkout::preflight(wt, tip_tree, tree)?;
+            prepared.push(checkout::preflight(wt, tip_tree, tree, &changed)?);
         }
 
         // (1) the merge commit, unreachable so far.
@@ -235,8 +242,8 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
         }
         // (4) keep checked-out copies in step; finish (5) even if this fails.
         let mut sync_error = None;
-        for wt in &worktrees {
-            if let Err(e) = checkout::apply(wt, tip_tree, tree) {
+        for (wt, prepared) in worktrees.iter().zip(prepared) {
+            if let Err(e) = checkout::apply(wt, tip_tree, tree, &changed, prepared) {
                 sync_error.get_or_insert(e);
             }
         }

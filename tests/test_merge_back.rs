@@ -526,3 +526,93 @@ fn recovery_never_overwrites_an_edit() {
         "user edit\n"
     );
 }
+
+/// The checked-out main worktree follows type changes (file → folder,
+/// symlink, executable bit), deletions and additions; untouched files keep
+/// their stat data (status stays clean without rehashing them).
+#[test]
+fn checked_out_main_follows_type_changes() {
+    let env = setup(&["src/**", "dir/**", "b.txt", "b.txt/**"]);
+    let w = wt(&env, "wo-01");
+    sh(
+        &env,
+        &w,
+        "rm -r dir && rm b.txt && mkdir b.txt && echo x > b.txt/x \
+         && chmod +x src/a.rs && ln -s a.rs src/link && echo n > src/n.rs",
+    );
+    commit_in(&env, &w, "work");
+    let untouched_before = std::fs::metadata(env.repo.join("work-orders/wo-01.md"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    env.run(&["merge-back", "wo-01"]).success();
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(env.git(&["diff", "--stat", "HEAD", "arbiter/wo-01"]), "");
+    assert!(!env.repo.join("dir").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("b.txt/x")).unwrap(),
+        "x\n"
+    );
+    assert_eq!(
+        std::fs::read_link(env.repo.join("src/link")).unwrap(),
+        Path::new("a.rs")
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(env.repo.join("src/a.rs"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_ne!(mode & 0o111, 0);
+    assert_eq!(
+        std::fs::metadata(env.repo.join("work-orders/wo-01.md"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        untouched_before
+    );
+    // The index is git's: `git ls-files -s` agrees with the tree.
+    let staged = env.git(&["ls-files", "-s"]);
+    let tree = env.git(&["ls-tree", "-r", "HEAD"]);
+    assert_eq!(staged.lines().count(), tree.lines().count());
+    env.fsck();
+}
+
+/// A staged change anywhere (the index differs from HEAD) refuses, even with
+/// the file on disk equal to the index.
+#[test]
+fn staged_change_in_the_checked_out_branch_refuses() {
+    let env = setup(&["src/**"]);
+    let w = wt(&env, "wo-01");
+    std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
+    commit_in(&env, &w, "work");
+    let before = rev(&env, "main");
+    env.write("dir/c.txt", "staged\n");
+    env.git(&["add", "dir/c.txt"]);
+    let run = env.run(&["merge-back", "wo-01"]).code(2);
+    assert!(
+        run.stderr.contains("local changes: 'dir/c.txt'"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(rev(&env, "main"), before);
+    // A new staged file counts too.
+    env.git(&["reset", "-q", "--hard"]);
+    env.write("new.txt", "new\n");
+    env.git(&["add", "new.txt"]);
+    let run = env.run(&["merge-back", "wo-01"]).code(2);
+    assert!(
+        run.stderr.contains("local changes: 'new.txt'"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(rev(&env, "main"), before);
+    env.git(&["rm", "-q", "--cached", "new.txt"]);
+    std::fs::remove_file(env.repo.join("new.txt")).unwrap();
+    env.run(&["merge-back", "wo-01"]).success();
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/a.rs")).unwrap(),
+        "a2\n"
+    );
+    env.fsck();
+}
