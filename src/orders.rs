@@ -406,8 +406,17 @@ pub fn load(dir: &Path) -> Result<Orders, Error> {
             hint: "check the directory's permissions".into(),
         })?;
         let path = entry.path();
-        if path.extension().is_some_and(|e| e == "md") && path.is_file() {
-            paths.push(path);
+        if path.extension().is_some_and(|e| e == "md") {
+            // The directory entry's own type costs no system call; only a
+            // symbolic link (or an unknown type) needs `is_file` to follow it.
+            let is_file = match entry.file_type() {
+                Ok(t) if t.is_file() => true,
+                Ok(t) if t.is_dir() => false,
+                _ => path.is_file(),
+            };
+            if is_file {
+                paths.push(path);
+            }
         }
     }
     paths.sort();

@@ -92,10 +92,11 @@ pub fn table(
 ) -> Result<Table, crate::state::Error> {
     let mut rows = Vec::with_capacity(orders.len());
     let mut records = Vec::with_capacity(orders.len());
-    for wo in orders.iter() {
-        let record = snapshot
-            .record(&wo.id)?
-            .unwrap_or_else(|| Record::new(&wo.id, !wo.deps.is_empty(), default_cap));
+    let ids: Vec<&str> = orders.iter().map(|wo| wo.id.as_str()).collect();
+    let stored = snapshot.records(&ids)?;
+    for (wo, record) in orders.iter().zip(stored) {
+        let record =
+            record.unwrap_or_else(|| Record::new(&wo.id, !wo.deps.is_empty(), default_cap));
         let mut status = record.status;
         let mut recovery = None;
         if status == Status::InProgress && !record.halted && !in_flight(&record) {

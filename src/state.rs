@@ -251,20 +251,148 @@ impl<'repo> Snapshot<'repo> {
         let Some(bytes) = self.note(&key)? else {
             return Ok(None);
         };
-        let corrupt = |message: String| Error::Corrupt {
-            wo: wo.to_owned(),
-            note: key.to_string(),
-            message,
-        };
-        let record: Record = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
-        if record.version != 1 {
-            return Err(corrupt(format!("unsupported version {}", record.version)));
-        }
-        if record.wo != wo {
-            return Err(corrupt(format!("it names work order '{}'", record.wo)));
-        }
-        Ok(Some(record))
+        parse_record(wo, &key, &bytes).map(Some)
     }
+
+    /// The stored records of many work orders, in the order of `wos`: the
+    /// same as calling [`Snapshot::record`] for each in turn (including which
+    /// error is returned: the first in that order), but the notes are read
+    /// and parsed on a few threads.
+    pub fn records(&mut self, wos: &[&str]) -> Result<Vec<Option<Record>>, Error> {
+        // Finding the note blobs walks the notes tree, cheaply and in order.
+        let mut found = Vec::with_capacity(wos.len());
+        let mut lookup_error = None;
+        for &wo in wos {
+            let key = key_for(wo);
+            match self.notes.get(&key, &self.repo.objects) {
+                Ok(blob) => found.push((wo, key, blob)),
+                Err(e) => {
+                    lookup_error = Some(git_err(e));
+                    break;
+                }
+            }
+        }
+        let workers = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(MAX_READERS)
+            .min(found.len().div_ceil(MIN_NOTES_PER_READER))
+            .max(1);
+        let objects_dir = self.repo.objects.store_ref().path().to_owned();
+        let read = |repo: &gix::Repository, chunk: &[(&str, ObjectId, Option<ObjectId>)]| {
+            let mut out = Vec::with_capacity(chunk.len());
+            let mut loose = LooseReader::default();
+            for (wo, key, blob) in chunk {
+                let record = match blob {
+                    None => Ok(None),
+                    Some(blob) => match loose.read_blob(&objects_dir, blob) {
+                        Some(bytes) => parse_record(wo, key, bytes).map(Some),
+                        None => repo
+                            .find_blob(*blob)
+                            .map_err(git_err)
+                            .and_then(|b| parse_record(wo, key, &b.data).map(Some)),
+                    },
+                };
+                let failed = record.is_err();
+                out.push(record);
+                if failed {
+                    break;
+                }
+            }
+            out
+        };
+        let parts: Vec<Vec<Result<Option<Record>, Error>>> = if workers == 1 {
+            vec![read(self.repo, &found)]
+        } else {
+            let chunk = found.len().div_ceil(workers);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = found
+                    .chunks(chunk)
+                    .map(|part| {
+                        let repo = self.repo.clone();
+                        let read = &read;
+                        scope.spawn(move || read(&repo, part))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
+            })
+        };
+        let mut records = Vec::with_capacity(wos.len());
+        for record in parts.into_iter().flatten() {
+            records.push(record?);
+        }
+        match lookup_error {
+            Some(e) => Err(e),
+            None => Ok(records),
+        }
+    }
+}
+
+/// Reads small loose blobs with plain `read` calls. gix maps every loose
+/// object into memory, and thousands of `mmap`/`munmap` pairs cost more than
+/// the reading itself, more so from several threads of one process.
+#[derive(Default)]
+struct LooseReader {
+    file: Vec<u8>,
+    object: Vec<u8>,
+    inflate: gix::zlib::Inflate,
+}
+
+impl LooseReader {
+    /// Largest object read here; anything else is left to gix.
+    const MAX_OBJECT: usize = 1 << 20;
+
+    /// The content of blob `id` if it is a loose object in `objects_dir` that
+    /// decodes cleanly; `None` (let gix read it, and report any problem) otherwise.
+    fn read_blob(&mut self, objects_dir: &std::path::Path, id: &ObjectId) -> Option<&[u8]> {
+        use std::io::Read;
+        let hex = id.to_hex().to_string();
+        let path = objects_dir.join(&hex[..2]).join(&hex[2..]);
+        let file = std::fs::File::open(path).ok()?;
+        self.file.clear();
+        file.take(Self::MAX_OBJECT as u64)
+            .read_to_end(&mut self.file)
+            .ok()?;
+        self.object
+            .resize((self.file.len() * 8).clamp(4096, Self::MAX_OBJECT), 0);
+        self.inflate.reset();
+        let (status, consumed, written) = self.inflate.once(&self.file, &mut self.object).ok()?;
+        if status != gix::zlib::Status::StreamEnd || consumed == 0 {
+            return None;
+        }
+        let object = &self.object[..written];
+        let nul = object.iter().take(32).position(|&b| b == 0)?;
+        let size: usize = std::str::from_utf8(object[..nul].strip_prefix(b"blob ")?)
+            .ok()?
+            .parse()
+            .ok()?;
+        let body = &object[nul + 1..];
+        (body.len() == size).then_some(body)
+    }
+}
+
+/// At most this many threads read notes in [`Snapshot::records`].
+const MAX_READERS: usize = 4;
+/// Fewer notes than this per thread are not worth a thread.
+const MIN_NOTES_PER_READER: usize = 256;
+
+/// Parse and check the note of `wo` (attached to `key`).
+fn parse_record(wo: &str, key: &ObjectId, bytes: &[u8]) -> Result<Record, Error> {
+    let corrupt = |message: String| Error::Corrupt {
+        wo: wo.to_owned(),
+        note: key.to_string(),
+        message,
+    };
+    let record: Record = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if record.version != 1 {
+        return Err(corrupt(format!("unsupported version {}", record.version)));
+    }
+    if record.wo != wo {
+        return Err(corrupt(format!("it names work order '{}'", record.wo)));
+    }
+    Ok(record)
 }
 
 /// One transition being prepared: reads see the tip it started from plus its own writes.
