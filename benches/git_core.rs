@@ -5,8 +5,15 @@
 //!    vs `git merge --no-ff` + `git diff --name-only` in a worktree;
 //! 2. creating 8 worktrees with `git arbiter worktree add` vs 8 × `git worktree add`.
 //!
-//! Whole processes are timed on both sides (what a user or the round pays).
-//! Prints medians and ratios; asserts nothing about time.
+//! Stock git is always timed as whole processes. git-arbiter is timed two
+//! ways: whole processes (what a user typing the command pays) and the library
+//! calls the round makes in-process (`merge::merge_back`, `worktree::add`, with
+//! the repository opened once, as `round.rs` does). Merge-back is measured with
+//! the integration branch checked out in the main worktree (its files follow
+//! the merge) and with it not checked out (`--into` another branch, as in a
+//! bare-style setup). Each git-arbiter run is interleaved with a stock git run,
+//! so both sides see the same machine load. Prints medians and ratios; asserts
+//! nothing about time.
 //! Run: `cargo bench --bench git_core`.
 
 use std::path::{Path, PathBuf};
@@ -16,6 +23,13 @@ use std::time::{Duration, Instant};
 const FILES: usize = 5_000;
 const DIRS: usize = 50;
 const MERGES: usize = 7;
+/// Merge-back cases: (label, integration branch, in-process).
+const CASES: [(&str, &str, bool); 4] = [
+    ("process, checked out", "main", false),
+    ("in-process, checked out", "main", true),
+    ("process, not checked out", "integ", false),
+    ("in-process, not checked out", "integ", true),
+];
 const WORKTREES: usize = 8;
 
 fn git_env(cmd: &mut Command, home: &Path) {
@@ -104,6 +118,18 @@ fn main() {
     let root = tmp.path().canonicalize().expect("canonical");
     let home = root.join("home");
     std::fs::create_dir_all(&home).expect("home");
+    // The in-process calls see the same git environment as the child processes.
+    for (k, v) in [
+        ("HOME", home.to_str().expect("utf-8")),
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_AUTHOR_NAME", "Bench"),
+        ("GIT_AUTHOR_EMAIL", "bench@example.com"),
+        ("GIT_COMMITTER_NAME", "Bench"),
+        ("GIT_COMMITTER_EMAIL", "bench@example.com"),
+    ] {
+        std::env::set_var(k, v);
+    }
     let repo = root.join("repo");
     git(&root, &home, &["init", "-q", "-b", "main", "repo"]);
     for i in 0..FILES {
@@ -116,7 +142,7 @@ fn main() {
         .expect("file");
     }
     std::fs::create_dir_all(repo.join("work-orders")).expect("orders");
-    for k in 0..MERGES {
+    for k in 0..MERGES * CASES.len() {
         std::fs::write(
             repo.join(format!("work-orders/wo-{k:02}.md")),
             format!("# Bench {k}\n\n## Files to touch\n- d{k:02}/**\n"),
@@ -126,6 +152,9 @@ fn main() {
     git(&repo, &home, &["add", "-A"]);
     git(&repo, &home, &["commit", "-q", "-m", "5000 files"]);
     let base = git(&repo, &home, &["rev-parse", "main"]).trim().to_owned();
+    git(&repo, &home, &["branch", "integ"]);
+    git(&repo, &home, &["config", "user.name", "Bench"]);
+    git(&repo, &home, &["config", "user.email", "bench@example.com"]);
     eprintln!("bench repo: {FILES} files in {}", repo.display());
 
     // Stock git's side: its own integration branch checked out in a worktree.
@@ -143,7 +172,7 @@ fn main() {
             &base,
         ],
     );
-    for k in 0..MERGES {
+    for k in 0..MERGES * CASES.len() {
         let path = format!("d{k:02}/f{k:05}.txt");
         let commit = side_commit(&repo, &home, &base, &path, &format!("changed {k}\n"));
         git(
@@ -154,41 +183,92 @@ fn main() {
         git(&repo, &home, &["branch", &format!("g/wo-{k:02}"), &commit]);
     }
 
-    let mut ours = Vec::new();
-    let mut theirs = Vec::new();
-    for k in 0..MERGES {
-        let id = format!("wo-{k:02}");
-        let t = Instant::now();
-        let out = run(&bin, &repo, &home, &["merge-back", &id, "--json"], &[]);
-        ours.push(t.elapsed());
-        assert!(out.contains("\"merged\": true"), "{out}");
+    // The in-process side: the repository opened once, as the round does.
+    let ctx = git_arbiter::context::Context::open(&repo).expect("open repo");
+    let orders = ctx.load_orders(None).expect("orders");
+    let store = git_arbiter::state::Store::new(&ctx.repo, 3);
 
-        let t = Instant::now();
-        git(
-            &git_wt,
-            &home,
-            &[
-                "merge",
-                "--no-ff",
-                "-q",
-                "-m",
-                &format!("Merge {id}"),
-                &format!("g/{id}"),
-            ],
-        );
-        let names = git(&git_wt, &home, &["diff", "--name-only", "HEAD^1", "HEAD"]);
-        theirs.push(t.elapsed());
-        assert_eq!(names.lines().count(), 1);
+    let mut merge_results = Vec::new();
+    for (c, (label, into, in_process)) in CASES.iter().enumerate() {
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        for k in c * MERGES..(c + 1) * MERGES {
+            let id = format!("wo-{k:02}");
+            if *in_process {
+                let full =
+                    gix::refs::FullName::try_from(format!("refs/heads/{into}")).expect("name");
+                let source = ctx
+                    .repo
+                    .rev_parse_single(format!("arbiter/{id}").as_str())
+                    .expect("branch")
+                    .detach();
+                let request = git_arbiter::merge::Request {
+                    wo: orders.get(&id).expect("order"),
+                    into: &full,
+                    source,
+                    attempt: 1,
+                    round_base: None,
+                    scope: git_arbiter::merge::DriftScope::Own,
+                    extra_note: None,
+                };
+                let t = Instant::now();
+                let outcome =
+                    git_arbiter::merge::merge_back(&ctx, &store, &request).expect("merge-back");
+                ours.push(t.elapsed());
+                assert!(
+                    matches!(outcome, git_arbiter::merge::Outcome::Merged { .. }),
+                    "{outcome:?}"
+                );
+            } else {
+                let t = Instant::now();
+                let out = run(
+                    &bin,
+                    &repo,
+                    &home,
+                    &["merge-back", &id, "--into", into, "--json"],
+                    &[],
+                );
+                ours.push(t.elapsed());
+                assert!(out.contains("\"merged\": true"), "{out}");
+            }
+
+            let t = Instant::now();
+            git(
+                &git_wt,
+                &home,
+                &[
+                    "merge",
+                    "--no-ff",
+                    "-q",
+                    "-m",
+                    &format!("Merge {id}"),
+                    &format!("g/{id}"),
+                ],
+            );
+            let names = git(&git_wt, &home, &["diff", "--name-only", "HEAD^1", "HEAD"]);
+            theirs.push(t.elapsed());
+            assert_eq!(names.lines().count(), 1);
+        }
+        merge_results.push((*label, median(ours), median(theirs)));
     }
-    // Same trees on both sides: the comparison is like for like.
-    assert_eq!(
-        git(&repo, &home, &["rev-parse", "main^{tree}"]),
-        git(&repo, &home, &["rev-parse", "gitmain^{tree}"])
-    );
+    // Same changes on both sides: the comparison is like for like.
+    let changed = |range: &str| {
+        let mut v: Vec<String> = git(&repo, &home, &["diff", "--name-only", range])
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        v.sort();
+        v
+    };
+    let mut ours_changed = changed(&format!("{base}..main"));
+    ours_changed.extend(changed(&format!("{base}..integ")));
+    ours_changed.sort();
+    assert_eq!(ours_changed, changed(&format!("{base}..gitmain")));
     assert_eq!(git(&repo, &home, &["status", "--porcelain"]), "");
-    let (m_ours, m_git) = (median(ours), median(theirs));
 
+    let base_id = gix::ObjectId::from_hex(base.as_bytes()).expect("base id");
     let mut ours = Vec::new();
+    let mut ours_lib = Vec::new();
     let mut theirs = Vec::new();
     for round in 0..3 {
         let t = Instant::now();
@@ -210,6 +290,13 @@ fn main() {
         ours.push(t.elapsed());
         let t = Instant::now();
         for k in 0..WORKTREES {
+            let name = format!("lib-{round}-{k}");
+            git_arbiter::worktree::add(&ctx, &name, &format!("arbiter/{name}"), base_id)
+                .expect("worktree add");
+        }
+        ours_lib.push(t.elapsed());
+        let t = Instant::now();
+        for k in 0..WORKTREES {
             let path = root.join(format!("git-trees/wt-{round}-{k}"));
             git(
                 &repo,
@@ -227,19 +314,23 @@ fn main() {
         }
         theirs.push(t.elapsed());
     }
-    let (w_ours, w_git) = (median(ours), median(theirs));
+    let (w_ours, w_lib, w_git) = (median(ours), median(ours_lib), median(theirs));
 
-    println!("git_core bench ({FILES} files, median of {MERGES} merges / 3 × {WORKTREES} worktrees, whole processes)");
-    println!(
-        "merge-back + drift:   git-arbiter {:>8.1} ms   git merge --no-ff + diff --name-only {:>8.1} ms   speed-up {:.1}x (target >= 10x)",
-        m_ours.as_secs_f64() * 1e3,
-        m_git.as_secs_f64() * 1e3,
-        m_git.as_secs_f64() / m_ours.as_secs_f64()
-    );
-    println!(
-        "{WORKTREES} worktrees:          git-arbiter {:>8.1} ms   git worktree add                    {:>8.1} ms   ratio {:.2} (target <= 1.0)",
-        w_ours.as_secs_f64() * 1e3,
-        w_git.as_secs_f64() * 1e3,
-        w_ours.as_secs_f64() / w_git.as_secs_f64()
-    );
+    println!("git_core bench ({FILES} files; median of {MERGES} merges per case / 3 × {WORKTREES} worktrees; git is whole processes)");
+    for (label, ours, theirs) in &merge_results {
+        println!(
+            "merge-back + drift ({label:<27}): git-arbiter {:>7.1} ms   git merge --no-ff + diff --name-only {:>7.1} ms   speed-up {:>5.1}x (target >= 10x)",
+            ours.as_secs_f64() * 1e3,
+            theirs.as_secs_f64() * 1e3,
+            theirs.as_secs_f64() / ours.as_secs_f64()
+        );
+    }
+    for (label, ours) in [("process", w_ours), ("in-process", w_lib)] {
+        println!(
+            "{WORKTREES} worktrees ({label:<10}):                     git-arbiter {:>7.1} ms   git worktree add                    {:>7.1} ms   ratio {:.2} (target <= 1.0)",
+            ours.as_secs_f64() * 1e3,
+            w_git.as_secs_f64() * 1e3,
+            ours.as_secs_f64() / w_git.as_secs_f64()
+        );
+    }
 }
