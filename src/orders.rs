@@ -389,6 +389,71 @@ fn line_of_dep(text: &str, dep: &str) -> Option<usize> {
         .map(|i| i + 1)
 }
 
+fn file_stem(path: &Path) -> &str {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+}
+
+/// At most this many threads read and parse work orders in [`load`].
+const MAX_READERS: usize = 4;
+/// Fewer files than this per thread are not worth a thread.
+const MIN_FILES_PER_READER: usize = 256;
+
+/// Read and parse `paths` on a few threads. The results are in the order of
+/// `paths` and end at the first error (the first in that order).
+fn read_and_parse(paths: &[PathBuf]) -> Vec<Result<(WorkOrder, String), Error>> {
+    let read = |paths: &[PathBuf]| {
+        let mut out = Vec::with_capacity(paths.len());
+        for path in paths {
+            let result = std::fs::read_to_string(path)
+                .map_err(|e| {
+                    invalid(
+                        path,
+                        1,
+                        format!("cannot read: {e}"),
+                        "work orders must be readable UTF-8 Markdown",
+                    )
+                })
+                .and_then(|text| Ok((parse(file_stem(path), path, &text)?, text)));
+            let failed = result.is_err();
+            out.push(result);
+            if failed {
+                break;
+            }
+        }
+        out
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(MAX_READERS)
+        .min(paths.len().div_ceil(MIN_FILES_PER_READER))
+        .max(1);
+    if workers == 1 {
+        return read(paths);
+    }
+    let chunk = paths.len().div_ceil(workers);
+    let parts: Vec<Vec<_>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = paths
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || read(part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    let mut out = Vec::with_capacity(paths.len());
+    for part in parts {
+        let failed = part.last().is_some_and(Result::is_err);
+        out.extend(part);
+        if failed {
+            break;
+        }
+    }
+    out
+}
+
 /// Read and validate every `*.md` in `dir`. A missing directory is an error:
 /// the user pointed us somewhere that holds no work orders.
 pub fn load(dir: &Path) -> Result<Orders, Error> {
@@ -420,37 +485,39 @@ pub fn load(dir: &Path) -> Result<Orders, Error> {
         }
     }
     paths.sort();
-    let mut texts = Vec::with_capacity(paths.len());
-    let mut list = Vec::with_capacity(paths.len());
-    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
-    for path in paths {
-        let stem = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or_default()
-            .to_owned();
+    // Duplicate ids are found from the names alone, before anything is read;
+    // such an error still only wins over the errors of the files before it.
+    let mut duplicate = None;
+    let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
+    for (i, path) in paths.iter().enumerate() {
+        let stem = file_stem(path);
         if let Some(first) = seen.get(&stem.to_ascii_lowercase()) {
-            return Err(invalid(
-                &path,
-                1,
-                format!(
-                    "duplicate work-order id '{stem}' (also {})",
-                    first.display()
+            duplicate = Some((
+                i,
+                invalid(
+                    path,
+                    1,
+                    format!(
+                        "duplicate work-order id '{stem}' (also {})",
+                        first.display()
+                    ),
+                    "give each work order its own file name",
                 ),
-                "give each work order its own file name",
             ));
+            break;
         }
-        seen.insert(stem.to_ascii_lowercase(), path.clone());
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            invalid(
-                &path,
-                1,
-                format!("cannot read: {e}"),
-                "work orders must be readable UTF-8 Markdown",
-            )
-        })?;
-        list.push(parse(&stem, &path, &text)?);
-        texts.push((path, text));
+        seen.insert(stem.to_ascii_lowercase(), path);
+    }
+    let readable = duplicate.as_ref().map_or(paths.len(), |(i, _)| *i);
+    let mut texts = Vec::with_capacity(readable);
+    let mut list = Vec::with_capacity(readable);
+    for read in read_and_parse(&paths[..readable]) {
+        let (wo, text) = read?;
+        texts.push((wo.path.clone(), text));
+        list.push(wo);
+    }
+    if let Some((_, e)) = duplicate {
+        return Err(e);
     }
     Orders::from_list(dir.to_owned(), list, &texts)
 }
@@ -532,6 +599,39 @@ mod tests {
         ] {
             assert!(check_id(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn load_reports_the_first_error_in_file_order() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("write");
+        };
+        // Enough files for several reader threads.
+        for i in 0..1200 {
+            write(
+                &format!("w{i:04}.md"),
+                "# T\n## Files to touch\n- src/a/**\n",
+            );
+        }
+        let ok = load(dir.path()).expect("valid");
+        assert_eq!(ok.len(), 1200);
+        write("w0999.md", "# T\n## Files to touch\n- src/[x\n");
+        let err = load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("w0999.md:3: declared entry"), "{err}");
+        write(
+            "w0900.md",
+            "# T\n## Depends on\n- nowhere\n## Files to touch\n- src/[x\n",
+        );
+        let err = load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("w0900.md:5: declared entry"), "{err}");
+        write("w0100.md", "no title\n");
+        let err = load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("w0100.md:1: no title"), "{err}");
+        // Upper case sorts first; the id is refused before any later file counts.
+        write("W1000.md", "# T\n");
+        let err = load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("W1000.md:1: id 'W1000' must match"), "{err}");
     }
 
     fn wo(id: &str, deps: &[&str]) -> WorkOrder {
