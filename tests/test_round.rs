@@ -572,10 +572,18 @@ fn clear_drops_the_kept_attempt_and_records_its_commit() {
     round(&env, &["--build", &build]).code(1);
     let kept = env.git(&["rev-parse", "arbiter/wo-02"]).trim().to_owned();
     let run = env.run(&["clear", "wo-02"]).success();
-    assert_eq!(run.stderr, format!("arbiter clear wo=wo-02 dropped=arbiter/wo-02@{kept}\n"));
+    assert_eq!(
+        run.stderr,
+        format!("arbiter clear wo=wo-02 dropped=arbiter/wo-02@{kept}\n")
+    );
     assert!(env.git(&["branch", "--list", "arbiter/*"]).is_empty());
     let log = env.run(&["log", "--json", "wo-02"]).success().json();
-    let last = log["events"].as_array().expect("events").last().cloned().expect("an event");
+    let last = log["events"]
+        .as_array()
+        .expect("events")
+        .last()
+        .cloned()
+        .expect("an event");
     assert_eq!(last["event"], "clear");
     assert_eq!(last["detail"], format!("dropped arbiter/wo-02 at {kept}"));
     clean_afterwards(&env);
