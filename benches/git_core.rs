@@ -14,15 +14,14 @@
 //! bare-style setup). Each git-arbiter run is interleaved with a stock git run,
 //! so both sides see the same machine load. Prints medians and ratios; asserts
 //! nothing about time.
-//! Run: `cargo bench --bench git_core`.
+//! Run: `cargo bench --bench git_core`. Without `--bench` (as `cargo test
+//! --all-targets` runs it) it makes one small smoke run instead.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const FILES: usize = 5_000;
 const DIRS: usize = 50;
-const MERGES: usize = 7;
 /// Merge-back cases: (label, integration branch, in-process).
 const CASES: [(&str, &str, bool); 4] = [
     ("process, checked out", "main", false),
@@ -110,6 +109,8 @@ fn side_commit(repo: &Path, home: &Path, parent: &str, path: &str, content: &str
 }
 
 fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let (files, merges): (usize, usize) = if bench { (5_000, 7) } else { (300, 1) };
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_git-arbiter"));
     let tmp = tempfile::Builder::new()
         .prefix("arbiter-bench")
@@ -132,7 +133,7 @@ fn main() {
     }
     let repo = root.join("repo");
     git(&root, &home, &["init", "-q", "-b", "main", "repo"]);
-    for i in 0..FILES {
+    for i in 0..files {
         let dir = repo.join(format!("d{:02}", i % DIRS));
         std::fs::create_dir_all(&dir).expect("dir");
         std::fs::write(
@@ -142,7 +143,7 @@ fn main() {
         .expect("file");
     }
     std::fs::create_dir_all(repo.join("work-orders")).expect("orders");
-    for k in 0..MERGES * CASES.len() {
+    for k in 0..merges * CASES.len() {
         std::fs::write(
             repo.join(format!("work-orders/wo-{k:02}.md")),
             format!("# Bench {k}\n\n## Files to touch\n- d{k:02}/**\n"),
@@ -155,7 +156,7 @@ fn main() {
     git(&repo, &home, &["branch", "integ"]);
     git(&repo, &home, &["config", "user.name", "Bench"]);
     git(&repo, &home, &["config", "user.email", "bench@example.com"]);
-    eprintln!("bench repo: {FILES} files in {}", repo.display());
+    eprintln!("bench repo: {files} files in {}", repo.display());
 
     // Stock git's side: its own integration branch checked out in a worktree.
     let git_wt = root.join("git-wt");
@@ -172,7 +173,7 @@ fn main() {
             &base,
         ],
     );
-    for k in 0..MERGES * CASES.len() {
+    for k in 0..merges * CASES.len() {
         let path = format!("d{k:02}/f{k:05}.txt");
         let commit = side_commit(&repo, &home, &base, &path, &format!("changed {k}\n"));
         git(
@@ -192,7 +193,7 @@ fn main() {
     for (c, (label, into, in_process)) in CASES.iter().enumerate() {
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
-        for k in c * MERGES..(c + 1) * MERGES {
+        for k in c * merges..(c + 1) * merges {
             let id = format!("wo-{k:02}");
             if *in_process {
                 let full =
@@ -316,7 +317,7 @@ fn main() {
     }
     let (w_ours, w_lib, w_git) = (median(ours), median(ours_lib), median(theirs));
 
-    println!("git_core bench ({FILES} files; median of {MERGES} merges per case / 3 × {WORKTREES} worktrees; git is whole processes)");
+    println!("git_core bench ({files} files; median of {merges} merges per case / 3 × {WORKTREES} worktrees; git is whole processes)");
     for (label, ours, theirs) in &merge_results {
         println!(
             "merge-back + drift ({label:<27}): git-arbiter {:>7.1} ms   git merge --no-ff + diff --name-only {:>7.1} ms   speed-up {:>5.1}x (target >= 10x)",
