@@ -88,6 +88,14 @@ impl Drop for Conductor {
     }
 }
 
+/// Is this work order being worked on by a conductor that is running now?
+pub fn owns_live(ctx: &Context, record: &crate::state::Record) -> bool {
+    record
+        .owner
+        .as_deref()
+        .is_some_and(|owner| is_live(ctx, owner))
+}
+
 /// Is the conductor `name` running now?
 pub fn is_live(ctx: &Context, name: &str) -> bool {
     lock_is_held(&dir(ctx).join(format!("{name}.lock")))

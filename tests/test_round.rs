@@ -588,3 +588,26 @@ fn clear_drops_the_kept_attempt_and_records_its_commit() {
     assert_eq!(last["detail"], format!("dropped arbiter/wo-02 at {kept}"));
     clean_afterwards(&env);
 }
+
+#[test]
+fn status_during_a_round_shows_live_work_as_in_progress() {
+    let env = repo();
+    let started = env.root.join("started");
+    let build = format!("touch {}; sleep 300", started.display());
+    let child = spawn_round(&env, &env.repo, &build);
+    wait_for(&started);
+    assert_eq!(
+        status_of(&env, "wo-01")["status"],
+        "in_progress",
+        "never 'recovered' while its conductor lives"
+    );
+    let batch = env.run(&["batch"]).success().json();
+    assert_eq!(
+        batch["batch"],
+        serde_json::json!([]),
+        "live work is not eligible twice"
+    );
+    env.run(&["stop"]).success();
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130));
+}

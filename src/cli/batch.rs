@@ -39,7 +39,8 @@ pub fn cmd_batch(env: &Env, args: BatchArgs) -> Result<ExitCode, Error> {
         &mut snapshot,
         tip,
         store.default_cap,
-        &|_| false,
+        // A live conductor's in-progress work is shown as it is, not "recovered".
+        &|record| git_arbiter::conductor::owns_live(&ctx, record),
     )?;
     let selected = batch::select(&orders, &table.rows, max);
     let _ = args.json;

@@ -42,7 +42,8 @@ pub fn cmd_status(env: &Env, args: StatusArgs) -> Result<ExitCode, Error> {
         &mut snapshot,
         tip,
         store.default_cap,
-        &|_| false,
+        // A live conductor's in-progress work is shown as it is, not "recovered".
+        &|record| git_arbiter::conductor::owns_live(&ctx, record),
     )?;
     if args.json {
         out(&json(&Output {
