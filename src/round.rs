@@ -284,10 +284,7 @@ pub fn run(
 }
 
 fn owned_by_live(ctx: &Context, record: &Record) -> bool {
-    record
-        .owner
-        .as_deref()
-        .is_some_and(|o| conductor::is_live(ctx, o))
+    conductor::owns_live(ctx, record)
 }
 
 /// Apply the recovery rule and write what it concluded back, as one transition.
