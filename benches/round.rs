@@ -17,6 +17,7 @@ fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
         .current_dir(dir)
         .args(args)
+        .stdout(std::process::Stdio::null())
         .status()
         .expect("git runs");
     assert!(status.success(), "git {args:?} failed in {}", dir.display());

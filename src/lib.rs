@@ -4,6 +4,7 @@
 //! thin layer that parses flags, calls these and renders the result.
 
 pub mod batch;
+pub mod builder;
 pub mod checkout;
 pub mod conductor;
 pub mod context;

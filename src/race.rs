@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::builder::{verdict, Host};
 use crate::conductor::Conductor;
 use crate::context::Context;
 use crate::drift::DriftScope;
-use crate::error::{Error, GitContext, InputError, Result};
+use crate::error::{GitContext, InputError, Result};
 use crate::exec::{self, Exit};
 use crate::merge::{self, Outcome};
 use crate::orders::{Orders, WorkOrder};
@@ -204,13 +205,6 @@ struct Job {
     interrupted: bool,
 }
 
-struct Shared {
-    repo_label: String,
-    wo_file: String,
-    missing_name: bool,
-    missing_email: bool,
-}
-
 /// Run one race of work order `id`.
 pub fn run(
     ctx: &Context,
@@ -302,23 +296,13 @@ pub fn run(
             interrupted: false,
         });
     }
-    let shared = Shared {
-        repo_label: ctx
-            .workdir
-            .as_deref()
-            .unwrap_or(ctx.repo.git_dir())
-            .display()
-            .to_string(),
-        wo_file: ctx.cwd.join(&wo.path).display().to_string(),
-        missing_name: ctx.config_string("user.name").is_none(),
-        missing_email: ctx.config_string("user.email").is_none(),
-    };
+    let host = Host::new(ctx);
     std::thread::scope(|scope| {
         for job in jobs.iter_mut() {
-            let (shared, slot_dir, me) = (&shared, &slot_dir, &me);
+            let (host, slot_dir, me) = (&host, &slot_dir, &me);
             scope.spawn(move || {
                 build_one(
-                    shared, wo, job, opts, attempt, base, slot_dir, cap, me, progress,
+                    host, wo, job, opts, attempt, base, slot_dir, cap, me, progress,
                 )
             });
         }
@@ -692,19 +676,9 @@ pub fn parse_score(stdout: &str) -> std::result::Result<i64, String> {
     })
 }
 
-fn verdict(kind: &str, command: &str, exit: &Exit) -> Verdict {
-    Verdict {
-        kind: kind.into(),
-        command: command.into(),
-        passed: exit.success(),
-        exit_code: exit.code(),
-        detail: (!exit.success()).then(|| exit.describe()),
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 fn build_one(
-    shared: &Shared,
+    host: &Host,
     wo: &WorkOrder,
     job: &mut Job,
     opts: &Options,
@@ -717,51 +691,21 @@ fn build_one(
 ) {
     let label = format!("{}#{}", wo.id, job.k);
     progress.phase(&label, "slot");
-    let info = slots::HolderInfo::now(shared.repo_label.clone(), label.clone());
-    let mut on_wait = |state: &slots::WaitState| {
-        progress.event(
-            "slot",
-            &[
-                ("wo", label.clone()),
-                ("waiting", "true".into()),
-                ("cap", state.cap.to_string()),
-                ("held", state.held.to_string()),
-                ("ahead", state.ahead.to_string()),
-            ],
-        );
-    };
-    let slot = match slots::acquire(
-        slot_dir,
-        cap,
-        &info,
-        slots::Wait::Block,
-        me.interrupt_flag(),
-        &mut on_wait,
-    ) {
+    let slot = match host.take_slot(slot_dir, cap, &label, me, progress) {
         Ok(Some(slot)) => slot,
-        Ok(None) | Err(Error::Interrupted) => {
+        Ok(None) => {
             job.interrupted = true;
             job.cand.verdict = "interrupted".into();
             return;
         }
-        Err(e) => {
+        Err(why) => {
             job.cand.verdict = "error".into();
-            job.cand.reason = Some(format!("could not take a slot: {e}"));
+            job.cand.reason = Some(why);
             return;
         }
     };
-    let env = vec![
-        ("ARBITER_WO".to_string(), wo.id.clone()),
-        ("ARBITER_WO_FILE".into(), shared.wo_file.clone()),
-        ("ARBITER_TITLE".into(), wo.title.clone()),
-        ("ARBITER_ATTEMPT".into(), attempt.to_string()),
-        ("ARBITER_ROUND_BASE".into(), base.to_string()),
-        (
-            "ARBITER_WORKTREE".into(),
-            job.worktree.display().to_string(),
-        ),
-        ("ARBITER_INSTANCE".into(), job.k.to_string()),
-    ];
+    let mut env = host.env(wo, attempt, base, &job.worktree);
+    env.push(("ARBITER_INSTANCE".into(), job.k.to_string()));
     let stop = || me.should_stop();
     let started = Instant::now();
     let run = |command: &str, stdout_to: Option<&Path>| {
@@ -817,7 +761,12 @@ fn build_one(
                 false,
             );
         }
-        if let Err(e) = commit_leftovers(shared, wo, job, attempt) {
+        if let Err(e) = host.commit_leftovers(
+            &job.worktree,
+            wo,
+            attempt,
+            &format!("Arbiter-Instance: {}\n", job.k),
+        ) {
             return (
                 "error".into(),
                 Some(format!("committing the builder's work: {e}")),
@@ -895,49 +844,6 @@ fn build_one(
     job.cand.verdict = verdict_s;
     job.cand.reason = reason;
     drop(slot);
-}
-
-/// Commit whatever the builder left uncommitted in its worktree.
-fn commit_leftovers(
-    shared: &Shared,
-    wo: &WorkOrder,
-    job: &Job,
-    attempt: u32,
-) -> std::result::Result<(), String> {
-    // gix 0.90 has no porcelain for `add -A` (as in the round), so git does it.
-    let git = |args: &[&str]| -> std::result::Result<std::process::Output, String> {
-        let mut cmd = std::process::Command::new("git");
-        for var in exec::GIT_ENV {
-            cmd.env_remove(var);
-        }
-        if shared.missing_name {
-            cmd.args(["-c", "user.name=git-arbiter"]);
-        }
-        if shared.missing_email {
-            cmd.args(["-c", "user.email=git-arbiter@localhost"]);
-        }
-        cmd.arg("-C")
-            .arg(&job.worktree)
-            .args(args)
-            .stdin(std::process::Stdio::null());
-        cmd.output().map_err(|e| format!("running git: {e}"))
-    };
-    let add = git(&["add", "-A"])?;
-    if !add.status.success() {
-        return Err(String::from_utf8_lossy(&add.stderr).trim().to_owned());
-    }
-    if git(&["diff", "--cached", "--quiet"])?.status.success() {
-        return Ok(());
-    }
-    let message = format!(
-        "{}: {}\n\nUncommitted work left by the builder, committed by git-arbiter.\n\nArbiter-WO: {}\nArbiter-Attempt: {}\nArbiter-Instance: {}\n",
-        wo.id, wo.title, wo.id, attempt, job.k
-    );
-    let commit = git(&["commit", "-q", "--no-verify", "-m", &message])?;
-    if !commit.status.success() {
-        return Err(String::from_utf8_lossy(&commit.stderr).trim().to_owned());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

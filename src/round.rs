@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::builder::{verdict, Host};
 use crate::conductor::{self, Conductor};
 use crate::context::Context;
 use crate::drift::DriftScope;
@@ -230,13 +231,13 @@ pub fn run(
         }
         let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
         let running = AtomicUsize::new(0);
-        let shared = Shared::new(ctx);
+        let host = Host::new(ctx);
         std::thread::scope(|scope| {
             for job in jobs.iter_mut() {
-                let (slot_dir, me, running, shared) = (&slot_dir, &me, &running, &shared);
+                let (slot_dir, me, running, host) = (&slot_dir, &me, &running, &host);
                 scope.spawn(move || {
                     build_one(
-                        shared, job, opts, round_base, slot_dir, cap, me, running, progress,
+                        host, job, opts, round_base, slot_dir, cap, me, running, progress,
                     )
                 });
             }
@@ -416,33 +417,9 @@ fn dispatch<'a>(
     Ok(go)
 }
 
-/// What build threads need of the repository (a `gix::Repository` is not `Sync`).
-struct Shared {
-    repo_label: String,
-    cwd: PathBuf,
-    missing_name: bool,
-    missing_email: bool,
-}
-
-impl Shared {
-    fn new(ctx: &Context) -> Shared {
-        Shared {
-            repo_label: ctx
-                .workdir
-                .as_deref()
-                .unwrap_or(ctx.repo.git_dir())
-                .display()
-                .to_string(),
-            cwd: ctx.cwd.clone(),
-            missing_name: ctx.config_string("user.name").is_none(),
-            missing_email: ctx.config_string("user.email").is_none(),
-        }
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 fn build_one(
-    ctx: &Shared,
+    host: &Host,
     job: &mut Job<'_>,
     opts: &Options,
     round_base: gix::ObjectId,
@@ -454,34 +431,14 @@ fn build_one(
 ) {
     let id = job.wo.id.clone();
     progress.phase(&id, "slot");
-    let info = slots::HolderInfo::now(ctx.repo_label.clone(), id.clone());
-    let mut on_wait = |state: &slots::WaitState| {
-        progress.event(
-            "slot",
-            &[
-                ("wo", id.clone()),
-                ("waiting", "true".into()),
-                ("cap", state.cap.to_string()),
-                ("held", state.held.to_string()),
-                ("ahead", state.ahead.to_string()),
-            ],
-        );
-    };
-    let slot = match slots::acquire(
-        slot_dir,
-        cap,
-        &info,
-        slots::Wait::Block,
-        me.interrupt_flag(),
-        &mut on_wait,
-    ) {
+    let slot = match host.take_slot(slot_dir, cap, &id, me, progress) {
         Ok(Some(slot)) => slot,
-        Ok(None) | Err(Error::Interrupted) => {
+        Ok(None) => {
             job.outcome = JobOutcome::Interrupted;
             return;
         }
-        Err(e) => {
-            job.outcome = JobOutcome::Retry(format!("could not take a slot: {e}"));
+        Err(why) => {
+            job.outcome = JobOutcome::Retry(why);
             return;
         }
     };
@@ -496,7 +453,7 @@ fn build_one(
         ],
     );
     progress.phase(&id, "build");
-    let env = builder_env(ctx, job, round_base);
+    let env = host.env(job.wo, job.attempt, round_base, &job.worktree);
     let stop = || me.should_stop();
     let started = Instant::now();
     let exit = exec::run(
@@ -531,7 +488,8 @@ fn build_one(
             }
             _ => {}
         }
-        commit_leftovers(ctx, job).map_err(|e| format!("committing the builder's work: {e}"))?;
+        host.commit_leftovers(&job.worktree, job.wo, job.attempt, "")
+            .map_err(|e| format!("committing the builder's work: {e}"))?;
         for (kind, commands) in [("gate", &opts.gates), ("critic", &opts.critics)] {
             for cmd in commands.iter() {
                 progress.phase(&id, kind);
@@ -573,71 +531,6 @@ fn build_one(
     job.outcome = outcome.unwrap_or_else(JobOutcome::Retry);
     drop(slot);
     progress.slots(running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
-}
-
-fn verdict(kind: &str, command: &str, exit: &Exit) -> Verdict {
-    Verdict {
-        kind: kind.into(),
-        command: command.into(),
-        passed: exit.success(),
-        exit_code: exit.code(),
-        detail: (!exit.success()).then(|| exit.describe()),
-    }
-}
-
-fn builder_env(ctx: &Shared, job: &Job<'_>, round_base: gix::ObjectId) -> Vec<(String, String)> {
-    let wo_file = ctx.cwd.join(&job.wo.path);
-    vec![
-        ("ARBITER_WO".into(), job.wo.id.clone()),
-        ("ARBITER_WO_FILE".into(), wo_file.display().to_string()),
-        ("ARBITER_TITLE".into(), job.wo.title.clone()),
-        ("ARBITER_ATTEMPT".into(), job.attempt.to_string()),
-        ("ARBITER_ROUND_BASE".into(), round_base.to_string()),
-        (
-            "ARBITER_WORKTREE".into(),
-            job.worktree.display().to_string(),
-        ),
-    ]
-}
-
-/// Commit whatever the builder left uncommitted in its worktree.
-fn commit_leftovers(ctx: &Shared, job: &Job<'_>) -> std::result::Result<(), String> {
-    // gix 0.90 has no porcelain to stage a whole worktree (`add -A`: new,
-    // modified, deleted, mode changes, respecting .gitignore), so git does it.
-    let git = |args: &[&str]| -> std::result::Result<std::process::Output, String> {
-        let mut cmd = std::process::Command::new("git");
-        for var in exec::GIT_ENV {
-            cmd.env_remove(var);
-        }
-        if ctx.missing_name {
-            cmd.args(["-c", "user.name=git-arbiter"]);
-        }
-        if ctx.missing_email {
-            cmd.args(["-c", "user.email=git-arbiter@localhost"]);
-        }
-        cmd.arg("-C")
-            .arg(&job.worktree)
-            .args(args)
-            .stdin(std::process::Stdio::null());
-        cmd.output().map_err(|e| format!("running git: {e}"))
-    };
-    let add = git(&["add", "-A"])?;
-    if !add.status.success() {
-        return Err(String::from_utf8_lossy(&add.stderr).trim().to_owned());
-    }
-    let staged = git(&["diff", "--cached", "--quiet"])?;
-    if staged.status.success() {
-        return Ok(());
-    }
-    let message = format!(
-        "{}: {}\n\nUncommitted work left by the builder, committed by git-arbiter.\n\nArbiter-WO: {}\nArbiter-Attempt: {}\n",
-        job.wo.id, job.wo.title, job.wo.id, job.attempt
-    );
-    let commit = git(&["commit", "-q", "--no-verify", "-m", &message])?;
-    if !commit.status.success() {
-        return Err(String::from_utf8_lossy(&commit.stderr).trim().to_owned());
-    }
-    Ok(())
 }
 
 /// Turn a built job's verdicts into a transition, merging it back if clean.
