@@ -126,3 +126,24 @@ pub fn table(
     }
     Ok(Table { rows, records })
 }
+
+/// The table as `status` and `batch` show it: against the tip of the
+/// integration branch (`into`, else the current branch), with a live
+/// conductor's in-progress work shown as it is, never "recovered".
+pub fn current(ctx: &Context, orders: &Orders, into: Option<&str>) -> crate::Result<Table> {
+    let branch = ctx.integration_branch(into)?;
+    let tip = ctx.branch_tip(&branch).ok();
+    let store = crate::state::Store::new(&ctx.repo, ctx.retry_cap()?);
+    let mut snapshot = store.snapshot()?;
+    let table = table(
+        ctx,
+        orders,
+        &mut snapshot,
+        tip,
+        store.default_cap,
+        &|record| crate::conductor::owns_live(ctx, record),
+    )?;
+    // The process usually ends right after: freeing the notes tree piece by piece would only delay it.
+    std::mem::forget(snapshot);
+    Ok(table)
+}

@@ -1,5 +1,4 @@
 use clap::Args;
-use git_arbiter::state::Store;
 use git_arbiter::{batch, reconcile, Error, ExitCode};
 
 use super::{json, out, Env};
@@ -29,25 +28,14 @@ pub fn cmd_batch(env: &Env, args: BatchArgs) -> Result<ExitCode, Error> {
         None => ctx.config_u32("arbiter.maxBatch")?.unwrap_or(8),
     } as usize;
     let orders = ctx.load_orders(env.orders_flag())?;
-    let branch = ctx.integration_branch(args.into.as_deref())?;
-    let tip = ctx.branch_tip(&branch).ok();
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
-    let mut snapshot = store.snapshot()?;
-    let table = reconcile::table(
-        &ctx,
-        &orders,
-        &mut snapshot,
-        tip,
-        store.default_cap,
-        // A live conductor's in-progress work is shown as it is, not "recovered".
-        &|record| git_arbiter::conductor::owns_live(&ctx, record),
-    )?;
+    let table = reconcile::current(&ctx, &orders, args.into.as_deref())?;
+
     let selected = batch::select(&orders, &table.rows, max);
     let _ = args.json;
     out(&json(&selected));
     eprintln!("{}", selected.summary_line());
     // The process ends right after this: freeing hundreds of thousands of
     // small allocations one by one would only delay the exit.
-    std::mem::forget((orders, table, snapshot, selected));
+    std::mem::forget((orders, table, selected));
     Ok(ExitCode::Success)
 }

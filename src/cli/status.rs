@@ -1,6 +1,5 @@
 use clap::Args;
 use git_arbiter::reconcile::{self, Recovery};
-use git_arbiter::state::Store;
 use git_arbiter::{Error, ExitCode};
 use serde::Serialize;
 
@@ -32,19 +31,8 @@ struct Output<'a> {
 pub fn cmd_status(env: &Env, args: StatusArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
-    let branch = ctx.integration_branch(args.into.as_deref())?;
-    let tip = ctx.branch_tip(&branch).ok();
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
-    let mut snapshot = store.snapshot()?;
-    let table = reconcile::table(
-        &ctx,
-        &orders,
-        &mut snapshot,
-        tip,
-        store.default_cap,
-        // A live conductor's in-progress work is shown as it is, not "recovered".
-        &|record| git_arbiter::conductor::owns_live(&ctx, record),
-    )?;
+    let table = reconcile::current(&ctx, &orders, args.into.as_deref())?;
+
     if args.json {
         out(&json(&Output {
             version: 1,
@@ -55,7 +43,7 @@ pub fn cmd_status(env: &Env, args: StatusArgs) -> Result<ExitCode, Error> {
     }
     // The process ends right after this: freeing hundreds of thousands of
     // small allocations one by one would only delay the exit.
-    std::mem::forget((orders, table, snapshot));
+    std::mem::forget((orders, table));
     Ok(ExitCode::Success)
 }
 
