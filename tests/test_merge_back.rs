@@ -616,3 +616,94 @@ fn staged_change_in_the_checked_out_branch_refuses() {
     );
     env.fsck();
 }
+
+/// Six merge-backs into one branch at the same moment: every lost
+/// compare-and-swap is redone on the new tip, none is forced, all six land.
+#[test]
+fn concurrent_merge_backs_all_land_in_one_chain() {
+    let env = TestEnv::new();
+    env.write("README", "x\n");
+    for i in 0..6 {
+        env.work_order(
+            &format!("wo-{i}"),
+            &format!("Order {i}"),
+            &[],
+            &[&format!("f{i}.txt")],
+        );
+    }
+    let base = env.commit_all("init");
+    env.git(&["branch", "integ"]);
+    for i in 0..6 {
+        let id = format!("wo-{i}");
+        env.git(&["branch", &format!("arbiter/{id}"), &base]);
+        let w = env.root.join(format!("wt-{i}"));
+        env.git(&[
+            "worktree",
+            "add",
+            "-q",
+            w.to_str().expect("utf-8"),
+            &format!("arbiter/{id}"),
+        ]);
+        std::fs::write(w.join(format!("f{i}.txt")), format!("{i}\n")).expect("write");
+        commit_in(&env, &w, &format!("work {i}"));
+    }
+    let go = env.root.join("go");
+    let children: Vec<_> = (0..6)
+        .map(|i| {
+            let cmd = env.command_in(
+                &env.repo,
+                &["merge-back", &format!("wo-{i}"), "--into", "integ"],
+            );
+            let mut shell = std::process::Command::new("sh");
+            shell
+                .arg("-c")
+                .arg(format!(
+                    "while [ ! -e '{}' ]; do :; done; exec \"$0\" \"$@\"",
+                    go.display()
+                ))
+                .arg(cmd.get_program())
+                .args(cmd.get_args())
+                .current_dir(&env.repo)
+                .env_clear()
+                .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
+            shell.spawn().expect("spawn")
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    std::fs::write(&go, "").expect("go");
+    for child in children {
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // One first-parent chain of six merges on top of the base, each WO's file present.
+    let chain = env.git(&["rev-list", "--first-parent", &format!("{base}..integ")]);
+    assert_eq!(chain.lines().count(), 6, "{chain}");
+    let merges = env.git(&["rev-list", "--merges", "--count", &format!("{base}..integ")]);
+    assert_eq!(merges.trim(), "6");
+    let files = env.git(&["ls-tree", "--name-only", "integ"]);
+    for i in 0..6 {
+        assert!(
+            files.lines().any(|f| f == format!("f{i}.txt")),
+            "f{i}.txt missing:\n{files}"
+        );
+    }
+    let status = env
+        .run(&["status", "--json", "--into", "integ"])
+        .success()
+        .json();
+    assert!(
+        status["orders"]
+            .as_array()
+            .expect("orders")
+            .iter()
+            .all(|r| r["status"] == "done"),
+        "{status}"
+    );
+    env.fsck();
+}
