@@ -611,3 +611,66 @@ fn status_during_a_round_shows_live_work_as_in_progress() {
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(130));
 }
+
+/// Two conductors on one repository at once: each work order is built and
+/// merged exactly once, and neither loses the other's state.
+#[test]
+fn two_conductors_never_merge_one_work_order_twice() {
+    let env = TestEnv::new();
+    env.write("README", "x\n");
+    for i in 0..6 {
+        env.work_order(
+            &format!("wo-{i}"),
+            &format!("Order {i}"),
+            &[],
+            &[&format!("f{i}.txt")],
+        );
+    }
+    env.commit_all("init");
+    let build = "sleep 0.3; echo $ARBITER_WO > f$(echo $ARBITER_WO | tr -d 'wo-').txt";
+    let a = env
+        .command_in(
+            &env.repo,
+            &["round", "--json", "--max", "2", "--build", build],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let b = env
+        .command_in(
+            &env.repo,
+            &["round", "--json", "--max", "2", "--build", build],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    for child in [a, b] {
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let trailers = env.git(&[
+        "log",
+        "--format=%(trailers:key=Arbiter-WO,valueonly)",
+        "--merges",
+        "main",
+    ]);
+    let mut merged: Vec<&str> = trailers.lines().filter(|l| !l.is_empty()).collect();
+    merged.sort();
+    assert_eq!(merged, ["wo-0", "wo-1", "wo-2", "wo-3", "wo-4", "wo-5"]);
+    let status = env.run(&["status", "--json"]).success().json();
+    assert!(
+        status["orders"]
+            .as_array()
+            .expect("orders")
+            .iter()
+            .all(|r| r["status"] == "done" && r["attempts"] == 1),
+        "{status}"
+    );
+    clean_afterwards(&env);
+}
