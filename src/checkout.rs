@@ -29,18 +29,26 @@ const MAX_RECOVERY_DEPTH: usize = 64;
 /// Every worktree (main or linked) that has `branch` checked out, as a repository handle.
 pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix::Repository>> {
     let mut out = Vec::new();
-    let main = ctx
-        .repo
-        .main_repo()
-        .git_context("opening the main worktree")?;
-    if main.workdir().is_some() && main.head_name().ok().flatten().as_ref() == Some(branch) {
-        out.push(main);
+    // Opening a repository parses its configuration: look at each HEAD file
+    // first and open only the worktrees that have the branch checked out (a
+    // round has one linked worktree per building work order).
+    if head_names(&ctx.repo.common_dir().join("HEAD"), branch) {
+        let main = ctx
+            .repo
+            .main_repo()
+            .git_context("opening the main worktree")?;
+        if main.workdir().is_some() && main.head_name().ok().flatten().as_ref() == Some(branch) {
+            out.push(main);
+        }
     }
     for proxy in ctx
         .repo
         .worktrees()
         .git_context("listing linked worktrees")?
     {
+        if !head_names(&proxy.git_dir().join("HEAD"), branch) {
+            continue;
+        }
         // A registration whose folder is gone has no files to keep in step.
         if proxy.is_prunable() {
             continue;
@@ -53,6 +61,18 @@ pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix
         }
     }
     Ok(out)
+}
+
+/// Does the HEAD file at `path` name `branch` (`ref: refs/heads/…`)? An
+/// unreadable HEAD counts as a match, so the full check decides.
+fn head_names(path: &Path, branch: &FullName) -> bool {
+    match std::fs::read(path) {
+        Ok(content) => content
+            .strip_prefix(b"ref:")
+            .map(|rest| rest.trim_ascii() == branch.as_bstr().as_ref() as &[u8])
+            .unwrap_or(false),
+        Err(_) => true,
+    }
 }
 
 fn workdir(wt: &gix::Repository) -> Result<PathBuf> {
