@@ -188,6 +188,19 @@ fn main() {
     let ctx = git_arbiter::context::Context::open(&repo).expect("open repo");
     let orders = ctx.load_orders(None).expect("orders");
     let store = git_arbiter::state::Store::new(&ctx.repo, 3);
+    // As in a round, each work order's dispatch is recorded before its build,
+    // so merge-back finds its state in place (one transaction for all).
+    store
+        .transact("dispatch", |txn| -> Result<(), git_arbiter::Error> {
+            for wo in orders.iter() {
+                let mut record = txn.record(&wo.id, false)?;
+                record.status = git_arbiter::state::Status::InProgress;
+                record.attempts = 1;
+                txn.put(record);
+            }
+            Ok(())
+        })
+        .expect("dispatch");
 
     let mut merge_results = Vec::new();
     for (c, (label, into, in_process)) in CASES.iter().enumerate() {
