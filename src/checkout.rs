@@ -451,22 +451,7 @@ fn apply_in_place(
     remove_paths(&dir, removed.iter().copied())?;
 
     // 2. Write the new and changed files.
-    let objects = wt
-        .objects
-        .clone()
-        .into_arc()
-        .git_context("opening the object database")?;
-    let outcome = gix::worktree::state::checkout(
-        &mut writes,
-        &dir,
-        objects,
-        &gix::progress::Discard,
-        &gix::progress::Discard,
-        &AtomicBool::new(false),
-        options,
-    )
-    .git_context(format!("updating the files of {}", dir.display()))?;
-    check_outcome(&dir, &outcome)?;
+    write_files(wt, &mut writes, &dir, options)?;
 
     // 3. Their fresh stat data into the index, and write it.
     for e in writes.entries() {
@@ -513,6 +498,31 @@ fn remove_paths<'a>(dir: &Path, paths: impl Iterator<Item = &'a [u8]>) -> Result
         let _ = std::fs::remove_dir(dir.join(d));
     }
     Ok(())
+}
+
+/// Check out the entries of `index` into `dir` with gix's parallel checkout.
+fn write_files(
+    wt: &gix::Repository,
+    index: &mut gix::index::State,
+    dir: &Path,
+    options: gix::worktree::state::checkout::Options,
+) -> Result<()> {
+    let objects = wt
+        .objects
+        .clone()
+        .into_arc()
+        .git_context("opening the object database")?;
+    let outcome = gix::worktree::state::checkout(
+        index,
+        dir,
+        objects,
+        &gix::progress::Discard,
+        &gix::progress::Discard,
+        &AtomicBool::new(false),
+        options,
+    )
+    .git_context(format!("updating the files of {}", dir.display()))?;
+    check_outcome(dir, &outcome)
 }
 
 fn check_outcome(dir: &Path, outcome: &gix::worktree::state::checkout::Outcome) -> Result<()> {
@@ -583,22 +593,7 @@ fn apply_from_tree(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId)
         .git_context("reading checkout options")?;
     options.destination_is_initially_empty = false;
     options.overwrite_existing = true;
-    let objects = wt
-        .objects
-        .clone()
-        .into_arc()
-        .git_context("opening the object database")?;
-    let outcome = gix::worktree::state::checkout(
-        &mut index,
-        &dir,
-        objects,
-        &gix::progress::Discard,
-        &gix::progress::Discard,
-        &AtomicBool::new(false),
-        options,
-    )
-    .git_context(format!("updating the files of {}", dir.display()))?;
-    check_outcome(&dir, &outcome)?;
+    write_files(wt, &mut *index, &dir, options)?;
 
     // 4. Clear our markers and write the index.
     let entries = index.entries_mut();
