@@ -593,7 +593,7 @@ fn apply_from_tree(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId)
         .git_context("reading checkout options")?;
     options.destination_is_initially_empty = false;
     options.overwrite_existing = true;
-    write_files(wt, &mut *index, &dir, options)?;
+    write_files(wt, &mut index, &dir, options)?;
 
     // 4. Clear our markers and write the index.
     let entries = index.entries_mut();
