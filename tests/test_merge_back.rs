@@ -650,25 +650,8 @@ fn concurrent_merge_backs_all_land_in_one_chain() {
     let go = env.root.join("go");
     let children: Vec<_> = (0..6)
         .map(|i| {
-            let cmd = env.command_in(
-                &env.repo,
-                &["merge-back", &format!("wo-{i}"), "--into", "integ"],
-            );
-            let mut shell = std::process::Command::new("sh");
-            shell
-                .arg("-c")
-                .arg(format!(
-                    "while [ ! -e '{}' ]; do :; done; exec \"$0\" \"$@\"",
-                    go.display()
-                ))
-                .arg(cmd.get_program())
-                .args(cmd.get_args())
-                .current_dir(&env.repo)
-                .env_clear()
-                .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped());
-            shell.spawn().expect("spawn")
+            let args = ["merge-back", &format!("wo-{i}"), "--into", "integ"];
+            env.spawn_at_start_line(&env.repo, &args, &go)
         })
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(200));

@@ -17,32 +17,11 @@ fn forty_concurrent_transitions_all_survive() {
     env.commit_all("init");
     // A shared start line: every child waits for the file to appear, then goes.
     let go = env.root.join("go");
+    // Every child spins on the go file, so all 40 start their transition together.
     let children: Vec<_> = (0..40)
         .map(|i| {
-            let mut cmd = env.command_in(
-                &env.repo,
-                &["halt", &format!("wo-{i:02}"), "--reason", &format!("r{i}")],
-            );
-            // Spin on the go file inside a shell so all 40 start their transition together.
-            let mut shell = std::process::Command::new("sh");
-            let program = format!(
-                "while [ ! -e '{}' ]; do :; done; exec \"$0\" \"$@\"",
-                go.display()
-            );
-            shell.arg("-c").arg(program).arg(cmd.get_program());
-            shell.args(cmd.get_args());
-            shell.current_dir(&env.repo);
-            shell.env_clear();
-            for (k, v) in cmd.get_envs() {
-                if let Some(v) = v {
-                    shell.env(k, v);
-                }
-            }
-            let _ = &mut cmd;
-            shell
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("spawn")
+            let args = ["halt", &format!("wo-{i:02}"), "--reason", &format!("r{i}")];
+            env.spawn_at_start_line(&env.repo, &args, &go)
         })
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(300));

@@ -124,6 +124,27 @@ impl TestEnv {
         cmd
     }
 
+    /// Spawn the binary in `dir`, held at a start line until the file `go`
+    /// exists, so that many processes can be released at the same moment.
+    pub fn spawn_at_start_line(&self, dir: &Path, args: &[&str], go: &Path) -> std::process::Child {
+        let cmd = self.command_in(dir, args);
+        let mut shell = Command::new("sh");
+        shell
+            .arg("-c")
+            .arg(format!(
+                "while [ ! -e '{}' ]; do :; done; exec \"$0\" \"$@\"",
+                go.display()
+            ))
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .current_dir(dir)
+            .env_clear()
+            .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        shell.spawn().expect("spawn")
+    }
+
     pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
         let output = self
             .command_in(dir, args)
