@@ -417,3 +417,44 @@ fn stop_ends_the_race_gives_the_attempt_back_and_cleans_up() {
     // A race afterwards runs normally.
     race(&env, &["-n", "2", "--build", BUILD, "--score", "echo 1"]).success();
 }
+
+/// The best instance's merge conflicts (the integration branch moved under
+/// the race): it is never resolved silently; the next-best instance merges.
+#[test]
+fn a_conflict_in_the_best_falls_back_to_the_next_best() {
+    let env = TestEnv::new();
+    env.write("src/x.txt", "base\n");
+    env.work_order("wo-02", "Two files", &[], &["src/x.txt", "src/y.txt"]);
+    env.commit_all("init");
+    let build =
+        "if [ $ARBITER_INSTANCE = 0 ]; then echo zero > src/y.txt; else echo one > src/x.txt; fi";
+    // Instance 1 scores best; while it is scored, someone commits a
+    // conflicting edit of src/x.txt to main.
+    let score = format!(
+        "if [ $ARBITER_INSTANCE = 1 ]; then echo concurrent > {repo}/src/x.txt && git -C {repo} commit -qam concurrent && echo 8; else echo 5; fi",
+        repo = env.repo.display()
+    );
+    let summary = env
+        .run(&[
+            "race", "wo-02", "--json", "-n", "2", "--build", build, "--score", &score,
+        ])
+        .success()
+        .json();
+    assert_eq!(summary["winner"], 0, "{summary}");
+    assert_eq!(
+        env.git(&["show", "main:src/x.txt"]),
+        "concurrent\n",
+        "the conflicting edit is kept, not overwritten"
+    );
+    assert_eq!(env.git(&["show", "main:src/y.txt"]), "zero\n");
+    let log = env.run(&["log"]).success().stdout;
+    assert!(
+        log.contains("race_fallback") && log.contains("merge_conflict"),
+        "{log}"
+    );
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["status"], "done");
+    assert_eq!(status["orders"][0]["terminal"], false);
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    env.fsck();
+}
