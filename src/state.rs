@@ -26,6 +26,9 @@ pub const NOTES_REF: &str = "refs/notes/arbiter";
 const KEYS_DIR: &str = "wo-keys";
 /// How often a lost compare-and-swap is retried before giving up.
 const MAX_RETRIES: u32 = 1000;
+/// How many times in a row the ref's lock may be found taken (each after
+/// gix waited `core.filesRefLockTimeout`) before a stale lock is suspected.
+const MAX_LOCKED: u32 = 50;
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
@@ -162,8 +165,13 @@ pub enum Error {
         note: String,
         message: String,
     },
-    #[error("{NOTES_REF} is held by other writers: gave up after {MAX_RETRIES} compare-and-swap attempts")]
-    Contended,
+    #[error("{reference} is held by other writers: gave up after {MAX_RETRIES} compare-and-swap attempts")]
+    Contended {
+        reference: String,
+        /// The ref's lock file, when one was still there at the end: a writer
+        /// killed between locking and renaming leaves it behind, as with git.
+        stale_lock: Option<std::path::PathBuf>,
+    },
     #[error("reading or writing {NOTES_REF}: {0}")]
     Git(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
 }
@@ -172,7 +180,7 @@ impl Error {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Error::Corrupt { .. } => ExitCode::Usage,
-            Error::Contended | Error::Git(_) => ExitCode::Fatal,
+            Error::Contended { .. } | Error::Git(_) => ExitCode::Fatal,
         }
     }
 
@@ -181,6 +189,13 @@ impl Error {
             Error::Corrupt { wo, .. } => Some(format!(
                 "inspect it with 'git notes --ref=arbiter show {}'; an earlier good version is in 'git log -p refs/notes/arbiter' (work order {wo})",
                 key_for(wo)
+            )),
+            Error::Contended {
+                stale_lock: Some(lock),
+                ..
+            } => Some(format!(
+                "if no git-arbiter or git process is running, remove the stale lock file {}",
+                lock.display()
             )),
             _ => None,
         }
@@ -470,6 +485,7 @@ impl<'repo> Store<'repo> {
         E: From<Error>,
     {
         let mut backoff = Duration::from_millis(1);
+        let mut locked_in_a_row = 0;
         for _ in 0..MAX_RETRIES {
             let mut snapshot = self.snapshot()?;
             let mut txn = Txn {
@@ -487,24 +503,29 @@ impl<'repo> Store<'repo> {
                 return Ok(value);
             }
             match self.commit(&mut snapshot, records, notes, message)? {
-                true => return Ok(value),
-                false => {
-                    std::thread::sleep(backoff + jitter(backoff));
-                    backoff = (backoff * 2).min(Duration::from_millis(50));
+                Attempt::Committed => return Ok(value),
+                Attempt::Lost => locked_in_a_row = 0,
+                Attempt::Locked => {
+                    locked_in_a_row += 1;
+                    if locked_in_a_row >= MAX_LOCKED {
+                        break;
+                    }
                 }
             }
+            std::thread::sleep(backoff + jitter(backoff));
+            backoff = (backoff * 2).min(Duration::from_millis(50));
         }
-        Err(Error::Contended.into())
+        Err(contended(self.repo, NOTES_REF).into())
     }
 
-    /// Write the records and notes on top of the snapshot's tip. `Ok(false)`: lost the race.
+    /// Write the records and notes on top of the snapshot's tip.
     fn commit(
         &self,
         snapshot: &mut Snapshot<'repo>,
         records: BTreeMap<String, Record>,
         notes: BTreeMap<ObjectId, Vec<u8>>,
         message: &str,
-    ) -> Result<bool, Error> {
+    ) -> Result<Attempt, Error> {
         let repo = self.repo;
         let mut new_keys = Vec::new();
         for (wo, record) in &records {
@@ -560,8 +581,9 @@ impl<'repo> Store<'repo> {
             None => PreviousValue::MustNotExist,
         };
         match repo.reference(NOTES_REF, commit, expected, format!("arbiter: {message}")) {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_conflict() || e.is_retryable() => Ok(false),
+            Ok(_) => Ok(Attempt::Committed),
+            Err(e) if e.is_conflict() => Ok(Attempt::Lost),
+            Err(e) if e.is_retryable() => Ok(Attempt::Locked),
             Err(e) => Err(git_err(e)),
         }
     }
@@ -625,7 +647,24 @@ pub fn write_note_once(
             Err(e) => return Err(git_err(e)),
         }
     }
-    Err(Error::Contended)
+    Err(contended(repo, notes_ref))
+}
+
+/// How one compare-and-swap attempt on the notes ref ended.
+enum Attempt {
+    Committed,
+    /// Another writer moved the ref first: re-read and re-apply.
+    Lost,
+    /// The ref's lock file was taken for longer than gix waits.
+    Locked,
+}
+
+fn contended(repo: &gix::Repository, reference: &str) -> Error {
+    let lock = repo.common_dir().join(format!("{reference}.lock"));
+    Error::Contended {
+        reference: reference.to_owned(),
+        stale_lock: lock.exists().then_some(lock),
+    }
 }
 
 /// The note on `object` in `notes_ref` (e.g. `refs/notes/arbiter-picks`), if any.

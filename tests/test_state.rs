@@ -115,3 +115,34 @@ fn corrupt_note_is_a_clear_input_error() {
     assert!(run.stderr.contains("hint: "), "{}", run.stderr);
     assert_eq!(env.git(&["rev-parse", "refs/notes/arbiter"]), before);
 }
+
+#[test]
+fn a_stale_lock_is_reported_with_how_to_fix_it() {
+    let env = TestEnv::new();
+    env.work_order("wo-01", "One", &[], &["a"]);
+    env.commit_all("init");
+    env.run(&["halt", "wo-01", "--reason", "first"]).success();
+    // A writer killed between taking the ref's lock and renaming it.
+    let lock = env.repo.join(".git/refs/notes/arbiter.lock");
+    std::fs::write(&lock, "").expect("lock");
+    env.git(&["config", "core.filesRefLockTimeout", "1"]);
+    let before = env.git(&["rev-parse", "refs/notes/arbiter"]);
+    let run = env.run(&["clear", "wo-01"]).code(128);
+    assert!(
+        run.stderr
+            .contains("refs/notes/arbiter is held by other writers"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "hint: if no git-arbiter or git process is running, remove the stale lock file {}",
+            lock.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(env.git(&["rev-parse", "refs/notes/arbiter"]), before);
+    std::fs::remove_file(&lock).expect("remove");
+    env.run(&["clear", "wo-01"]).success();
+}
