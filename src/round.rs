@@ -246,10 +246,16 @@ pub fn run(
             .iter()
             .flat_map(|wo| wo.files.iter().cloned())
             .collect();
-        for job in &jobs {
-            settle(
+        for (i, job) in jobs.iter().enumerate() {
+            if let Err(e) = settle(
                 ctx, &store, &branch, job, round_base, opts, &union, progress,
-            )?;
+            ) {
+                // E.g. the checked-out integration branch has local changes:
+                // nothing more can merge. The builders were not at fault, so
+                // the unsettled orders get their attempts back.
+                abandon(ctx, &store, &jobs[i..], &e.to_string())?;
+                return Err(e);
+            }
             progress.finished(&job.wo.id);
         }
         if me.should_stop() {
@@ -661,6 +667,34 @@ fn settle(
     // A halted attempt's worktree and branch stay for inspection until `clear`.
     if !keep_branch {
         worktree::remove(ctx, id, &wo_branch)?;
+    }
+    Ok(())
+}
+
+/// Requeue `jobs` whose settling could not happen, giving their attempts back.
+fn abandon(ctx: &Context, store: &Store<'_>, jobs: &[Job<'_>], why: &str) -> Result<()> {
+    store.transact("abandon unsettled work orders", |txn| -> Result<()> {
+        for job in jobs {
+            let mut record = txn.record(&job.wo.id, !job.wo.deps.is_empty())?;
+            // Only what is still ours and unmerged. A recorded checkpoint_after
+            // may already be on the branch: the recovery rule decides that one
+            // at the next start, so it can never be merged twice.
+            if record.halted
+                || record.status != Status::InProgress
+                || record.checkpoint_after.is_some()
+            {
+                continue;
+            }
+            record.status = Status::NeedsRework;
+            record.attempts = record.attempts.saturating_sub(1);
+            record.owner = None;
+            record.log("abandoned", Some(why.to_owned()));
+            txn.put(record);
+        }
+        Ok(())
+    })?;
+    for job in jobs {
+        worktree::remove(ctx, &job.wo.id, &branch_of(&job.wo.id))?;
     }
     Ok(())
 }

@@ -674,3 +674,35 @@ fn two_conductors_never_merge_one_work_order_twice() {
     );
     clean_afterwards(&env);
 }
+
+#[test]
+fn a_dirty_integration_checkout_stops_the_merge_and_gives_attempts_back() {
+    let env = repo();
+    // The user is editing a tracked file of the checked-out integration branch.
+    std::fs::write(env.repo.join("README"), "my edit\n").expect("edit");
+    let run = round(&env, &["--build", WRITE_OWN]).code(2);
+    assert!(
+        run.stderr.contains("README"),
+        "the refusal names the file:\n{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("README")).expect("README"),
+        "my edit\n"
+    );
+    for id in ["wo-01", "wo-02"] {
+        let row = status_of(&env, id);
+        assert_eq!(row["status"], "needs_rework", "{row}");
+        assert_eq!(row["attempts"], 0, "{row}");
+    }
+    assert!(env.git(&["branch", "--list", "arbiter/*"]).is_empty());
+    // Once the edit is out of the way the same work lands.
+    env.git(&["stash", "-q"]);
+    round(&env, &["--build", WRITE_OWN]).success();
+    env.git(&["stash", "pop", "-q"]);
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("README")).expect("README"),
+        "my edit\n"
+    );
+    assert!(env.repo.join("src/one.txt").exists());
+}
