@@ -146,9 +146,10 @@ pub fn run(
         summary.exit = 0;
         return Ok(summary);
     }
+    crate::checkout::sync_checked_out(ctx, &branch)?;
+    refuse_dirty_checkout(ctx, &branch)?;
     let me = Conductor::register(ctx)?;
     let slot_dir = slots::slot_dir(Some(ctx))?;
-    crate::checkout::sync_checked_out(ctx, &branch)?;
     loop {
         // Reconcile and recover, as one transition.
         let tip = ctx.branch_tip(&branch)?;
@@ -288,6 +289,28 @@ pub fn run(
     }
     summary.exit = 0;
     Ok(summary)
+}
+
+/// Local edits in a checked-out copy of the integration branch would stop
+/// every merge-back: say so before any builder spends its time.
+fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Result<()> {
+    for wt in crate::checkout::worktrees_with_branch(ctx, branch)? {
+        let changes = crate::checkout::local_changes(&wt)?;
+        if !changes.is_empty() {
+            let place = wt
+                .workdir()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            return Err(InputError::new(format!(
+                "{} is checked out in {place} with local changes: {}",
+                branch.shorten(),
+                changes.join(", ")
+            ))
+            .hint("commit or stash them first: git-arbiter never overwrites your edits")
+            .into());
+        }
+    }
+    Ok(())
 }
 
 fn owned_by_live(ctx: &Context, record: &Record) -> bool {

@@ -676,11 +676,43 @@ fn two_conductors_never_merge_one_work_order_twice() {
 }
 
 #[test]
+fn a_dirty_integration_checkout_is_refused_before_any_build() {
+    let env = repo();
+    std::fs::write(env.repo.join("README"), "my edit\n").expect("edit");
+    let started = env.root.join("built");
+    let run = round(&env, &["--build", &format!("touch {}", started.display())]).code(2);
+    assert!(
+        run.stderr.starts_with("error: main is checked out in "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("with local changes: README\nhint: "),
+        "{}",
+        run.stderr
+    );
+    assert!(!started.exists(), "no builder ran");
+    assert!(
+        env.git_try_in(
+            &env.repo,
+            &["rev-parse", "-q", "--verify", "refs/notes/arbiter"]
+        )
+        .code
+            != 0,
+        "no state written"
+    );
+}
+
+#[test]
 fn a_dirty_integration_checkout_stops_the_merge_and_gives_attempts_back() {
     let env = repo();
-    // The user is editing a tracked file of the checked-out integration branch.
-    std::fs::write(env.repo.join("README"), "my edit\n").expect("edit");
-    let run = round(&env, &["--build", WRITE_OWN]).code(2);
+    // The user starts editing a tracked file of the checked-out integration
+    // branch while the builders run.
+    let edit = format!(
+        "{WRITE_OWN}; echo 'my edit' > {}/README",
+        env.repo.display()
+    );
+    let run = round(&env, &["--build", &edit]).code(2);
     assert!(
         run.stderr.contains("README"),
         "the refusal names the file:\n{}",
