@@ -241,6 +241,7 @@ pub fn run(
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
     crate::checkout::sync_checked_out(ctx, &branch)?;
+    crate::round::refuse_dirty_checkout(ctx, &branch)?;
     let base = ctx.branch_tip(&branch)?;
     let run_id = format!("race-{}", me.name);
     let attempt = dispatch(ctx, &store, wo, base, &me, &run_id, opts.n)?;

@@ -293,7 +293,7 @@ pub fn run(
 
 /// Local edits in a checked-out copy of the integration branch would stop
 /// every merge-back: say so before any builder spends its time.
-fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Result<()> {
+pub(crate) fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Result<()> {
     for wt in crate::checkout::worktrees_with_branch(ctx, branch)? {
         let changes = crate::checkout::local_changes(&wt)?;
         if !changes.is_empty() {

@@ -458,3 +458,20 @@ fn a_conflict_in_the_best_falls_back_to_the_next_best() {
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     env.fsck();
 }
+
+#[test]
+fn a_dirty_integration_checkout_is_refused_before_any_instance_runs() {
+    let env = repo();
+    std::fs::write(env.repo.join("README"), "my edit\n").expect("edit");
+    let run = race(&env, &["-n", "2", "--build", BUILD, "--score", SCORE_587]).code(2);
+    assert!(
+        run.stderr.contains("with local changes: README"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(race_branches(&env), "");
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("README")).expect("README"),
+        "my edit\n"
+    );
+}
