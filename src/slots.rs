@@ -364,7 +364,10 @@ fn read_json<T: for<'de> Deserialize<'de>>(file: &mut File) -> Option<T> {
 }
 
 /// The directory mutex, held for one admission decision.
-struct DirLock(#[allow(dead_code)] File);
+struct DirLock {
+    // Never read: holding the open, locked file *is* holding the mutex.
+    _file: File,
+}
 
 impl DirLock {
     fn take(dir: &Path, interrupt: &AtomicBool) -> Result<DirLock> {
@@ -373,7 +376,7 @@ impl DirLock {
             open_lockable(&path, true).map_err(Error::io(format!("opening {}", path.display())))?;
         loop {
             if try_lock(&file).map_err(Error::io(format!("locking {}", path.display())))? {
-                return Ok(DirLock(file));
+                return Ok(DirLock { _file: file });
             }
             if interrupt.load(Ordering::SeqCst) {
                 return Err(Error::Interrupted);
