@@ -47,7 +47,15 @@ fn apply(env: &TestEnv, dir: &std::path::Path, ops: &[Op]) {
                 let p = dir.join(POOL[*path]);
                 std::fs::create_dir_all(p.parent().unwrap()).unwrap();
                 let mut lines: Vec<String> = std::fs::read_to_string(&p)
-                    .unwrap_or_else(|_| (0..6).map(|i| format!("line {i}\n")).collect())
+                    // A new file's lines name it: two new files are never near
+                    // copies, so only a real Rename op is a rename. (Ties between
+                    // equally similar candidates are broken differently by git
+                    // and gix; see the note in README's development section.)
+                    .unwrap_or_else(|_| {
+                        (0..6)
+                            .map(|i| format!("{} line {i}\n", POOL[*path]))
+                            .collect()
+                    })
                     .lines()
                     .map(str::to_owned)
                     .collect();
@@ -174,7 +182,16 @@ fn check(base: Vec<Op>, ours: Vec<Op>, theirs: Vec<Op>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 40, failure_persistence: None, ..ProptestConfig::default() })]
+    // A fixed seed by default, so the gate is the same 40 histories on every
+    // run; `PROPTEST_RNG_SEED=<n> cargo test --test cli test_oracle` explores others.
+    #![proptest_config(ProptestConfig {
+        cases: 40,
+        failure_persistence: None,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(
+            std::env::var("PROPTEST_RNG_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x0a7b_17e7),
+        ),
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn merge_tree_equals_git_merge_tree(
         base in prop::collection::vec(op(), 0..6),
