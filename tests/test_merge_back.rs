@@ -456,6 +456,23 @@ fn local_changes_in_the_checked_out_branch_refuse_before_anything_moves() {
     env.fsck();
 }
 
+/// What a merge-back killed after moving the branch leaves: main at an
+/// arbiter-style merge of `arbiter/wo-01`, the checked-out files still at `old`.
+fn move_main_under_the_worktree(env: &TestEnv, old: &str) {
+    let tree = env.git(&["merge-tree", "--write-tree", "main", "arbiter/wo-01"]);
+    let merge = env.git(&[
+        "commit-tree",
+        tree.trim(),
+        "-p",
+        old,
+        "-p",
+        "arbiter/wo-01",
+        "-m",
+        "Merge wo-01: Login form\n\nArbiter-WO: wo-01\nArbiter-Attempt: 1",
+    ]);
+    env.git(&["update-ref", "refs/heads/main", merge.trim(), old]);
+}
+
 /// A kill between moving the branch and updating the checked-out worktree:
 /// the next start finds the index at the old tip and finishes the update.
 #[test]
@@ -467,19 +484,7 @@ fn recovery_syncs_a_worktree_left_behind() {
     let w = wt(&env, "wo-01");
     sh(&env, &w, "echo a2 > src/a.rs && echo n > src/n.rs");
     commit_in(&env, &w, "work");
-    let side = rev(&env, "arbiter/wo-01");
-    let tree = env.git(&["merge-tree", "--write-tree", "main", "arbiter/wo-01"]);
-    let merge = env.git(&[
-        "commit-tree",
-        tree.trim(),
-        "-p",
-        &old,
-        "-p",
-        &side,
-        "-m",
-        "Merge wo-01: Login form\n\nArbiter-WO: wo-01\nArbiter-Attempt: 1",
-    ]);
-    env.git(&["update-ref", "refs/heads/main", merge.trim(), &old]);
+    move_main_under_the_worktree(&env, &old);
     assert_ne!(env.git(&["status", "--porcelain"]), "");
 
     let ctx = Context::open(&env.repo).unwrap();
@@ -504,18 +509,7 @@ fn recovery_never_overwrites_an_edit() {
     let w = wt(&env, "wo-01");
     sh(&env, &w, "echo a2 > src/a.rs");
     commit_in(&env, &w, "work");
-    let tree = env.git(&["merge-tree", "--write-tree", "main", "arbiter/wo-01"]);
-    let merge = env.git(&[
-        "commit-tree",
-        tree.trim(),
-        "-p",
-        &old,
-        "-p",
-        "arbiter/wo-01",
-        "-m",
-        "Merge wo-01: x\n\nArbiter-WO: wo-01",
-    ]);
-    env.git(&["update-ref", "refs/heads/main", merge.trim()]);
+    move_main_under_the_worktree(&env, &old);
     env.write("src/a.rs", "user edit\n");
     let ctx = Context::open(&env.repo).unwrap();
     let branch = ctx.integration_branch(None).unwrap();
@@ -654,16 +648,7 @@ fn concurrent_merge_backs_all_land_in_one_chain() {
             env.spawn_at_start_line(&env.repo, &args, &go)
         })
         .collect();
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    std::fs::write(&go, "").expect("go");
-    for child in children {
-        let out = child.wait_with_output().expect("wait");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    env.release_all(&go, children);
     // One first-parent chain of six merges on top of the base, each WO's file present.
     let chain = env.git(&["rev-list", "--first-parent", &format!("{base}..integ")]);
     assert_eq!(chain.lines().count(), 6, "{chain}");

@@ -307,13 +307,19 @@ fn wait_for(path: &Path) {
     panic!("{} never appeared", path.display());
 }
 
+/// A round whose builders never finish, returned once one of them runs.
+fn spawn_busy_round(env: &TestEnv) -> std::process::Child {
+    let started = env.root.join("started");
+    let build = format!("touch {}; sleep 300", started.display());
+    let child = spawn_round(env, &env.repo, &build);
+    wait_for(&started);
+    child
+}
+
 #[test]
 fn stop_ends_builders_records_state_and_resumes() {
     let env = repo();
-    let started = env.root.join("started");
-    let build = format!("touch {}; sleep 300", started.display());
-    let child = spawn_round(&env, &env.repo, &build);
-    wait_for(&started);
+    let child = spawn_busy_round(&env);
     env.run(&["stop"]).success();
     let out = child.wait_with_output().expect("wait");
     assert_eq!(
@@ -333,10 +339,7 @@ fn stop_ends_builders_records_state_and_resumes() {
 #[test]
 fn sigint_stops_like_stop() {
     let env = repo();
-    let started = env.root.join("started");
-    let build = format!("touch {}; sleep 300", started.display());
-    let child = spawn_round(&env, &env.repo, &build);
-    wait_for(&started);
+    let child = spawn_busy_round(&env);
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().expect("wait");
@@ -592,10 +595,7 @@ fn clear_drops_the_kept_attempt_and_records_its_commit() {
 #[test]
 fn status_during_a_round_shows_live_work_as_in_progress() {
     let env = repo();
-    let started = env.root.join("started");
-    let build = format!("touch {}; sleep 300", started.display());
-    let child = spawn_round(&env, &env.repo, &build);
-    wait_for(&started);
+    let child = spawn_busy_round(&env);
     assert_eq!(
         status_of(&env, "wo-01")["status"],
         "in_progress",

@@ -24,16 +24,7 @@ fn forty_concurrent_transitions_all_survive() {
             env.spawn_at_start_line(&env.repo, &args, &go)
         })
         .collect();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    std::fs::write(&go, "").expect("go");
-    for child in children {
-        let out = child.wait_with_output().expect("wait");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    env.release_all(&go, children);
     let listed = env.git(&["notes", "--ref=arbiter", "list"]);
     assert_eq!(listed.lines().count(), 40, "{listed}");
     let status = env.run(&["status", "--json"]).success().json();

@@ -145,6 +145,22 @@ impl TestEnv {
         shell.spawn().expect("spawn")
     }
 
+    /// Release processes held by `spawn_at_start_line` and require that each succeeds.
+    #[track_caller]
+    pub fn release_all(&self, go: &Path, children: Vec<std::process::Child>) {
+        // Give every child time to reach the start line before the go.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::fs::write(go, "").expect("go");
+        for child in children {
+            let out = child.wait_with_output().expect("wait");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
     pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
         let output = self
             .command_in(dir, args)
