@@ -4,18 +4,25 @@
 //! first and rolled back after).
 //!
 //! Crash-safety protocol, which recovery (`reconcile`) relies on:
-//! 1. write the merge commit object (unreachable until step 3);
-//! 2. record `checkpoint_after = <merge>` in the WO's note, status `in_progress`;
+//! 1. the WO is `in_progress` with a `checkpoint_before` on the branch (a
+//!    round's dispatch records both; a standalone merge-back records them just
+//!    before step 3, once the merge is known to be clean);
+//! 2. write the merge commit object, with the `Arbiter-WO` and
+//!    `Arbiter-Attempt` trailers (unreachable until step 3);
 //! 3. move the branch by compare-and-swap from the pre-merge tip; a lost race
 //!    is redone on the new tip (merge and drift recomputed), never forced;
 //! 4. bring every worktree that has the branch checked out to the new tip;
-//! 5. one state transition: WO `done`, verdict and history, and a note on the
-//!    merge commit (`git log --notes=arbiter` shows it).
+//! 5. one state transition: WO `done` with `checkpoint_after = <merge>`,
+//!    verdict and history, and a note on the merge commit (`git log
+//!    --notes=arbiter` shows it).
 //!
-//! A kill after 2 leaves a checkpoint that is not an ancestor of the tip
-//! (recovery: `needs_rework`); after 3 one that is (recovery: `done`); after
-//! 3 but before 4 a worktree whose index matches the old tip, which
-//! [`crate::checkout::sync_checked_out`] finishes on the next start.
+//! A kill before 3 leaves the branch without the merge (recovery:
+//! `needs_rework`); after 3 the first-parent chain from the tip back to
+//! `checkpoint_before` holds a merge with the attempt's trailers (recovery:
+//! `done`, see [`crate::reconcile::find_merge`]); after 3 but before 4 a
+//! worktree whose index matches the old tip, which
+//! [`crate::checkout::sync_checked_out`] finishes on the next start. No
+//! transition is written between 2 and 3: the branch itself is the checkpoint.
 
 use gix::bstr::ByteSlice;
 use gix::refs::transaction::PreviousValue;
@@ -120,10 +127,9 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
     let repo = &ctx.repo;
     let id = req.wo.id.as_str();
     let has_deps = !req.wo.deps.is_empty();
-    if let Some(r) = store.snapshot()?.record(id)? {
-        if r.halted {
-            return Err(halted_error(id, r.halt_reason.as_deref()));
-        }
+    let record = store.snapshot()?.record(id)?;
+    if let Some(r) = record.as_ref().filter(|r| r.halted) {
+        return Err(halted_error(id, r.halt_reason.as_deref()));
     }
     repo.find_commit(req.source).map_err(|_| {
         InputError::new(format!("{} is not a commit", req.source))
@@ -137,9 +143,38 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
         checkout::sync_worktrees(ctx, req.into, worktrees)?;
     }
 
+    // Recovery needs the WO in progress with a first-parent bound to search
+    // back to (see the module docs); a round's dispatch has recorded both.
+    let mut needs_start = record
+        .as_ref()
+        .is_none_or(|r| r.status != Status::InProgress || r.checkpoint_before.is_none());
+
     for _ in 0..MAX_CAS_RETRIES {
         let tip = ctx.branch_tip(req.into)?;
-        if ctx.is_ancestor(req.source, tip)? {
+        let options = repo
+            .tree_merge_options()
+            .git_context("reading merge options")?;
+        let labels = gix::merge::blob::builtin_driver::text::Labels {
+            ancestor: None,
+            current: Some(req.into.shorten()),
+            other: Some("arbiter".into()),
+        };
+        // One merge-base search answers all three questions: already merged?
+        // what to merge against? which round base to name?
+        let mut outcome = repo
+            .merge_commits(tip, req.source, labels, options.into())
+            .git_context(format!(
+                "merging {} into {}",
+                req.source,
+                req.into.shorten()
+            ))?;
+        let merge_base = outcome.merge_bases.as_ref().map(|b| *b.first());
+        if req.source == tip
+            || outcome
+                .merge_bases
+                .as_ref()
+                .is_some_and(|b| b.iter().any(|c| *c == req.source))
+        {
             store.transact(
                 &format!("merge-back {id}: up to date"),
                 |txn| -> Result<()> {
@@ -156,22 +191,6 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             )?;
             return Ok(Outcome::UpToDate { tip });
         }
-
-        let options = repo
-            .tree_merge_options()
-            .git_context("reading merge options")?;
-        let labels = gix::merge::blob::builtin_driver::text::Labels {
-            ancestor: None,
-            current: Some(req.into.shorten()),
-            other: Some("arbiter".into()),
-        };
-        let mut outcome = repo
-            .merge_commits(tip, req.source, labels, options.into())
-            .git_context(format!(
-                "merging {} into {}",
-                req.source,
-                req.into.shorten()
-            ))?;
         let how = gix::merge::tree::TreatAsUnresolved::git();
         if outcome.tree_merge.has_unresolved_conflicts(how) {
             let mut paths: Vec<String> = outcome
@@ -219,14 +238,8 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             prepared.push(checkout::preflight(wt, tip_tree, tree, &changed)?);
         }
 
-        // (1) the merge commit, unreachable so far.
-        let round_base = match req.round_base {
-            Some(b) => b,
-            None => repo
-                .merge_base(tip, req.source)
-                .git_context("finding the merge base")?
-                .map_or(tip, |b| b.detach()),
-        };
+        // (2) the merge commit, unreachable so far.
+        let round_base = req.round_base.or(merge_base).unwrap_or(tip);
         let sha = repo
             .new_commit(
                 message(req.wo, req.attempt, round_base),
@@ -235,21 +248,25 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             )
             .git_context("writing the merge commit")?
             .id;
-        // (2) checkpoint.
-        store.transact(
-            &format!("merge-back {id}: checkpoint {sha}"),
-            |txn| -> Result<()> {
+        // (1) for a standalone merge-back, now that the merge is clean.
+        if needs_start {
+            store.transact(&format!("merge-back {id}: start"), |txn| -> Result<()> {
                 let mut r = txn.record(id, has_deps)?;
                 if r.halted {
                     return Err(halted_error(id, r.halt_reason.as_deref()));
                 }
+                // A fresh start searches back to here only, never into an earlier merge of it.
+                if r.status != Status::InProgress || r.checkpoint_before.is_none() {
+                    r.checkpoint_before = Some(tip.to_string());
+                }
                 r.status = Status::InProgress;
-                r.checkpoint_after = Some(sha.to_string());
-                r.log("merge_checkpoint", Some(sha.to_string()));
+                r.checkpoint_after = None;
+                r.log("merge_start", Some(tip.to_string()));
                 txn.put(r);
                 Ok(())
-            },
-        )?;
+            })?;
+            needs_start = false;
+        }
         // (3) compare-and-swap from the tip everything above was computed on.
         match repo.reference(
             req.into.as_ref(),

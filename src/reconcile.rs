@@ -4,9 +4,11 @@
 //! Read-only. A round runs the same computation and then writes the recovered
 //! statuses back as one transition.
 
+use gix::bstr::ByteSlice;
 use serde::Serialize;
 
 use crate::context::Context;
+use crate::error::GitContext;
 use crate::orders::Orders;
 use crate::state::{Record, Snapshot, Status, Verdict};
 
@@ -31,8 +33,9 @@ pub struct Row {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Recovery {
-    /// checkpoint_after is an ancestor of the integration tip: the merge landed.
-    Done,
+    /// The merge landed: checkpoint_after is an ancestor of the integration
+    /// tip, or the tip's first-parent chain holds the attempt's merge commit.
+    Done { merge: String },
     /// The build never merged: requeue it.
     NeedsRework,
     /// The ancestry check itself failed: reported, never guessed.
@@ -54,29 +57,94 @@ impl Table {
     }
 }
 
-/// Apply the recovery rule to one in-progress record.
+/// How many first-parent commits [`find_merge`] reads when nothing bounds it.
+const MAX_SCAN: usize = 10_000;
+
+/// Apply the recovery rule to one in-progress record: done if its merge
+/// landed on `tip`, otherwise needs_rework; an ancestry check that fails is
+/// reported, never guessed.
 pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Recovery {
-    let Some(after) = &record.checkpoint_after else {
-        return Recovery::NeedsRework;
-    };
     let Some(tip) = tip else {
         return Recovery::NeedsRework;
     };
-    let after = match gix::ObjectId::from_hex(after.as_bytes()) {
-        Ok(id) => id,
-        Err(e) => {
-            return Recovery::Error {
-                message: format!("checkpoint_after '{after}' is not an object id: {e}"),
+    let parse = |what: &str, hex: &Option<String>| -> Result<Option<gix::ObjectId>, Recovery> {
+        hex.as_deref()
+            .map(|h| {
+                gix::ObjectId::from_hex(h.as_bytes()).map_err(|e| Recovery::Error {
+                    message: format!("{what} '{h}' is not an object id: {e}"),
+                })
+            })
+            .transpose()
+    };
+    let (after, before) = match (
+        parse("checkpoint_after", &record.checkpoint_after),
+        parse("checkpoint_before", &record.checkpoint_before),
+    ) {
+        (Ok(after), Ok(before)) => (after, before),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    if let Some(after) = after {
+        match ctx.is_ancestor(after, tip) {
+            Ok(true) => {
+                return Recovery::Done {
+                    merge: after.to_string(),
+                }
+            }
+            Ok(false) => {}
+            Err(e) => {
+                return Recovery::Error {
+                    message: e.to_string(),
+                }
             }
         }
-    };
-    match ctx.is_ancestor(after, tip) {
-        Ok(true) => Recovery::Done,
-        Ok(false) => Recovery::NeedsRework,
+    }
+    match find_merge(ctx, &record.wo, record.attempts, tip, before) {
+        Ok(Some(merge)) => Recovery::Done {
+            merge: merge.to_string(),
+        },
+        Ok(None) => Recovery::NeedsRework,
         Err(e) => Recovery::Error {
             message: e.to_string(),
         },
     }
+}
+
+/// The merge commit of work order `id`, attempt `attempt`, on the
+/// first-parent chain from `tip` back to `since` (exclusive), recognised by
+/// the trailers merge-back writes. Only merge-back puts commits with those
+/// trailers on an integration branch's first-parent chain (builders' commits
+/// arrive as second parents), so this is how a merge whose branch move landed
+/// but whose state transition did not (a killed process) is found.
+pub fn find_merge(
+    ctx: &Context,
+    id: &str,
+    attempt: u32,
+    tip: gix::ObjectId,
+    since: Option<gix::ObjectId>,
+) -> crate::Result<Option<gix::ObjectId>> {
+    let wo_line = format!("Arbiter-WO: {id}");
+    let attempt_line = format!("Arbiter-Attempt: {attempt}");
+    let mut next = Some(tip);
+    for _ in 0..MAX_SCAN {
+        let Some(id) = next.filter(|c| Some(*c) != since) else {
+            break;
+        };
+        let commit = ctx
+            .repo
+            .find_commit(id)
+            .git_context(format!("reading commit {id}"))?;
+        let mut parents = commit.parent_ids();
+        next = parents.next().map(|p| p.detach());
+        if parents.next().is_none() {
+            continue;
+        }
+        let message = commit.message_raw_sloppy();
+        let has = |line: &str| message.lines().any(|l| l == line.as_bytes());
+        if has(&wo_line) && has(&attempt_line) {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
 }
 
 /// Build the table. `tip` is the integration branch's commit (None: no commits yet).
@@ -102,7 +170,7 @@ pub fn table(
         if status == Status::InProgress && !record.halted && !in_flight(&record) {
             let outcome = recover(ctx, &record, tip);
             match outcome {
-                Recovery::Done => status = Status::Done,
+                Recovery::Done { .. } => status = Status::Done,
                 Recovery::NeedsRework => status = Status::NeedsRework,
                 Recovery::Error { .. } => {}
             }

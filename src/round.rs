@@ -254,7 +254,7 @@ pub fn run(
                 // E.g. the checked-out integration branch has local changes:
                 // nothing more can merge. The builders were not at fault, so
                 // the unsettled orders get their attempts back.
-                abandon(ctx, &store, &jobs[i..], &e.to_string())?;
+                abandon(ctx, &store, &branch, &jobs[i..], &e.to_string())?;
                 return Err(e);
             }
             progress.finished(&job.wo.id);
@@ -353,9 +353,10 @@ fn recover(
                 continue;
             }
             match recovery {
-                Recovery::Done => {
+                Recovery::Done { merge } => {
                     record.status = Status::Done;
-                    record.log("recovered_done", record.checkpoint_after.clone());
+                    record.checkpoint_after = Some(merge.clone());
+                    record.log("recovered_done", Some(merge.clone()));
                 }
                 Recovery::NeedsRework => {
                     record.status = Status::NeedsRework;
@@ -372,7 +373,7 @@ fn recover(
     })?;
     for (id, recovery) in &changes {
         let outcome = match recovery {
-            Recovery::Done => "done",
+            Recovery::Done { .. } => "done",
             Recovery::NeedsRework => "needs_rework",
             Recovery::Error { .. } => "halted",
         };
@@ -695,17 +696,27 @@ fn settle(
 }
 
 /// Requeue `jobs` whose settling could not happen, giving their attempts back.
-fn abandon(ctx: &Context, store: &Store<'_>, jobs: &[Job<'_>], why: &str) -> Result<()> {
+fn abandon(
+    ctx: &Context,
+    store: &Store<'_>,
+    branch: &gix::refs::FullName,
+    jobs: &[Job<'_>],
+    why: &str,
+) -> Result<()> {
+    let tip = ctx.branch_tip(branch)?;
     store.transact("abandon unsettled work orders", |txn| -> Result<()> {
         for job in jobs {
             let mut record = txn.record(&job.wo.id, !job.wo.deps.is_empty())?;
-            // Only what is still ours and unmerged. A recorded checkpoint_after
-            // may already be on the branch: the recovery rule decides that one
-            // at the next start, so it can never be merged twice.
-            if record.halted
-                || record.status != Status::InProgress
-                || record.checkpoint_after.is_some()
-            {
+            // Only what is still ours and unmerged: a merge that landed before
+            // settling failed is left to the recovery rule at the next start,
+            // so it can never be merged twice.
+            if record.halted || record.status != Status::InProgress {
+                continue;
+            }
+            if !matches!(
+                reconcile::recover(ctx, &record, Some(tip)),
+                Recovery::NeedsRework
+            ) {
                 continue;
             }
             record.status = Status::NeedsRework;

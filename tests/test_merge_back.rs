@@ -70,6 +70,17 @@ fn merged_human_and_json_output() {
     let status = env.run(&["status", "--json"]).success().json();
     assert_eq!(status["orders"][0]["status"], "done");
     assert_eq!(status["orders"][0]["checkpoint_after"], after.as_str());
+    // Not dispatched by a round: the start (recovery's search bound) is
+    // recorded once the merge is clean, then the merge itself.
+    assert_eq!(status["orders"][0]["checkpoint_before"], before.as_str());
+    let log = env.run(&["log", "--json", "wo-01"]).success().json();
+    let events: Vec<&str> = log["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["event"].as_str().expect("event"))
+        .collect();
+    assert_eq!(events, ["merge_start", "merged"]);
     // The checked-out main worktree followed the merge.
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     assert_eq!(

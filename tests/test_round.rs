@@ -451,12 +451,11 @@ fn log_prints_the_disposition_history() {
         .map(|e| e["event"].as_str().expect("event"))
         .collect();
     assert_eq!(json["version"], 1);
-    assert!(
-        events.starts_with(&["dispatch", "needs_rework", "dispatch", "built"]),
-        "{events:?}"
-    );
-    assert!(
-        events.ends_with(&["merge_checkpoint", "merged"]),
+    // A round's merge writes no transition before the branch moves: the
+    // dispatch already bounds recovery's search (see `merge`).
+    assert_eq!(
+        events,
+        ["dispatch", "needs_rework", "dispatch", "built", "merged"],
         "{events:?}"
     );
     let human = env.run(&["log"]).success();
