@@ -1,5 +1,5 @@
 //! Side-by-side timings of git-arbiter's git core against stock git on a
-//! repository of 5,000 files (built with git):
+//! repository of 5,000 files (built with git, then packed as a clone is):
 //!
 //! 1. merge-back + drift check of one work order (`git arbiter merge-back`)
 //!    vs `git merge --no-ff` + `git diff --name-only` in a worktree;
@@ -184,18 +184,25 @@ fn main() {
         git(&repo, &home, &["branch", &format!("g/wo-{k:02}"), &commit]);
     }
 
+    // Packed, as a cloned or garbage-collected repository of this size is
+    // (new objects then arrive loose, on both sides).
+    git(&repo, &home, &["repack", "-adq"]);
+    git(&repo, &home, &["prune-packed"]);
+
     // The in-process side: the repository opened once, as the round does.
     let ctx = git_arbiter::context::Context::open(&repo).expect("open repo");
     let orders = ctx.load_orders(None).expect("orders");
     let store = git_arbiter::state::Store::new(&ctx.repo, 3);
-    // As in a round, each work order's dispatch is recorded before its build,
-    // so merge-back finds its state in place (one transaction for all).
+    // As in a round, each work order's dispatch (in progress, with the base it
+    // was built on) is recorded before its build, so merge-back finds its
+    // state in place (one transaction for all).
     store
         .transact("dispatch", |txn| -> Result<(), git_arbiter::Error> {
             for wo in orders.iter() {
                 let mut record = txn.record(&wo.id, false)?;
                 record.status = git_arbiter::state::Status::InProgress;
                 record.attempts = 1;
+                record.checkpoint_before = Some(base.clone());
                 txn.put(record);
             }
             Ok(())

@@ -15,6 +15,9 @@ pub mod defaults {
     pub const MAX_TOTAL: u32 = 6;
 }
 
+/// Decoded objects kept in memory per repository handle.
+const OBJECT_CACHE_BYTES: usize = 16 * 1024 * 1024;
+
 pub struct Context {
     pub repo: gix::Repository,
     /// Top of the worktree we run in, if any (a bare repository has none).
@@ -31,6 +34,10 @@ impl Context {
             InputError::new(format!("not a git repository: {} ({e})", cwd.display()))
                 .hint("run git arbiter inside a git repository, or set GIT_DIR")
         })?;
+        let mut repo = repo;
+        // A round merges many work orders into one branch: the trees and
+        // commits near its tip are read again by every merge-back.
+        repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
         let workdir = repo.workdir().map(Path::to_owned);
         Ok(Context {
             repo,
