@@ -336,6 +336,28 @@ fn stop_ends_builders_records_state_and_resumes() {
     clean_afterwards(&env);
 }
 
+/// A standalone merge-back never takes a work order from under a live round:
+/// its branch may be half-built.
+#[test]
+fn merge_back_refuses_a_work_order_a_live_round_owns() {
+    let env = repo();
+    let child = spawn_busy_round(&env);
+    let notes_before = env.git(&["rev-parse", "refs/notes/arbiter"]);
+    let main_before = env.git(&["rev-parse", "main"]);
+    let run = env.run(&["merge-back", "wo-01"]).code(2);
+    assert!(
+        run.stderr.contains("is being built by a running round"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("hint: "), "{}", run.stderr);
+    assert_eq!(env.git(&["rev-parse", "refs/notes/arbiter"]), notes_before);
+    assert_eq!(env.git(&["rev-parse", "main"]), main_before);
+    env.run(&["stop"]).success();
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130));
+}
+
 #[test]
 fn sigint_stops_like_stop() {
     let env = repo();
