@@ -112,8 +112,8 @@ fn side_commit(repo: &Path, home: &Path, parent: &str, path: &str, content: &str
 /// on file systems that search past recently deleted inodes (ext4 without a
 /// journal) it can dominate both sides' timings. The files are left for the
 /// temp dir's removal, so the probe itself deletes nothing.
-fn file_create_cost(dir: &Path) -> Duration {
-    let probe = dir.join("bench-probe");
+fn file_create_cost(dir: &Path, name: &str) -> Duration {
+    let probe = dir.join(format!("bench-probe-{name}"));
     std::fs::create_dir_all(&probe).expect("probe dir");
     let times = (0..25)
         .map(|i| {
@@ -228,6 +228,7 @@ fn main() {
         })
         .expect("dispatch");
 
+    let create_before = file_create_cost(&repo.join(".git/objects"), "before");
     let mut merge_results = Vec::new();
     for (c, (label, into, in_process)) in CASES.iter().enumerate() {
         let mut ours = Vec::new();
@@ -358,9 +359,10 @@ fn main() {
 
     println!("git_core bench ({files} files; median of {merges} merges per case / 3 × {WORKTREES} worktrees; git is whole processes)");
     println!(
-        "one new file (create + write + rename, as for each object and ref lock) in {}: {:.0} us median",
+        "one new file (create + write + rename, as for each object and ref lock) in {}: {:.0} us median before the merges, {:.0} us after the worktrees",
         root.display(),
-        file_create_cost(&repo.join(".git/objects")).as_secs_f64() * 1e6
+        create_before.as_secs_f64() * 1e6,
+        file_create_cost(&repo.join(".git/objects"), "after").as_secs_f64() * 1e6
     );
     for (label, ours, theirs) in &merge_results {
         println!(
