@@ -126,13 +126,13 @@ pub fn find_merge(
     let attempt_line = format!("Arbiter-Attempt: {attempt}");
     let mut next = Some(tip);
     for _ in 0..MAX_SCAN {
-        let Some(id) = next.filter(|c| Some(*c) != since) else {
+        let Some(commit_id) = next.filter(|c| Some(*c) != since) else {
             break;
         };
         let commit = ctx
             .repo
-            .find_commit(id)
-            .git_context(format!("reading commit {id}"))?;
+            .find_commit(commit_id)
+            .git_context(format!("reading commit {commit_id}"))?;
         let mut parents = commit.parent_ids();
         next = parents.next().map(|p| p.detach());
         if parents.next().is_none() {
@@ -141,7 +141,7 @@ pub fn find_merge(
         let message = commit.message_raw_sloppy();
         let has = |line: &str| message.lines().any(|l| l == line.as_bytes());
         if has(&wo_line) && has(&attempt_line) {
-            return Ok(Some(id));
+            return Ok(Some(commit_id));
         }
     }
     Ok(None)
