@@ -31,17 +31,22 @@ const CASES: [(&str, &str, bool); 4] = [
 ];
 const WORKTREES: usize = 8;
 
+/// Hermetic git for both sides: no user or system config, a fixed identity.
+const GIT_ENV: [(&str, &str); 7] = [
+    ("LC_ALL", "C"),
+    ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+    ("GIT_AUTHOR_NAME", "Bench"),
+    ("GIT_AUTHOR_EMAIL", "bench@example.com"),
+    ("GIT_COMMITTER_NAME", "Bench"),
+    ("GIT_COMMITTER_EMAIL", "bench@example.com"),
+];
+
 fn git_env(cmd: &mut Command, home: &Path) {
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
-        .env("LC_ALL", "C")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
-        .env("GIT_COMMITTER_NAME", "Bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+        .envs(GIT_ENV)
         .stdin(Stdio::null());
 }
 
@@ -139,15 +144,8 @@ fn main() {
     let home = root.join("home");
     std::fs::create_dir_all(&home).expect("home");
     // The in-process calls see the same git environment as the child processes.
-    for (k, v) in [
-        ("HOME", home.to_str().expect("utf-8")),
-        ("GIT_CONFIG_GLOBAL", "/dev/null"),
-        ("GIT_CONFIG_NOSYSTEM", "1"),
-        ("GIT_AUTHOR_NAME", "Bench"),
-        ("GIT_AUTHOR_EMAIL", "bench@example.com"),
-        ("GIT_COMMITTER_NAME", "Bench"),
-        ("GIT_COMMITTER_EMAIL", "bench@example.com"),
-    ] {
+    std::env::set_var("HOME", &home);
+    for (k, v) in GIT_ENV {
         std::env::set_var(k, v);
     }
     let repo = root.join("repo");

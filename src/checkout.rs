@@ -616,15 +616,6 @@ fn index_matches(wt: &gix::Repository, tree: ObjectId) -> Result<bool> {
     index_equals_tree(wt, &index, tree)
 }
 
-fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
-    Ok(repo
-        .find_commit(commit)
-        .git_context(format!("reading commit {commit}"))?
-        .tree_id()
-        .git_context(format!("reading the tree of {commit}"))?
-        .detach())
-}
-
 /// Crash recovery: every worktree with `branch` checked out whose index still
 /// matches the tree of an earlier commit on the branch's first-parent chain of
 /// arbiter merges (the branch moved, the files did not follow) is brought up
@@ -650,7 +641,7 @@ pub(crate) fn sync_worktrees(
         return Ok(synced);
     }
     let tip = ctx.branch_tip(branch)?;
-    let head_tree = tree_of(&ctx.repo, tip)?;
+    let head_tree = ctx.tree_of(tip)?;
     for wt in worktrees {
         // The common case: the index holds the tip's tree, nothing to finish.
         if index_matches(wt, head_tree)? {
@@ -673,7 +664,7 @@ pub(crate) fn sync_worktrees(
             if !ours {
                 break;
             }
-            let parent_tree = tree_of(&ctx.repo, parent)?;
+            let parent_tree = ctx.tree_of(parent)?;
             if index_matches(wt, parent_tree)? {
                 // The files must still equal that index: never overwrite an edit.
                 let dirty = unstaged_changes(wt, None)?;

@@ -174,6 +174,17 @@ impl Context {
             .detach())
     }
 
+    /// The tree of `commit`.
+    pub fn tree_of(&self, commit: gix::ObjectId) -> Result<gix::ObjectId> {
+        Ok(self
+            .repo
+            .find_commit(commit)
+            .git_context(format!("reading commit {commit}"))?
+            .tree_id()
+            .git_context(format!("reading the tree of {commit}"))?
+            .detach())
+    }
+
     /// Is `ancestor` reachable from `tip`? An error (e.g. a missing object) is returned, never guessed.
     pub fn is_ancestor(&self, ancestor: gix::ObjectId, tip: gix::ObjectId) -> Result<bool> {
         if ancestor == tip {

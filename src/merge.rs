@@ -86,15 +86,6 @@ fn halted_error(id: &str, reason: Option<&str>) -> Error {
     .into()
 }
 
-fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
-    Ok(repo
-        .find_commit(commit)
-        .git_context(format!("reading commit {commit}"))?
-        .tree_id()
-        .git_context(format!("reading the tree of {commit}"))?
-        .detach())
-}
-
 /// The merge commit's message: subject plus trailers.
 pub fn message(wo: &WorkOrder, attempt: u32, round_base: ObjectId) -> String {
     format!(
@@ -149,20 +140,20 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
         .as_ref()
         .is_none_or(|r| r.status != Status::InProgress || r.checkpoint_before.is_none());
 
+    let options = repo
+        .tree_merge_options()
+        .git_context("reading merge options")?;
+    let labels = gix::merge::blob::builtin_driver::text::Labels {
+        ancestor: None,
+        current: Some(req.into.shorten()),
+        other: Some("arbiter".into()),
+    };
     for _ in 0..MAX_CAS_RETRIES {
         let tip = ctx.branch_tip(req.into)?;
-        let options = repo
-            .tree_merge_options()
-            .git_context("reading merge options")?;
-        let labels = gix::merge::blob::builtin_driver::text::Labels {
-            ancestor: None,
-            current: Some(req.into.shorten()),
-            other: Some("arbiter".into()),
-        };
         // One merge-base search answers all three questions: already merged?
         // what to merge against? which round base to name?
         let mut outcome = repo
-            .merge_commits(tip, req.source, labels, options.into())
+            .merge_commits(tip, req.source, labels, options.clone().into())
             .git_context(format!(
                 "merging {} into {}",
                 req.source,
@@ -219,7 +210,7 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             .write()
             .git_context("writing the merged tree")?
             .detach();
-        let tip_tree = tree_of(repo, tip)?;
+        let tip_tree = ctx.tree_of(tip)?;
         let changed = drift::changed_paths(repo, tip_tree, tree)?;
         let uncovered = drift::uncovered(req.wo, &req.scope, &changed);
         if !uncovered.is_empty() {

@@ -610,7 +610,8 @@ fn settle(
                 },
                 extra_note: Some(serde_json::json!({ "verdicts": verdicts })),
             };
-            match merge::merge_back(ctx, store, &request)? {
+            let outcome = merge::merge_back(ctx, store, &request)?;
+            match &outcome {
                 Outcome::Merged { sha, changed, .. } => progress.event(
                     "merge",
                     &[
@@ -623,24 +624,18 @@ fn settle(
                     "merge",
                     &[("wo", id.clone()), ("up_to_date", "true".into())],
                 ),
-                Outcome::Conflict { paths } => {
+                Outcome::Conflict { paths } | Outcome::Drift { paths } => {
                     keep_branch = true;
+                    let reason = if matches!(outcome, Outcome::Conflict { .. }) {
+                        merge::HALT_CONFLICT
+                    } else {
+                        merge::HALT_DRIFT
+                    };
                     progress.event(
                         "halt",
                         &[
                             ("wo", id.clone()),
-                            ("reason", "merge_conflict".into()),
-                            ("paths", paths.join(",")),
-                        ],
-                    );
-                }
-                Outcome::Drift { paths } => {
-                    keep_branch = true;
-                    progress.event(
-                        "halt",
-                        &[
-                            ("wo", id.clone()),
-                            ("reason", "undeclared_file_drift".into()),
+                            ("reason", reason.into()),
                             ("paths", paths.join(",")),
                         ],
                     );

@@ -229,20 +229,7 @@ pub struct Snapshot<'repo> {
 
 impl<'repo> Snapshot<'repo> {
     pub fn read(repo: &'repo gix::Repository) -> Result<Self, Error> {
-        let tip = match repo.try_find_reference(NOTES_REF).map_err(git_err)? {
-            Some(mut r) => Some(r.peel_to_id().map_err(git_err)?.detach()),
-            None => None,
-        };
-        let tree = match tip {
-            Some(tip) => repo
-                .find_commit(tip)
-                .map_err(git_err)?
-                .tree_id()
-                .map_err(git_err)?
-                .detach(),
-            None => ObjectId::empty_tree(repo.object_hash()),
-        };
-        let notes = gix::note::plumbing::State::new(tree, &repo.objects).map_err(git_err)?;
+        let (tip, notes) = read_notes(repo, NOTES_REF)?;
         Ok(Snapshot { repo, tip, notes })
     }
 
@@ -603,20 +590,7 @@ pub fn write_note_once(
 ) -> Result<bool, Error> {
     let mut backoff = Duration::from_millis(1);
     for _ in 0..MAX_RETRIES {
-        let tip = match repo.try_find_reference(notes_ref).map_err(git_err)? {
-            Some(mut r) => Some(r.peel_to_id().map_err(git_err)?.detach()),
-            None => None,
-        };
-        let tree = match tip {
-            Some(tip) => repo
-                .find_commit(tip)
-                .map_err(git_err)?
-                .tree_id()
-                .map_err(git_err)?
-                .detach(),
-            None => ObjectId::empty_tree(repo.object_hash()),
-        };
-        let mut notes = gix::note::plumbing::State::new(tree, &repo.objects).map_err(git_err)?;
+        let (tip, mut notes) = read_notes(repo, notes_ref)?;
         if notes
             .get(&object, &repo.objects)
             .map_err(git_err)?
@@ -667,23 +641,35 @@ fn contended(repo: &gix::Repository, reference: &str) -> Error {
     }
 }
 
+/// The tip of `notes_ref` (`None`: no notes yet) and its notes tree, ready to read and edit.
+fn read_notes(
+    repo: &gix::Repository,
+    notes_ref: &str,
+) -> Result<(Option<ObjectId>, gix::note::plumbing::State), Error> {
+    let tip = match repo.try_find_reference(notes_ref).map_err(git_err)? {
+        Some(mut r) => Some(r.peel_to_id().map_err(git_err)?.detach()),
+        None => None,
+    };
+    let tree = match tip {
+        Some(tip) => repo
+            .find_commit(tip)
+            .map_err(git_err)?
+            .tree_id()
+            .map_err(git_err)?
+            .detach(),
+        None => ObjectId::empty_tree(repo.object_hash()),
+    };
+    let notes = gix::note::plumbing::State::new(tree, &repo.objects).map_err(git_err)?;
+    Ok((tip, notes))
+}
+
 /// The note on `object` in `notes_ref` (e.g. `refs/notes/arbiter-picks`), if any.
 pub fn read_note(
     repo: &gix::Repository,
     notes_ref: &str,
     object: &gix::hash::oid,
 ) -> Result<Option<Vec<u8>>, Error> {
-    let Some(mut r) = repo.try_find_reference(notes_ref).map_err(git_err)? else {
-        return Ok(None);
-    };
-    let tip = r.peel_to_id().map_err(git_err)?.detach();
-    let tree = repo
-        .find_commit(tip)
-        .map_err(git_err)?
-        .tree_id()
-        .map_err(git_err)?
-        .detach();
-    let mut notes = gix::note::plumbing::State::new(tree, &repo.objects).map_err(git_err)?;
+    let (_, mut notes) = read_notes(repo, notes_ref)?;
     match notes.get(object, &repo.objects).map_err(git_err)? {
         Some(blob) => Ok(Some(repo.find_blob(blob).map_err(git_err)?.take_data())),
         None => Ok(None),

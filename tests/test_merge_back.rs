@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::TestEnv;
+use crate::common::{event_names, TestEnv};
 
 /// A repo with `src/a.rs`, `b.txt`, `dir/c.txt` and a work order `wo-01` declaring `files`.
 fn setup(files: &[&str]) -> TestEnv {
@@ -74,13 +74,7 @@ fn merged_human_and_json_output() {
     // recorded once the merge is clean, then the merge itself.
     assert_eq!(status["orders"][0]["checkpoint_before"], before.as_str());
     let log = env.run(&["log", "--json", "wo-01"]).success().json();
-    let events: Vec<&str> = log["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .map(|e| e["event"].as_str().expect("event"))
-        .collect();
-    assert_eq!(events, ["merge_start", "merged"]);
+    assert_eq!(event_names(&log), ["merge_start", "merged"]);
     // The checked-out main worktree followed the merge.
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     assert_eq!(
@@ -416,12 +410,7 @@ fn local_changes_in_the_checked_out_branch_refuse_before_anything_moves() {
     std::fs::write(w.join("src/new.rs"), "theirs\n").unwrap();
     commit_in(&env, &w, "work");
     let before = rev(&env, "main");
-    let notes_before = env
-        .git_try_in(
-            &env.repo,
-            &["rev-parse", "-q", "--verify", "refs/notes/arbiter"],
-        )
-        .stdout;
+    let notes_before = env.notes_tip();
 
     // A user's edit of a tracked file.
     env.write("b.txt", "my edit\n");
@@ -453,12 +442,7 @@ fn local_changes_in_the_checked_out_branch_refuse_before_anything_moves() {
         "mine\n"
     );
     // Nothing was recorded, nothing halted.
-    let notes_after = env
-        .git_try_in(
-            &env.repo,
-            &["rev-parse", "-q", "--verify", "refs/notes/arbiter"],
-        )
-        .stdout;
+    let notes_after = env.notes_tip();
     assert_eq!(notes_before, notes_after);
 
     std::fs::remove_file(env.repo.join("src/new.rs")).unwrap();
@@ -627,16 +611,7 @@ fn staged_change_in_the_checked_out_branch_refuses() {
 #[test]
 fn concurrent_merge_backs_all_land_in_one_chain() {
     let env = TestEnv::new();
-    env.write("README", "x\n");
-    for i in 0..6 {
-        env.work_order(
-            &format!("wo-{i}"),
-            &format!("Order {i}"),
-            &[],
-            &[&format!("f{i}.txt")],
-        );
-    }
-    let base = env.commit_all("init");
+    let base = env.disjoint_orders(6);
     env.git(&["branch", "integ"]);
     for i in 0..6 {
         let id = format!("wo-{i}");

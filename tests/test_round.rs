@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use crate::common::{Run, TestEnv};
+use crate::common::{event_names, Run, TestEnv};
 
 /// A repo with disjoint work orders and a builder script that writes the
 /// declared file of whichever WO it is building.
@@ -259,14 +259,7 @@ fn dry_run_plans_and_changes_nothing() {
     round 1: wo-01
     round 2: wo-02 wo-03
     ");
-    assert!(
-        env.git_try_in(
-            &env.repo,
-            &["rev-parse", "-q", "--verify", "refs/notes/arbiter"]
-        )
-        .code
-            != 0
-    );
+    assert_eq!(env.notes_tip(), None);
 }
 
 #[test]
@@ -342,7 +335,7 @@ fn stop_ends_builders_records_state_and_resumes() {
 fn merge_back_refuses_a_work_order_a_live_round_owns() {
     let env = repo();
     let child = spawn_busy_round(&env);
-    let notes_before = env.git(&["rev-parse", "refs/notes/arbiter"]);
+    let notes_before = env.notes_tip();
     let main_before = env.git(&["rev-parse", "main"]);
     let run = env.run(&["merge-back", "wo-01"]).code(2);
     assert!(
@@ -351,7 +344,7 @@ fn merge_back_refuses_a_work_order_a_live_round_owns() {
         run.stderr
     );
     assert!(run.stderr.contains("hint: "), "{}", run.stderr);
-    assert_eq!(env.git(&["rev-parse", "refs/notes/arbiter"]), notes_before);
+    assert_eq!(env.notes_tip(), notes_before);
     assert_eq!(env.git(&["rev-parse", "main"]), main_before);
     env.run(&["stop"]).success();
     let out = child.wait_with_output().expect("wait");
@@ -466,12 +459,7 @@ fn log_prints_the_disposition_history() {
     )
     .success();
     let json = env.run(&["log", "--json", "wo-01"]).success().json();
-    let events: Vec<&str> = json["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .map(|e| e["event"].as_str().expect("event"))
-        .collect();
+    let events = event_names(&json);
     assert_eq!(json["version"], 1);
     // A round's merge writes no transition before the branch moves: the
     // dispatch already bounds recovery's search (see `merge`).
@@ -556,6 +544,33 @@ fn missing_build_command_is_an_input_error() {
     );
 }
 
+/// A conductor killed after its merge-back moved the branch but before the
+/// merge was recorded: the next round counts the order done with that merge,
+/// found by its trailers, and never builds or merges it again.
+#[test]
+fn a_merge_whose_record_was_lost_is_recovered_not_redone() {
+    let env = repo();
+    let base = env.git(&["rev-parse", "HEAD"]).trim().to_owned();
+    let landed = env.landed_merge("wo-01", 1, "src/one.txt");
+    env.write_record(
+        "wo-01",
+        &format!(
+            r#"{{"version":1,"wo":"wo-01","status":"in_progress","halted":false,"halt_reason":null,"attempts":1,"cap":3,"checkpoint_before":"{base}","checkpoint_after":null,"owner":"1-1","verdicts":[],"history":[]}}"#
+        ),
+    );
+    round(&env, &["--build", WRITE_OWN]).success();
+    let row = status_of(&env, "wo-01");
+    assert_eq!(row["status"], "done");
+    assert_eq!(row["attempts"], 1, "never built again");
+    assert_eq!(row["checkpoint_after"], landed.as_str());
+    let log = env.run(&["log", "--json", "wo-01"]).success().json();
+    assert_eq!(event_names(&log), ["recovered_done"]);
+    assert_eq!(status_of(&env, "wo-02")["status"], "done");
+    let merges = env.git(&["rev-list", "--merges", "--count", &format!("{base}..main")]);
+    assert_eq!(merges.trim(), "2", "wo-01 merged once, wo-02 once");
+    env.fsck();
+}
+
 #[test]
 fn a_killed_conductor_is_recovered_by_the_next_round() {
     let env = repo();
@@ -638,16 +653,7 @@ fn status_during_a_round_shows_live_work_as_in_progress() {
 #[test]
 fn two_conductors_never_merge_one_work_order_twice() {
     let env = TestEnv::new();
-    env.write("README", "x\n");
-    for i in 0..6 {
-        env.work_order(
-            &format!("wo-{i}"),
-            &format!("Order {i}"),
-            &[],
-            &[&format!("f{i}.txt")],
-        );
-    }
-    env.commit_all("init");
+    env.disjoint_orders(6);
     let build = "sleep 0.3; echo $ARBITER_WO > f$(echo $ARBITER_WO | tr -d 'wo-').txt";
     let a = env
         .command_in(
@@ -713,15 +719,7 @@ fn a_dirty_integration_checkout_is_refused_before_any_build() {
         run.stderr
     );
     assert!(!started.exists(), "no builder ran");
-    assert!(
-        env.git_try_in(
-            &env.repo,
-            &["rev-parse", "-q", "--verify", "refs/notes/arbiter"]
-        )
-        .code
-            != 0,
-        "no state written"
-    );
+    assert_eq!(env.notes_tip(), None, "no state written");
 }
 
 #[test]

@@ -133,22 +133,19 @@ fn recovery_rule_is_applied_in_status() {
         env.git(&["checkout", "-q", "main"]);
         c
     };
-    write_record(
-        &env,
+    env.write_record(
         "wo-01",
         &format!(
             r#"{{"version":1,"wo":"wo-01","status":"in_progress","halted":false,"halt_reason":null,"attempts":1,"cap":3,"checkpoint_before":"{base}","checkpoint_after":"{merged}","verdicts":[],"history":[]}}"#
         ),
     );
-    write_record(
-        &env,
+    env.write_record(
         "wo-03",
         &format!(
             r#"{{"version":1,"wo":"wo-03","status":"in_progress","halted":false,"halt_reason":null,"attempts":1,"cap":3,"checkpoint_before":"{base}","checkpoint_after":"{side}","verdicts":[],"history":[]}}"#
         ),
     );
-    write_record(
-        &env,
+    env.write_record(
         "wo-04",
         r#"{"version":1,"wo":"wo-04","status":"in_progress","halted":false,"halt_reason":null,"attempts":1,"cap":3,"checkpoint_before":null,"checkpoint_after":"1111111111111111111111111111111111111111","verdicts":[],"history":[]}"#,
     );
@@ -178,40 +175,20 @@ fn recovery_rule_is_applied_in_status() {
 #[test]
 fn recovery_finds_a_merge_by_its_trailers() {
     let env = example();
-    let merge_of = |wo: &str, attempt: u32, path: &str| {
-        let base = env.git(&["rev-parse", "HEAD"]).trim().to_owned();
-        env.git(&["checkout", "-q", "-b", &format!("side-{wo}-{attempt}")]);
-        env.write(path, &format!("{wo} {attempt}\n"));
-        let side = env.commit_all("work");
-        env.git(&["checkout", "-q", "main"]);
-        let tree = env.git(&["merge-tree", "--write-tree", "main", &side]);
-        let merge = env.git(&[
-            "commit-tree",
-            tree.trim(),
-            "-p",
-            &base,
-            "-p",
-            &side,
-            "-m",
-            &format!("Merge {wo}: x\n\nArbiter-WO: {wo}\nArbiter-Attempt: {attempt}"),
-        ]);
-        env.git(&["reset", "-q", "--hard", merge.trim()]);
-        merge.trim().to_owned()
-    };
     // wo-02's attempt-1 merge predates its checkpoint_before: an earlier run.
-    merge_of("wo-02", 1, "src/api/login.rs");
+    env.landed_merge("wo-02", 1, "src/api/login.rs");
     let before = env.git(&["rev-parse", "HEAD"]).trim().to_owned();
-    let landed = merge_of("wo-01", 2, "src/ui/login/form.rs");
-    merge_of("wo-03", 1, "src/ui/other.rs");
+    let landed = env.landed_merge("wo-01", 2, "src/ui/login/form.rs");
+    env.landed_merge("wo-03", 1, "src/ui/other.rs");
     let record = |wo: &str, attempts: u32| {
         format!(
             r#"{{"version":1,"wo":"{wo}","status":"in_progress","halted":false,"halt_reason":null,"attempts":{attempts},"cap":3,"checkpoint_before":"{before}","checkpoint_after":null,"verdicts":[],"history":[]}}"#
         )
     };
-    write_record(&env, "wo-01", &record("wo-01", 2));
-    write_record(&env, "wo-02", &record("wo-02", 1));
+    env.write_record("wo-01", &record("wo-01", 2));
+    env.write_record("wo-02", &record("wo-02", 1));
     // wo-03's landed merge is of attempt 1; the record is at attempt 2.
-    write_record(&env, "wo-03", &record("wo-03", 2));
+    env.write_record("wo-03", &record("wo-03", 2));
     let json = env.run(&["status", "--json"]).success().json();
     let orders = json["orders"].as_array().expect("orders");
     assert_eq!(orders[0]["status"], "done");
@@ -219,23 +196,4 @@ fn recovery_finds_a_merge_by_its_trailers() {
     assert_eq!(orders[1]["status"], "needs_rework");
     assert_eq!(orders[2]["status"], "needs_rework");
     env.fsck();
-}
-
-fn write_record(env: &TestEnv, wo: &str, json: &str) {
-    let key = {
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "printf 'git-arbiter work order {wo}\\n' | git hash-object -w --stdin"
-            ))
-            .current_dir(&env.repo)
-            .output()
-            .expect("hash-object");
-        String::from_utf8(out.stdout)
-            .expect("utf-8")
-            .trim()
-            .to_owned()
-    };
-    // Test setup only: the product never writes with `git notes add`.
-    env.git(&["notes", "--ref=arbiter", "add", "-f", "-m", json, &key]);
 }

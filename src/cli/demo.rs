@@ -91,7 +91,7 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
     out(&format!("\n$ git log --graph --oneline main\n{graph}"));
     let expected_halt = summary.halted.len() == 1
         && summary.halted[0].wo_id == "wo-05"
-        && summary.halted[0].reason == "undeclared_file_drift";
+        && summary.halted[0].reason == git_arbiter::merge::HALT_DRIFT;
     let expected_done = ["wo-01", "wo-02", "wo-03", "wo-04", "wo-06"]
         .iter()
         .all(|id| summary.done.iter().any(|d| d == id));

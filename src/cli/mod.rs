@@ -106,6 +106,34 @@ pub fn out(text: &str) {
     }
 }
 
+/// Columns padded to their widest cell, two spaces apart; the last is not padded.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cols: &[String]| {
+        let mut s = String::new();
+        for (i, c) in cols.iter().enumerate() {
+            if i + 1 == cols.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        s.push('\n');
+        s
+    };
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let mut text = line(&header);
+    for row in rows {
+        text.push_str(&line(row));
+    }
+    text
+}
+
 pub fn json<T: serde::Serialize>(value: &T) -> String {
     let mut s = serde_json::to_string_pretty(value).expect("output types always serialize");
     s.push('\n');

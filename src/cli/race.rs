@@ -5,7 +5,7 @@ use git_arbiter::error::InputError;
 use git_arbiter::race::{self, Options, Summary};
 use git_arbiter::{Error, ExitCode};
 
-use super::round::parse_duration;
+use super::round::{parse_duration, timeout_or_config};
 use super::{json, out, progress, Env};
 
 /// Best-of-N: build N instances of one work order, merge the best one back.
@@ -66,16 +66,7 @@ pub struct RaceArgs {
 pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
-    let timeout = match args.timeout {
-        Some(t) => Some(t),
-        None => match ctx.config_string("arbiter.timeout") {
-            Some(v) => Some(parse_duration(&v).map_err(|e| {
-                InputError::new(format!("config arbiter.timeout: {e}"))
-                    .hint("e.g. 'git config arbiter.timeout 30m'")
-            })?),
-            None => None,
-        },
-    };
+    let timeout = timeout_or_config(&ctx, args.timeout)?;
     let min_score = match args.min_score {
         Some(s) => Some(s),
         None => match ctx.config_string("arbiter.minScore") {

@@ -90,6 +90,25 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// `--timeout` if given, else `arbiter.timeout`, else none.
+pub fn timeout_or_config(
+    ctx: &git_arbiter::context::Context,
+    flag: Option<Duration>,
+) -> Result<Option<Duration>, Error> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    ctx.config_string("arbiter.timeout")
+        .map(|v| {
+            parse_duration(&v).map_err(|e| {
+                InputError::new(format!("config arbiter.timeout: {e}"))
+                    .hint("e.g. 'git config arbiter.timeout 30m'")
+                    .into()
+            })
+        })
+        .transpose()
+}
+
 pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
@@ -100,16 +119,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
             flag
         }
     };
-    let timeout = match args.timeout {
-        Some(t) => Some(t),
-        None => match ctx.config_string("arbiter.timeout") {
-            Some(v) => Some(parse_duration(&v).map_err(|e| {
-                InputError::new(format!("config arbiter.timeout: {e}"))
-                    .hint("e.g. 'git config arbiter.timeout 30m'")
-            })?),
-            None => None,
-        },
-    };
+    let timeout = timeout_or_config(&ctx, args.timeout)?;
     let opts = Options {
         into: args.into,
         build: args

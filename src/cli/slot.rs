@@ -10,7 +10,7 @@ use git_arbiter::slots::{self, HolderInfo, Wait, WaitState};
 use git_arbiter::{Error, ExitCode};
 use serde::Serialize;
 
-use super::{json, out, render_error, Env};
+use super::{json, out, render_error, table, Env};
 
 /// Machine-wide build slots: who holds them, or hold one around a command.
 ///
@@ -195,33 +195,6 @@ fn render(o: &StatusOutput) -> String {
             })
             .collect();
         text.push_str(&table(&["WAITING", "PID", "SINCE", "WO", "REPO"], &rows));
-    }
-    text
-}
-
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cols: &[String]| {
-        let mut s = String::new();
-        for (i, c) in cols.iter().enumerate() {
-            if i + 1 == cols.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
-            }
-        }
-        s.push('\n');
-        s
-    };
-    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    let mut text = line(&header);
-    for row in rows {
-        text.push_str(&line(row));
     }
     text
 }

@@ -51,7 +51,7 @@ fn render(rows: &[reconcile::Row]) -> String {
     if rows.is_empty() {
         return "no work orders\n".into();
     }
-    let cells: Vec<[String; 6]> = rows
+    let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             let mut status = if r.terminal {
@@ -62,7 +62,7 @@ fn render(rows: &[reconcile::Row]) -> String {
             if let Some(Recovery::Error { .. }) = r.recovery {
                 status.push_str(" (recovery failed)");
             }
-            [
+            vec![
                 r.id.clone(),
                 status,
                 format!("{}/{}", r.attempts, r.cap),
@@ -78,29 +78,10 @@ fn render(rows: &[reconcile::Row]) -> String {
             ]
         })
         .collect();
-    let header = ["ID", "STATUS", "ATTEMPTS", "DEPS", "MERGED", "TITLE"];
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cols: &[String]| -> String {
-        let mut s = String::new();
-        for (i, c) in cols.iter().enumerate() {
-            if i + 1 == cols.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
-            }
-        }
-        s.push('\n');
-        s
-    };
-    let mut text = line(&header.map(String::from));
-    for row in &cells {
-        text.push_str(&line(row));
-    }
+    let mut text = super::table(
+        &["ID", "STATUS", "ATTEMPTS", "DEPS", "MERGED", "TITLE"],
+        &cells,
+    );
     for r in rows {
         if let Some(Recovery::Error { message }) = &r.recovery {
             text.push_str(&format!(

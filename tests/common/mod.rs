@@ -65,6 +65,16 @@ impl Run {
     }
 }
 
+/// The event names of a `git arbiter log --json` document, oldest first.
+pub fn event_names(log: &serde_json::Value) -> Vec<&str> {
+    log["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["event"].as_str().expect("event"))
+        .collect()
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_git-arbiter"))
 }
@@ -224,6 +234,72 @@ impl TestEnv {
         }
         text.push_str(&format!("\n## Task\nDo {title}.\n"));
         self.write(&format!("work-orders/{id}.md"), &text);
+    }
+
+    /// What a merge-back leaves when killed after moving the branch: the
+    /// checked-out `main` at a merge (with merge-back's trailers) of a side
+    /// commit that writes `path`. Returns the merge.
+    pub fn landed_merge(&self, wo: &str, attempt: u32, path: &str) -> String {
+        let base = self.git(&["rev-parse", "HEAD"]).trim().to_owned();
+        self.git(&["checkout", "-q", "-b", &format!("side-{wo}-{attempt}")]);
+        self.write(path, &format!("{wo} {attempt}\n"));
+        let side = self.commit_all("work");
+        self.git(&["checkout", "-q", "main"]);
+        let tree = self.git(&["merge-tree", "--write-tree", "main", &side]);
+        let merge = self.git(&[
+            "commit-tree",
+            tree.trim(),
+            "-p",
+            &base,
+            "-p",
+            &side,
+            "-m",
+            &format!("Merge {wo}: x\n\nArbiter-WO: {wo}\nArbiter-Attempt: {attempt}"),
+        ]);
+        self.git(&["reset", "-q", "--hard", merge.trim()]);
+        merge.trim().to_owned()
+    }
+
+    /// Store `json` as the state note of work order `wo`, as a crashed run
+    /// could have left it (test setup only: the product never writes with
+    /// `git notes add`).
+    pub fn write_record(&self, wo: &str, json: &str) {
+        let key_file = self.root.join(format!("key-{wo}"));
+        std::fs::write(&key_file, format!("git-arbiter work order {wo}\n")).expect("key file");
+        let key = self.git(&["hash-object", "-w", key_file.to_str().expect("utf-8")]);
+        self.git(&[
+            "notes",
+            "--ref=arbiter",
+            "add",
+            "-f",
+            "-m",
+            json,
+            key.trim(),
+        ]);
+    }
+
+    /// Where `refs/notes/arbiter` points, or `None` before any state is written.
+    pub fn notes_tip(&self) -> Option<String> {
+        let run = self.git_try_in(
+            &self.repo,
+            &["rev-parse", "-q", "--verify", "refs/notes/arbiter"],
+        );
+        (run.code == 0).then(|| run.stdout.trim().to_owned())
+    }
+
+    /// `n` work orders `wo-<i>`, each declaring only `f<i>.txt`, committed
+    /// with a README; returns that commit.
+    pub fn disjoint_orders(&self, n: usize) -> String {
+        self.write("README", "x\n");
+        for i in 0..n {
+            self.work_order(
+                &format!("wo-{i}"),
+                &format!("Order {i}"),
+                &[],
+                &[&format!("f{i}.txt")],
+            );
+        }
+        self.commit_all("init")
     }
 
     pub fn commit_all(&self, message: &str) -> String {
