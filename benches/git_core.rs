@@ -175,21 +175,24 @@ fn main() {
     git(&repo, &home, &["config", "user.email", "bench@example.com"]);
     eprintln!("bench repo: {files} files in {}", repo.display());
 
+    let git_worktree_add = |branch: &str, path: &Path| {
+        git(
+            &repo,
+            &home,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                branch,
+                path.to_str().expect("utf-8"),
+                &base,
+            ],
+        );
+    };
     // Stock git's side: its own integration branch checked out in a worktree.
     let git_wt = root.join("git-wt");
-    git(
-        &repo,
-        &home,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "gitmain",
-            git_wt.to_str().expect("utf-8"),
-            &base,
-        ],
-    );
+    git_worktree_add("gitmain", &git_wt);
     for k in 0..merges * CASES.len() {
         let path = format!("d{k:02}/f{k:05}.txt");
         let commit = side_commit(&repo, &home, &base, &path, &format!("changed {k}\n"));
@@ -336,19 +339,9 @@ fn main() {
         ours_lib.push(t.elapsed());
         let t = Instant::now();
         for k in 0..WORKTREES {
-            let path = root.join(format!("git-trees/wt-{round}-{k}"));
-            git(
-                &repo,
-                &home,
-                &[
-                    "worktree",
-                    "add",
-                    "-q",
-                    "-b",
-                    &format!("gt-{round}-{k}"),
-                    path.to_str().expect("utf-8"),
-                    &base,
-                ],
+            git_worktree_add(
+                &format!("gt-{round}-{k}"),
+                &root.join(format!("git-trees/wt-{round}-{k}")),
             );
         }
         theirs.push(t.elapsed());

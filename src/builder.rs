@@ -142,6 +142,26 @@ impl Host {
     }
 }
 
+/// Report a finished build of `label` (a work order, or a race instance).
+pub fn report_build(
+    progress: &dyn Progress,
+    label: &str,
+    exit: &Exit,
+    started: std::time::Instant,
+) {
+    progress.event(
+        "build",
+        &[
+            ("wo", label.to_owned()),
+            ("result", exit.describe()),
+            (
+                "elapsed",
+                format!("{:.1}s", started.elapsed().as_secs_f64()),
+            ),
+        ],
+    );
+}
+
 /// The recorded verdict of one command.
 pub fn verdict(kind: &str, command: &str, exit: &Exit) -> Verdict {
     Verdict {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::builder::{verdict, Host};
+use crate::builder::{report_build, verdict, Host};
 use crate::conductor::Conductor;
 use crate::context::Context;
 use crate::drift::DriftScope;
@@ -739,17 +739,7 @@ fn build_one(
             }
         };
         verdicts.push(verdict("build", &opts.build, &exit));
-        progress.event(
-            "build",
-            &[
-                ("wo", label.clone()),
-                ("result", exit.describe()),
-                (
-                    "elapsed",
-                    format!("{:.1}s", started.elapsed().as_secs_f64()),
-                ),
-            ],
-        );
+        report_build(progress, &label, &exit, started);
         if exit == Exit::Interrupted {
             return ("interrupted".into(), None, verdicts, None, true);
         }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::builder::{verdict, Host};
+use crate::builder::{report_build, verdict, Host};
 use crate::conductor::{self, Conductor};
 use crate::context::Context;
 use crate::drift::DriftScope;
@@ -485,32 +485,28 @@ fn build_one(
     progress.phase(&id, "build");
     let env = host.env(job.wo, job.attempt, round_base, &job.worktree);
     let stop = || me.should_stop();
+    let worktree = job.worktree.clone();
+    let log = job.log.clone();
+    // Build, gates and critics all run in the worktree, logged to one file.
+    let run_here = |command: &str| {
+        exec::run(
+            &exec::Spec {
+                command,
+                cwd: &worktree,
+                env: &env,
+                log: &log,
+                stdout_to: None,
+                timeout: opts.timeout,
+            },
+            &stop,
+        )
+    };
     let started = Instant::now();
-    let exit = exec::run(
-        &exec::Spec {
-            command: &opts.build,
-            cwd: &job.worktree,
-            env: &env,
-            log: &job.log,
-            stdout_to: None,
-            timeout: opts.timeout,
-        },
-        &stop,
-    );
+    let exit = run_here(&opts.build);
     let outcome = (|| -> std::result::Result<JobOutcome, String> {
         let exit = exit.map_err(|e| format!("cannot run the build command: {e}"))?;
         job.verdicts.push(verdict("build", &opts.build, &exit));
-        progress.event(
-            "build",
-            &[
-                ("wo", id.clone()),
-                ("result", exit.describe()),
-                (
-                    "elapsed",
-                    format!("{:.1}s", started.elapsed().as_secs_f64()),
-                ),
-            ],
-        );
+        report_build(progress, &id, &exit, started);
         match exit {
             Exit::Interrupted => return Ok(JobOutcome::Interrupted),
             ref e if !e.success() => {
@@ -523,18 +519,7 @@ fn build_one(
         for (kind, commands) in [("gate", &opts.gates), ("critic", &opts.critics)] {
             for cmd in commands.iter() {
                 progress.phase(&id, kind);
-                let exit = exec::run(
-                    &exec::Spec {
-                        command: cmd,
-                        cwd: &job.worktree,
-                        env: &env,
-                        log: &job.log,
-                        stdout_to: None,
-                        timeout: opts.timeout,
-                    },
-                    &stop,
-                )
-                .map_err(|e| format!("cannot run {kind} '{cmd}': {e}"))?;
+                let exit = run_here(cmd).map_err(|e| format!("cannot run {kind} '{cmd}': {e}"))?;
                 job.verdicts.push(verdict(kind, cmd, &exit));
                 progress.event(
                     kind,

@@ -3,7 +3,7 @@
 //! order, no fd inheritance, signals, status output, the directory's mode.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
 use crate::common::{Run, TestEnv};
@@ -60,6 +60,18 @@ fn hold_until(release: &Path) -> Vec<String> {
         r#"while [ ! -e "$0" ]; do sleep 0.02; done"#.into(),
         release.display().to_string(),
     ]
+}
+
+/// A `slot run FLAGS -- <hold>` that has its slot; it ends once `release` exists.
+fn spawn_holder(env: &TestEnv, flags: &[&str]) -> (PathBuf, Child) {
+    let release = env.root.join("release");
+    let hold = hold_until(&release);
+    let mut head = vec!["slot", "run"];
+    head.extend_from_slice(flags);
+    head.push("--");
+    let holder = spawn(env, &args(&head, &hold));
+    wait_until("the holder has its slot", || status(env)["used"] == 1);
+    (release, holder)
 }
 
 fn args<'a>(head: &[&'a str], tail: &'a [String]) -> Vec<&'a str> {
@@ -143,13 +155,7 @@ fn cap_holds_across_concurrent_processes() {
 #[test]
 fn no_wait_exits_5_when_no_slot_is_free() {
     let env = TestEnv::new();
-    let release = env.root.join("release");
-    let hold = hold_until(&release);
-    let holder = spawn(
-        &env,
-        &args(&["slot", "run", "--max-total", "1", "--"], &hold),
-    );
-    wait_until("the holder has its slot", || status(&env)["used"] == 1);
+    let (release, holder) = spawn_holder(&env, &["--max-total", "1"]);
     let run = env.run(&["slot", "run", "--no-wait", "--max-total", "1", "--", "true"]);
     std::fs::write(&release, "").expect("release");
     insta::assert_snapshot!(run.snapshot(&env), @r"
@@ -201,14 +207,8 @@ fn slot_fd_is_not_inherited_by_the_command() {
 #[test]
 fn waiters_are_served_in_arrival_order_and_dead_ones_skipped() {
     let env = TestEnv::new();
-    let release = env.root.join("release");
     let order = env.root.join("order");
-    let hold = hold_until(&release);
-    let holder = spawn(
-        &env,
-        &args(&["slot", "run", "--max-total", "1", "--"], &hold),
-    );
-    wait_until("the holder has its slot", || status(&env)["used"] == 1);
+    let (release, holder) = spawn_holder(&env, &["--max-total", "1"]);
     let mut waiters = Vec::new();
     for (i, label) in ["a", "x", "b", "c"].into_iter().enumerate() {
         let script = format!("echo {label} >> '{}'", order.display());
@@ -263,13 +263,7 @@ fn waiters_are_served_in_arrival_order_and_dead_ones_skipped() {
 #[test]
 fn interrupted_waiter_exits_130_and_leaves_the_queue() {
     let env = TestEnv::new();
-    let release = env.root.join("release");
-    let hold = hold_until(&release);
-    let holder = spawn(
-        &env,
-        &args(&["slot", "run", "--max-total", "1", "--"], &hold),
-    );
-    wait_until("the holder has its slot", || status(&env)["used"] == 1);
+    let (release, holder) = spawn_holder(&env, &["--max-total", "1"]);
     let waiter = spawn(&env, &["slot", "run", "--max-total", "1", "--", "true"]);
     wait_until("the waiter is queued", || {
         status(&env)["waiters"].as_array().expect("waiters").len() == 1
@@ -321,13 +315,7 @@ fn status_human_and_json() {
     [stderr]
     [exit status: 0]
     ");
-    let release = env.root.join("release");
-    let hold = hold_until(&release);
-    let holder = spawn(
-        &env,
-        &args(&["slot", "run", "--label", "wo-01", "--"], &hold),
-    );
-    wait_until("the holder has its slot", || status(&env)["used"] == 1);
+    let (release, holder) = spawn_holder(&env, &["--label", "wo-01"]);
     let waiter = spawn(&env, &["slot", "run", "--label", "wo-02", "--", "true"]);
     wait_until("the waiter is queued", || {
         status(&env)["waiters"].as_array().expect("waiters").len() == 1
