@@ -1,7 +1,7 @@
 use std::io::Write;
 use std::process::Stdio;
 
-use crate::common::{Run, TestEnv};
+use crate::common::{assert_interrupted, Run, TestEnv};
 
 fn repo() -> TestEnv {
     let env = TestEnv::new();
@@ -399,13 +399,7 @@ fn stop_ends_the_race_gives_the_attempt_back_and_cleans_up() {
     }
     assert!(started.exists(), "the builder never started");
     env.run(&["stop"]).success();
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_interrupted(child);
     let status = env.run(&["status", "--json"]).success().json();
     assert_eq!(status["orders"][0]["status"], "needs_rework", "{status}");
     assert_eq!(

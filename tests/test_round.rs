@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use crate::common::{event_names, Run, TestEnv};
+use crate::common::{assert_interrupted, event_names, Run, TestEnv};
 
 /// A repo with disjoint work orders and a builder script that writes the
 /// declared file of whichever WO it is building.
@@ -314,13 +314,7 @@ fn stop_ends_builders_records_state_and_resumes() {
     let env = repo();
     let child = spawn_busy_round(&env);
     env.run(&["stop"]).success();
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_interrupted(child);
     let row = status_of(&env, "wo-01");
     assert_eq!(row["status"], "needs_rework");
     assert_eq!(row["attempts"], 0, "a stopped attempt is given back");
@@ -347,8 +341,7 @@ fn merge_back_refuses_a_work_order_a_live_round_owns() {
     assert_eq!(env.notes_tip(), notes_before);
     assert_eq!(env.git(&["rev-parse", "main"]), main_before);
     env.run(&["stop"]).success();
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(130));
+    assert_interrupted(child);
 }
 
 #[test]
@@ -357,8 +350,7 @@ fn sigint_stops_like_stop() {
     let child = spawn_busy_round(&env);
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(130));
+    assert_interrupted(child);
     assert_eq!(status_of(&env, "wo-02")["status"], "needs_rework");
     round(&env, &["--build", WRITE_OWN]).success();
 }
@@ -644,8 +636,7 @@ fn status_during_a_round_shows_live_work_as_in_progress() {
         "live work is not eligible twice"
     );
     env.run(&["stop"]).success();
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(130));
+    assert_interrupted(child);
 }
 
 /// Two conductors on one repository at once: each work order is built and

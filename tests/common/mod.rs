@@ -65,6 +65,17 @@ impl Run {
     }
 }
 
+/// Wait for a conductor that was stopped or interrupted: it ends with exit 130.
+pub fn assert_interrupted(child: std::process::Child) {
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The event names of a `git arbiter log --json` document, oldest first.
 pub fn event_names(log: &serde_json::Value) -> Vec<&str> {
     log["events"]
