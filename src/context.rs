@@ -27,6 +27,24 @@ pub struct Context {
 }
 
 impl Context {
+    /// Wait for this process's turn at `what` among all processes on this
+    /// repository; the turn lasts until the returned file is dropped. An
+    /// flock on `<git-common-dir>/arbiter/<what>.lock`: a killed holder
+    /// releases it at once, so nothing can be wedged by a crash.
+    pub fn take_turn(&self, what: &str) -> Result<std::fs::File> {
+        let dir = self.repo.common_dir().join("arbiter");
+        std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        let path = dir.join(format!("{what}.lock"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(Error::io(format!("opening {}", path.display())))?;
+        fs4::FileExt::lock(&file).map_err(Error::io(format!("locking {}", path.display())))?;
+        Ok(file)
+    }
+
     /// Discover the repository from `cwd`, honouring `GIT_DIR`, `GIT_WORK_TREE`
     /// and `GIT_CEILING_DIRECTORIES` as git (and hooks) expect.
     pub fn discover(cwd: &Path) -> Result<Context> {

@@ -98,20 +98,8 @@ pub fn message(wo: &WorkOrder, attempt: u32, round_base: ObjectId) -> String {
 /// Merge-backs of one repository take turns. The compare-and-swap alone keeps
 /// the branch right, but a checked-out worktree is updated after the branch
 /// moves: another process's preflight must not see it half-written and take
-/// it for a user's edit. An flock: a killed holder releases it at once.
-fn take_turn(ctx: &Context) -> Result<std::fs::File> {
-    let dir = ctx.repo.common_dir().join("arbiter");
-    std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
-    let path = dir.join("merge-back.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(Error::io(format!("opening {}", path.display())))?;
-    fs4::FileExt::lock(&file).map_err(Error::io(format!("locking {}", path.display())))?;
-    Ok(file)
-}
+/// it for a user's edit.
+const MERGE_BACK_TURN: &str = "merge-back";
 
 /// Merge `req.source` into `req.into` (see the module docs for the protocol).
 pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome> {
@@ -130,7 +118,7 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
     // checked-out worktree left it behind: finish that first.
     let mut first_worktrees = Some(checkout::worktrees_with_branch(ctx, req.into)?);
     if let Some(worktrees) = first_worktrees.as_ref().filter(|w| !w.is_empty()) {
-        let _turn = take_turn(ctx)?;
+        let _turn = ctx.take_turn(MERGE_BACK_TURN)?;
         checkout::sync_worktrees(ctx, req.into, worktrees)?;
     }
 
@@ -219,7 +207,7 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
         }
         // Refuse before anything moves if a checked-out copy has local work.
         // From here until the copies are updated, no other merge-back looks at them.
-        let turn = take_turn(ctx)?;
+        let turn = ctx.take_turn(MERGE_BACK_TURN)?;
         let worktrees = match first_worktrees.take() {
             Some(w) => w,
             None => checkout::worktrees_with_branch(ctx, req.into)?,

@@ -22,6 +22,11 @@ use crate::state::{Record, Status, Store};
 /// Branches git-arbiter owns: `refs/heads/arbiter/*`.
 pub const BRANCH_PREFIX: &str = "refs/heads/arbiter/";
 
+/// Creating and removing arbiter's worktrees take turns across processes.
+/// Without them one conductor's crash cleanup, working from a snapshot, could
+/// remove a worktree another conductor is creating or removing at that moment.
+const WORKTREE_TURN: &str = "worktrees";
+
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Info {
     /// Folder name under the worktree dir (the WO id, or `race-<id>-<k>`).
@@ -178,6 +183,7 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
     ctx.repo
         .find_commit(base)
         .map_err(|_| InputError::new(format!("{base} is not a commit")).hint("pass a commit"))?;
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
     let root = root_dir(ctx)?;
     let dest = root.join(name);
     check_destination(&root, &dest)?;
@@ -296,6 +302,13 @@ fn find_registered<'r>(
 /// checked out in some other worktree is never deleted.
 pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     check_name(name)?;
+    branch_name(branch)?;
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    remove_in_turn(ctx, name, branch)
+}
+
+/// [`remove`] for a caller that holds the worktree turn.
+fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     let full = branch_name(branch)?;
     let dest = root_dir(ctx)?.join(name);
     if let Some(proxy) = find_registered(&ctx.repo, &dest)? {
@@ -445,7 +458,10 @@ pub fn cleanup_stale(
     is_live: &dyn Fn(&Record) -> bool,
 ) -> Result<Vec<String>> {
     let mut report = Vec::new();
-    let mut snapshot = store.snapshot()?;
+    // Dispatch records `in_progress` before it creates a worktree, and
+    // creation waits for this turn: so whatever is listed below is either in
+    // the snapshot as live work, or a true leftover.
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
     // name -> (has worktree, has branch)
     let mut names: std::collections::BTreeMap<String, (Option<Info>, bool)> = Default::default();
     for info in list(ctx)? {
@@ -463,6 +479,7 @@ pub fn cleanup_stale(
             names.entry(suffix.to_owned()).or_default().1 = true;
         }
     }
+    let mut snapshot = store.snapshot()?;
     for (name, (info, has_branch)) in names {
         let branch = match &info {
             Some(Info {
@@ -499,7 +516,7 @@ pub fn cleanup_stale(
             continue;
         }
         let what = describe(&info, has_branch, &branch);
-        remove(ctx, &name, &branch)?;
+        remove_in_turn(ctx, &name, &branch)?;
         report.push(format!("removed {what}"));
     }
     Ok(report)

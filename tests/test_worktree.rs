@@ -262,3 +262,31 @@ fn cleanup_stale_removes_leftovers_and_keeps_halted_work() {
     assert!(wt_dir(&env, "wo-03").exists());
     env.fsck();
 }
+
+/// Creating and removing worktrees take turns across processes (an flock on
+/// `.git/arbiter/worktrees.lock`), so one conductor's leftover cleanup never
+/// removes a worktree another is creating or removing at that moment.
+#[test]
+fn add_and_remove_wait_for_the_worktree_turn() {
+    let env = setup();
+    std::fs::create_dir_all(env.repo.join(".git/arbiter")).expect("mkdir");
+    let held =
+        std::fs::File::create(env.repo.join(".git/arbiter/worktrees.lock")).expect("lock file");
+    fs4::FileExt::lock(&held).expect("lock");
+    for (args, exists_after) in [
+        (&["worktree", "add", "wo-01"][..], true),
+        (&["worktree", "remove", "wo-01"][..], false),
+    ] {
+        let mut child = env.command_in(&env.repo, args).spawn().expect("spawn");
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "{args:?} went ahead while another process had the turn"
+        );
+        assert_eq!(wt_dir(&env, "wo-01").exists(), !exists_after, "{args:?}");
+        fs4::FileExt::unlock(&held).expect("unlock");
+        assert!(child.wait().expect("wait").success(), "{args:?}");
+        assert_eq!(wt_dir(&env, "wo-01").exists(), exists_after, "{args:?}");
+        fs4::FileExt::lock(&held).expect("lock again");
+    }
+}
