@@ -322,6 +322,15 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
                     .into(),
             );
         }
+        // No `.git` file: an `add` killed midway (or a hand edit) left a
+        // folder that is no longer a checkout and a registration stock git
+        // calls prunable. gix refuses to remove a worktree whose backlink it
+        // cannot read, so clear the folder first or every later round fails.
+        let dot_git = dest.join(".git");
+        if dest.is_dir() && std::fs::symlink_metadata(&dot_git).is_err() {
+            std::fs::remove_dir_all(&dest)
+                .map_err(Error::io(format!("removing {}", dest.display())))?;
+        }
         proxy
             .remove(
                 gix::worktree::remove::Force::DiscardChanges,

@@ -290,3 +290,25 @@ fn add_and_remove_wait_for_the_worktree_turn() {
         fs4::FileExt::lock(&held).expect("lock again");
     }
 }
+
+/// A run killed while `add` registered a worktree but before it wrote the
+/// `.git` file leaves a registration stock git calls prunable. Removing it
+/// (as crash cleanup does on every round) must not fail forever.
+#[test]
+fn a_half_made_worktree_is_removed_not_wedged() {
+    let env = setup();
+    env.run(&["worktree", "add", "wo-01"]).success();
+    std::fs::remove_file(wt_dir(&env, "wo-01").join(".git")).expect("rm .git");
+    assert!(env.git(&["worktree", "list"]).contains("prunable"));
+    env.run(&["worktree", "remove", "wo-01"]).success();
+    assert!(!wt_dir(&env, "wo-01").exists());
+    assert!(!branch_exists(&env, "arbiter/wo-01"));
+    assert_eq!(porcelain(&env).len(), 1, "only the main worktree is left");
+    env.fsck();
+
+    env.run(&["worktree", "add", "wo-01"]).success();
+    std::fs::remove_file(wt_dir(&env, "wo-01").join(".git")).expect("rm .git");
+    env.run(&["round", "--build", "echo a > src/a.rs"])
+        .success();
+    assert_eq!(env.git(&["show", "main:src/a.rs"]), "a\n");
+}
