@@ -173,7 +173,9 @@ fn main() {
     }
     git(&scratch, &home, &["add", "-A"]);
     git(&scratch, &home, &["commit", "-q", "-m", "5000 files"]);
-    let base = git(&scratch, &home, &["rev-parse", "main"]).trim().to_owned();
+    let base = git(&scratch, &home, &["rev-parse", "main"])
+        .trim()
+        .to_owned();
     git(&scratch, &home, &["branch", "integ"]);
     for k in 0..merges * CASES.len() {
         let path = format!("d{k:02}/f{k:05}.txt");
@@ -183,7 +185,11 @@ fn main() {
             &home,
             &["branch", &format!("arbiter/wo-{k:02}"), &commit],
         );
-        git(&scratch, &home, &["branch", &format!("g/wo-{k:02}"), &commit]);
+        git(
+            &scratch,
+            &home,
+            &["branch", &format!("g/wo-{k:02}"), &commit],
+        );
     }
     let repo = root.join("repo");
     git(&root, &home, &["init", "-q", "-b", "main", "repo"]);
