@@ -10,7 +10,8 @@
 //! never count; the files in them do.
 
 use gix::bstr::ByteSlice;
-use gix::object::tree::diff::ChangeDetached;
+use gix::diff::tree::{recorder::Change, Recorder};
+use gix::objs::TreeRefIter;
 use gix::ObjectId;
 use serde::Serialize;
 
@@ -73,6 +74,9 @@ impl Changed {
 }
 
 /// Every non-tree path that differs between `old_tree` and `new_tree`, sorted by path.
+///
+/// The plain tree diff: with rename tracking off no blob is ever read, so the
+/// diff needs none of the attribute and filter setup `diff_tree_to_tree` does.
 pub fn changed_paths(
     repo: &gix::Repository,
     old_tree: ObjectId,
@@ -84,32 +88,27 @@ pub fn changed_paths(
     let new = repo
         .find_tree(new_tree)
         .git_context(format!("reading tree {new_tree}"))?;
-    let options = gix::diff::Options::default().with_rewrites(None);
-    let changes = repo
-        .diff_tree_to_tree(&old, &new, options)
-        .git_context(format!("diffing {old_tree}..{new_tree}"))?;
-    let mut out = Vec::with_capacity(changes.len());
-    for change in changes {
-        match change {
-            ChangeDetached::Addition {
-                location,
-                entry_mode,
-                ..
-            } if !entry_mode.is_tree() => out.push(Changed {
-                path: location.into(),
-                kind: Kind::Added,
-            }),
-            ChangeDetached::Deletion {
-                location,
-                entry_mode,
-                ..
-            } if !entry_mode.is_tree() => out.push(Changed {
-                path: location.into(),
-                kind: Kind::Deleted,
-            }),
+    let mut recorder = Recorder::default();
+    gix::diff::tree(
+        TreeRefIter::from_bytes(&old.data, repo.object_hash()),
+        TreeRefIter::from_bytes(&new.data, repo.object_hash()),
+        gix::diff::tree::State::default(),
+        &repo.objects,
+        &mut recorder,
+    )
+    .git_context(format!("diffing {old_tree}..{new_tree}"))?;
+    let mut out = Vec::with_capacity(recorder.records.len());
+    for change in recorder.records {
+        let (path, kind) = match change {
+            Change::Addition {
+                path, entry_mode, ..
+            } if !entry_mode.is_tree() => (path, Kind::Added),
+            Change::Deletion {
+                path, entry_mode, ..
+            } if !entry_mode.is_tree() => (path, Kind::Deleted),
             // tree→tree is only a directory whose contents changed; those are listed on their own.
-            ChangeDetached::Modification {
-                location,
+            Change::Modification {
+                path,
                 previous_entry_mode,
                 entry_mode,
                 ..
@@ -121,34 +120,14 @@ pub fn changed_paths(
                 } else {
                     Kind::Modified
                 };
-                out.push(Changed {
-                    path: location.into(),
-                    kind,
-                });
+                (path, kind)
             }
-            // Rewrites cannot occur with rename tracking off; count both ends if they ever do.
-            ChangeDetached::Rewrite {
-                source_location,
-                source_entry_mode,
-                location,
-                entry_mode,
-                ..
-            } => {
-                if !source_entry_mode.is_tree() {
-                    out.push(Changed {
-                        path: source_location.into(),
-                        kind: Kind::Deleted,
-                    });
-                }
-                if !entry_mode.is_tree() {
-                    out.push(Changed {
-                        path: location.into(),
-                        kind: Kind::Added,
-                    });
-                }
-            }
-            _ => {}
-        }
+            _ => continue,
+        };
+        out.push(Changed {
+            path: path.into(),
+            kind,
+        });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out.dedup_by(|a, b| a.path == b.path);
