@@ -24,6 +24,8 @@ pub struct Context {
     pub workdir: Option<PathBuf>,
     /// Where the process was started; relative flag values resolve against it.
     pub cwd: PathBuf,
+    /// Kept between the merge-backs of one process.
+    pub(crate) merge_caches: std::sync::Mutex<Option<crate::merge::MergeCaches>>,
 }
 
 impl Context {
@@ -61,6 +63,7 @@ impl Context {
             repo,
             workdir,
             cwd: cwd.to_owned(),
+            merge_caches: Default::default(),
         })
     }
 

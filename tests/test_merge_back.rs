@@ -661,3 +661,59 @@ fn concurrent_merge_backs_all_land_in_one_chain() {
     );
     env.fsck();
 }
+
+/// One process (a round) merges many times; merge attributes come from the
+/// index, and a `.gitattributes` committed between two merge-backs counts
+/// for the second. Here `merge=union` turns a conflict into a clean merge,
+/// as it does for `git merge-tree`.
+#[test]
+fn attributes_committed_between_merge_backs_count() {
+    use git_arbiter::context::Context;
+    use git_arbiter::merge::{merge_back, DriftScope, Outcome, Request};
+    let env = TestEnv::new();
+    env.write("a.txt", "a\n");
+    env.write("log.txt", "base\n");
+    env.work_order("wo-a", "A", &[], &["a.txt"]);
+    env.work_order("wo-b", "B", &[], &["log.txt"]);
+    let base = env.commit_all("init");
+    for (id, path, text) in [
+        ("wo-a", "a.txt", "a2\n"),
+        ("wo-b", "log.txt", "base\ntheirs\n"),
+    ] {
+        env.git(&["checkout", "-q", "-b", &format!("arbiter/{id}"), &base]);
+        env.write(path, text);
+        env.commit_all(id);
+        env.git(&["checkout", "-q", "main"]);
+    }
+    let ctx = Context::open(&env.repo).expect("open");
+    let orders = ctx.load_orders(None).expect("orders");
+    let store = git_arbiter::state::Store::new(&ctx.repo, 3);
+    let into = gix::refs::FullName::try_from("refs/heads/main").expect("name");
+    let merge = |id: &str| {
+        let source = rev(&env, &format!("arbiter/{id}"));
+        let request = Request {
+            wo: orders.get(id).expect("order"),
+            into: &into,
+            source: gix::ObjectId::from_hex(source.as_bytes()).expect("sha"),
+            attempt: 1,
+            round_base: None,
+            scope: DriftScope::Own,
+            extra_note: None,
+        };
+        merge_back(&ctx, &store, &request).expect("merge-back")
+    };
+    assert!(matches!(merge("wo-a"), Outcome::Merged { .. }));
+
+    env.write("log.txt", "base\nours\n");
+    env.write(".gitattributes", "log.txt merge=union\n");
+    env.commit_all("ours, merged by union");
+    let oracle = env.git_try_in(
+        &env.repo,
+        &["merge-tree", "--write-tree", "main", "arbiter/wo-b"],
+    );
+    assert_eq!(oracle.code, 0, "git merges it cleanly too");
+    let outcome = merge("wo-b");
+    assert!(matches!(outcome, Outcome::Merged { .. }), "{outcome:?}");
+    assert_eq!(env.git(&["show", "main:log.txt"]), "base\nours\ntheirs\n");
+    env.fsck();
+}
