@@ -220,14 +220,12 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
 
         // (2) the merge commit, unreachable so far.
         let round_base = req.round_base.or(merge_base).unwrap_or(tip);
-        let sha = repo
-            .new_commit(
-                message(req.wo, req.attempt, round_base),
-                tree,
-                [tip, req.source],
-            )
-            .git_context("writing the merge commit")?
-            .id;
+        let sha = crate::context::write_commit(
+            repo,
+            &message(req.wo, req.attempt, round_base),
+            tree,
+            [tip, req.source],
+        )?;
         // (1) for a standalone merge-back, now that the merge is clean.
         if needs_start {
             store.transact(&format!("merge-back {id}: start"), |txn| -> Result<()> {

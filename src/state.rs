@@ -19,6 +19,7 @@ use gix::refs::transaction::PreviousValue;
 use gix::refs::Target;
 use serde::{Deserialize, Serialize};
 
+use crate::context::write_commit;
 use crate::error::ExitCode;
 
 pub const NOTES_REF: &str = "refs/notes/arbiter";
@@ -559,10 +560,7 @@ impl<'repo> Store<'repo> {
             }
             tree = editor.write().map_err(git_err)?.detach();
         }
-        let commit = repo
-            .new_commit(message, tree, snapshot.tip)
-            .map_err(git_err)?
-            .id;
+        let commit = write_commit(repo, message, tree, snapshot.tip).map_err(git_err)?;
         let expected = match snapshot.tip {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
             None => PreviousValue::MustNotExist,
@@ -607,7 +605,7 @@ pub fn write_note_once(
             .edit(object, Some(blob), &repo.objects)
             .map_err(git_err)?;
         let tree = notes.write(&repo.objects).map_err(git_err)?;
-        let commit = repo.new_commit(message, tree, tip).map_err(git_err)?.id;
+        let commit = write_commit(repo, message, tree, tip).map_err(git_err)?;
         let expected = match tip {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
             None => PreviousValue::MustNotExist,

@@ -717,3 +717,30 @@ fn attributes_committed_between_merge_backs_count() {
     assert_eq!(env.git(&["show", "main:log.txt"]), "base\nours\ntheirs\n");
     env.fsck();
 }
+
+/// As `git merge` does, a merge-back with no committer identity stops before
+/// it writes anything: exit 2, one line that says how to fix it.
+#[test]
+fn no_identity_is_a_usage_error_and_changes_nothing() {
+    let env = setup(&["src/a.rs"]);
+    let w = wt(&env, "wo-01");
+    std::fs::write(w.join("src/a.rs"), "a2\n").expect("write");
+    commit_in(&env, &w, "work");
+    let before = rev(&env, "main");
+    let out = env
+        .command_in(&env.repo, &["merge-back", "wo-01"])
+        .env_remove("GIT_AUTHOR_NAME")
+        .env_remove("GIT_AUTHOR_EMAIL")
+        .env_remove("GIT_COMMITTER_NAME")
+        .env_remove("GIT_COMMITTER_EMAIL")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    insta::assert_snapshot!(stderr, @r"
+    error: no author identity is configured
+    hint: set user.name and user.email with 'git config'
+    ");
+    assert_eq!(rev(&env, "main"), before);
+    assert!(env.notes_tip().is_none(), "no state was written");
+}
