@@ -75,6 +75,12 @@ impl Conductor {
         false
     }
 
+    /// Where the process groups of the commands we run are recorded (see
+    /// [`end_orphans`]).
+    pub fn groups_dir(&self) -> PathBuf {
+        self.dir.join(format!("{}.groups", self.name))
+    }
+
     /// The flag set when we should stop (shared with waiting code such as slots).
     pub fn interrupt_flag(&self) -> &AtomicBool {
         &self.interrupt
@@ -83,6 +89,7 @@ impl Conductor {
 
 impl Drop for Conductor {
     fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.groups_dir());
         let _ = std::fs::remove_file(self.dir.join(format!("{}.stop", self.name)));
         let _ = std::fs::remove_file(self.dir.join(format!("{}.lock", self.name)));
     }
@@ -109,6 +116,67 @@ fn lock_is_held(path: &Path) -> bool {
         ),
         Err(_) => false,
     }
+}
+
+/// End the commands that conductors killed without warning (SIGKILL, a
+/// crash, a power cut) left running: builders run in their own process
+/// groups, so they outlive their conductor, keep writing into worktrees that
+/// recovery hands to a new attempt, and hold no build slot. Every group a dead
+/// conductor recorded gets SIGKILL, unless its leader's pid now belongs to a
+/// different process. Returns one report line per group ended.
+pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
+    let dir = dir(ctx);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(format!("reading {}", dir.display()))(e)),
+    };
+    let mut report = Vec::new();
+    for entry in entries.flatten() {
+        let groups = entry.path();
+        let Some(name) = groups
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".groups"))
+        else {
+            continue;
+        };
+        // A live conductor made this directory after taking its lock.
+        if is_live(ctx, name) {
+            continue;
+        }
+        for record in std::fs::read_dir(&groups).into_iter().flatten().flatten() {
+            let Some(pgid) = record
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<libc::pid_t>().ok())
+                .filter(|&p| p > 1)
+            else {
+                continue;
+            };
+            let recorded = std::fs::read_to_string(record.path()).unwrap_or_default();
+            // A leader still running must be the one recorded; a group whose
+            // leader is gone keeps its id (Linux hands out no pid that is
+            // still a group's id), so it is ours.
+            let same = match crate::exec::start_time(pgid as u32) {
+                Some(now) => now == recorded.trim(),
+                None => true,
+            };
+            // SAFETY: kill(2) on a process group id; ESRCH (already gone) is fine.
+            if same && unsafe { libc::kill(-pgid, libc::SIGKILL) } == 0 {
+                report.push(format!(
+                    "ended process group {pgid} left running by dead conductor {name}"
+                ));
+            }
+        }
+        match std::fs::remove_dir_all(&groups) {
+            // Another conductor starting now ended them first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            other => other.map_err(Error::io(format!("removing {}", groups.display())))?,
+        }
+    }
+    report.sort();
+    Ok(report)
 }
 
 /// Ask every live conductor of this repository to stop; returns their names.

@@ -78,6 +78,10 @@ pub struct Spec<'a> {
     /// Capture stdout to this file instead of the log (stderr still goes to the log).
     pub stdout_to: Option<&'a Path>,
     pub timeout: Option<Duration>,
+    /// While the command runs, its process group is recorded in this
+    /// directory, so that if we are killed the next conductor can end what we
+    /// left running ([`crate::conductor::end_orphans`]).
+    pub groups: Option<&'a Path>,
 }
 
 /// A `Command` for `sh -c CMD` with git's variables removed and `env` added.
@@ -109,6 +113,7 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
     let mut cmd = shell(spec.command, spec.cwd, spec.env);
     cmd.stdout(stdout).stderr(log).process_group(0);
     let mut child = cmd.spawn()?;
+    let _record = spec.groups.map(|dir| GroupRecord::new(dir, child.id()));
     let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait()? {
@@ -132,6 +137,38 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A running command's process group, as a file `<dir>/<pgid>` holding the
+/// leader's start time (so a recycled pid is never taken for it), removed
+/// once the group has been ended.
+struct GroupRecord(Option<std::path::PathBuf>);
+
+impl GroupRecord {
+    fn new(dir: &Path, pgid: u32) -> GroupRecord {
+        let path = dir.join(pgid.to_string());
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&path, start_time(pgid).unwrap_or_default()));
+        // Best effort: without the record only the crash cleanup is lost.
+        GroupRecord(written.is_ok().then_some(path))
+    }
+}
+
+impl Drop for GroupRecord {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks
+/// since boot. Together with the pid it names one process for good.
+pub fn start_time(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: skip past its last ')'.
+    let after_name = stat.rsplit_once(')')?.1;
+    after_name.split_whitespace().nth(19).map(str::to_owned)
 }
 
 /// SIGTERM the group, give it two seconds, then SIGKILL it.
@@ -170,6 +207,7 @@ mod tests {
             log,
             stdout_to: None,
             timeout,
+            groups: None,
         }
     }
 

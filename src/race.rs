@@ -238,6 +238,9 @@ pub fn run(
     let branch = ctx.integration_branch(opts.into.as_deref())?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     let me = Conductor::register(ctx)?;
+    for line in crate::conductor::end_orphans(ctx)? {
+        progress.event("recover", &[("detail", line)]);
+    }
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
     crate::checkout::sync_checked_out(ctx, &branch)?;
@@ -718,6 +721,7 @@ fn build_one(
                 log: &job.log,
                 stdout_to,
                 timeout: opts.timeout,
+                groups: Some(&me.groups_dir()),
             },
             &stop,
         )

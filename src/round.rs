@@ -149,6 +149,9 @@ pub fn run(
     crate::checkout::sync_checked_out(ctx, &branch)?;
     refuse_dirty_checkout(ctx, &branch)?;
     let me = Conductor::register(ctx)?;
+    for line in crate::conductor::end_orphans(ctx)? {
+        progress.event("recover", &[("detail", line)]);
+    }
     let slot_dir = slots::slot_dir(Some(ctx))?;
     loop {
         // Reconcile and recover, as one transition.
@@ -497,6 +500,7 @@ fn build_one(
                 log: &log,
                 stdout_to: None,
                 timeout: opts.timeout,
+                groups: Some(&me.groups_dir()),
             },
             &stop,
         )
@@ -819,6 +823,7 @@ fn final_gate(
             log: &log,
             stdout_to: None,
             timeout,
+            groups: Some(&me.groups_dir()),
         },
         &stop,
     );

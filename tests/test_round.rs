@@ -151,6 +151,16 @@ fn critic_halts_and_keeps_the_branch() {
     clean_afterwards(&env);
 }
 
+/// Gone, or a zombie waiting for its new parent to reap it.
+fn is_gone(pid: &str) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next());
+    matches!(state, None | Some("Z"))
+}
+
 #[test]
 fn timeout_ends_the_whole_process_group() {
     let env = repo();
@@ -162,15 +172,7 @@ fn timeout_ends_the_whole_process_group() {
         .json();
     assert_eq!(summary["halted"].as_array().expect("halted").len(), 2);
     for pid in std::fs::read_to_string(&pids).expect("pids").lines() {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|r| r.split_whitespace().next());
-        assert!(
-            matches!(state, None | Some("Z")),
-            "grandchild {pid} survived: {stat}"
-        );
+        assert!(is_gone(pid), "grandchild {pid} survived");
     }
     let row = status_of(&env, "wo-01");
     assert_eq!(row["last_verdicts"][0]["detail"], "timed out");
@@ -747,4 +749,47 @@ fn a_dirty_integration_checkout_stops_the_merge_and_gives_attempts_back() {
         "my edit\n"
     );
     assert!(env.repo.join("src/one.txt").exists());
+}
+
+/// Builders run in their own process groups, so a conductor killed with
+/// SIGKILL leaves them running: outside the slot cap, and writing into
+/// worktrees that recovery hands to a new attempt. The next round ends them
+/// before it recovers their work orders.
+#[test]
+fn the_next_round_ends_builders_a_killed_conductor_left_running() {
+    let env = repo();
+    let pids = env.root.join("pids");
+    let build = format!(
+        "if [ $ARBITER_ATTEMPT = 1 ]; then sleep 300 & echo $! >> {p}; touch {r}/started-$ARBITER_WO; wait; fi; {WRITE_OWN}",
+        p = pids.display(),
+        r = env.root.display()
+    );
+    let mut child = spawn_round(&env, &env.repo, &build);
+    wait_for(&env.root.join("started-wo-01"));
+    wait_for(&env.root.join("started-wo-02"));
+    child.kill().expect("SIGKILL the conductor");
+    child.wait().expect("reap");
+    let orphans: Vec<String> = std::fs::read_to_string(&pids)
+        .expect("pids")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(orphans.len(), 2);
+    assert!(
+        orphans.iter().all(|pid| !is_gone(pid)),
+        "the builders outlive a killed conductor"
+    );
+
+    let run = round(&env, &["--build", &build]).success();
+    for pid in &orphans {
+        assert!(is_gone(pid), "orphaned builder {pid} still runs");
+    }
+    assert_eq!(
+        run.stderr.matches("ended process group").count(),
+        2,
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.json()["done"], serde_json::json!(["wo-01", "wo-02"]));
+    clean_afterwards(&env);
 }
