@@ -577,8 +577,6 @@ fn a_killed_conductor_is_recovered_by_the_next_round() {
     wait_for(&started);
     child.kill().expect("SIGKILL the conductor");
     child.wait().expect("reap");
-    // Let the orphaned builders (own process groups) finish before looking.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
     assert_eq!(
         status_of(&env, "wo-01")["status"],
         "needs_rework",
