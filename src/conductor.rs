@@ -125,24 +125,10 @@ fn lock_is_held(path: &Path) -> bool {
 /// conductor recorded gets SIGKILL, unless its leader's pid now belongs to a
 /// different process. Returns one report line per group ended.
 pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
-    let dir = dir(ctx);
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(format!("reading {}", dir.display()))(e)),
-    };
     let mut report = Vec::new();
-    for entry in entries.flatten() {
-        let groups = entry.path();
-        let Some(name) = groups
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".groups"))
-        else {
-            continue;
-        };
+    for (name, groups) in entries(ctx, ".groups")? {
         // A live conductor made this directory after taking its lock.
-        if is_live(ctx, name) {
+        if is_live(ctx, &name) {
             continue;
         }
         for record in std::fs::read_dir(&groups).into_iter().flatten().flatten() {
@@ -179,31 +165,35 @@ pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
     Ok(report)
 }
 
+/// (conductor name, path) of each `<name><suffix>` in the conductors' directory.
+fn entries(ctx: &Context, suffix: &str) -> Result<Vec<(String, PathBuf)>> {
+    let dir = dir(ctx);
+    let listing = match std::fs::read_dir(&dir) {
+        Ok(listing) => listing,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(format!("reading {}", dir.display()))(e)),
+    };
+    Ok(listing
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry.path();
+            let name = path.file_name()?.to_str()?.strip_suffix(suffix)?.to_owned();
+            Some((name, path))
+        })
+        .collect())
+}
+
 /// Ask every live conductor of this repository to stop; returns their names.
 /// A dead conductor's lock file is left alone: removing it could race with a
 /// conductor that has just created it and not yet locked it.
 pub fn request_stop_all(ctx: &Context) -> Result<Vec<String>> {
-    let dir = dir(ctx);
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(format!("reading {}", dir.display()))(e)),
-    };
     let mut stopped = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Some(name) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".lock"))
-        else {
-            continue;
-        };
+    for (name, path) in entries(ctx, ".lock")? {
         if lock_is_held(&path) {
-            let stop = dir.join(format!("{name}.stop"));
+            let stop = dir(ctx).join(format!("{name}.stop"));
             std::fs::write(&stop, b"stop\n")
                 .map_err(Error::io(format!("writing {}", stop.display())))?;
-            stopped.push(name.to_owned());
+            stopped.push(name);
         }
     }
     stopped.sort();
