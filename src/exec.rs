@@ -255,6 +255,23 @@ mod tests {
     }
 
     #[test]
+    fn start_time_names_one_process() {
+        let me = start_time(std::process::id()).expect("our own stat");
+        assert!(me.parse::<u64>().is_ok(), "{me}");
+        assert_eq!(start_time(std::process::id()).as_deref(), Some(me.as_str()));
+        // A process named with spaces and parentheses still parses.
+        let dir = tempfile::tempdir().expect("tmp");
+        let odd = dir.path().join("a) (b");
+        std::os::unix::fs::symlink("/bin/sleep", &odd).expect("symlink");
+        let mut child = Command::new(&odd).arg("5").spawn().expect("spawn");
+        let theirs = start_time(child.id());
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+        assert!(theirs.is_some_and(|t| t.parse::<u64>().is_ok_and(|t| t > 0)));
+        assert_eq!(start_time(u32::MAX), None);
+    }
+
+    #[test]
     fn extra_environment_is_added() {
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
