@@ -383,6 +383,8 @@ fn merge_commits<'repo>(
             blob: repo.merge_resource_cache(Default::default())?,
         }),
     };
+    // The diff cache keeps every blob it loaded for rename tracking.
+    caches.diff.clear_resource_cache_keep_allocation();
     let commit_graph = repo.commit_graph_if_enabled()?;
     let mut graph = repo.revision_graph(commit_graph.as_ref());
     let options: gix::merge::commit::Options = options.into();
