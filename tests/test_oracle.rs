@@ -1,5 +1,6 @@
 //! Stock git is the oracle: every merge-back tree equals
-//! `git merge-tree --write-tree`, and both agree on which merges conflict.
+//! `git merge-tree --write-tree`, and both agree on which merges conflict,
+//! for the first merge of a process and for one made after it.
 
 use git_arbiter::context::Context;
 use git_arbiter::merge::{self, DriftScope, Outcome, Request};
@@ -89,45 +90,23 @@ fn apply(env: &TestEnv, dir: &std::path::Path, ops: &[Op]) {
     env.git_in(dir, &["commit", "-q", "--allow-empty", "-m", "ops"]);
 }
 
-fn check(base: Vec<Op>, ours: Vec<Op>, theirs: Vec<Op>) {
-    let env = TestEnv::new();
-    env.work_order("wo-01", "Random", &[], &["**"]);
-    apply(
-        &env,
-        &env.repo,
-        &[Op::Edit {
-            path: 0,
-            line: 0,
-            text: 0,
-        }],
-    );
-    apply(&env, &env.repo, &base);
-    env.run(&["worktree", "add", "wo-01"]).success();
-    let wt = env.root.join("repo.arbiter/wo-01");
-    apply(&env, &wt, &theirs);
-    apply(&env, &env.repo, &ours);
+/// Merge `arbiter/<id>` into `main` with `ctx` and compare with
+/// `git merge-tree` of the same two commits.
+fn merge_and_compare(env: &TestEnv, ctx: &Context, store: &Store, id: &str) {
     let tip = env.git(&["rev-parse", "main"]).trim().to_owned();
+    let branch = format!("arbiter/{id}");
     let oracle = env.git_try_in(
         &env.repo,
-        &[
-            "merge-tree",
-            "--write-tree",
-            "--name-only",
-            "main",
-            "arbiter/wo-01",
-        ],
+        &["merge-tree", "--write-tree", "--name-only", "main", &branch],
     );
-
-    let ctx = Context::open(&env.repo).unwrap();
     let orders = ctx.load_orders(None).unwrap();
-    let store = Store::new(&ctx.repo, 3);
     let into = ctx.integration_branch(None).unwrap();
-    let source = ctx.repo.rev_parse_single("arbiter/wo-01").unwrap().detach();
+    let source = ctx.repo.rev_parse_single(branch.as_str()).unwrap().detach();
     let outcome = merge::merge_back(
-        &ctx,
-        &store,
+        ctx,
+        store,
         &Request {
-            wo: orders.get("wo-01").unwrap(),
+            wo: orders.get(id).unwrap(),
             into: &into,
             source,
             attempt: 1,
@@ -178,6 +157,35 @@ fn check(base: Vec<Op>, ours: Vec<Op>, theirs: Vec<Op>) {
             oracle.stdout
         ),
     }
+}
+
+/// Two work orders branch from `base`; `main` moves on with `ours`; both
+/// merge back in one process (as in a round, where merge caches are reused),
+/// each checked against git.
+fn check(base: Vec<Op>, ours: Vec<Op>, theirs: Vec<Op>, again: Vec<Op>) {
+    let env = TestEnv::new();
+    env.work_order("wo-01", "Random", &[], &["**"]);
+    env.work_order("wo-02", "Again", &[], &["**"]);
+    apply(
+        &env,
+        &env.repo,
+        &[Op::Edit {
+            path: 0,
+            line: 0,
+            text: 0,
+        }],
+    );
+    apply(&env, &env.repo, &base);
+    for (id, ops) in [("wo-01", &theirs), ("wo-02", &again)] {
+        env.run(&["worktree", "add", id]).success();
+        apply(&env, &env.root.join("repo.arbiter").join(id), ops);
+    }
+    apply(&env, &env.repo, &ours);
+
+    let ctx = Context::open(&env.repo).unwrap();
+    let store = Store::new(&ctx.repo, 3);
+    merge_and_compare(&env, &ctx, &store, "wo-01");
+    merge_and_compare(&env, &ctx, &store, "wo-02");
     env.fsck();
 }
 
@@ -197,7 +205,8 @@ proptest! {
         base in prop::collection::vec(op(), 0..6),
         ours in prop::collection::vec(op(), 0..5),
         theirs in prop::collection::vec(op(), 1..5),
+        again in prop::collection::vec(op(), 1..4),
     ) {
-        check(base, ours, theirs);
+        check(base, ours, theirs, again);
     }
 }
