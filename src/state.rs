@@ -544,9 +544,15 @@ impl<'repo> Store<'repo> {
                 .edit(object, Some(blob), &repo.objects)
                 .map_err(git_err)?;
         }
-        let mut tree = snapshot.notes.write(&repo.objects).map_err(git_err)?;
-        if !new_keys.is_empty() {
-            let mut editor = repo.edit_tree(tree).map_err(git_err)?;
+        let tree = if new_keys.is_empty() {
+            snapshot.notes.write(&repo.objects).map_err(git_err)?
+        } else {
+            // New work orders' key blobs go under `keys/` by a second edit.
+            // The trees are made in memory and only the final ones are
+            // written: the notes tree in between would be left dangling.
+            let staging = repo.clone().with_object_memory();
+            let notes_only = snapshot.notes.write(&staging.objects).map_err(git_err)?;
+            let mut editor = staging.edit_tree(notes_only).map_err(git_err)?;
             for (wo, key) in &new_keys {
                 let written = repo.write_blob(key_bytes(wo)).map_err(git_err)?.detach();
                 debug_assert_eq!(written, *key);
@@ -558,8 +564,11 @@ impl<'repo> Store<'repo> {
                     )
                     .map_err(git_err)?;
             }
-            tree = editor.write().map_err(git_err)?.detach();
-        }
+            let tree = editor.write().map_err(git_err)?.detach();
+            let staged = staging.objects.reset_object_memory().unwrap_or_default();
+            write_reachable(repo, &staged, tree)?;
+            tree
+        };
         let commit = write_commit(repo, message, tree, snapshot.tip).map_err(git_err)?;
         let expected = match snapshot.tip {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
@@ -572,6 +581,29 @@ impl<'repo> Store<'repo> {
             Err(e) => Err(git_err(e)),
         }
     }
+}
+
+/// Write to the object database each object of `staged` that `tree` reaches
+/// (`tree` included) and the database lacks; an object it has is complete.
+fn write_reachable(
+    repo: &gix::Repository,
+    staged: &gix::odb::memory::Storage,
+    tree: ObjectId,
+) -> Result<(), Error> {
+    use gix::objs::Write as _;
+    let mut pending = vec![tree];
+    while let Some(id) = pending.pop() {
+        let Some((kind, data)) = staged.get(&id).filter(|_| !repo.has_object(id)) else {
+            continue;
+        };
+        repo.objects.write_buf(*kind, data).map_err(git_err)?;
+        if *kind == gix::objs::Kind::Tree {
+            for entry in gix::objs::TreeRefIter::from_bytes(data, repo.object_hash()) {
+                pending.push(entry.map_err(git_err)?.oid.to_owned());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Attach `bytes` as the note on `object` in `notes_ref` (e.g.

@@ -49,8 +49,6 @@ fn stock_git_reads_the_state() {
     env.work_order("wo-01", "One", &[], &["a"]);
     env.commit_all("init");
     env.run(&["halt", "wo-01", "--reason", "manual"]).success();
-    let key = env.git(&["hash-object", "--stdin"]);
-    let _ = key;
     let key = {
         let run = std::process::Command::new("sh")
             .arg("-c")
@@ -136,4 +134,21 @@ fn a_stale_lock_is_reported_with_how_to_fix_it() {
     assert_eq!(env.git(&["rev-parse", "refs/notes/arbiter"]), before);
     std::fs::remove_file(&lock).expect("remove");
     env.run(&["clear", "wo-01"]).success();
+}
+
+/// A work order's first record also adds its key blob under `keys/` in the
+/// notes tree; the tree in between is never written, so stock git finds
+/// nothing dangling.
+#[test]
+fn first_records_leave_no_dangling_objects() {
+    let env = TestEnv::new();
+    env.work_order("wo-01", "One", &[], &["a"]);
+    env.work_order("wo-02", "Two", &[], &["b"]);
+    env.commit_all("init");
+    env.run(&["halt", "wo-01", "--reason", "manual"]).success();
+    env.run(&["halt", "wo-02", "--reason", "manual"]).success();
+    env.run(&["batch"]).success();
+    let fsck = env.git_try_in(&env.repo, &["fsck", "--strict"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stderr);
+    assert_eq!(fsck.stdout, "", "objects nothing refers to");
 }
