@@ -126,6 +126,7 @@ fn lock_is_held(path: &Path) -> bool {
 /// different process. Returns one report line per group ended.
 pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
     let mut report = Vec::new();
+    let this_boot = crate::exec::boot_id();
     for (name, groups) in entries(ctx, ".groups")? {
         // A live conductor made this directory after taking its lock.
         if is_live(ctx, &name) {
@@ -141,15 +142,13 @@ pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
                 continue;
             };
             let recorded = std::fs::read_to_string(record.path()).unwrap_or_default();
-            // A leader still running must be the one recorded; a group whose
-            // leader is gone keeps its id (Linux hands out no pid that is
-            // still a group's id), so it is ours.
-            let same = match crate::exec::start_time(pgid as u32) {
-                Some(now) => now == recorded.trim(),
-                None => true,
-            };
+            let ours = is_our_group(
+                recorded.trim(),
+                this_boot.as_deref(),
+                crate::exec::process_identity(pgid as u32).as_deref(),
+            );
             // SAFETY: kill(2) on a process group id; ESRCH (already gone) is fine.
-            if same && unsafe { libc::kill(-pgid, libc::SIGKILL) } == 0 {
+            if ours && unsafe { libc::kill(-pgid, libc::SIGKILL) } == 0 {
                 report.push(format!(
                     "ended process group {pgid} left running by dead conductor {name}"
                 ));
@@ -163,6 +162,20 @@ pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
     }
     report.sort();
     Ok(report)
+}
+
+/// Is the group whose leader was `recorded` ([`crate::exec::process_identity`])
+/// still that group? Not if it was recorded in another boot (it died with
+/// it), nor if the leader's pid now names another process. A group whose
+/// leader is gone is: Linux hands out no pid that is still a group's id.
+fn is_our_group(recorded: &str, this_boot: Option<&str>, leader_now: Option<&str>) -> bool {
+    let Some((boot, _)) = recorded.split_once(' ') else {
+        return false;
+    };
+    if this_boot != Some(boot) {
+        return false;
+    }
+    leader_now.is_none_or(|now| now == recorded)
 }
 
 /// (conductor name, path) of each `<name><suffix>` in the conductors' directory.
@@ -198,4 +211,25 @@ pub fn request_stop_all(ctx: &Context) -> Result<Vec<String>> {
     }
     stopped.sort();
     Ok(stopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_our_group;
+
+    #[test]
+    fn a_group_is_ours_only_from_this_boot_and_its_own_leader() {
+        let boot = Some("b1");
+        // The leader still runs: it must be the same process.
+        assert!(is_our_group("b1 100", boot, Some("b1 100")));
+        assert!(!is_our_group("b1 100", boot, Some("b1 250")));
+        // The leader is gone: the group id cannot have been handed out again.
+        assert!(is_our_group("b1 100", boot, None));
+        // Recorded before a reboot: that group died with the old boot.
+        assert!(!is_our_group("b0 100", boot, None));
+        assert!(!is_our_group("b0 100", boot, Some("b1 100")));
+        // Nothing usable recorded, or no boot id here: leave it alone.
+        assert!(!is_our_group("", boot, None));
+        assert!(!is_our_group("b1 100", None, None));
+    }
 }

@@ -140,15 +140,15 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
 }
 
 /// A running command's process group, as a file `<dir>/<pgid>` holding the
-/// leader's start time (so a recycled pid is never taken for it), removed
-/// once the group has been ended.
+/// leader's [`process_identity`] (so a recycled pid is never taken for it),
+/// removed once the group has been ended.
 struct GroupRecord(Option<std::path::PathBuf>);
 
 impl GroupRecord {
     fn new(dir: &Path, pgid: u32) -> GroupRecord {
         let path = dir.join(pgid.to_string());
         let written = std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::write(&path, start_time(pgid).unwrap_or_default()));
+            .and_then(|()| std::fs::write(&path, process_identity(pgid).unwrap_or_default()));
         // Best effort: without the record only the crash cleanup is lost.
         GroupRecord(written.is_ok().then_some(path))
     }
@@ -162,9 +162,21 @@ impl Drop for GroupRecord {
     }
 }
 
+/// Who process `pid` is, for good: `<boot id> <start time>`. A pid alone is
+/// recycled, and after a reboot start times repeat too.
+pub fn process_identity(pid: u32) -> Option<String> {
+    Some(format!("{} {}", boot_id()?, start_time(pid)?))
+}
+
+/// This boot of the machine (`/proc/sys/kernel/random/boot_id`).
+pub fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_owned())
+}
+
 /// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks
-/// since boot. Together with the pid it names one process for good.
-pub fn start_time(pid: u32) -> Option<String> {
+/// since boot.
+fn start_time(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: skip past its last ')'.
     let after_name = stat.rsplit_once(')')?.1;
@@ -269,6 +281,8 @@ mod tests {
         child.wait().expect("reap");
         assert!(theirs.is_some_and(|t| t.parse::<u64>().is_ok_and(|t| t > 0)));
         assert_eq!(start_time(u32::MAX), None);
+        let identity = process_identity(std::process::id()).expect("identity");
+        assert_eq!(identity, format!("{} {me}", boot_id().expect("boot id")));
     }
 
     #[test]
