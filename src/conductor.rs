@@ -133,12 +133,7 @@ pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
             continue;
         }
         for record in std::fs::read_dir(&groups).into_iter().flatten().flatten() {
-            let Some(pgid) = record
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<libc::pid_t>().ok())
-                .filter(|&p| p > 1)
-            else {
+            let Some(pgid) = record.file_name().to_str().and_then(group_id) else {
                 continue;
             };
             let recorded = std::fs::read_to_string(record.path()).unwrap_or_default();
@@ -162,6 +157,12 @@ pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
     }
     report.sort();
     Ok(report)
+}
+
+/// The process group a record file names. Only ids above 1: `kill(-1)`
+/// would signal every process we may signal, and `kill(-0)` our own group.
+fn group_id(file_name: &str) -> Option<libc::pid_t> {
+    file_name.parse::<libc::pid_t>().ok().filter(|&id| id > 1)
 }
 
 /// Is the group whose leader was `recorded` ([`crate::exec::process_identity`])
@@ -215,7 +216,15 @@ pub fn request_stop_all(ctx: &Context) -> Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_our_group;
+    use super::{group_id, is_our_group};
+
+    #[test]
+    fn a_record_names_a_group_only_by_an_id_above_1() {
+        assert_eq!(group_id("4242"), Some(4242));
+        for bad in ["1", "0", "-1", "-4242", "", "abc", "42.tmp", " 42"] {
+            assert_eq!(group_id(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_group_is_ours_only_from_this_boot_and_its_own_leader() {
