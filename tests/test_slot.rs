@@ -212,41 +212,53 @@ fn waiters_are_served_in_arrival_order_and_dead_ones_skipped() {
     let mut waiters = Vec::new();
     for (i, label) in ["a", "x", "b", "c"].into_iter().enumerate() {
         let script = format!("echo {label} >> '{}'", order.display());
-        let child = spawn(
-            &env,
-            &[
-                "slot",
-                "run",
-                "--max-total",
-                "1",
-                "--label",
-                label,
-                "--",
-                "sh",
-                "-c",
-                &script,
-            ],
-        );
+        // Progress goes to a file the test can watch while the waiter runs.
+        let log = env.root.join(format!("waiter-{label}.log"));
+        let child = env
+            .command_in(
+                &env.repo,
+                &[
+                    "slot",
+                    "run",
+                    "--max-total",
+                    "1",
+                    "--label",
+                    label,
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ],
+            )
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("waiter log"))
+            .spawn()
+            .expect("spawn git-arbiter");
         wait_until(&format!("{label} is queued"), || {
             let s = status(&env);
             let queue = s["waiters"].as_array().expect("waiters").clone();
             queue.len() == i + 1 && queue[i]["wo"] == label
         });
-        waiters.push((label, child));
+        waiters.push((label, child, log));
     }
     // x dies while waiting: its ticket must not block b and c.
-    let (_, mut x) = waiters.remove(1);
+    let (_, mut x, _) = waiters.remove(1);
     x.kill().expect("kill x");
     x.wait().expect("reap x");
     wait_until("x is gone from the queue", || {
         status(&env)["waiters"].as_array().expect("waiters").len() == 3
     });
+    // Release only once b has seen it: b polls on its own clock.
+    let b_log = waiters[1].2.clone();
+    wait_until("b sees only a ahead", || {
+        std::fs::read_to_string(&b_log).is_ok_and(|t| t.contains("held=1 ahead=1\n"))
+    });
     std::fs::write(&release, "").expect("release");
     finish(holder).success();
     let mut stderr = Vec::new();
-    for (label, child) in waiters {
-        let run = finish(child).success();
-        stderr.push((label, run.stderr));
+    for (label, child, log) in waiters {
+        finish(child).success();
+        stderr.push((label, std::fs::read_to_string(log).expect("waiter log")));
     }
     assert_eq!(std::fs::read_to_string(&order).expect("order"), "a\nb\nc\n");
     // b saw a and x ahead, then only a once x died.
