@@ -452,6 +452,7 @@ fn apply_in_place(
 
     // 2. Write the new and changed files.
     write_files(wt, &mut writes, &dir, options)?;
+    crate::crash::point("checkout-files.after");
 
     // 3. Their fresh stat data into the index, and write it.
     for e in writes.entries() {
@@ -467,6 +468,7 @@ fn apply_in_place(
     index
         .write(Default::default())
         .git_context(format!("writing the index of {}", dir.display()))?;
+    crate::crash::point("checkout-index.after");
     Ok(InPlace::Done)
 }
 
@@ -594,6 +596,7 @@ fn apply_from_tree(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId)
     options.destination_is_initially_empty = false;
     options.overwrite_existing = true;
     write_files(wt, &mut index, &dir, options)?;
+    crate::crash::point("checkout-files.after");
 
     // 4. Clear our markers and write the index.
     let entries = index.entries_mut();
@@ -605,6 +608,7 @@ fn apply_from_tree(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId)
     index
         .write(Default::default())
         .git_context(format!("writing the index of {}", dir.display()))?;
+    crate::crash::point("checkout-index.after");
     Ok(())
 }
 

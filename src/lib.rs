@@ -8,6 +8,7 @@ pub mod builder;
 pub mod checkout;
 pub mod conductor;
 pub mod context;
+pub mod crash;
 pub mod drift;
 pub mod error;
 pub mod exec;

@@ -226,6 +226,7 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             tree,
             [tip, req.source],
         )?;
+        crate::crash::point("merge-commit.after");
         // (1) for a standalone merge-back, now that the merge is clean.
         if needs_start {
             store.transact(&format!("merge-back {id}: start"), |txn| -> Result<()> {
@@ -244,8 +245,10 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
                 Ok(())
             })?;
             needs_start = false;
+            crate::crash::point("merge-start.after");
         }
         // (3) compare-and-swap from the tip everything above was computed on.
+        crate::crash::point("branch-cas.before");
         match repo.reference(
             req.into.as_ref(),
             sha,
@@ -256,6 +259,7 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             Err(e) if e.is_conflict() || e.is_retryable() => continue,
             Err(e) => return Err(e).git_context(format!("moving {}", req.into.as_bstr())),
         }
+        crate::crash::point("branch-cas.after");
         // (4) keep checked-out copies in step; finish (5) even if this fails.
         let mut sync_error = None;
         for (wt, prepared) in worktrees.iter().zip(prepared) {
@@ -285,6 +289,7 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             "extra": req.extra_note,
         });
         let note_bytes = serde_json::to_vec_pretty(&note).expect("json values serialize");
+        crate::crash::point("merge-recorded.before");
         store.transact(
             &format!("merge-back {id}: merged {sha}"),
             |txn| -> Result<()> {
@@ -308,6 +313,7 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
                 Ok(())
             },
         )?;
+        crate::crash::point("merge-recorded.after");
         if let Some(e) = sync_error {
             return Err(e);
         }

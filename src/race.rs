@@ -473,7 +473,9 @@ pub fn run(
             })
             .collect(),
     };
+    crate::crash::point("pick.before");
     store_pick(ctx, sha, &record)?;
+    crate::crash::point("pick.after");
     store.transact(&format!("race {id}: pick"), |txn| -> Result<()> {
         let mut r = txn.record(id, !wo.deps.is_empty())?;
         r.log(

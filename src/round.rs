@@ -408,6 +408,7 @@ fn dispatch<'a>(
     progress: &dyn Progress,
 ) -> Result<Vec<(&'a WorkOrder, u32)>> {
     let cap = ctx.retry_cap()?;
+    crate::crash::point("dispatch.before");
     let (go, capped) = store.transact("dispatch", |txn| -> Result<_> {
         let mut go = Vec::new();
         let mut capped = Vec::new();
@@ -441,6 +442,7 @@ fn dispatch<'a>(
         }
         Ok((go, capped))
     })?;
+    crate::crash::point("dispatch.after");
     for id in capped {
         progress.event(
             "halt",
@@ -506,6 +508,7 @@ fn build_one(
         )
     };
     let started = Instant::now();
+    crate::crash::point("build.started");
     let exit = run_here(&opts.build);
     let outcome = (|| -> std::result::Result<JobOutcome, String> {
         let exit = exit.map_err(|e| format!("cannot run the build command: {e}"))?;
@@ -518,8 +521,10 @@ fn build_one(
             }
             _ => {}
         }
+        crate::crash::point("leftovers.before");
         host.commit_leftovers(&job.worktree, job.wo, job.attempt, "")
             .map_err(|e| format!("committing the builder's work: {e}"))?;
+        crate::crash::point("leftovers.after");
         for (kind, commands) in [("gate", &opts.gates), ("critic", &opts.critics)] {
             for cmd in commands.iter() {
                 progress.phase(&id, kind);
@@ -572,6 +577,7 @@ fn settle(
     match &job.outcome {
         JobOutcome::Clean => {
             progress.phase(id, "merge");
+            crate::crash::point("verdict.before");
             store.transact(&format!("verdicts {id}"), |txn| -> Result<()> {
                 let mut record = txn.record(id, !job.wo.deps.is_empty())?;
                 record.verdicts = verdicts.clone();
@@ -579,6 +585,7 @@ fn settle(
                 txn.put(record);
                 Ok(())
             })?;
+            crate::crash::point("verdict.after");
             let source = ctx
                 .repo
                 .find_reference(format!("refs/heads/{wo_branch}").as_str())
@@ -640,6 +647,7 @@ fn settle(
             };
             keep_branch = halt.is_some();
             let interrupted = matches!(outcome, JobOutcome::Interrupted | JobOutcome::Pending);
+            crate::crash::point("verdict.before");
             store.transact(&format!("verdict {id}"), |txn| -> Result<()> {
                 let mut record = txn.record(id, !job.wo.deps.is_empty())?;
                 record.verdicts = verdicts.clone();
@@ -663,6 +671,7 @@ fn settle(
                 txn.put(record);
                 Ok(())
             })?;
+            crate::crash::point("verdict.after");
             let name = if halt.is_some() { "halt" } else { "rework" };
             let mut fields = vec![
                 ("wo", id.clone()),

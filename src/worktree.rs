@@ -217,6 +217,7 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
         }
         Err(e) => return Err(e).git_context(format!("creating branch {branch}")),
     }
+    crate::crash::point("worktree-add.before");
     let interrupt = AtomicBool::new(false);
     let added = ctx.repo.add_worktree(
         &dest,
@@ -232,6 +233,7 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
         }
         return Err(e).git_context(format!("adding worktree {}", dest.display()));
     }
+    crate::crash::point("worktree-add.after");
     Ok(dest)
 }
 
@@ -331,12 +333,14 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
             std::fs::remove_dir_all(&dest)
                 .map_err(Error::io(format!("removing {}", dest.display())))?;
         }
+        crate::crash::point("worktree-remove.before");
         proxy
             .remove(
                 gix::worktree::remove::Force::DiscardChanges,
                 gix::progress::Discard,
             )
             .git_context(format!("removing worktree {}", dest.display()))?;
+        crate::crash::point("worktree-remove.after");
     }
     if ctx
         .repo
@@ -354,8 +358,12 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
         .hint("switch that worktree to another branch first")
         .into());
     }
+    crate::crash::point("branch-delete.before");
     match delete_branch(&ctx.repo, &full, None) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            crate::crash::point("branch-delete.after");
+            Ok(())
+        }
         // Deleted concurrently: the outcome we wanted.
         Err(_)
             if ctx

@@ -54,6 +54,7 @@ pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {
         txn.put(record);
         Ok(())
     })?;
+    git_arbiter::crash::point("clear.recorded");
     match kept {
         Some(sha) => {
             git_arbiter::worktree::remove(&ctx, &args.id, &branch)?;

@@ -1,0 +1,75 @@
+//! Named kill points for the crash tests (issue "exactly once, never wedged").
+//!
+//! With `ARBITER_CRASH_AT=<point>` a debug build aborts at that point,
+//! without unwinding: no destructor runs, no lock file is cleaned up, as
+//! with SIGKILL. `<point>#<n>` aborts at the n-th time the point is reached
+//! (1 for the first), so a round can be killed at its second merge. Release
+//! builds compile the points away.
+
+/// Every point, in the order a work order meets them. The kill-point matrix
+/// test runs a small round once per point.
+pub const POINTS: &[&str] = &[
+    // round / race
+    "dispatch.before",
+    "dispatch.after",
+    "worktree-add.before",
+    "worktree-add.after",
+    "build.started",
+    "leftovers.before",
+    "leftovers.after",
+    "verdict.before",
+    "verdict.after",
+    // merge-back (round, race and the standalone command)
+    "merge-start.after",
+    "merge-commit.after",
+    "branch-cas.before",
+    "branch-cas.after",
+    "checkout-files.after",
+    "checkout-index.after",
+    "merge-recorded.before",
+    "merge-recorded.after",
+    // pruning
+    "worktree-remove.before",
+    "worktree-remove.after",
+    "branch-delete.before",
+    "branch-delete.after",
+    // race
+    "pick.before",
+    "pick.after",
+    // clear
+    "clear.recorded",
+];
+
+/// Abort here if `ARBITER_CRASH_AT` names this point (debug builds only).
+pub fn point(name: &str) {
+    #[cfg(debug_assertions)]
+    armed::hit(name);
+    #[cfg(not(debug_assertions))]
+    let _ = name;
+}
+
+#[cfg(debug_assertions)]
+mod armed {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+
+    static TARGET: OnceLock<Option<(String, u32)>> = OnceLock::new();
+    static HITS: AtomicU32 = AtomicU32::new(0);
+
+    pub fn hit(name: &str) {
+        debug_assert!(super::POINTS.contains(&name), "unlisted kill point {name}");
+        let target = TARGET.get_or_init(|| {
+            let spec = std::env::var("ARBITER_CRASH_AT").ok()?;
+            Some(match spec.split_once('#') {
+                Some((point, n)) => (point.to_owned(), n.parse().unwrap_or(1)),
+                None => (spec, 1),
+            })
+        });
+        if let Some((point, nth)) = target {
+            if point == name && HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
+                eprintln!("arbiter crash point={name}");
+                std::process::abort();
+            }
+        }
+    }
+}
