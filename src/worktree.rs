@@ -21,6 +21,11 @@ use crate::state::{Record, Status, Store};
 
 /// Branches git-arbiter owns: `refs/heads/arbiter/*`.
 pub const BRANCH_PREFIX: &str = "refs/heads/arbiter/";
+/// The lock reason of a worktree being created (gix and git alike).
+const INITIALIZING: &str = "initializing";
+
+/// Race instances' branches: `refs/heads/arbiter-race/<id>/<k>`.
+pub const RACE_BRANCH_PREFIX: &str = "refs/heads/arbiter-race/";
 
 /// Creating and removing arbiter's worktrees take turns across processes.
 /// Without them one conductor's crash cleanup, working from a snapshot, could
@@ -314,6 +319,15 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     let full = branch_name(branch)?;
     let dest = root_dir(ctx)?.join(name);
     if let Some(proxy) = find_registered(&ctx.repo, &dest)? {
+        // gix and git lock a worktree with this reason while they create it.
+        // Creating an arbiter worktree takes the turn we hold: so no one is
+        // creating this one, and the lock is what a killed `add` left.
+        if proxy.lock_reason().is_some_and(|r| r == INITIALIZING) {
+            proxy.set_lock(None).git_context(format!(
+                "unlocking the half-made worktree {}",
+                dest.display()
+            ))?;
+        }
         if proxy.is_locked() {
             return Err(
                 InputError::new(format!("worktree {} is locked", dest.display()))
@@ -479,29 +493,45 @@ pub fn cleanup_stale(
     // creation waits for this turn: so whatever is listed below is either in
     // the snapshot as live work, or a true leftover.
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    // name -> (has worktree, has branch)
-    let mut names: std::collections::BTreeMap<String, (Option<Info>, bool)> = Default::default();
+    // name -> (its worktree, its branch)
+    let mut names: std::collections::BTreeMap<String, (Option<Info>, Option<String>)> =
+        Default::default();
     for info in list(ctx)? {
         let name = info.name.clone();
         names.entry(name).or_default().0 = Some(info);
     }
     let refs = ctx.repo.references().git_context("listing references")?;
-    for r in refs
-        .prefixed(BRANCH_PREFIX)
-        .git_context("listing arbiter branches")?
-    {
-        let r = r.git_context("reading a reference")?;
-        let full = r.name().as_bstr().to_string();
-        if let Some(suffix) = full.strip_prefix(BRANCH_PREFIX) {
-            names.entry(suffix.to_owned()).or_default().1 = true;
+    for prefix in [BRANCH_PREFIX, RACE_BRANCH_PREFIX] {
+        for r in refs
+            .prefixed(prefix)
+            .git_context("listing arbiter branches")?
+        {
+            let r = r.git_context("reading a reference")?;
+            let full = r.name().as_bstr().to_string();
+            let Some(suffix) = full.strip_prefix(prefix) else {
+                continue;
+            };
+            // A race branch `arbiter-race/<id>/<k>` goes with worktree `race-<id>-<k>`.
+            let name = match (prefix == RACE_BRANCH_PREFIX, suffix.rsplit_once('/')) {
+                (false, _) => suffix.to_owned(),
+                (true, Some((id, k))) => format!("race-{id}-{k}"),
+                (true, None) => suffix.to_owned(),
+            };
+            let short = full.trim_start_matches("refs/heads/").to_owned();
+            names.entry(name).or_default().1 = Some(short);
         }
     }
     let mut snapshot = store.snapshot()?;
-    for (name, (info, has_branch)) in names {
-        let branch = match &info {
-            Some(Info {
-                branch: Some(b), ..
-            }) if b.starts_with("arbiter/") => b.clone(),
+    for (name, (info, found_branch)) in names {
+        let has_branch = found_branch.is_some();
+        let branch = match (&info, found_branch) {
+            (_, Some(b)) => b,
+            (
+                Some(Info {
+                    branch: Some(b), ..
+                }),
+                None,
+            ) if b.starts_with("arbiter/") || b.starts_with("arbiter-race/") => b.clone(),
             _ => format!("arbiter/{name}"),
         };
         let Some(wo) = owner_of(orders, &name) else {
