@@ -7,6 +7,7 @@ mod test_merge_back;
 mod test_oracle;
 mod test_orders;
 mod test_race;
+mod test_reliability;
 mod test_round;
 mod test_slot;
 mod test_state;
