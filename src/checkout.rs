@@ -402,7 +402,7 @@ pub fn apply(
 
 enum InPlace {
     /// The files are written; this index is to be written next.
-    Done(gix::index::File),
+    Done(Box<gix::index::File>),
     /// Nothing was touched; the general path must do it.
     NotApplicable,
 }
@@ -512,7 +512,7 @@ fn apply_in_place(
     // The tree cache no longer describes the entries.
     index.remove_tree();
     index.remove_resolve_undo();
-    Ok(InPlace::Done(index))
+    Ok(InPlace::Done(Box::new(index)))
 }
 
 /// Delete the files (links, empty gitlink folders) at `paths` and the folders that leaves empty.

@@ -284,6 +284,9 @@ pub fn current(ctx: &Context, orders: &Orders, into: Option<&str>) -> crate::Res
     Ok(table)
 }
 
+/// A work order recovery changed, and to what (`done`, `needs_rework`, …).
+pub type Recovered = (String, &'static str);
+
 /// Apply the recovery rule to every work order not held by a live conductor
 /// (other than `me`) and write what it concluded back as one transition:
 /// `done` for a merge found on the branch (also for orders without a record,
@@ -296,7 +299,7 @@ pub fn recover_and_record(
     store: &crate::state::Store<'_>,
     tip: gix::ObjectId,
     me: &str,
-) -> crate::Result<(Vec<Row>, Vec<(String, &'static str)>)> {
+) -> crate::Result<(Vec<Row>, Vec<Recovered>)> {
     let live = |r: &Record| crate::conductor::owns_live(ctx, r);
     let mut snapshot = store.snapshot()?;
     let found = table(
