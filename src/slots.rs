@@ -1,7 +1,8 @@
 //! Machine-wide build slots (DESIGN kernel 5): a cap on concurrent builds
 //! shared by every git-arbiter process of the user, across repositories.
 //!
-//! Layout of the slot directory (mode 0700, owned by the user):
+//! Layout of the slot directory (owned by the user, writable by nobody else;
+//! created with mode 0700):
 //!
 //! - `slot-<k>` — one file per slot, `k` from 0. A slot is held exactly while
 //!   some process holds an exclusive `flock(2)` on its file, so the kernel
@@ -240,19 +241,37 @@ fn check_cap(value: u32, source: &str) -> Result<()> {
 /// Create the slot directory (and its `queue/`) with mode 0700 and check it.
 ///
 /// Policy for an existing directory: one owned by another user is refused (its
-/// owner could fake or starve our slots). One of ours with group/other access
-/// is repaired to 0700 when it holds nothing but slot files, as it then is
-/// ours in every sense; otherwise it is some other directory the user pointed
-/// us at (say `$HOME`), and we refuse rather than chmod it behind their back.
+/// owner could fake or starve our slots), and so is one that others can write
+/// into, however it came to be: anyone may have planted entries in it, and a
+/// chmod would only make them look trusted. One of ours that others can merely
+/// read is repaired to 0700 when it holds nothing but slot files, as it then
+/// is ours in every sense; otherwise it is some other directory the user
+/// pointed us at (say `$HOME`), and we refuse rather than chmod it behind
+/// their back.
 pub fn prepare_dir(dir: &Path) -> Result<()> {
-    fs::DirBuilder::new()
+    match fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(Error::io(format!(
-            "creating the slot directory {}",
-            dir.display()
-        )))?;
+    {
+        Ok(()) => {}
+        // Something other than a directory is in the way: the configured path
+        // is wrong, which is the user's to fix, not a failure of ours.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Err(not_a_directory(dir))
+        }
+        Err(e) => {
+            return Err(Error::io(format!(
+                "creating the slot directory {}",
+                dir.display()
+            ))(e))
+        }
+    }
     check_private(dir, true)?;
     let queue = dir.join(QUEUE);
     match fs::DirBuilder::new().mode(0o700).create(&queue) {
@@ -264,19 +283,36 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
     check_private(&queue, false)
 }
 
-fn check_private(dir: &Path, top: bool) -> Result<()> {
-    let meta = fs::metadata(dir).map_err(Error::io(format!("reading {}", dir.display())))?;
-    let hint = "point ARBITER_SLOT_DIR or arbiter.slotDir at a directory of your own";
-    if !meta.is_dir() {
-        return Err(InputError::new(format!(
-            "slot directory {} is not a directory",
-            dir.display()
-        ))
-        .hint(hint)
-        .into());
-    }
+const OWN_DIR_HINT: &str = "point ARBITER_SLOT_DIR or arbiter.slotDir at a directory of your own";
+
+fn not_a_directory(dir: &Path) -> Error {
+    InputError::new(format!(
+        "slot directory {} is not a directory",
+        dir.display()
+    ))
+    .hint(OWN_DIR_HINT)
+    .into()
+}
+
+fn euid() -> u32 {
     // SAFETY: geteuid(2) cannot fail and has no memory effects.
-    let me = unsafe { libc::geteuid() };
+    unsafe { libc::geteuid() }
+}
+
+/// `top`: the slot directory itself, which the user may reach through a
+/// symlink; `queue/` inside it is ours alone and must be a real directory.
+fn check_private(dir: &Path, top: bool) -> Result<()> {
+    let meta = if top {
+        fs::metadata(dir)
+    } else {
+        fs::symlink_metadata(dir)
+    }
+    .map_err(Error::io(format!("reading {}", dir.display())))?;
+    let hint = OWN_DIR_HINT;
+    if !meta.is_dir() {
+        return Err(not_a_directory(dir));
+    }
+    let me = euid();
     if meta.uid() != me {
         return Err(InputError::new(format!(
             "slot directory {} belongs to uid {}, not to you (uid {me})",
@@ -284,6 +320,18 @@ fn check_private(dir: &Path, top: bool) -> Result<()> {
             meta.uid()
         ))
         .hint(hint)
+        .into());
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(InputError::new(format!(
+            "slot directory {} is writable by other users (mode {:o})",
+            dir.display(),
+            meta.mode() & 0o777
+        ))
+        .hint(format!(
+            "anyone may have planted files in it: check them, then 'chmod 700 {}', or {hint}",
+            dir.display()
+        ))
         .into());
     }
     if meta.mode() & 0o077 == 0 {
@@ -833,6 +881,47 @@ mod tests {
         let err = prepare_dir(&other).expect_err("refused");
         assert!(matches!(err, Error::Input(_)), "{err:?}");
         assert_eq!(mode(&other), 0o755);
+    }
+
+    #[test]
+    fn directory_others_can_write_into_is_refused_not_repaired() {
+        let (_t, dir) = temp();
+        prepare_dir(&dir).expect("prepare");
+        let mode = |p: &Path| fs::metadata(p).expect("meta").mode() & 0o777;
+        for (path, open) in [
+            (dir.clone(), 0o777),
+            (dir.clone(), 0o720),
+            (dir.join(QUEUE), 0o702),
+        ] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(open)).expect("chmod");
+            let err = prepare_dir(&dir).expect_err("refused");
+            assert!(matches!(err, Error::Input(_)), "{err:?}");
+            assert!(err.to_string().contains("writable by other users"), "{err}");
+            assert_eq!(mode(&path), open, "{} was chmod'ed", path.display());
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).expect("chmod");
+        }
+        prepare_dir(&dir).expect("private again");
+    }
+
+    #[test]
+    fn a_file_in_place_of_the_directory_is_an_input_error() {
+        let (t, dir) = temp();
+        let file = t.path().join("file");
+        fs::write(&file, "x").expect("write");
+        for path in [file.clone(), file.join("slots")] {
+            let err = prepare_dir(&path).expect_err("refused");
+            assert!(
+                matches!(err, Error::Input(_)),
+                "{}: {err:?}",
+                path.display()
+            );
+        }
+        // The same for queue/, even as a symlink to a directory.
+        prepare_dir(&dir).expect("prepare");
+        fs::remove_dir(dir.join(QUEUE)).expect("rmdir");
+        std::os::unix::fs::symlink(t.path(), dir.join(QUEUE)).expect("symlink");
+        let err = prepare_dir(&dir).expect_err("refused");
+        assert!(matches!(err, Error::Input(_)), "{err:?}");
     }
 
     #[test]

@@ -447,3 +447,60 @@ fn bad_cap_is_a_usage_error_and_changes_nothing() {
     assert!(!env.slot_dir.exists(), "no slot dir was created");
     env.run(&["slot", "run"]).code(2);
 }
+
+#[test]
+fn slot_dir_writable_by_others_is_refused_not_repaired() {
+    let env = TestEnv::new();
+    env.run(&["slot", "run", "--", "true"]).success();
+    let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o7777;
+    // Only slot files inside, yet others could have planted any of them.
+    std::fs::set_permissions(&env.slot_dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let run = env.run(&["slot", "run", "--", "true"]).code(2);
+    let dir = env.slot_dir.display().to_string();
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: slot directory {dir} is writable by other users (mode 777)"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!("chmod 700 {dir}")),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(mode(&env.slot_dir), 0o777, "the directory was not chmod'ed");
+    env.run(&["slot", "status"]).code(2);
+    assert_eq!(mode(&env.slot_dir), 0o777);
+    // The queue inside is held to the same rule.
+    std::fs::set_permissions(&env.slot_dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let queue = env.slot_dir.join("queue");
+    std::fs::set_permissions(&queue, std::fs::Permissions::from_mode(0o770)).expect("chmod");
+    env.run(&["slot", "run", "--", "true"]).code(2);
+    assert_eq!(mode(&queue), 0o770);
+}
+
+#[test]
+fn slot_dir_that_is_a_file_is_a_usage_error() {
+    let mut env = TestEnv::new();
+    let file = env.root.join("not-a-dir");
+    std::fs::write(&file, "x").expect("write");
+    env.set_env("ARBITER_SLOT_DIR", &file.display().to_string());
+    let run = env.run(&["slot", "run", "--", "true"]).code(2);
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: slot directory {} is not a directory",
+            file.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    env.run(&["slot", "status"]).code(2);
+    // Below a file, too.
+    env.set_env(
+        "ARBITER_SLOT_DIR",
+        &file.join("slots").display().to_string(),
+    );
+    env.run(&["slot", "status"]).code(2);
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "x");
+}
