@@ -25,7 +25,9 @@
 //!
 //! All file descriptors are opened by std, i.e. with `O_CLOEXEC`: a slot fd
 //! never reaches a builder, so a builder that outlives git-arbiter does not
-//! keep the slot.
+//! keep the slot. Every entry is opened with `O_NOFOLLOW` and must be a
+//! regular file of ours: a `slot-0 -> ~/.bashrc` planted by someone else is
+//! refused, never truncated and written.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -385,14 +387,76 @@ fn ticket_number(name: &str) -> Option<u64> {
     n.parse().ok()
 }
 
-fn open_lockable(path: &Path, create: bool) -> std::io::Result<File> {
-    OpenOptions::new()
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Create {
+    No,
+    IfMissing,
+    /// Fail if it exists (a fresh ticket).
+    New,
+}
+
+/// Open an entry of the slot directory for locking. Never through a symlink,
+/// and only a regular file of ours: anything else was put there by someone
+/// else, and writing to it would write wherever it leads.
+fn open_entry(path: &Path, create: Create) -> Result<File> {
+    let mut options = OpenOptions::new();
+    options
         .read(true)
         .write(true)
-        .create(create)
-        .truncate(false)
         .mode(0o600)
-        .open(path)
+        .custom_flags(libc::O_NOFOLLOW);
+    match create {
+        Create::No => {}
+        Create::IfMissing => {
+            options.create(true).truncate(false);
+        }
+        Create::New => {
+            options.create_new(true);
+        }
+    }
+    let file = match options.open(path) {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(foreign_entry(path, "is a symbolic link"))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
+            return Err(foreign_entry(path, "is not a regular file"))
+        }
+        Err(e) => return Err(Error::io(format!("opening {}", path.display()))(e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(Error::io(format!("reading {}", path.display())))?;
+    check_entry(path, &meta, euid())?;
+    Ok(file)
+}
+
+/// `meta` is the open file's (fstat), so it is the file we will write.
+fn check_entry(path: &Path, meta: &fs::Metadata, me: u32) -> Result<()> {
+    if !meta.is_file() {
+        return Err(foreign_entry(path, "is not a regular file"));
+    }
+    if meta.uid() != me {
+        return Err(foreign_entry(
+            path,
+            &format!("belongs to uid {}, not to you (uid {me})", meta.uid()),
+        ));
+    }
+    Ok(())
+}
+
+fn foreign_entry(path: &Path, what: &str) -> Error {
+    InputError::new(format!("{} {what}", path.display()))
+        .hint(
+            "only git-arbiter's own files belong in the slot directory: \
+             find out who put it there, then remove it",
+        )
+        .into()
+}
+
+/// An entry that vanished since the directory was listed (a waiter left).
+fn is_gone(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Try to take the exclusive flock: Ok(true) taken, Ok(false) held elsewhere.
@@ -420,8 +484,7 @@ struct DirLock {
 impl DirLock {
     fn take(dir: &Path, interrupt: &AtomicBool) -> Result<DirLock> {
         let path = dir.join(MUTEX);
-        let file =
-            open_lockable(&path, true).map_err(Error::io(format!("opening {}", path.display())))?;
+        let file = open_entry(&path, Create::IfMissing)?;
         loop {
             if try_lock(&file).map_err(Error::io(format!("locking {}", path.display())))? {
                 return Ok(DirLock { _file: file });
@@ -459,10 +522,10 @@ fn probe_holders(dir: &Path) -> Result<Vec<Held>> {
             continue;
         };
         let path = entry.path();
-        let mut file = match open_lockable(&path, false) {
+        let mut file = match open_entry(&path, Create::No) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(format!("opening {}", path.display()))(e)),
+            Err(e) if is_gone(&e) => continue,
+            Err(e) => return Err(e),
         };
         if !try_lock(&file).map_err(Error::io(format!("probing {}", path.display())))? {
             held.push(Held {
@@ -503,10 +566,10 @@ fn probe_queue(dir: &Path, reap: bool) -> Result<(Vec<Queued>, u64)> {
     let next = entries.last().map_or(0, |(_, n, _)| n + 1);
     let mut live = Vec::new();
     for (name, number, path) in entries {
-        let mut file = match open_lockable(&path, false) {
+        let mut file = match open_entry(&path, Create::No) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(format!("opening {}", path.display()))(e)),
+            Err(e) if is_gone(&e) => continue,
+            Err(e) => return Err(e),
         };
         if try_lock(&file).map_err(Error::io(format!("probing {}", path.display())))? {
             if reap {
@@ -542,8 +605,7 @@ fn take_slot(dir: &Path, held: &[Held], info: &HolderInfo) -> Result<Slot> {
             continue;
         }
         let path = dir.join(format!("slot-{index}"));
-        let mut file =
-            open_lockable(&path, true).map_err(Error::io(format!("opening {}", path.display())))?;
+        let mut file = open_entry(&path, Create::IfMissing)?;
         // Only a process outside the protocol can hold it here; skip it.
         if !try_lock(&file).map_err(Error::io(format!("locking {}", path.display())))? {
             continue;
@@ -636,13 +698,7 @@ pub fn acquire(
 fn create_ticket(dir: &Path, number: u64, cap: u32, info: &HolderInfo) -> Result<Ticket> {
     let name = format!("t-{number:020}-{}", std::process::id());
     let path = dir.join(QUEUE).join(&name);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(Error::io(format!("creating {}", path.display())))?;
+    let file = open_entry(&path, Create::New)?;
     // From here on the file is removed again if anything fails.
     let ticket = Ticket { file, path, name };
     // Lock before writing: an unlocked ticket reads as a dead waiter's.
@@ -881,6 +937,78 @@ mod tests {
         let err = prepare_dir(&other).expect_err("refused");
         assert!(matches!(err, Error::Input(_)), "{err:?}");
         assert_eq!(mode(&other), 0o755);
+    }
+
+    #[test]
+    fn symlinked_entries_are_refused_not_followed() {
+        let (t, dir) = temp();
+        prepare_dir(&dir).expect("prepare");
+        let victim = t.path().join("victim");
+        fs::write(&victim, "precious").expect("write");
+        let missing = t.path().join("missing");
+        for (name, target) in [("slot-0", &victim), ("lock", &victim), ("slot-0", &missing)] {
+            let link = dir.join(name);
+            // The lock exists once an acquire has run.
+            let _ = fs::remove_file(&link);
+            std::os::unix::fs::symlink(target, &link).expect("symlink");
+            let err = acquire(
+                &dir,
+                2,
+                &info("a"),
+                Wait::NonBlocking,
+                &AtomicBool::new(false),
+                &mut |_| {},
+            )
+            .expect_err("refused");
+            assert!(matches!(err, Error::Input(_)), "{name}: {err:?}");
+            assert!(err.to_string().contains("is a symbolic link"), "{err}");
+            fs::remove_file(&link).expect("rm");
+        }
+        assert_eq!(fs::read_to_string(&victim).expect("victim"), "precious");
+        assert!(!missing.exists(), "a dangling link was followed");
+        // A queued ticket is probed the same way.
+        let ticket = dir.join(QUEUE).join("t-00000000000000000000-1");
+        std::os::unix::fs::symlink(&victim, &ticket).expect("symlink");
+        assert!(matches!(occupancy(&dir), Err(Error::Input(_))));
+    }
+
+    #[test]
+    fn entries_must_be_regular_files_of_ours() {
+        let (_t, dir) = temp();
+        prepare_dir(&dir).expect("prepare");
+        let fifo = dir.join("slot-0");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+        let err = acquire(
+            &dir,
+            2,
+            &info("a"),
+            Wait::NonBlocking,
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )
+        .expect_err("a fifo is refused");
+        assert!(err.to_string().contains("is not a regular file"), "{err}");
+        fs::remove_file(&fifo).expect("rm");
+        fs::create_dir(&fifo).expect("mkdir");
+        let err = acquire(
+            &dir,
+            2,
+            &info("a"),
+            Wait::NonBlocking,
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )
+        .expect_err("a directory is refused");
+        assert!(err.to_string().contains("is not a regular file"), "{err}");
+        // Someone else's file (ownership is checked on the open file's fstat).
+        let lock = dir.join(MUTEX);
+        let meta = fs::metadata(&lock).expect("lock");
+        check_entry(&lock, &meta, meta.uid()).expect("ours");
+        let err = check_entry(&lock, &meta, meta.uid() + 1).expect_err("not ours");
+        assert!(matches!(err, Error::Input(_)), "{err:?}");
+        assert!(err.to_string().contains("belongs to uid"), "{err}");
     }
 
     #[test]

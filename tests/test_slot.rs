@@ -449,6 +449,39 @@ fn bad_cap_is_a_usage_error_and_changes_nothing() {
 }
 
 #[test]
+fn planted_symlink_slot_is_refused_and_its_target_untouched() {
+    let env = TestEnv::new();
+    env.run(&["slot", "run", "--", "true"]).success();
+    // What another user could plant in an open slot directory.
+    let victim = env.root.join("victim");
+    std::fs::write(&victim, "precious\n").expect("victim");
+    let slot = env.slot_dir.join("slot-0");
+    std::fs::remove_file(&slot).expect("rm slot-0");
+    std::os::unix::fs::symlink(&victim, &slot).expect("symlink");
+    let run = env.run(&["slot", "run", "--", "true"]).code(2);
+    assert!(
+        run.stderr
+            .starts_with(&format!("error: {} is a symbolic link", slot.display())),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("\nhint: "), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious\n"
+    );
+    env.run(&["slot", "status"]).code(2);
+    // A dangling one must not create its target either.
+    let lock = env.slot_dir.join("lock");
+    let target = env.root.join("created-through-lock");
+    std::fs::remove_file(&slot).expect("rm symlink");
+    std::fs::remove_file(&lock).expect("rm lock");
+    std::os::unix::fs::symlink(&target, &lock).expect("symlink");
+    env.run(&["slot", "run", "--", "true"]).code(2);
+    assert!(!target.exists(), "the lock symlink was followed");
+}
+
+#[test]
 fn slot_dir_writable_by_others_is_refused_not_repaired() {
     let env = TestEnv::new();
     env.run(&["slot", "run", "--", "true"]).success();
