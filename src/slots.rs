@@ -7,8 +7,8 @@
 //! - `slot-<k>` — one file per slot, `k` from 0. A slot is held exactly while
 //!   some process holds an exclusive `flock(2)` on its file, so the kernel
 //!   frees it the moment the holder dies, however it dies. The holder writes
-//!   its [`HolderInfo`] as JSON into the file after locking it; the content of
-//!   an unlocked file is stale and never read as a holder.
+//!   its [`HolderInfo`] and its cap as JSON into the file after locking it;
+//!   the content of an unlocked file is stale and never read as a holder.
 //! - `queue/t-<n>-<pid>` — a waiter's ticket, `n` zero-padded so names sort by
 //!   arrival. The waiter holds it `flock`ed, so a dead waiter's ticket is seen
 //!   as dead and skipped (and removed). Its content is the waiter's cap and info.
@@ -129,6 +129,9 @@ pub struct Held {
     /// `None` when the locked file holds no readable info (a holder that is
     /// not git-arbiter, or a foreign version): the slot still counts as held.
     pub info: Option<HolderInfo>,
+    /// The cap the holder was admitted under; `None` if not recorded (a
+    /// holder from before caps were recorded, or not git-arbiter).
+    pub cap: Option<u32>,
 }
 
 /// A live waiter, oldest first.
@@ -143,6 +146,16 @@ pub struct Waiter {
 pub struct Occupancy {
     pub holders: Vec<Held>,
     pub waiters: Vec<Waiter>,
+}
+
+/// What a held slot file contains. Flat, so that holders of either format
+/// read each other's files.
+#[derive(Serialize, Deserialize)]
+struct SlotBody {
+    #[serde(flatten)]
+    info: HolderInfo,
+    #[serde(default)]
+    cap: Option<u32>,
 }
 
 /// What a ticket file contains.
@@ -528,9 +541,11 @@ fn probe_holders(dir: &Path) -> Result<Vec<Held>> {
             Err(e) => return Err(e),
         };
         if !try_lock(&file).map_err(Error::io(format!("probing {}", path.display())))? {
+            let body: Option<SlotBody> = read_json(&mut file);
             held.push(Held {
                 slot,
-                info: read_json(&mut file),
+                cap: body.as_ref().and_then(|b| b.cap),
+                info: body.map(|b| b.info),
             });
         }
         // A lock we took on a free slot is released as `file` drops here.
@@ -597,8 +612,8 @@ fn admissible(held: u32, caps: impl IntoIterator<Item = u32>) -> usize {
         .count()
 }
 
-/// Take the lowest free slot and write `info` into it. Called under the mutex.
-fn take_slot(dir: &Path, held: &[Held], info: &HolderInfo) -> Result<Slot> {
+/// Take the lowest free slot and write `info` and `cap` into it. Called under the mutex.
+fn take_slot(dir: &Path, held: &[Held], cap: u32, info: &HolderInfo) -> Result<Slot> {
     let limit = held.len() + MAX_CAP as usize + 1;
     for index in 0..limit {
         if held.iter().any(|h| h.slot == index) {
@@ -610,7 +625,11 @@ fn take_slot(dir: &Path, held: &[Held], info: &HolderInfo) -> Result<Slot> {
         if !try_lock(&file).map_err(Error::io(format!("locking {}", path.display())))? {
             continue;
         }
-        let mut text = serde_json::to_string(info).expect("holder info always serializes");
+        let body = SlotBody {
+            info: info.clone(),
+            cap: Some(cap),
+        };
+        let mut text = serde_json::to_string(&body).expect("holder info always serializes");
         text.push('\n');
         file.set_len(0)
             .and_then(|_| file.write_all(text.as_bytes()))
@@ -668,7 +687,7 @@ pub fn acquire(
             .chain(std::iter::once(cap));
         let held_count = held.len() as u32;
         if position < admissible(held_count, caps) {
-            let slot = take_slot(dir, &held, info)?;
+            let slot = take_slot(dir, &held, cap, info)?;
             drop(ticket);
             drop(mutex);
             return Ok(Some(slot));
@@ -816,6 +835,26 @@ mod tests {
         assert_eq!(c.index(), 0);
         let text = fs::read_to_string(c.path()).expect("slot-0");
         assert!(!text.contains("wo-a"), "{text}");
+    }
+
+    #[test]
+    fn holders_report_their_cap() {
+        let (_t, dir) = temp();
+        let _a = take(&dir, 3, "a").expect("a");
+        // A holder that wrote no cap (an older git-arbiter) still shows its info.
+        let old = dir.join("slot-1");
+        let body = serde_json::to_string(&info("old")).expect("json");
+        fs::write(&old, body).expect("write");
+        let old = File::open(&old).expect("open");
+        assert!(try_lock(&old).expect("lock"));
+        let occ = occupancy(&dir).expect("occupancy");
+        assert_eq!(occ.holders.len(), 2);
+        assert_eq!(occ.holders[0].cap, Some(3));
+        assert_eq!(occ.holders[1].cap, None);
+        assert_eq!(
+            occ.holders[1].info.as_ref().map(|i| i.wo.as_str()),
+            Some("old")
+        );
     }
 
     #[test]

@@ -356,10 +356,10 @@ fn status_human_and_json() {
     insta::with_settings!({filters => vec![(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]")]}, {
         insta::assert_snapshot!(redact(&human.snapshot(&env)), @r"
         slots: 1 of 1 in use, 1 waiting ($TEST_ENV/slots)
-        SLOT  PID  SINCE  WO  REPO
-        0  [PID]  [TIME]  wo-01  $TEST_ENV/repo
-        WAITING  PID  SINCE  WO  REPO
-        #1  [PID]  [TIME]  wo-02  $TEST_ENV/repo
+        SLOT  PID  CAP  SINCE  WO  REPO
+        0  [PID]  1  [TIME]  wo-01  $TEST_ENV/repo
+        WAITING  PID  CAP  SINCE  WO  REPO
+        #1  [PID]  1  [TIME]  wo-02  $TEST_ENV/repo
         [stderr]
         [exit status: 0]
         ");
@@ -387,7 +387,8 @@ fn status_human_and_json() {
     "pid": [PID],
     "repo": "$TEST_ENV/repo",
     "wo": "wo-01",
-    "since": "[since]"
+    "since": "[since]",
+    "cap": 1
     }
     ],
     "waiters": [
@@ -536,4 +537,34 @@ fn slot_dir_that_is_a_file_is_a_usage_error() {
     );
     env.run(&["slot", "status"]).code(2);
     assert_eq!(std::fs::read_to_string(&file).expect("file"), "x");
+}
+
+#[test]
+fn status_shows_the_cap_each_holder_uses() {
+    let env = TestEnv::new();
+    // A conductor elsewhere runs with a cap of 2; this repository's cap is 6.
+    let (release, holder) = spawn_holder(&env, &["--max-total", "2", "--label", "other"]);
+    let json = status(&env);
+    assert_eq!(json["cap"], 6);
+    assert_eq!(json["holders"][0]["cap"], 2, "{json}");
+    let human = env.run(&["slot", "status"]).success().stdout;
+    assert!(
+        human.contains("\nnote: running holders and waiters use cap 2; the cap here is 6\n"),
+        "{human}"
+    );
+    // A waiter with a cap of 1 waits although this view says 1 of 6.
+    let waiter = spawn(&env, &["slot", "run", "--max-total", "1", "--", "true"]);
+    wait_until("the waiter is queued", || {
+        status(&env)["waiters"].as_array().expect("waiters").len() == 1
+    });
+    let human = env.run(&["slot", "status"]).success().stdout;
+    assert!(
+        human.contains("\nnote: running holders and waiters use caps 1, 2; the cap here is 6\n"),
+        "{human}"
+    );
+    std::fs::write(&release, "").expect("release");
+    finish(holder).success();
+    finish(waiter).success();
+    let human = env.run(&["slot", "status"]).success().stdout;
+    assert!(!human.contains("note:"), "{human}");
 }
