@@ -118,7 +118,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand halt" -l orders 
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand halt" -s h -l help -d 'Print help'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -f -a "status" -d 'Show the cap, the holders (pid, repo, work order, since) and the waiters'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -f -a "status" -d 'Show the cap, the holders (pid, cap, since, work order, repo) and the waiters'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -f -a "run" -d 'Hold one slot while CMD runs, for hooks and scripts'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from status" -l max-total -d 'The cap to report [default: `arbiter.maxTotal`, else 6]' -r
@@ -130,7 +130,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from run" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from run" -l no-wait -d 'Exit 5 at once instead of waiting when no slot is free'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from help" -f -a "status" -d 'Show the cap, the holders (pid, repo, work order, since) and the waiters'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from help" -f -a "status" -d 'Show the cap, the holders (pid, cap, since, work order, repo) and the waiters'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from help" -f -a "run" -d 'Hold one slot while CMD runs, for hooks and scripts'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand stop" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
@@ -159,5 +159,5 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and __fish_seen_subcommand_from worktree" -f -a "add" -d 'Create branch `arbiter/<id>` at REV and a linked worktree for it'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and __fish_seen_subcommand_from worktree" -f -a "remove" -d 'Remove the worktree of `<id>` (discarding what a builder left in it) and delete branch `arbiter/<id>`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and __fish_seen_subcommand_from worktree" -f -a "list" -d 'List git-arbiter\'s worktrees: name, branch, commit and path'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and __fish_seen_subcommand_from slot" -f -a "status" -d 'Show the cap, the holders (pid, repo, work order, since) and the waiters'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and __fish_seen_subcommand_from slot" -f -a "status" -d 'Show the cap, the holders (pid, cap, since, work order, repo) and the waiters'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and __fish_seen_subcommand_from slot" -f -a "run" -d 'Hold one slot while CMD runs, for hooks and scripts'
