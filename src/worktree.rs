@@ -220,7 +220,24 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
                 .hint("another process created it just now")
                 .into())
         }
-        Err(e) => return Err(e).git_context(format!("creating branch {branch}")),
+        Err(e) => {
+            let lock = ctx
+                .repo
+                .common_dir()
+                .join(format!("{}.lock", full.as_bstr()));
+            if lock.exists() {
+                return Err(InputError::new(format!(
+                    "cannot create branch '{branch}': {} exists",
+                    lock.display()
+                ))
+                .hint(format!(
+                    "a git process holds it, or was killed holding it: if none is running, remove {}",
+                    lock.display()
+                ))
+                .into());
+            }
+            return Err(e).git_context(format!("creating branch {branch}"));
+        }
     }
     crate::crash::point("worktree-add.before");
     let interrupt = AtomicBool::new(false);
@@ -522,6 +539,12 @@ pub fn cleanup_stale(
         }
     }
     let mut snapshot = store.snapshot()?;
+    report.extend(clear_stale_branch_locks(
+        ctx,
+        orders,
+        &mut snapshot,
+        is_live,
+    )?);
     for (name, (info, found_branch)) in names {
         let has_branch = found_branch.is_some();
         let branch = match (&info, found_branch) {
@@ -565,6 +588,76 @@ pub fn cleanup_stale(
         let what = describe(&info, has_branch, &branch);
         remove_in_turn(ctx, &name, &branch)?;
         report.push(format!("removed {what}"));
+    }
+    Ok(report)
+}
+
+/// A lock file younger than this may belong to a git command running right
+/// now (a builder committing on its branch); older ones on a branch no live
+/// conductor works on are leftovers.
+const STALE_LOCK_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Remove the `.lock` files a killed git or git-arbiter process left on
+/// arbiter's own branches (`arbiter/*`, `arbiter-race/*`): each makes every
+/// later edit of that branch fail. Only for orders no live conductor works on,
+/// and only locks older than [`STALE_LOCK_AGE`]. Returns one report line each.
+fn clear_stale_branch_locks(
+    ctx: &Context,
+    orders: &Orders,
+    snapshot: &mut crate::state::Snapshot<'_>,
+    is_live: &dyn Fn(&Record) -> bool,
+) -> Result<Vec<String>> {
+    let mut report = Vec::new();
+    let common = ctx.repo.common_dir();
+    for prefix in [BRANCH_PREFIX, RACE_BRANCH_PREFIX] {
+        let dir = common.join(prefix.trim_end_matches('/'));
+        let mut pending = vec![dir.clone()];
+        while let Some(d) = pending.pop() {
+            let Ok(listing) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for entry in listing.flatten() {
+                let path = entry.path();
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if meta.is_dir() {
+                    pending.push(path);
+                    continue;
+                }
+                let Some(rel) = path
+                    .strip_prefix(&dir)
+                    .ok()
+                    .and_then(|r| r.to_str())
+                    .and_then(|r| r.strip_suffix(".lock"))
+                else {
+                    continue;
+                };
+                // `arbiter/<id>` or `arbiter-race/<id>/<k>`: the order is the first component.
+                let id = rel.split('/').next().unwrap_or(rel);
+                if let Some(wo) = orders.get(id) {
+                    if snapshot
+                        .record(&wo.id)?
+                        .is_some_and(|r| r.status == Status::InProgress && is_live(&r))
+                    {
+                        continue;
+                    }
+                }
+                let old = meta
+                    .modified()
+                    .ok()
+                    .and_then(|m| m.elapsed().ok())
+                    .is_some_and(|age| age >= STALE_LOCK_AGE);
+                if !old {
+                    continue;
+                }
+                std::fs::remove_file(&path).map_err(Error::io(format!(
+                    "removing the stale lock file {}",
+                    path.display()
+                )))?;
+                report.push(format!("removed stale lock file {}", path.display()));
+            }
+        }
     }
     Ok(report)
 }

@@ -388,3 +388,55 @@ fn notes_ref_pointing_at_a_blob_is_an_input_error() {
         run.stderr
     );
 }
+
+/// Defect 9: a leftover `refs/heads/arbiter/<id>.lock` made every round exit
+/// 128 with "Could not prepare reference edit". Locks on arbiter's own
+/// branches that no live conductor can hold are cleared and reported.
+#[test]
+fn a_stale_lock_on_an_arbiter_branch_is_cleared() {
+    let env = repo();
+    let dir = env.repo.join(".git/refs/heads/arbiter");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let lock = dir.join("wo-01.lock");
+    std::fs::write(&lock, "").expect("lock");
+    std::process::Command::new("touch")
+        .args(["-d", "1 minute ago"])
+        .arg(&lock)
+        .status()
+        .expect("touch");
+    let run = round(&env, WRITE_OWN).success();
+    assert!(
+        run.stderr
+            .contains(&format!("removed stale lock file {}", lock.display())),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert!(!lock.exists());
+}
+
+/// Defect 11: SIGHUP (the terminal closed) is handled like Ctrl-C: builders
+/// ended, the attempt given back, exit 130.
+#[test]
+fn sighup_stops_like_ctrl_c() {
+    let env = repo();
+    let started = env.root.join("started");
+    let build = format!("touch {}; sleep 60", started.display());
+    let child = env
+        .command_in(&env.repo, &["round", "--json", "--build", &build])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for(&started);
+    std::process::Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    crate::common::assert_interrupted(child);
+    let status = env.run(&["status", "--json"]).success().json();
+    for row in status["orders"].as_array().expect("orders") {
+        assert_eq!(row["attempts"], 0, "{row}");
+        assert_eq!(row["status"], "needs_rework", "{row}");
+    }
+}
