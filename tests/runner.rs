@@ -3,6 +3,7 @@
 mod common;
 
 mod test_docs;
+mod test_doctor;
 mod test_merge_back;
 mod test_oracle;
 mod test_orders;
