@@ -230,6 +230,9 @@ pub fn run(
                 Ok(path) => path,
                 Err(e) => {
                     // Nothing was built: every dispatched order gets its attempt back.
+                    if e.is_disk_full() {
+                        me.release_reserve();
+                    }
                     abandon(ctx, &store, &branch, &dispatched, &me.name, &e.to_string())?;
                     return Err(e);
                 }
@@ -276,6 +279,12 @@ pub fn run(
             .iter()
             .flat_map(|wo| wo.files.iter().cloned())
             .collect();
+        if jobs
+            .iter()
+            .any(|j| matches!(j.outcome, JobOutcome::DiskFull(_)))
+        {
+            me.release_reserve();
+        }
         for (i, job) in jobs.iter().enumerate() {
             if let Err(e) = settle(
                 ctx, &store, &branch, job, round_base, opts, &union, &me.name, progress,
