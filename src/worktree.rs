@@ -585,7 +585,17 @@ pub fn cleanup_stale(
             ));
             continue;
         }
-        let what = describe(&info, has_branch, &branch);
+        let mut what = describe(&info, has_branch, &branch);
+        // Its commit stays findable (`git branch <name> <sha>`) from the report.
+        if let Some(tip) = ctx
+            .repo
+            .try_find_reference(format!("refs/heads/{branch}").as_str())
+            .ok()
+            .flatten()
+            .and_then(|mut r| r.peel_to_id().ok())
+        {
+            what.push_str(&format!(" (at {tip})"));
+        }
         remove_in_turn(ctx, &name, &branch)?;
         report.push(format!("removed {what}"));
     }
