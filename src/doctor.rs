@@ -1021,11 +1021,22 @@ fn slot_dir(dir: &Path) -> Option<Finding> {
         );
     }
     let mode = meta.mode() & 0o777;
+    // As slots::prepare_dir: a directory others can write into is never "repaired".
+    if mode & 0o022 != 0 {
+        return Some(
+            Finding::new(
+                Kind::SlotDir,
+                &path,
+                format!("mode {mode:o}: other users can write into it, and may have planted files in it"),
+            )
+            .hint(format!("check its contents, then 'chmod 700 {path}'; or {own}")),
+        );
+    }
     (mode & 0o077 != 0).then(|| {
         Finding::new(
             Kind::SlotDir,
             &path,
-            format!("mode {mode:o}: other users can read or change its slot files"),
+            format!("mode {mode:o}: other users can read its slot files"),
         )
         .hint(format!("make it private with 'chmod 700 {path}'"))
         .fixable(true)

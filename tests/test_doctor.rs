@@ -430,34 +430,47 @@ fn a_fetch_refspec_that_overwrites_local_notes_is_reported() {
 }
 
 #[test]
-fn a_slot_directory_open_to_others_is_made_private() {
+fn a_slot_directory_others_can_write_into_is_reported_never_chmod_ed() {
     use std::os::unix::fs::PermissionsExt;
     let env = setup();
+    let chmod = |mode| {
+        std::fs::set_permissions(&env.slot_dir, std::fs::Permissions::from_mode(mode))
+            .expect("chmod")
+    };
+    let mode = || {
+        std::fs::metadata(&env.slot_dir)
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777
+    };
     std::fs::create_dir_all(&env.slot_dir).expect("mkdir");
-    std::fs::set_permissions(&env.slot_dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    // Anyone may have planted files in it: a human checks them first.
+    chmod(0o777);
+    let json = env.run(&["doctor", "--fix", "--json"]).code(1).json();
+    let finding = &json["findings"][0];
+    assert_eq!(finding["kind"], "slot_dir");
+    assert_eq!(finding["path"], env.slot_dir.display().to_string());
+    assert_eq!(finding["fixable"], false);
+    assert!(finding["hint"]
+        .as_str()
+        .expect("hint")
+        .contains("check its contents, then 'chmod 700"));
+    assert_eq!(mode(), 0o777);
+
+    // Others can only read it, and it holds only slot files: made private.
+    chmod(0o755);
     let json = env.run(&["doctor", "--json"]).code(1).json();
-    assert_eq!(json["findings"][0]["kind"], "slot_dir");
-    assert_eq!(
-        json["findings"][0]["path"],
-        env.slot_dir.display().to_string()
-    );
+    assert_eq!(json["findings"][0]["fixable"], true);
     env.run(&["doctor", "--fix"]).success();
-    let mode = std::fs::metadata(&env.slot_dir)
-        .expect("meta")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o700);
+    assert_eq!(mode(), 0o700);
     env.run(&["doctor"]).success();
 
     // Someone else's files in it: not provably a slot directory, left alone.
     std::fs::write(env.slot_dir.join("notes.txt"), "mine\n").expect("write");
-    std::fs::set_permissions(&env.slot_dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    chmod(0o755);
     env.run(&["doctor", "--fix"]).code(1);
-    let mode = std::fs::metadata(&env.slot_dir)
-        .expect("meta")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(mode(), 0o755);
 }
 
 #[test]
