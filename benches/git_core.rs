@@ -7,7 +7,7 @@
 //!
 //! Stock git is always timed as whole processes. git-arbiter is timed two
 //! ways: whole processes (what a user typing the command pays) and the library
-//! calls the round makes in-process (`merge::merge_back`, `worktree::add`, with
+//! calls the round makes in-process (`merge::Session::merge_back`, `worktree::add`, with
 //! the repository opened once, as `round.rs` does). Merge-back is measured with
 //! the integration branch checked out in the main worktree (its files follow
 //! the merge) and with it not checked out (`--into` another branch, as in a
@@ -260,6 +260,8 @@ fn main() {
 
     let create_before = file_create_cost(&repo.join(".git/objects"), "before");
     let mut merge_results = Vec::new();
+    // One session per process, as a round keeps.
+    let mut session = git_arbiter::merge::Session::default();
     for (c, (label, into, in_process)) in CASES.iter().enumerate() {
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
@@ -284,8 +286,9 @@ fn main() {
                     owner: None,
                 };
                 let t = Instant::now();
-                let outcome =
-                    git_arbiter::merge::merge_back(&ctx, &store, &request).expect("merge-back");
+                let outcome = session
+                    .merge_back(&ctx, &store, &request)
+                    .expect("merge-back");
                 ours.push(t.elapsed());
                 assert!(
                     matches!(outcome, git_arbiter::merge::Outcome::Merged { .. }),

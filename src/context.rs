@@ -24,8 +24,6 @@ pub struct Context {
     pub workdir: Option<PathBuf>,
     /// Where the process was started; relative flag values resolve against it.
     pub cwd: PathBuf,
-    /// Kept between the merge-backs of one process.
-    pub(crate) merge_caches: std::sync::Mutex<Option<crate::merge::MergeCaches>>,
 }
 
 impl Context {
@@ -63,7 +61,6 @@ impl Context {
             repo,
             workdir,
             cwd: cwd.to_owned(),
-            merge_caches: Default::default(),
         })
     }
 
@@ -220,39 +217,4 @@ impl Context {
             .git_context(format!("finding the merge base of {ancestor} and {tip}"))?;
         Ok(base.is_some_and(|b| b.detach() == ancestor))
     }
-}
-
-/// Write a commit with the configured author and committer and return its
-/// id. `Repository::new_commit` also reads the new commit back from disk to
-/// return it decoded, a loose-object read per commit we never look at.
-pub fn write_commit(
-    repo: &gix::Repository,
-    message: &str,
-    tree: gix::ObjectId,
-    parents: impl IntoIterator<Item = gix::ObjectId>,
-) -> Result<gix::ObjectId> {
-    fn identity<'a>(
-        who: &str,
-        sig: Option<std::result::Result<gix::actor::SignatureRef<'a>, gix::Error>>,
-    ) -> Result<gix::actor::SignatureRef<'a>> {
-        match sig {
-            Some(sig) => sig.git_context(format!("reading the {who} identity")),
-            None => Err(InputError::new(format!("no {who} identity is configured"))
-                .hint("set user.name and user.email with 'git config'")
-                .into()),
-        }
-    }
-    let commit = gix::objs::Commit {
-        message: message.into(),
-        tree,
-        author: identity("author", repo.author())?.into(),
-        committer: identity("committer", repo.committer())?.into(),
-        encoding: None,
-        parents: parents.into_iter().collect(),
-        extra_headers: Default::default(),
-    };
-    Ok(repo
-        .write_object(commit)
-        .git_context("writing a commit")?
-        .detach())
 }

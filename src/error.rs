@@ -65,6 +65,8 @@ pub enum Error {
     Orders(#[from] crate::orders::Error),
     #[error(transparent)]
     State(#[from] crate::state::Error),
+    #[error(transparent)]
+    Object(#[from] crate::odb::Error),
     #[error("{context}: {source}")]
     Git {
         context: String,
@@ -88,7 +90,8 @@ impl Error {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Error::Input(_) | Error::Orders(_) => ExitCode::Usage,
-            Error::State(e) => e.exit_code(),
+            Error::State(e) => state_exit_code(e),
+            Error::Object(e) => object_exit_code(e),
             Error::Git { .. } | Error::Io { .. } => ExitCode::Fatal,
             Error::Interrupted => ExitCode::Interrupted,
             Error::NoSlot { .. } => ExitCode::NoSlot,
@@ -99,7 +102,8 @@ impl Error {
         match self {
             Error::Input(e) => e.hint.clone(),
             Error::Orders(e) => e.hint(),
-            Error::State(e) => e.hint(),
+            Error::State(e) => state_hint(e),
+            Error::Object(e) => object_hint(e),
             e if e.is_disk_full() => Some(
                 "free some disk space and run it again: no attempt was spent on this".into(),
             ),
@@ -139,6 +143,53 @@ impl Error {
     pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
         let context = context.into();
         move |source| Error::Io { context, source }
+    }
+}
+
+fn state_exit_code(e: &crate::state::Error) -> ExitCode {
+    use crate::state::Error as E;
+    match e {
+        E::Corrupt { .. } | E::NotACommit { .. } => ExitCode::Usage,
+        E::Object(e) => object_exit_code(e),
+        E::Contended { .. } | E::Git(_) => ExitCode::Fatal,
+    }
+}
+
+fn state_hint(e: &crate::state::Error) -> Option<String> {
+    use crate::state::Error as E;
+    match e {
+        E::Corrupt { wo, .. } => Some(format!(
+            "inspect it with 'git notes --ref=arbiter show {}'; an earlier good version is in 'git log -p refs/notes/arbiter' (work order {wo})",
+            crate::state::key_for(wo)
+        )),
+        E::NotACommit { reference, .. } => Some(format!(
+            "'git reflog {reference}' shows where it pointed before; restore it with 'git update-ref {reference} <commit>', or delete it with 'git update-ref -d {reference}' to start without state"
+        )),
+        E::Contended {
+            stale_lock: Some(lock),
+            ..
+        } => Some(format!(
+            "if no git-arbiter or git process is running, remove the stale lock file {}",
+            lock.display()
+        )),
+        E::Object(e) => object_hint(e),
+        _ => None,
+    }
+}
+
+fn object_exit_code(e: &crate::odb::Error) -> ExitCode {
+    match e {
+        crate::odb::Error::MissingIdentity { .. } => ExitCode::Usage,
+        crate::odb::Error::Git(_) => ExitCode::Fatal,
+    }
+}
+
+fn object_hint(e: &crate::odb::Error) -> Option<String> {
+    match e {
+        crate::odb::Error::MissingIdentity { .. } => {
+            Some("set user.name and user.email with 'git config'".into())
+        }
+        crate::odb::Error::Git(_) => None,
     }
 }
 

@@ -95,7 +95,7 @@ pub struct Spec<'a> {
     pub timeout: Option<Duration>,
     /// While the command runs, its process group is recorded in this
     /// directory, so that if we are killed the next conductor can end what we
-    /// left running ([`crate::conductor::end_orphans`]).
+    /// left running (the conductor's orphan cleanup).
     pub groups: Option<&'a Path>,
 }
 

@@ -14,6 +14,7 @@ pub mod drift;
 pub mod error;
 pub mod exec;
 pub mod merge;
+pub mod odb;
 pub mod orders;
 pub mod race;
 pub mod reconcile;

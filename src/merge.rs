@@ -139,8 +139,33 @@ fn not_held(record: Option<&crate::state::Record>, owner: &str, attempt: u32) ->
     }
 }
 
-/// Merge `req.source` into `req.into` (see the module docs for the protocol).
+/// The merge-backs of one conductor or command. gix builds its blob diff and
+/// blob merge caches on every merge, each time walking every index entry to
+/// map attributes; a session keeps them between merges while the index (or,
+/// bare, `HEAD`) they came from is unchanged.
+#[derive(Default)]
+pub struct Session {
+    caches: Option<MergeCaches>,
+}
+
+impl Session {
+    /// Merge `req.source` into `req.into` (see the module docs for the protocol).
+    pub fn merge_back(&mut self, ctx: &Context, store: &Store, req: &Request) -> Result<Outcome> {
+        merge_back_in(ctx, store, req, &mut self.caches)
+    }
+}
+
+/// One merge-back in a session of its own.
 pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome> {
+    Session::default().merge_back(ctx, store, req)
+}
+
+fn merge_back_in(
+    ctx: &Context,
+    store: &Store,
+    req: &Request,
+    caches: &mut Option<MergeCaches>,
+) -> Result<Outcome> {
     let repo = &ctx.repo;
     let id = req.wo.id.as_str();
     let has_deps = !req.wo.deps.is_empty();
@@ -195,12 +220,10 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
         let tip = ctx.branch_tip(req.into)?;
         // One merge-base search answers all three questions: already merged?
         // what to merge against? which round base to name?
-        let mut outcome = merge_commits(ctx, tip, req.source, labels, options.clone())
-            .git_context(format!(
-                "merging {} into {}",
-                req.source,
-                req.into.shorten()
-            ))?;
+        let mut outcome =
+            merge_commits(ctx, caches, tip, req.source, labels, options.clone()).git_context(
+                format!("merging {} into {}", req.source, req.into.shorten()),
+            )?;
         let merge_base = outcome.merge_bases.as_ref().map(|b| *b.first());
         if req.source == tip
             || outcome
@@ -267,7 +290,7 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
 
         // (2) the merge commit, unreachable so far.
         let round_base = req.round_base.or(merge_base).unwrap_or(tip);
-        let sha = crate::context::write_commit(
+        let sha = crate::odb::write_commit(
             repo,
             &message(req.wo, req.attempt, round_base),
             tree,
@@ -440,18 +463,17 @@ impl AttributeSource {
 
 /// The blob diff and blob merge caches of [`merge_commits`], with the
 /// attributes they were set up from.
-pub(crate) struct MergeCaches {
+struct MergeCaches {
     source: AttributeSource,
     diff: gix::diff::blob::Platform,
     blob: gix::merge::blob::Platform,
 }
 
-/// `Repository::merge_commits`, minus per-call setup: gix builds both
-/// caches on every call, each time walking every index entry to map
-/// attributes. A round merges many work orders; the caches are kept on the
-/// [`Context`] while the index (or, bare, `HEAD`) they came from is unchanged.
+/// `Repository::merge_commits`, minus per-call setup: the caches come from
+/// the [`Session`] while the attributes they were set up from are unchanged.
 fn merge_commits<'repo>(
     ctx: &'repo Context,
+    slot: &mut Option<MergeCaches>,
     ours: ObjectId,
     theirs: ObjectId,
     labels: gix::merge::blob::builtin_driver::text::Labels<'_>,
@@ -459,10 +481,6 @@ fn merge_commits<'repo>(
 ) -> std::result::Result<gix::merge::plumbing::commit::Outcome<'repo>, gix::Error> {
     let repo = &ctx.repo;
     let source = AttributeSource::current(repo)?;
-    let mut slot = ctx
-        .merge_caches
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let caches = match slot.take() {
         Some(caches) if caches.source.same(&source) => slot.insert(caches),
         _ => slot.insert(MergeCaches {

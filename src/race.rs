@@ -400,6 +400,7 @@ pub fn run(
     }
 
     // Merge the best; on conflict or drift fall back to the next-best passing one.
+    let mut merges = merge::Session::default();
     let mut merged: Option<(usize, gix::ObjectId)> = None;
     for (n, &idx) in order.iter().enumerate() {
         let job = &jobs[idx];
@@ -463,7 +464,7 @@ pub fn run(
             })),
             owner: Some(&me.name),
         };
-        let (outcome, paths, sha) = match merge::merge_back(ctx, &store, &request)? {
+        let (outcome, paths, sha) = match merges.merge_back(ctx, &store, &request)? {
             Outcome::Merged { sha, .. } => ("merged", Vec::new(), Some(sha)),
             Outcome::UpToDate { tip } => ("up_to_date", Vec::new(), Some(tip)),
             Outcome::Conflict { paths } => (merge::HALT_CONFLICT, paths, None),

@@ -155,6 +155,7 @@ pub fn run(
         progress.event("recover", &[("detail", line)]);
     }
     let slot_dir = slots::slot_dir(Some(ctx))?;
+    let mut merges = merge::Session::default();
     loop {
         // Reconcile and recover, as one transition.
         // Leftover worktrees go first: that frees disk space for the state writes.
@@ -287,7 +288,16 @@ pub fn run(
         }
         for (i, job) in jobs.iter().enumerate() {
             if let Err(e) = settle(
-                ctx, &store, &branch, job, round_base, opts, &union, &me.name, progress,
+                ctx,
+                &store,
+                &branch,
+                job,
+                round_base,
+                opts,
+                &union,
+                &me.name,
+                &mut merges,
+                progress,
             ) {
                 // E.g. the checked-out integration branch has local changes:
                 // nothing more can merge. The builders were not at fault, so
@@ -571,6 +581,7 @@ fn settle(
     opts: &Options,
     union: &[crate::scope::Entry],
     owner: &str,
+    merges: &mut merge::Session,
     progress: &dyn Progress,
 ) -> Result<()> {
     let id = &job.wo.id;
@@ -619,7 +630,7 @@ fn settle(
                 extra_note: Some(serde_json::json!({ "verdicts": verdicts })),
                 owner: Some(owner),
             };
-            let outcome = merge::merge_back(ctx, store, &request)?;
+            let outcome = merges.merge_back(ctx, store, &request)?;
             match &outcome {
                 Outcome::Merged { sha, changed, .. } => progress.event(
                     "merge",

@@ -19,8 +19,7 @@ use gix::refs::transaction::PreviousValue;
 use gix::refs::Target;
 use serde::{Deserialize, Serialize};
 
-use crate::context::write_commit;
-use crate::error::ExitCode;
+use crate::odb::{write_commit, write_reachable, LooseReader};
 
 pub const NOTES_REF: &str = "refs/notes/arbiter";
 /// Non-note subtree holding each work order's key blob, so it stays reachable.
@@ -190,37 +189,10 @@ pub enum Error {
         kind: String,
         id: String,
     },
+    #[error(transparent)]
+    Object(#[from] crate::odb::Error),
     #[error("reading or writing {NOTES_REF}: {0}")]
     Git(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
-}
-
-impl Error {
-    pub fn exit_code(&self) -> ExitCode {
-        match self {
-            Error::Corrupt { .. } | Error::NotACommit { .. } => ExitCode::Usage,
-            Error::Contended { .. } | Error::Git(_) => ExitCode::Fatal,
-        }
-    }
-
-    pub fn hint(&self) -> Option<String> {
-        match self {
-            Error::Corrupt { wo, .. } => Some(format!(
-                "inspect it with 'git notes --ref=arbiter show {}'; an earlier good version is in 'git log -p refs/notes/arbiter' (work order {wo})",
-                key_for(wo)
-            )),
-            Error::NotACommit { reference, .. } => Some(format!(
-                "'git reflog {reference}' shows where it pointed before; restore it with 'git update-ref {reference} <commit>', or delete it with 'git update-ref -d {reference}' to start without state"
-            )),
-            Error::Contended {
-                stale_lock: Some(lock),
-                ..
-            } => Some(format!(
-                "if no git-arbiter or git process is running, remove the stale lock file {}",
-                lock.display()
-            )),
-            _ => None,
-        }
-    }
 }
 
 fn git_err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
@@ -350,49 +322,6 @@ impl<'repo> Snapshot<'repo> {
             Some(e) => Err(e),
             None => Ok(records),
         }
-    }
-}
-
-/// Reads small loose blobs with plain `read` calls. gix maps every loose
-/// object into memory, and thousands of `mmap`/`munmap` pairs cost more than
-/// the reading itself, more so from several threads of one process.
-#[derive(Default)]
-struct LooseReader {
-    file: Vec<u8>,
-    object: Vec<u8>,
-    inflate: gix::zlib::Inflate,
-}
-
-impl LooseReader {
-    /// Largest object read here; anything else is left to gix.
-    const MAX_OBJECT: usize = 1 << 20;
-
-    /// The content of blob `id` if it is a loose object in `objects_dir` that
-    /// decodes cleanly; `None` (let gix read it, and report any problem) otherwise.
-    fn read_blob(&mut self, objects_dir: &std::path::Path, id: &ObjectId) -> Option<&[u8]> {
-        use std::io::Read;
-        let hex = id.to_hex().to_string();
-        let path = objects_dir.join(&hex[..2]).join(&hex[2..]);
-        let file = std::fs::File::open(path).ok()?;
-        self.file.clear();
-        file.take(Self::MAX_OBJECT as u64)
-            .read_to_end(&mut self.file)
-            .ok()?;
-        self.object
-            .resize((self.file.len() * 8).clamp(4096, Self::MAX_OBJECT), 0);
-        self.inflate.reset();
-        let (status, consumed, written) = self.inflate.once(&self.file, &mut self.object).ok()?;
-        if status != gix::zlib::Status::StreamEnd || consumed == 0 {
-            return None;
-        }
-        let object = &self.object[..written];
-        let nul = object.iter().take(32).position(|&b| b == 0)?;
-        let size: usize = std::str::from_utf8(object[..nul].strip_prefix(b"blob ")?)
-            .ok()?
-            .parse()
-            .ok()?;
-        let body = &object[nul + 1..];
-        (body.len() == size).then_some(body)
     }
 }
 
@@ -589,7 +518,7 @@ impl<'repo> Store<'repo> {
             write_reachable(repo, &staged, tree)?;
             tree
         };
-        let commit = write_commit(repo, message, tree, snapshot.tip).map_err(git_err)?;
+        let commit = write_commit(repo, message, tree, snapshot.tip)?;
         let expected = match snapshot.tip {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
             None => PreviousValue::MustNotExist,
@@ -601,29 +530,6 @@ impl<'repo> Store<'repo> {
             Err(e) => Err(git_err(e)),
         }
     }
-}
-
-/// Write to the object database each object of `staged` that `tree` reaches
-/// (`tree` included) and the database lacks; an object it has is complete.
-fn write_reachable(
-    repo: &gix::Repository,
-    staged: &gix::odb::memory::Storage,
-    tree: ObjectId,
-) -> Result<(), Error> {
-    use gix::objs::Write as _;
-    let mut pending = vec![tree];
-    while let Some(id) = pending.pop() {
-        let Some((kind, data)) = staged.get(&id).filter(|_| !repo.has_object(id)) else {
-            continue;
-        };
-        repo.objects.write_buf(*kind, data).map_err(git_err)?;
-        if *kind == gix::objs::Kind::Tree {
-            for entry in gix::objs::TreeRefIter::from_bytes(data, repo.object_hash()) {
-                pending.push(entry.map_err(git_err)?.oid.to_owned());
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Attach `bytes` as the note on `object` in `notes_ref` (e.g.
@@ -657,7 +563,7 @@ pub fn write_note_once(
             .edit(object, Some(blob), &repo.objects)
             .map_err(git_err)?;
         let tree = notes.write(&repo.objects).map_err(git_err)?;
-        let commit = write_commit(repo, message, tree, tip).map_err(git_err)?;
+        let commit = write_commit(repo, message, tree, tip)?;
         let expected = match tip {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
             None => PreviousValue::MustNotExist,

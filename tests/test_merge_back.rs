@@ -669,7 +669,7 @@ fn concurrent_merge_backs_all_land_in_one_chain() {
 #[test]
 fn attributes_committed_between_merge_backs_count() {
     use git_arbiter::context::Context;
-    use git_arbiter::merge::{merge_back, DriftScope, Outcome, Request};
+    use git_arbiter::merge::{DriftScope, Outcome, Request};
     let env = TestEnv::new();
     env.write("a.txt", "a\n");
     env.write("log.txt", "base\n");
@@ -689,6 +689,9 @@ fn attributes_committed_between_merge_backs_count() {
     let orders = ctx.load_orders(None).expect("orders");
     let store = git_arbiter::state::Store::new(&ctx.repo, 3);
     let into = gix::refs::FullName::try_from("refs/heads/main").expect("name");
+    // One session for both merges, as a round keeps: its caches must see the
+    // attributes committed in between.
+    let session = std::cell::RefCell::new(git_arbiter::merge::Session::default());
     let merge = |id: &str| {
         let source = rev(&env, &format!("arbiter/{id}"));
         let request = Request {
@@ -701,7 +704,10 @@ fn attributes_committed_between_merge_backs_count() {
             extra_note: None,
             owner: None,
         };
-        merge_back(&ctx, &store, &request).expect("merge-back")
+        session
+            .borrow_mut()
+            .merge_back(&ctx, &store, &request)
+            .expect("merge-back")
     };
     assert!(matches!(merge("wo-a"), Outcome::Merged { .. }));
 

@@ -1,0 +1,131 @@
+//! Writing and reading objects, below everything that keeps state: commits
+//! with the configured identity (a missing one is a typed error, the user's
+//! to fix), small loose blobs read without mapping, and objects staged in
+//! memory written out only where a tree reaches them.
+
+use gix::hash::ObjectId;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `user.name` / `user.email` (or `GIT_AUTHOR_*`, `GIT_COMMITTER_*`) unset.
+    #[error("no {who} identity is configured")]
+    MissingIdentity { who: &'static str },
+    #[error(transparent)]
+    Git(Box<dyn std::error::Error + Send + Sync + 'static>),
+}
+
+impl Error {
+    fn from_gix(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error::Git(Box::new(e))
+    }
+}
+
+/// Write a commit with the configured author and committer and return its
+/// id. `Repository::new_commit` also reads the new commit back from disk to
+/// return it decoded, a loose-object read per commit we never look at.
+pub fn write_commit(
+    repo: &gix::Repository,
+    message: &str,
+    tree: ObjectId,
+    parents: impl IntoIterator<Item = ObjectId>,
+) -> Result<ObjectId, Error> {
+    fn identity<'a>(
+        who: &'static str,
+        sig: Option<Result<gix::actor::SignatureRef<'a>, gix::Error>>,
+    ) -> Result<gix::actor::SignatureRef<'a>, Error> {
+        match sig {
+            Some(sig) => sig.map_err(Error::from_gix),
+            None => Err(Error::MissingIdentity { who }),
+        }
+    }
+    let commit = gix::objs::Commit {
+        message: message.into(),
+        tree,
+        author: identity("author", repo.author())?.into(),
+        committer: identity("committer", repo.committer())?.into(),
+        encoding: None,
+        parents: parents.into_iter().collect(),
+        extra_headers: Default::default(),
+    };
+    Ok(repo.write_object(commit).map_err(Error::from_gix)?.detach())
+}
+
+/// Fail with [`Error::MissingIdentity`] now, before anything is written,
+/// when a commit could not be made.
+pub fn check_identity(repo: &gix::Repository) -> Result<(), Error> {
+    for (who, sig) in [("author", repo.author()), ("committer", repo.committer())] {
+        match sig {
+            Some(sig) => drop(sig.map_err(Error::from_gix)?),
+            None => return Err(Error::MissingIdentity { who }),
+        }
+    }
+    Ok(())
+}
+
+/// Write to the object database each object of `staged` that `tree` reaches
+/// (`tree` included) and the database lacks; an object it has is complete.
+pub fn write_reachable(
+    repo: &gix::Repository,
+    staged: &gix::odb::memory::Storage,
+    tree: ObjectId,
+) -> Result<(), Error> {
+    use gix::objs::Write as _;
+    let mut pending = vec![tree];
+    while let Some(id) = pending.pop() {
+        let Some((kind, data)) = staged.get(&id).filter(|_| !repo.has_object(id)) else {
+            continue;
+        };
+        repo.objects
+            .write_buf(*kind, data)
+            .map_err(Error::from_gix)?;
+        if *kind == gix::objs::Kind::Tree {
+            for entry in gix::objs::TreeRefIter::from_bytes(data, repo.object_hash()) {
+                pending.push(entry.map_err(Error::from_gix)?.oid.to_owned());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads small loose blobs with plain `read` calls. gix maps every loose
+/// object into memory, and thousands of `mmap`/`munmap` pairs cost more than
+/// the reading itself, more so from several threads of one process.
+#[derive(Default)]
+pub struct LooseReader {
+    file: Vec<u8>,
+    object: Vec<u8>,
+    inflate: gix::zlib::Inflate,
+}
+
+impl LooseReader {
+    /// Largest object read here; anything else is left to gix.
+    const MAX_OBJECT: usize = 1 << 20;
+
+    /// The content of blob `id` if it is a loose object in `objects_dir` that
+    /// decodes cleanly; `None` (let gix read it, and report any problem) otherwise.
+    pub fn read_blob(&mut self, objects_dir: &std::path::Path, id: &ObjectId) -> Option<&[u8]> {
+        use std::io::Read;
+        let hex = id.to_hex().to_string();
+        let path = objects_dir.join(&hex[..2]).join(&hex[2..]);
+        let file = std::fs::File::open(path).ok()?;
+        self.file.clear();
+        file.take(Self::MAX_OBJECT as u64)
+            .read_to_end(&mut self.file)
+            .ok()?;
+        self.object
+            .resize((self.file.len() * 8).clamp(4096, Self::MAX_OBJECT), 0);
+        self.inflate.reset();
+        let (status, consumed, written) = self.inflate.once(&self.file, &mut self.object).ok()?;
+        if status != gix::zlib::Status::StreamEnd || consumed == 0 {
+            return None;
+        }
+        let object = &self.object[..written];
+        let nul = object.iter().take(32).position(|&b| b == 0)?;
+        let size: usize = std::str::from_utf8(object[..nul].strip_prefix(b"blob ")?)
+            .ok()?
+            .parse()
+            .ok()?;
+        let body = &object[nul + 1..];
+        (body.len() == size).then_some(body)
+    }
+}
