@@ -566,3 +566,33 @@ fn a_full_disk_while_committing_the_work_spends_no_attempt() {
     assert_eq!(status["orders"][0]["attempts"], 1, "{status}");
     assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
 }
+
+/// A missing git identity was exit 128 with no hint from `halt`, `clear`,
+/// `round` and `race` (state boxed the commit's error as a git failure).
+#[test]
+fn no_identity_is_a_usage_error_for_every_command_that_writes_state() {
+    let env = repo();
+    for args in [
+        &["halt", "wo-01", "--reason", "x"][..],
+        &["round", "--build", "true"][..],
+        &[
+            "race", "wo-01", "-n", "1", "--build", "true", "--score", "echo 1",
+        ][..],
+    ] {
+        let out = env
+            .command_in(&env.repo, args)
+            .env_remove("GIT_AUTHOR_NAME")
+            .env_remove("GIT_AUTHOR_EMAIL")
+            .env_remove("GIT_COMMITTER_NAME")
+            .env_remove("GIT_COMMITTER_EMAIL")
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("error: no author identity is configured\nhint: set user.name and user.email with 'git config'"),
+            "{args:?}: {stderr}"
+        );
+        assert!(env.notes_tip().is_none(), "{args:?}: no state was written");
+    }
+}
