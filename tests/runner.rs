@@ -2,6 +2,7 @@
 
 mod common;
 
+mod test_crash;
 mod test_docs;
 mod test_merge_back;
 mod test_oracle;
