@@ -794,8 +794,54 @@ fn big_template(n: usize) -> TestEnv {
     env
 }
 
+/// One iteration's repository: a clone of `template` with 4-6 new orders
+/// `w<j>` (each writing `out/w<j>.txt` after a random sleep, some failing
+/// their first gate); returns it with its base commit, the orders and the
+/// round's arguments.
+fn loop_repo(template: &TestEnv, rng: &mut Rng) -> (TestEnv, String, Vec<String>, Vec<String>) {
+    let env = TestEnv::new();
+    std::fs::remove_dir_all(&env.repo).expect("remove the fresh repo");
+    let from = template.repo.to_str().expect("utf-8");
+    env.git_in(&env.root, &["clone", "-q", from, "repo"]);
+    let n = rng.range(4, 6) as usize;
+    let ids: Vec<String> = (0..n).map(|j| format!("w{j}")).collect();
+    let mut sleeps = String::new();
+    let mut fail_first = Vec::new();
+    for id in &ids {
+        env.work_order(id, &format!("Order {id}"), &[], &[&format!("out/{id}.txt")]);
+        sleeps.push_str(&format!("{id}) sleep 0.{:03};; ", rng.range(100, 900)));
+        if rng.range(0, 3) == 0 {
+            fail_first.push(format!("$ARBITER_WO.$ARBITER_ATTEMPT != {id}.1"));
+        }
+    }
+    let base = env.commit_all("orders");
+    let build = format!(
+        "case $ARBITER_WO in {sleeps}esac; mkdir -p out; echo \"$ARBITER_WO\" > \"out/$ARBITER_WO.txt\""
+    );
+    let gate = if fail_first.is_empty() {
+        "true".to_owned()
+    } else {
+        format!("test {}", fail_first.join(" -a "))
+    };
+    let args = [
+        "round",
+        "--json",
+        "--max-total",
+        "4",
+        "--build",
+        &build,
+        "--gate",
+        &gate,
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    (env, base, ids, args)
+}
+
 /// Random SIGKILLs of a conductor in the middle of a round on a large
 /// repository, each followed by a plain round that must recover everything.
+/// The kill delay is uniform over the length of an uninterrupted round
+/// (measured first), so kills land in every phase.
 #[test]
 #[ignore = "slow: cargo test --test cli test_crash -- --ignored"]
 fn random_sigkill_loop() {
@@ -810,51 +856,38 @@ fn random_sigkill_loop() {
     eprintln!("random_sigkill_loop: ARBITER_SEED={seed} iterations={iterations}");
     let mut rng = Rng(seed.max(1));
     let template = big_template(3000);
+
+    // How long a whole round takes here, without a kill.
+    let (env, base, ids, args) = loop_repo(&template, &mut Rng(seed.max(1) ^ 0xCA1B));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    let control = run_timed(env.command_in(&env.repo, &args), Duration::from_secs(300));
+    let full = started.elapsed();
+    let files: Vec<(String, String)> = ids
+        .iter()
+        .map(|id| (format!("out/{id}.txt"), format!("{id}\n")))
+        .collect();
+    let tree = expected_tree(&env, &base, &files);
+    let want = Expect {
+        orders: &ids,
+        tree: &tree,
+        kept_branches: &[],
+    };
+    assert!(control.ok(), "uninterrupted round: {}", control.describe());
+    assert_eq!(
+        broken(&env, &want),
+        Vec::<String>::new(),
+        "uninterrupted round"
+    );
+    let span = full.as_millis() as u64 * 11 / 10;
+    eprintln!("random_sigkill_loop: an uninterrupted round takes {full:?}; kills within {span} ms");
+
     let mut report = Report::default();
     let (mut killed, mut finished_first) = (0, 0);
     for it in 0..iterations {
-        let env = TestEnv::new();
-        std::fs::remove_dir_all(&env.repo).expect("remove the fresh repo");
-        env.git_in(
-            &env.root,
-            &[
-                "clone",
-                "-q",
-                template.repo.to_str().expect("utf-8"),
-                "repo",
-            ],
-        );
-        let n = rng.range(4, 6) as usize;
-        let ids: Vec<String> = (0..n).map(|j| format!("w{j}")).collect();
-        let mut sleeps = String::new();
-        let mut fail_first = Vec::new();
-        for id in &ids {
-            env.work_order(id, &format!("Order {id}"), &[], &[&format!("out/{id}.txt")]);
-            sleeps.push_str(&format!("{id}) sleep 0.{:03};; ", rng.range(100, 900)));
-            if rng.range(0, 3) == 0 {
-                fail_first.push(format!("$ARBITER_WO.$ARBITER_ATTEMPT != {id}.1"));
-            }
-        }
-        let base = env.commit_all("orders");
-        let build = format!(
-            "case $ARBITER_WO in {sleeps}esac; mkdir -p out; echo \"$ARBITER_WO\" > \"out/$ARBITER_WO.txt\""
-        );
-        let gate = if fail_first.is_empty() {
-            "true".to_owned()
-        } else {
-            format!("test {}", fail_first.join(" -a "))
-        };
-        let args = [
-            "round",
-            "--json",
-            "--max-total",
-            "4",
-            "--build",
-            &build,
-            "--gate",
-            &gate,
-        ];
-        let delay = rng.range(0, 3000);
+        let (env, base, ids, args) = loop_repo(&template, &mut rng);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let delay = rng.range(0, span);
         let mut child = env
             .command_in(&env.repo, &args)
             .stdout(Stdio::null())
@@ -881,9 +914,7 @@ fn random_sigkill_loop() {
             kept_branches: &[],
         };
         let mut problems = Vec::new();
-        let mut cmd = env.command_in(&env.repo, &args);
-        cmd.env_remove("ARBITER_CRASH_AT");
-        let run = run_timed(cmd, Duration::from_secs(180));
+        let run = run_timed(env.command_in(&env.repo, &args), Duration::from_secs(300));
         if !run.ok() {
             let again = arbiter(&env, &args, None);
             problems.push(format!(
@@ -897,7 +928,10 @@ fn random_sigkill_loop() {
             ));
         }
         problems.extend(broken(&env, &want));
-        let case = format!("seed {seed} iteration {it} (orders {n}, kill after {delay} ms)");
+        let case = format!(
+            "ARBITER_SEED={seed} iteration {it} ({} orders, SIGKILL after {delay} ms)",
+            ids.len()
+        );
         if !problems.is_empty() {
             eprintln!("{case}: {problems:?}");
         }
