@@ -281,6 +281,7 @@ fn main() {
                     round_base: None,
                     scope: git_arbiter::merge::DriftScope::Own,
                     extra_note: None,
+                    owner: None,
                 };
                 let t = Instant::now();
                 let outcome =

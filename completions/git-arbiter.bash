@@ -25,6 +25,9 @@ _git__arbiter() {
             git__arbiter,demo)
                 cmd="git__arbiter__subcmd__demo"
                 ;;
+            git__arbiter,doctor)
+                cmd="git__arbiter__subcmd__doctor"
+                ;;
             git__arbiter,generate)
                 cmd="git__arbiter__subcmd__generate"
                 ;;
@@ -69,6 +72,9 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help,demo)
                 cmd="git__arbiter__subcmd__help__subcmd__demo"
+                ;;
+            git__arbiter__subcmd__help,doctor)
+                cmd="git__arbiter__subcmd__help__subcmd__doctor"
                 ;;
             git__arbiter__subcmd__help,generate)
                 cmd="git__arbiter__subcmd__help__subcmd__generate"
@@ -170,7 +176,7 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch clear halt slot stop log generate help"
+            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch clear halt slot stop log doctor generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -249,6 +255,28 @@ _git__arbiter() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        git__arbiter__subcmd__doctor)
+            opts="-h --fix --json --into --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --into)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         git__arbiter__subcmd__generate)
             opts="-h --out --orders --help man complete-bash complete-zsh complete-fish"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -294,7 +322,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch clear halt slot stop log generate help"
+            opts="round race pick demo status worktree merge-back batch clear halt slot stop log doctor generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -336,6 +364,20 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__demo)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__doctor)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -3,6 +3,8 @@
 //! turning an exit into a verdict.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use crate::conductor::Conductor;
 use crate::context::Context;
@@ -142,6 +144,119 @@ impl Host {
     }
 }
 
+impl Host {
+    /// Make the branch `branch` (short name, e.g. `arbiter/<id>`) hold what
+    /// the builder's worktree has checked out. A builder that ran `git
+    /// checkout --detach` or `git checkout -b mine` committed its work (and
+    /// [`Host::commit_leftovers`] its leftovers) onto that HEAD, not onto the
+    /// branch that gets merged: the branch is moved there when that HEAD
+    /// contains the branch (which starts at `base`), and the worktree is put
+    /// back on the branch. Anything else fails the attempt with the reason:
+    /// never a `done` without the work.
+    pub fn adopt_head(
+        &self,
+        worktree: &Path,
+        branch: &str,
+        base: gix::ObjectId,
+    ) -> Result<(), String> {
+        use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+        use gix::refs::Target;
+        let repo =
+            gix::open(worktree).map_err(|e| format!("opening {}: {e}", worktree.display()))?;
+        let full = format!("refs/heads/{branch}");
+        let head = repo.head().map_err(|e| format!("reading HEAD: {e}"))?;
+        if head
+            .referent_name()
+            .is_some_and(|n| n.as_bstr() == full.as_str())
+        {
+            return self.check_descends(&repo, branch, base);
+        }
+        let where_ = head
+            .referent_name()
+            .map_or("a detached HEAD".to_owned(), |n| {
+                format!("branch {}", n.shorten())
+            });
+        let Some(head_id) = head.id().map(|id| id.detach()) else {
+            return Err(format!(
+                "the builder left the worktree on {where_}, which has no commit"
+            ));
+        };
+        let tip = repo
+            .find_reference(full.as_str())
+            .map_err(|e| format!("reading {branch}: {e}"))?
+            .peel_to_id()
+            .map_err(|e| format!("resolving {branch}: {e}"))?
+            .detach();
+        if tip != head_id && !is_ancestor(&repo, tip, head_id)? {
+            return Err(format!(
+                "the builder left the worktree on {where_}, which does not contain {branch}: its work cannot be told apart"
+            ));
+        }
+        repo.reference(
+            full.as_str(),
+            head_id,
+            PreviousValue::MustExistAndMatch(Target::Object(tip)),
+            format!("arbiter: take the work the builder left on {where_}"),
+        )
+        .map_err(|e| format!("moving {branch} to the builder's HEAD: {e}"))?;
+        let name: gix::refs::FullName = full
+            .as_str()
+            .try_into()
+            .map_err(|e| format!("branch name {full}: {e}"))?;
+        // The branch now holds exactly the checked-out commit: re-attaching
+        // HEAD changes no file and no index entry.
+        repo.edit_reference(RefEdit {
+            change: Change::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: false,
+                    message: format!("arbiter: back to {branch}").into(),
+                },
+                expected: PreviousValue::Any,
+                new: Target::Symbolic(name),
+            },
+            name: "HEAD".try_into().map_err(|e| format!("HEAD: {e}"))?,
+            deref: false,
+        })
+        .map_err(|e| format!("putting the worktree back on {branch}: {e}"))?;
+        self.check_descends(&repo, branch, base)
+    }
+
+    /// The branch must still contain the base it was cut from (a builder may have reset it).
+    fn check_descends(
+        &self,
+        repo: &gix::Repository,
+        branch: &str,
+        base: gix::ObjectId,
+    ) -> Result<(), String> {
+        let tip = repo
+            .find_reference(format!("refs/heads/{branch}").as_str())
+            .map_err(|e| format!("reading {branch}: {e}"))?
+            .peel_to_id()
+            .map_err(|e| format!("resolving {branch}: {e}"))?
+            .detach();
+        if tip == base || is_ancestor(repo, base, tip)? {
+            Ok(())
+        } else {
+            Err(format!(
+                "the builder moved {branch} off its base {}: its work cannot be told apart",
+                base.to_hex_with_len(12)
+            ))
+        }
+    }
+}
+
+/// Is `ancestor` reachable from `descendant`?
+fn is_ancestor(
+    repo: &gix::Repository,
+    ancestor: gix::ObjectId,
+    descendant: gix::ObjectId,
+) -> Result<bool, String> {
+    repo.merge_base(ancestor, descendant)
+        .map(|base| base.is_some_and(|b| b.detach() == ancestor))
+        .map_err(|e| format!("comparing {ancestor} and {descendant}: {e}"))
+}
+
 /// Report a finished build of `label` (a work order, or a race instance).
 pub fn report_build(
     progress: &dyn Progress,
@@ -170,5 +285,45 @@ pub fn verdict(kind: &str, command: &str, exit: &Exit) -> Verdict {
         passed: exit.success(),
         exit_code: exit.code(),
         detail: (!exit.success()).then(|| exit.describe()),
+    }
+}
+
+/// Watch the state for a `halt` of the work orders `ids` (one flag each in
+/// `halted`) while this conductor (`owner`) builds them, so that only those
+/// builds stop. Polls the notes ref's tip; returns once `until` is set.
+pub fn watch_halts(
+    repo: &gix::ThreadSafeRepository,
+    ids: &[&str],
+    owner: &str,
+    halted: &[AtomicBool],
+    until: &AtomicBool,
+) {
+    const POLL: Duration = Duration::from_millis(200);
+    let repo = repo.to_thread_local();
+    let mut seen = None;
+    while !until.load(Ordering::Relaxed) {
+        std::thread::sleep(POLL);
+        let tip = repo
+            .try_find_reference(crate::state::NOTES_REF)
+            .ok()
+            .flatten()
+            .map(|r| r.target().into_owned());
+        if tip == seen {
+            continue;
+        }
+        seen = tip;
+        // Unreadable state is the round's to report; here it only means no halt is seen.
+        let Ok(records) = crate::state::Snapshot::read(&repo).and_then(|mut s| s.records(ids))
+        else {
+            continue;
+        };
+        for (record, flag) in records.iter().zip(halted) {
+            if record
+                .as_ref()
+                .is_some_and(|r| r.halted && r.owner.as_deref() == Some(owner))
+            {
+                flag.store(true, Ordering::Relaxed);
+            }
+        }
     }
 }

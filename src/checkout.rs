@@ -201,6 +201,48 @@ pub struct Prepared {
     /// The worktree's index, when it held exactly the old tree: [`apply`] then
     /// edits it in place for the changed paths only.
     index: Option<gix::index::File>,
+    /// The worktree's `index.lock`, taken before the branch moves: a held
+    /// or stale lock is refused up front, never found after the move with the
+    /// files updated and the index not.
+    lock: IndexLock,
+}
+
+/// A held `index.lock`; the new index is written through it.
+pub(crate) struct IndexLock(gix::lock::File);
+
+impl IndexLock {
+    fn take(wt: &gix::Repository) -> Result<IndexLock> {
+        let path = wt.index_path();
+        gix::lock::File::acquire_to_update_resource(&path, gix::lock::acquire::Fail::Immediately, None, 0)
+            .map(IndexLock)
+            .map_err(|_| {
+                let lock = path.with_extension("lock");
+                InputError::new(format!(
+                    "the index of {} is locked: {} exists",
+                    wt.workdir().unwrap_or(wt.git_dir()).display(),
+                    lock.display()
+                ))
+                .hint(format!(
+                    "another git process is running there, or one was killed: if none is running, remove {}",
+                    lock.display()
+                ))
+                .into()
+            })
+    }
+
+    /// Write `index` through the lock and put it in place.
+    fn commit(self, index: &gix::index::File, dir: &Path) -> Result<()> {
+        let context = || format!("writing the index of {}", dir.display());
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, self.0);
+        index
+            .write_to(&mut out, Default::default())
+            .git_context(context())?;
+        let lock = out
+            .into_inner()
+            .map_err(|e| Error::io(context())(e.into_error()))?;
+        lock.commit().git_context(context())?;
+        Ok(())
+    }
 }
 
 /// Refuse (exit 2, nothing moved) when updating `wt` from `old_tree` to
@@ -268,6 +310,7 @@ pub fn preflight(
         .into());
     }
     Ok(Prepared {
+        lock: IndexLock::take(wt)?,
         index: index.filter(|_| clean_index),
     })
 }
@@ -338,6 +381,7 @@ pub fn apply(
     changed: &[Changed],
     prepared: Prepared,
 ) -> Result<()> {
+    let lock = prepared.lock;
     match prepared.index {
         // Edit the index in place when it is a plain one and the change is small.
         Some(index)
@@ -346,16 +390,19 @@ pub fn apply(
                 && changed.len() <= index.entries().len() / 4 + 64 =>
         {
             match apply_in_place(wt, index, new_tree, changed)? {
-                InPlace::Done => Ok(()),
-                InPlace::NotApplicable => apply_from_tree(wt, old_tree, new_tree),
+                InPlace::Done(index) => lock.commit(&index, &workdir(wt)?),
+                InPlace::NotApplicable => apply_from_tree(wt, old_tree, new_tree, lock),
             }
         }
-        _ => apply_from_tree(wt, old_tree, new_tree),
-    }
+        _ => apply_from_tree(wt, old_tree, new_tree, lock),
+    }?;
+    crate::crash::point("checkout-index.after");
+    Ok(())
 }
 
 enum InPlace {
-    Done,
+    /// The files are written; this index is to be written next.
+    Done(Box<gix::index::File>),
     /// Nothing was touched; the general path must do it.
     NotApplicable,
 }
@@ -465,11 +512,7 @@ fn apply_in_place(
     // The tree cache no longer describes the entries.
     index.remove_tree();
     index.remove_resolve_undo();
-    index
-        .write(Default::default())
-        .git_context(format!("writing the index of {}", dir.display()))?;
-    crate::crash::point("checkout-index.after");
-    Ok(InPlace::Done)
+    Ok(InPlace::Done(Box::new(index)))
 }
 
 /// Delete the files (links, empty gitlink folders) at `paths` and the folders that leaves empty.
@@ -548,7 +591,12 @@ fn check_outcome(dir: &Path, outcome: &gix::worktree::state::checkout::Outcome) 
 }
 
 /// [`apply`] by building the whole index from `new_tree`.
-fn apply_from_tree(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId) -> Result<()> {
+fn apply_from_tree(
+    wt: &gix::Repository,
+    old_tree: ObjectId,
+    new_tree: ObjectId,
+    lock: IndexLock,
+) -> Result<()> {
     let dir = workdir(wt)?;
     let old = flat_tree(wt, old_tree)?;
     let new_flat = flat_tree(wt, new_tree)?;
@@ -605,11 +653,7 @@ fn apply_from_tree(wt: &gix::Repository, old_tree: ObjectId, new_tree: ObjectId)
             .flags
             .remove(gix::index::entry::Flags::SKIP_WORKTREE);
     }
-    index
-        .write(Default::default())
-        .git_context(format!("writing the index of {}", dir.display()))?;
-    crate::crash::point("checkout-index.after");
-    Ok(())
+    lock.commit(&index, &dir)
 }
 
 /// Does the index of `wt` hold exactly `tree` (paths, modes, ids; no conflicts)?
@@ -670,8 +714,13 @@ pub(crate) fn sync_worktrees(
             }
             let parent_tree = ctx.tree_of(parent)?;
             if index_matches(wt, parent_tree)? {
-                // The files must still equal that index: never overwrite an edit.
-                let dirty = unstaged_changes(wt, None)?;
+                // The files must still equal that index, or already hold the
+                // tip's content (an update that wrote files and then failed):
+                // never overwrite an edit.
+                let mut dirty = unstaged_changes(wt, None)?;
+                let tip_files = flat_tree(wt, head_tree)?;
+                let dir = workdir(wt)?;
+                dirty.retain(|path| !holds_tip_content(&dir, path, &tip_files));
                 if !dirty.is_empty() {
                     return Err(InputError::new(format!(
                         "{} is behind its branch after an interrupted merge-back and has local changes: {}",
@@ -682,7 +731,7 @@ pub(crate) fn sync_worktrees(
                     .into());
                 }
                 preflight_untracked_only(wt, parent_tree, head_tree)?;
-                apply_from_tree(wt, parent_tree, head_tree)?;
+                apply_from_tree(wt, parent_tree, head_tree, IndexLock::take(wt)?)?;
                 synced.push(workdir(wt)?);
                 break;
             }
@@ -690,6 +739,27 @@ pub(crate) fn sync_worktrees(
         }
     }
     Ok(synced)
+}
+
+/// Does the file at `path` in `dir` hold what the tip's tree has there
+/// (absent where the tip has nothing)? Compared by blob id, without filters:
+/// a filtered file never matches, so it is taken for an edit, never overwritten.
+fn holds_tip_content(
+    dir: &Path,
+    path: &str,
+    tip: &std::collections::BTreeMap<Vec<u8>, (gix::objs::tree::EntryMode, ObjectId)>,
+) -> bool {
+    let file = dir.join(path);
+    match (tip.get(path.as_bytes()), std::fs::symlink_metadata(&file)) {
+        (None, Err(_)) => true,
+        (Some((mode, id)), Ok(meta)) if mode.is_blob() && meta.is_file() => std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| {
+                gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::object::Kind::Blob, &bytes).ok()
+            })
+            .is_some_and(|hash| hash == *id),
+        _ => false,
+    }
 }
 
 /// Changes between index and files only (HEAD is ahead of the index during

@@ -28,8 +28,9 @@ pub struct Conductor {
 }
 
 impl Conductor {
-    /// Register this process as a conductor. SIGINT and SIGTERM set its
-    /// interrupt flag instead of killing it, so it can stop in good order.
+    /// Register this process as a conductor. SIGINT, SIGTERM and SIGHUP (the
+    /// terminal closed) set its interrupt flag instead of killing it, so it
+    /// can stop in good order.
     pub fn register(ctx: &Context) -> Result<Conductor> {
         let dir = dir(ctx);
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
@@ -51,7 +52,11 @@ impl Conductor {
         })?;
         let _ = writeln!(lock, "{}", std::process::id());
         let interrupt = Arc::new(AtomicBool::new(false));
-        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        for signal in [
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+        ] {
             signal_hook::flag::register(signal, Arc::clone(&interrupt))
                 .map_err(Error::io("installing the signal handler"))?;
         }

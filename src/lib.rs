@@ -9,6 +9,7 @@ pub mod checkout;
 pub mod conductor;
 pub mod context;
 pub mod crash;
+pub mod doctor;
 pub mod drift;
 pub mod error;
 pub mod exec;

@@ -31,6 +31,7 @@ use gix::ObjectId;
 use serde_json::json;
 
 use crate::checkout;
+use crate::conductor;
 use crate::context::Context;
 pub use crate::drift::DriftScope;
 use crate::drift::{self, Changed};
@@ -40,6 +41,9 @@ use crate::state::{Status, Store, Verdict};
 
 /// How often a lost compare-and-swap on the integration branch is redone.
 const MAX_CAS_RETRIES: u32 = 100;
+/// How often in a row the branch's lock may be found taken before it is
+/// reported as stale.
+const MAX_LOCKED: u32 = 5;
 
 pub const HALT_CONFLICT: &str = "merge_conflict";
 pub const HALT_DRIFT: &str = "undeclared_file_drift";
@@ -57,6 +61,10 @@ pub struct Request<'a> {
     pub scope: DriftScope,
     /// Extra fields for the merge commit's note (e.g. the round's gate verdicts).
     pub extra_note: Option<serde_json::Value>,
+    /// The conductor whose attempt `attempt` this merge settles (a round or
+    /// race); `None` for the standalone command. The branch moves only while
+    /// the record still says that conductor holds that attempt.
+    pub owner: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +81,9 @@ pub enum Outcome {
     Conflict { paths: Vec<String> },
     /// Changes outside the declared set; the WO is halted, the branch untouched.
     Drift { paths: Vec<String> },
+    /// The owner no longer holds the attempt (a `halt` came first, or the
+    /// order was taken over): nothing was merged or recorded.
+    Withdrawn { reason: String },
 }
 
 fn halted_error(id: &str, reason: Option<&str>) -> Error {
@@ -98,36 +109,45 @@ pub fn message(wo: &WorkOrder, attempt: u32, round_base: ObjectId) -> String {
 /// Merge-backs of one repository take turns. The compare-and-swap alone keeps
 /// the branch right, but a checked-out worktree is updated after the branch
 /// moves: another process's preflight must not see it half-written and take
-/// it for a user's edit.
+/// it for a user's edit. The turn lasts from the ownership check to the
+/// `done` record, so `halt`, `clear` and recovery, which take it too, see an
+/// order either before its merge or after it is recorded.
 const MERGE_BACK_TURN: &str = "merge-back";
+
+/// Wait for the merge-back turn (see [`MERGE_BACK_TURN`]); it lasts until the
+/// returned file is dropped. Never call it while holding it: the lock is per
+/// open file, so a second take in one process waits forever.
+pub fn take_turn(ctx: &Context) -> Result<std::fs::File> {
+    ctx.take_turn(MERGE_BACK_TURN)
+}
+
+/// Why `owner` no longer holds `attempt` of `record`, or `None` if it does.
+fn not_held(record: Option<&crate::state::Record>, owner: &str, attempt: u32) -> Option<String> {
+    match record {
+        Some(r) if r.held_by(owner, attempt) => None,
+        Some(r) if r.halted => Some(format!(
+            "halted while in flight ({})",
+            r.halt_reason.as_deref().unwrap_or("no reason recorded")
+        )),
+        Some(r) => Some(format!(
+            "no longer held by this conductor (status {}, owner {}, attempt {})",
+            r.status,
+            r.owner.as_deref().unwrap_or("none"),
+            r.attempts
+        )),
+        None => Some("its record is gone".into()),
+    }
+}
 
 /// Merge `req.source` into `req.into` (see the module docs for the protocol).
 pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome> {
     let repo = &ctx.repo;
     let id = req.wo.id.as_str();
     let has_deps = !req.wo.deps.is_empty();
-    let record = store.snapshot()?.record(id)?;
-    if let Some(r) = record.as_ref().filter(|r| r.halted) {
-        return Err(halted_error(id, r.halt_reason.as_deref()));
-    }
     repo.find_commit(req.source).map_err(|_| {
         InputError::new(format!("{} is not a commit", req.source))
             .hint(format!("the branch arbiter/{id} must point at a commit"))
     })?;
-    // A previous merge-back killed between moving the branch and updating a
-    // checked-out worktree left it behind: finish that first.
-    let mut first_worktrees = Some(checkout::worktrees_with_branch(ctx, req.into)?);
-    if let Some(worktrees) = first_worktrees.as_ref().filter(|w| !w.is_empty()) {
-        let _turn = ctx.take_turn(MERGE_BACK_TURN)?;
-        checkout::sync_worktrees(ctx, req.into, worktrees)?;
-    }
-
-    // Recovery needs the WO in progress with a first-parent bound to search
-    // back to (see the module docs); a round's dispatch has recorded both.
-    let mut needs_start = record
-        .as_ref()
-        .is_none_or(|r| r.status != Status::InProgress || r.checkpoint_before.is_none());
-
     let options = repo
         .tree_merge_options()
         .git_context("reading merge options")?;
@@ -136,7 +156,42 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
         current: Some(req.into.shorten()),
         other: Some("arbiter".into()),
     };
+    let mut locked_in_a_row = 0;
     for _ in 0..MAX_CAS_RETRIES {
+        let turn = take_turn(ctx)?;
+        // A previous merge-back killed between moving the branch and updating
+        // a checked-out worktree left it behind: finish that first.
+        let worktrees = checkout::worktrees_with_branch(ctx, req.into)?;
+        checkout::sync_worktrees(ctx, req.into, &worktrees)?;
+
+        // Whose merge is this? Decided under the turn, so no `halt` or
+        // `clear` can come between this check and the record of the outcome.
+        let record = store.snapshot()?.record(id)?;
+        let needs_start = match req.owner {
+            Some(owner) => {
+                if let Some(reason) = not_held(record.as_ref(), owner, req.attempt) {
+                    return Ok(Outcome::Withdrawn { reason });
+                }
+                false
+            }
+            None => {
+                if let Some(r) = record.as_ref().filter(|r| r.halted) {
+                    return Err(halted_error(id, r.halt_reason.as_deref()));
+                }
+                if let Some(r) = record
+                    .as_ref()
+                    .filter(|r| r.status == Status::InProgress && conductor::owns_live(ctx, r))
+                {
+                    return Err(being_built(id, r.owner.as_deref().unwrap_or_default()));
+                }
+                // Recovery needs the WO in progress with a first-parent bound
+                // to search back to (see the module docs).
+                record
+                    .as_ref()
+                    .is_none_or(|r| r.status != Status::InProgress || r.checkpoint_before.is_none())
+            }
+        };
+
         let tip = ctx.branch_tip(req.into)?;
         // One merge-base search answers all three questions: already merged?
         // what to merge against? which round base to name?
@@ -157,9 +212,6 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
                 &format!("merge-back {id}: up to date"),
                 |txn| -> Result<()> {
                     let mut r = txn.record(id, has_deps)?;
-                    if r.halted {
-                        return Err(halted_error(id, r.halt_reason.as_deref()));
-                    }
                     r.status = Status::Done;
                     r.owner = None;
                     r.log("merged", Some(format!("up to date at {tip}")));
@@ -206,13 +258,8 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             halt(store, id, has_deps, HALT_DRIFT, &uncovered, "drift")?;
             return Ok(Outcome::Drift { paths: uncovered });
         }
-        // Refuse before anything moves if a checked-out copy has local work.
-        // From here until the copies are updated, no other merge-back looks at them.
-        let turn = ctx.take_turn(MERGE_BACK_TURN)?;
-        let worktrees = match first_worktrees.take() {
-            Some(w) => w,
-            None => checkout::worktrees_with_branch(ctx, req.into)?,
-        };
+        // Refuse before anything moves if a checked-out copy has local work
+        // or its index cannot be written.
         let mut prepared = Vec::with_capacity(worktrees.len());
         for wt in &worktrees {
             prepared.push(checkout::preflight(wt, tip_tree, tree, &changed)?);
@@ -231,20 +278,19 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
         if needs_start {
             store.transact(&format!("merge-back {id}: start"), |txn| -> Result<()> {
                 let mut r = txn.record(id, has_deps)?;
-                if r.halted {
-                    return Err(halted_error(id, r.halt_reason.as_deref()));
-                }
                 // A fresh start searches back to here only, never into an earlier merge of it.
                 if r.status != Status::InProgress || r.checkpoint_before.is_none() {
                     r.checkpoint_before = Some(tip.to_string());
                 }
                 r.status = Status::InProgress;
+                r.owner = None;
+                // The record names the attempt the merge commit's trailer names.
+                r.attempts = r.attempts.max(req.attempt);
                 r.checkpoint_after = None;
                 r.log("merge_start", Some(tip.to_string()));
                 txn.put(r);
                 Ok(())
             })?;
-            needs_start = false;
             crate::crash::point("merge-start.after");
         }
         // (3) compare-and-swap from the tip everything above was computed on.
@@ -256,7 +302,16 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             format!("arbiter: merge-back {id}"),
         ) {
             Ok(_) => {}
-            Err(e) if e.is_conflict() || e.is_retryable() => continue,
+            Err(e) if e.is_conflict() => continue,
+            // gix waited `core.filesRefLockTimeout` already; a lock that stays
+            // is most likely left by a killed writer.
+            Err(e) if e.is_retryable() => {
+                locked_in_a_row += 1;
+                if locked_in_a_row >= MAX_LOCKED {
+                    return Err(branch_locked(ctx, req.into));
+                }
+                continue;
+            }
             Err(e) => return Err(e).git_context(format!("moving {}", req.into.as_bstr())),
         }
         crate::crash::point("branch-cas.after");
@@ -267,7 +322,6 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
                 sync_error.get_or_insert(e);
             }
         }
-        drop(turn);
         // (5) done, plus the merge commit's note.
         let changed_text: Vec<String> = changed.iter().map(Changed::display).collect();
         let note = json!({
@@ -314,6 +368,7 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
             },
         )?;
         crate::crash::point("merge-recorded.after");
+        drop(turn);
         if let Some(e) = sync_error {
             return Err(e);
         }
@@ -330,6 +385,33 @@ pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome
         )
         .into(),
     })
+}
+
+fn being_built(id: &str, owner: &str) -> Error {
+    InputError::new(format!(
+        "work order '{id}' is being built by a running round (conductor {owner})"
+    ))
+    .hint("the round merges it when its checks pass; 'git arbiter stop' ends the round first")
+    .into()
+}
+
+/// The integration branch's lock file is held for longer than gix waits: name
+/// it, since a writer killed between locking and renaming leaves it behind.
+fn branch_locked(ctx: &Context, branch: &FullName) -> Error {
+    let lock = ctx
+        .repo
+        .common_dir()
+        .join(format!("{}.lock", branch.as_bstr()));
+    InputError::new(format!(
+        "{} is locked by another process: {} exists",
+        branch.shorten(),
+        lock.display()
+    ))
+    .hint(format!(
+        "if no git or git-arbiter process is running, remove the stale lock file {}",
+        lock.display()
+    ))
+    .into()
 }
 
 /// What attributes a merge sees come from: the index of the main worktree,

@@ -13,11 +13,12 @@
 //! work order's state before any build starts, as the round's dispatch does.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::builder::{report_build, verdict, Host};
+use crate::builder::{report_build, verdict, watch_halts, Host};
 use crate::conductor::Conductor;
 use crate::context::Context;
 use crate::drift::DriftScope;
@@ -245,6 +246,13 @@ pub fn run(
     let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
     crate::checkout::sync_checked_out(ctx, &branch)?;
     crate::round::refuse_dirty_checkout(ctx, &branch)?;
+    // What a killed round or race left: its worktrees and branches, and
+    // merges that landed without their record (never merged twice).
+    let live = |r: &state::Record| crate::conductor::owns_live(ctx, r);
+    for line in worktree::cleanup_stale(ctx, &store, orders, &live)? {
+        progress.event("recover", &[("detail", line)]);
+    }
+    crate::round::recover(ctx, orders, &store, &branch, &me, progress)?;
     let base = ctx.branch_tip(&branch)?;
     let run_id = format!("race-{}", me.name);
     let attempt = dispatch(ctx, &store, wo, base, &me, &run_id, opts.n)?;
@@ -277,7 +285,14 @@ pub fn run(
                     let job: &Job = job;
                     let _ = worktree::remove(ctx, &worktree_name(id, job.k), &job.branch);
                 }
-                give_back(&store, wo, &run_id, &format!("creating worktrees: {e}"))?;
+                give_back(
+                    &store,
+                    wo,
+                    &me.name,
+                    attempt,
+                    &run_id,
+                    &format!("creating worktrees: {e}"),
+                )?;
                 return Err(e);
             }
         };
@@ -301,15 +316,28 @@ pub fn run(
         });
     }
     let host = Host::new(ctx);
+    let halted = [AtomicBool::new(false)];
+    let built = AtomicBool::new(false);
+    let shared_repo = ctx.repo.clone().into_sync();
     std::thread::scope(|scope| {
-        for job in jobs.iter_mut() {
-            let (host, slot_dir, me) = (&host, &slot_dir, &me);
-            scope.spawn(move || {
-                build_one(
-                    host, wo, job, opts, attempt, base, slot_dir, cap, me, progress,
-                )
-            });
+        let (halted, built, shared_repo, me) = (&halted, &built, &shared_repo, &me);
+        scope.spawn(move || watch_halts(shared_repo, &[id], &me.name, halted, built));
+        let builds: Vec<_> = jobs
+            .iter_mut()
+            .map(|job| {
+                let (host, slot_dir) = (&host, &slot_dir);
+                let halted = &halted[0];
+                scope.spawn(move || {
+                    build_one(
+                        host, wo, job, opts, attempt, base, slot_dir, cap, me, halted, progress,
+                    )
+                })
+            })
+            .collect();
+        for build in builds {
+            let _ = build.join();
         }
+        built.store(true, Ordering::Relaxed);
     });
     for job in &jobs {
         progress.event(
@@ -328,8 +356,18 @@ pub fn run(
     let cands: Vec<Candidate> = jobs.iter().map(|j| j.cand.clone()).collect();
     let mut keep = vec![false; jobs.len()];
 
+    if halted[0].load(Ordering::Relaxed) {
+        summary.escalation =
+            Some("the work order was halted during the race; nothing was merged".into());
+        summary.exit = 1;
+        let keep_all = vec![true; jobs.len()];
+        finish(ctx, id, &jobs, &keep_all, opts.keep_losers, &mut summary)?;
+        release(&store, wo, &me.name, attempt, &run_id)?;
+        return Ok(summary);
+    }
+
     if me.should_stop() || jobs.iter().any(|j| j.interrupted) {
-        give_back(&store, wo, &run_id, "interrupted")?;
+        give_back(&store, wo, &me.name, attempt, &run_id, "interrupted")?;
         summary.stopped = Some("stop requested".into());
         summary.exit = 130;
         finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
@@ -341,6 +379,10 @@ pub fn run(
         let detail = describe_all(&cands);
         store.transact(&format!("race {id}: no winner"), |txn| -> Result<()> {
             let mut r = txn.record(id, !wo.deps.is_empty())?;
+            if !r.held_by(&me.name, attempt) {
+                // Halted by hand meanwhile: that halt stands.
+                return Ok(());
+            }
             r.owner = None;
             r.status = Status::NeedsRework;
             r.log("race_no_winner", Some(format!("{run_id}: {detail}")));
@@ -365,8 +407,18 @@ pub fn run(
             // merge_back halted the work order for the previous instance; a
             // later instance may still land, so lift that halt for this try.
             let prev = summary.merges.last().cloned();
-            store.transact(&format!("race {id}: fall back"), |txn| -> Result<()> {
+            let ours = store.transact(&format!("race {id}: fall back"), |txn| -> Result<bool> {
                 let mut r = txn.record(id, !wo.deps.is_empty())?;
+                // Only our own merge halt is lifted, never one set by hand since.
+                let our_halt = r.attempts == attempt
+                    && r.halted
+                    && matches!(
+                        r.halt_reason.as_deref(),
+                        Some(merge::HALT_CONFLICT | merge::HALT_DRIFT)
+                    );
+                if !our_halt {
+                    return Ok(false);
+                }
                 r.halted = false;
                 r.halt_reason = None;
                 r.halt_paths.clear();
@@ -382,8 +434,11 @@ pub fn run(
                     )),
                 );
                 txn.put(r);
-                Ok(())
+                Ok(true)
             })?;
+            if !ours {
+                break;
+            }
         }
         progress.phase(id, "merge");
         let source = ctx
@@ -406,12 +461,24 @@ pub fn run(
                 "score": job.cand.score,
                 "verdicts": job.verdicts,
             })),
+            owner: Some(&me.name),
         };
         let (outcome, paths, sha) = match merge::merge_back(ctx, &store, &request)? {
             Outcome::Merged { sha, .. } => ("merged", Vec::new(), Some(sha)),
             Outcome::UpToDate { tip } => ("up_to_date", Vec::new(), Some(tip)),
             Outcome::Conflict { paths } => (merge::HALT_CONFLICT, paths, None),
             Outcome::Drift { paths } => (merge::HALT_DRIFT, paths, None),
+            Outcome::Withdrawn { reason } => {
+                // Halted (or taken over) during the race: nothing lands, every
+                // instance is kept for inspection.
+                summary.escalation =
+                    Some(format!("the work order was {reason}; nothing was merged"));
+                summary.exit = 1;
+                let keep_all = vec![true; jobs.len()];
+                finish(ctx, id, &jobs, &keep_all, opts.keep_losers, &mut summary)?;
+                release(&store, wo, &me.name, attempt, &run_id)?;
+                return Ok(summary);
+            }
         };
         progress.event(
             "merge",
@@ -615,13 +682,48 @@ fn dispatch(
 }
 
 /// Stopped or failed before any verdict: the attempt is given back.
-fn give_back(store: &Store<'_>, wo: &WorkOrder, run_id: &str, why: &str) -> Result<()> {
+fn give_back(
+    store: &Store<'_>,
+    wo: &WorkOrder,
+    owner: &str,
+    attempt: u32,
+    run_id: &str,
+    why: &str,
+) -> Result<()> {
     store.transact(&format!("race {}: give back", wo.id), |txn| -> Result<()> {
         let mut r = txn.record(&wo.id, !wo.deps.is_empty())?;
+        if !r.held_by(owner, attempt) {
+            return Ok(());
+        }
         r.owner = None;
         r.status = Status::NeedsRework;
         r.attempts = r.attempts.saturating_sub(1);
         r.log("race_interrupted", Some(format!("{run_id}: {why}")));
+        txn.put(r);
+        Ok(())
+    })
+}
+
+/// Halted by hand (or taken over) during the race: let the record go, still
+/// halted, if it is ours; the instances stay for inspection.
+fn release(
+    store: &Store<'_>,
+    wo: &WorkOrder,
+    owner: &str,
+    attempt: u32,
+    run_id: &str,
+) -> Result<()> {
+    store.transact(&format!("race {}: let go", wo.id), |txn| -> Result<()> {
+        let mut r = txn.record(&wo.id, !wo.deps.is_empty())?;
+        if r.owner.as_deref() != Some(owner)
+            || r.attempts != attempt
+            || r.status != Status::InProgress
+        {
+            return Ok(());
+        }
+        r.owner = None;
+        r.status = Status::NeedsRework;
+        r.log("halted_in_flight", Some(run_id.to_owned()));
         txn.put(r);
         Ok(())
     })
@@ -693,6 +795,7 @@ fn build_one(
     slot_dir: &Path,
     cap: u32,
     me: &Conductor,
+    halted: &AtomicBool,
     progress: &dyn Progress,
 ) {
     let label = format!("{}#{}", wo.id, job.k);
@@ -712,7 +815,7 @@ fn build_one(
     };
     let mut env = host.env(wo, attempt, base, &job.worktree);
     env.push(("ARBITER_INSTANCE".into(), job.k.to_string()));
-    let stop = || me.should_stop();
+    let stop = || me.should_stop() || halted.load(Ordering::Relaxed);
     let started = Instant::now();
     let run = |command: &str, stdout_to: Option<&Path>| {
         exec::run(
@@ -758,12 +861,15 @@ fn build_one(
                 false,
             );
         }
-        if let Err(e) = host.commit_leftovers(
-            &job.worktree,
-            wo,
-            attempt,
-            &format!("Arbiter-Instance: {}\n", job.k),
-        ) {
+        if let Err(e) = host
+            .commit_leftovers(
+                &job.worktree,
+                wo,
+                attempt,
+                &format!("Arbiter-Instance: {}\n", job.k),
+            )
+            .and_then(|()| host.adopt_head(&job.worktree, &job.branch, base))
+        {
             return (
                 "error".into(),
                 Some(format!("committing the builder's work: {e}")),

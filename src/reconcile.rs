@@ -38,6 +38,10 @@ pub enum Recovery {
     Done { merge: String },
     /// The build never merged: requeue it.
     NeedsRework,
+    /// No record (a fresh clone: `git clone` does not fetch `refs/notes/*`),
+    /// but the integration branch holds its merge: it landed, so it is
+    /// recorded `done` instead of being built and merged a second time.
+    Reconstructed { merge: String },
     /// The ancestry check itself failed: reported, never guessed.
     Error { message: String },
 }
@@ -98,7 +102,7 @@ pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Re
             }
         }
     }
-    match find_merge(ctx, &record.wo, record.attempts, tip, before) {
+    match find_merge(ctx, &record.wo, tip, before) {
         Ok(Some(merge)) => Recovery::Done {
             merge: merge.to_string(),
         },
@@ -109,21 +113,61 @@ pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Re
     }
 }
 
-/// The merge commit of work order `id`, attempt `attempt`, on the
-/// first-parent chain from `tip` back to `since` (exclusive), recognised by
-/// the trailers merge-back writes. Only merge-back puts commits with those
-/// trailers on an integration branch's first-parent chain (builders' commits
-/// arrive as second parents), so this is how a merge whose branch move landed
-/// but whose state transition did not (a killed process) is found.
+/// The merge commit of work order `id` on the first-parent chain from `tip`
+/// back to `since` (exclusive: the base its attempt started from),
+/// recognised by the `Arbiter-WO` trailer merge-back writes. Only merge-back
+/// puts commits with that trailer on an integration branch's first-parent
+/// chain (builders' commits arrive as second parents), so this is how a merge
+/// whose branch move landed but whose state transition did not (a killed
+/// process) is found. Any merge of the order after its attempt started counts,
+/// whatever attempt number it carries: it landed, so merging again would land
+/// it twice.
 pub fn find_merge(
     ctx: &Context,
     id: &str,
-    attempt: u32,
     tip: gix::ObjectId,
     since: Option<gix::ObjectId>,
 ) -> crate::Result<Option<gix::ObjectId>> {
-    let wo_line = format!("Arbiter-WO: {id}");
-    let attempt_line = format!("Arbiter-Attempt: {attempt}");
+    let mut found = None;
+    walk_merges(ctx, tip, since, &mut |commit, wo| {
+        if wo == id {
+            found = Some(commit);
+        }
+        found.is_none()
+    })?;
+    Ok(found)
+}
+
+/// The newest merge of each work order on the first-parent chain from `tip`
+/// (at most [`MAX_SCAN`] commits back), for the orders in `wanted`: what the
+/// integration branch itself says landed.
+pub fn landed(
+    ctx: &Context,
+    tip: gix::ObjectId,
+    wanted: &std::collections::BTreeSet<&str>,
+) -> crate::Result<std::collections::BTreeMap<String, gix::ObjectId>> {
+    let mut found = std::collections::BTreeMap::new();
+    if wanted.is_empty() {
+        return Ok(found);
+    }
+    walk_merges(ctx, tip, None, &mut |commit, wo| {
+        if wanted.contains(wo) && !found.contains_key(wo) {
+            found.insert(wo.to_owned(), commit);
+        }
+        found.len() < wanted.len()
+    })?;
+    Ok(found)
+}
+
+/// Call `visit(merge, wo)` for each merge commit with an `Arbiter-WO` trailer
+/// on the first-parent chain from `tip` back to `since` (exclusive), newest
+/// first, until it returns false.
+fn walk_merges(
+    ctx: &Context,
+    tip: gix::ObjectId,
+    since: Option<gix::ObjectId>,
+    visit: &mut dyn FnMut(gix::ObjectId, &str) -> bool,
+) -> crate::Result<()> {
     let mut next = Some(tip);
     for _ in 0..MAX_SCAN {
         let Some(commit_id) = next.filter(|c| Some(*c) != since) else {
@@ -139,12 +183,15 @@ pub fn find_merge(
             continue;
         }
         let message = commit.message_raw_sloppy();
-        let has = |line: &str| message.lines().any(|l| l == line.as_bytes());
-        if has(&wo_line) && has(&attempt_line) {
-            return Ok(Some(commit_id));
+        for line in message.lines() {
+            if let Some(wo) = line.strip_prefix(b"Arbiter-WO: ") {
+                if !visit(commit_id, &wo.to_str_lossy()) {
+                    return Ok(());
+                }
+            }
         }
     }
-    Ok(None)
+    Ok(())
 }
 
 /// Build the table. `tip` is the integration branch's commit (None: no commits yet).
@@ -162,17 +209,38 @@ pub fn table(
     let mut records = Vec::with_capacity(orders.len());
     let ids: Vec<&str> = orders.iter().map(|wo| wo.id.as_str()).collect();
     let stored = snapshot.records(&ids)?;
+    let unrecorded: std::collections::BTreeSet<&str> = ids
+        .iter()
+        .zip(&stored)
+        .filter(|(_, r)| r.is_none())
+        .map(|(id, _)| *id)
+        .collect();
+    let landed = match tip {
+        Some(tip) => landed(ctx, tip, &unrecorded).map_err(|e| {
+            crate::state::Error::Git(format!("looking for landed work orders: {e}").into())
+        })?,
+        None => Default::default(),
+    };
     for (wo, record) in orders.iter().zip(stored) {
-        let record =
-            record.unwrap_or_else(|| Record::new(&wo.id, !wo.deps.is_empty(), default_cap));
-        let mut status = record.status;
         let mut recovery = None;
+        let record = record.unwrap_or_else(|| {
+            let mut fresh = Record::new(&wo.id, !wo.deps.is_empty(), default_cap);
+            if let Some(merge) = landed.get(&wo.id) {
+                fresh.status = Status::Done;
+                fresh.checkpoint_after = Some(merge.to_string());
+                recovery = Some(Recovery::Reconstructed {
+                    merge: merge.to_string(),
+                });
+            }
+            fresh
+        });
+        let mut status = record.status;
         if status == Status::InProgress && !record.halted && !in_flight(&record) {
             let outcome = recover(ctx, &record, tip);
             match outcome {
                 Recovery::Done { .. } => status = Status::Done,
                 Recovery::NeedsRework => status = Status::NeedsRework,
-                Recovery::Error { .. } => {}
+                Recovery::Error { .. } | Recovery::Reconstructed { .. } => {}
             }
             recovery = Some(outcome);
         }
@@ -214,4 +282,101 @@ pub fn current(ctx: &Context, orders: &Orders, into: Option<&str>) -> crate::Res
     // The process usually ends right after: freeing the notes tree piece by piece would only delay it.
     std::mem::forget(snapshot);
     Ok(table)
+}
+
+/// A work order recovery changed, and to what (`done`, `needs_rework`, …).
+pub type Recovered = (String, &'static str);
+
+/// Apply the recovery rule to every work order not held by a live conductor
+/// (other than `me`) and write what it concluded back as one transition:
+/// `done` for a merge found on the branch (also for orders without a record,
+/// e.g. in a fresh clone), `needs_rework` for a build that never merged. The
+/// caller holds the merge-back turn. Returns the rows after recovery and one
+/// `(id, outcome)` per order changed.
+pub fn recover_and_record(
+    ctx: &Context,
+    orders: &Orders,
+    store: &crate::state::Store<'_>,
+    tip: gix::ObjectId,
+    me: &str,
+) -> crate::Result<(Vec<Row>, Vec<Recovered>)> {
+    let live = |r: &Record| crate::conductor::owns_live(ctx, r);
+    let mut snapshot = store.snapshot()?;
+    let found = table(
+        ctx,
+        orders,
+        &mut snapshot,
+        Some(tip),
+        store.default_cap,
+        &|r| r.owner.as_deref() != Some(me) && live(r),
+    )?;
+    let changes: Vec<(String, Recovery)> = found
+        .rows
+        .iter()
+        .filter_map(|r| r.recovery.clone().map(|rec| (r.id.clone(), rec)))
+        .collect();
+    if changes.is_empty() {
+        return Ok((found.rows, Vec::new()));
+    }
+    let written = store.transact(
+        "recover",
+        |txn| -> crate::Result<Vec<(String, &'static str)>> {
+            let mut written = Vec::new();
+            for (id, recovery) in &changes {
+                if let Recovery::Reconstructed { merge } = recovery {
+                    // Only while there is still no record: anyone's record wins.
+                    if txn.stored(id)?.is_none() {
+                        let has_deps = orders.get(id).is_some_and(|wo| !wo.deps.is_empty());
+                        let mut record = txn.record(id, has_deps)?;
+                        record.status = Status::Done;
+                        record.checkpoint_after = Some(merge.clone());
+                        record.log("reconstructed_done", Some(merge.clone()));
+                        txn.put(record);
+                        written.push((id.clone(), "reconstructed_done"));
+                    }
+                    continue;
+                }
+                let Some(mut record) = txn.stored(id)? else {
+                    continue;
+                };
+                // Another conductor may have moved it on since we looked.
+                if record.status != Status::InProgress || record.halted || live(&record) {
+                    continue;
+                }
+                let outcome = match recovery {
+                    Recovery::Done { merge } => {
+                        record.status = Status::Done;
+                        record.checkpoint_after = Some(merge.clone());
+                        record.log("recovered_done", Some(merge.clone()));
+                        "done"
+                    }
+                    Recovery::NeedsRework => {
+                        record.status = Status::NeedsRework;
+                        record.log("recovered_needs_rework", None);
+                        "needs_rework"
+                    }
+                    Recovery::Error { message } => {
+                        record.halt("recovery_failed", vec![message.clone()]);
+                        "halted"
+                    }
+                    Recovery::Reconstructed { .. } => continue,
+                };
+                record.owner = None;
+                txn.put(record);
+                written.push((id.clone(), outcome));
+            }
+            Ok(written)
+        },
+    )?;
+    let mut snapshot = store.snapshot()?;
+    let rows = table(
+        ctx,
+        orders,
+        &mut snapshot,
+        Some(tip),
+        store.default_cap,
+        &live,
+    )?
+    .rows;
+    Ok((rows, written))
 }

@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::builder::{report_build, verdict, Host};
+use crate::builder::{report_build, verdict, watch_halts, Host};
 use crate::conductor::{self, Conductor};
 use crate::context::Context;
 use crate::drift::DriftScope;
@@ -155,13 +155,13 @@ pub fn run(
     let slot_dir = slots::slot_dir(Some(ctx))?;
     loop {
         // Reconcile and recover, as one transition.
-        let tip = ctx.branch_tip(&branch)?;
-        let rows = recover(ctx, orders, &store, tip, &me, progress)?;
+        // Leftover worktrees go first: that frees disk space for the state writes.
         for line in
             worktree::cleanup_stale(ctx, &store, orders, &|r: &Record| owned_by_live(ctx, r))?
         {
             progress.event("recover", &[("detail", line)]);
         }
+        let rows = recover(ctx, orders, &store, &branch, &me, progress)?;
         if me.should_stop() {
             summary.stopped = Some("stop requested".into());
             break;
@@ -236,15 +236,31 @@ pub fn run(
         let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
         let running = AtomicUsize::new(0);
         let host = Host::new(ctx);
+        let halted: Vec<AtomicBool> = jobs.iter().map(|_| AtomicBool::new(false)).collect();
+        let built = AtomicBool::new(false);
+        let ids: Vec<&str> = jobs.iter().map(|j| j.wo.id.as_str()).collect();
+        let shared_repo = ctx.repo.clone().into_sync();
         std::thread::scope(|scope| {
-            for job in jobs.iter_mut() {
-                let (slot_dir, me, running, host) = (&slot_dir, &me, &running, &host);
-                scope.spawn(move || {
-                    build_one(
-                        host, job, opts, round_base, slot_dir, cap, me, running, progress,
-                    )
-                });
+            let (ids, halted_flags, built, owner) = (&ids, &halted, &built, &me.name);
+            let shared_repo = &shared_repo;
+            scope.spawn(move || watch_halts(shared_repo, ids, owner, halted_flags, built));
+            let builds: Vec<_> = jobs
+                .iter_mut()
+                .zip(&halted)
+                .map(|(job, halted)| {
+                    let (slot_dir, me, running, host) = (&slot_dir, &me, &running, &host);
+                    scope.spawn(move || {
+                        build_one(
+                            host, job, opts, round_base, slot_dir, cap, me, halted, running,
+                            progress,
+                        )
+                    })
+                })
+                .collect();
+            for build in builds {
+                let _ = build.join();
             }
+            built.store(true, Ordering::Relaxed);
         });
         let union: Vec<crate::scope::Entry> = picked
             .iter()
@@ -252,12 +268,12 @@ pub fn run(
             .collect();
         for (i, job) in jobs.iter().enumerate() {
             if let Err(e) = settle(
-                ctx, &store, &branch, job, round_base, opts, &union, progress,
+                ctx, &store, &branch, job, round_base, opts, &union, &me.name, progress,
             ) {
                 // E.g. the checked-out integration branch has local changes:
                 // nothing more can merge. The builders were not at fault, so
                 // the unsettled orders get their attempts back.
-                abandon(ctx, &store, &branch, &jobs[i..], &e.to_string())?;
+                abandon(ctx, &store, &branch, &jobs[i..], &me.name, &e.to_string())?;
                 return Err(e);
             }
             progress.finished(&job.wo.id);
@@ -320,81 +336,25 @@ fn owned_by_live(ctx: &Context, record: &Record) -> bool {
     conductor::owns_live(ctx, record)
 }
 
-/// Apply the recovery rule and write what it concluded back, as one transition.
-fn recover(
+/// Crash recovery ([`reconcile::recover_and_record`]) under the merge-back
+/// turn, so no merge-back is between its branch move and its record; reports
+/// what it concluded. Returns the table rows after recovery.
+pub(crate) fn recover(
     ctx: &Context,
     orders: &Orders,
     store: &Store<'_>,
-    tip: gix::ObjectId,
+    branch: &gix::refs::FullName,
     me: &Conductor,
     progress: &dyn Progress,
 ) -> Result<Vec<reconcile::Row>> {
-    let mut snapshot = store.snapshot()?;
-    let table = reconcile::table(
-        ctx,
-        orders,
-        &mut snapshot,
-        Some(tip),
-        store.default_cap,
-        &|r| r.owner.as_deref() != Some(me.name.as_str()) && owned_by_live(ctx, r),
-    )?;
-    let changes: Vec<(String, Recovery)> = table
-        .rows
-        .iter()
-        .filter_map(|r| r.recovery.clone().map(|rec| (r.id.clone(), rec)))
-        .collect();
-    if changes.is_empty() {
-        return Ok(table.rows);
+    let turn = merge::take_turn(ctx)?;
+    let tip = ctx.branch_tip(branch)?;
+    let (rows, recovered) = reconcile::recover_and_record(ctx, orders, store, tip, &me.name)?;
+    drop(turn);
+    for (id, outcome) in recovered {
+        progress.event("recover", &[("wo", id), ("outcome", outcome.into())]);
     }
-    store.transact("recover", |txn| -> Result<()> {
-        for (id, recovery) in &changes {
-            let Some(mut record) = txn.stored(id)? else {
-                continue;
-            };
-            // Another conductor may have moved it on since we looked.
-            if record.status != Status::InProgress || record.halted || owned_by_live(ctx, &record) {
-                continue;
-            }
-            match recovery {
-                Recovery::Done { merge } => {
-                    record.status = Status::Done;
-                    record.checkpoint_after = Some(merge.clone());
-                    record.log("recovered_done", Some(merge.clone()));
-                }
-                Recovery::NeedsRework => {
-                    record.status = Status::NeedsRework;
-                    record.log("recovered_needs_rework", None);
-                }
-                Recovery::Error { message } => {
-                    record.halt("recovery_failed", vec![message.clone()])
-                }
-            }
-            record.owner = None;
-            txn.put(record);
-        }
-        Ok(())
-    })?;
-    for (id, recovery) in &changes {
-        let outcome = match recovery {
-            Recovery::Done { .. } => "done",
-            Recovery::NeedsRework => "needs_rework",
-            Recovery::Error { .. } => "halted",
-        };
-        progress.event(
-            "recover",
-            &[("wo", id.clone()), ("outcome", outcome.into())],
-        );
-    }
-    let mut snapshot = store.snapshot()?;
-    Ok(reconcile::table(
-        ctx,
-        orders,
-        &mut snapshot,
-        Some(tip),
-        store.default_cap,
-        &|r| owned_by_live(ctx, r),
-    )?
-    .rows)
+    Ok(rows)
 }
 
 /// Promote, check the cap and record the attempt — before any build starts, so
@@ -461,6 +421,7 @@ fn build_one(
     slot_dir: &Path,
     cap: u32,
     me: &Conductor,
+    halted: &AtomicBool,
     running: &AtomicUsize,
     progress: &dyn Progress,
 ) {
@@ -489,7 +450,8 @@ fn build_one(
     );
     progress.phase(&id, "build");
     let env = host.env(job.wo, job.attempt, round_base, &job.worktree);
-    let stop = || me.should_stop();
+    // A `halt` of this order stops this build only.
+    let stop = || me.should_stop() || halted.load(Ordering::Relaxed);
     let worktree = job.worktree.clone();
     let log = job.log.clone();
     // Build, gates and critics all run in the worktree, logged to one file.
@@ -524,6 +486,7 @@ fn build_one(
         crate::crash::point("leftovers.before");
         host.commit_leftovers(&job.worktree, job.wo, job.attempt, "")
             .map_err(|e| format!("committing the builder's work: {e}"))?;
+        host.adopt_head(&job.worktree, &branch_of(&job.wo.id), round_base)?;
         crate::crash::point("leftovers.after");
         for (kind, commands) in [("gate", &opts.gates), ("critic", &opts.critics)] {
             for cmd in commands.iter() {
@@ -558,6 +521,8 @@ fn build_one(
 }
 
 /// Turn a built job's verdicts into a transition, merging it back if clean.
+/// Every transition is conditional on `owner` still holding the attempt: a
+/// `halt` while it was in flight (or a takeover) wins, see [`let_go`].
 #[allow(clippy::too_many_arguments)]
 fn settle(
     ctx: &Context,
@@ -567,6 +532,7 @@ fn settle(
     round_base: gix::ObjectId,
     opts: &Options,
     union: &[crate::scope::Entry],
+    owner: &str,
     progress: &dyn Progress,
 ) -> Result<()> {
     let id = &job.wo.id;
@@ -578,14 +544,22 @@ fn settle(
         JobOutcome::Clean => {
             progress.phase(id, "merge");
             crate::crash::point("verdict.before");
-            store.transact(&format!("verdicts {id}"), |txn| -> Result<()> {
-                let mut record = txn.record(id, !job.wo.deps.is_empty())?;
+            let held = store.transact(&format!("verdicts {id}"), |txn| -> Result<bool> {
+                let Some(mut record) = txn.stored(id)? else {
+                    return Ok(false);
+                };
+                if !record.held_by(owner, job.attempt) {
+                    return Ok(false);
+                }
                 record.verdicts = verdicts.clone();
                 record.log("built", Some(log.clone()));
                 txn.put(record);
-                Ok(())
+                Ok(true)
             })?;
             crate::crash::point("verdict.after");
+            if !held {
+                return let_go(ctx, store, job, owner, progress);
+            }
             let source = ctx
                 .repo
                 .find_reference(format!("refs/heads/{wo_branch}").as_str())
@@ -605,6 +579,7 @@ fn settle(
                     DriftScope::Own
                 },
                 extra_note: Some(serde_json::json!({ "verdicts": verdicts })),
+                owner: Some(owner),
             };
             let outcome = merge::merge_back(ctx, store, &request)?;
             match &outcome {
@@ -636,20 +611,25 @@ fn settle(
                         ],
                     );
                 }
+                Outcome::Withdrawn { .. } => return let_go(ctx, store, job, owner, progress),
             }
         }
         outcome => {
             let (event, halt) = match outcome {
                 JobOutcome::Retry(why) => (why.clone(), None),
                 JobOutcome::Blocked(why) => (why.clone(), Some("blocking_critique")),
-                JobOutcome::Interrupted | JobOutcome::Pending => ("interrupted".to_string(), None),
-                JobOutcome::Clean => unreachable!("handled above"),
+                _ => ("interrupted".to_string(), None),
             };
             keep_branch = halt.is_some();
             let interrupted = matches!(outcome, JobOutcome::Interrupted | JobOutcome::Pending);
             crate::crash::point("verdict.before");
-            store.transact(&format!("verdict {id}"), |txn| -> Result<()> {
-                let mut record = txn.record(id, !job.wo.deps.is_empty())?;
+            let held = store.transact(&format!("verdict {id}"), |txn| -> Result<bool> {
+                let Some(mut record) = txn.stored(id)? else {
+                    return Ok(false);
+                };
+                if !record.held_by(owner, job.attempt) {
+                    return Ok(false);
+                }
                 record.verdicts = verdicts.clone();
                 record.owner = None;
                 match halt {
@@ -669,9 +649,12 @@ fn settle(
                     }
                 }
                 txn.put(record);
-                Ok(())
+                Ok(true)
             })?;
             crate::crash::point("verdict.after");
+            if !held {
+                return let_go(ctx, store, job, owner, progress);
+            }
             let name = if halt.is_some() { "halt" } else { "rework" };
             let mut fields = vec![
                 ("wo", id.clone()),
@@ -688,40 +671,113 @@ fn settle(
     Ok(())
 }
 
+/// The attempt is no longer ours to settle. Halted while in flight (`git
+/// arbiter halt`): whatever the builder left is committed on its branch, the
+/// worktree and branch are kept for inspection, and the record is let go (not
+/// in progress, no owner; still halted). Taken over by someone else: nothing
+/// of it is touched, the worktree may be theirs now.
+fn let_go(
+    ctx: &Context,
+    store: &Store<'_>,
+    job: &Job<'_>,
+    owner: &str,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let id = &job.wo.id;
+    let ours = |r: &Record| r.owner.as_deref() == Some(owner) && r.attempts == job.attempt;
+    let halted = store
+        .snapshot()?
+        .record(id)?
+        .is_some_and(|r| ours(&r) && r.halted);
+    if halted && job.worktree.is_dir() {
+        if let Err(e) = Host::new(ctx).commit_leftovers(&job.worktree, job.wo, job.attempt, "") {
+            progress.event(
+                "warning",
+                &[
+                    ("wo", id.clone()),
+                    ("detail", format!("committing what the builder left: {e}")),
+                ],
+            );
+        }
+    }
+    let log = job.log.display().to_string();
+    let released = store.transact(&format!("let go {id}"), |txn| -> Result<Option<String>> {
+        let Some(mut record) = txn.stored(id)? else {
+            return Ok(None);
+        };
+        if !ours(&record) || record.status != Status::InProgress {
+            return Ok(None);
+        }
+        let reason = record.halt_reason.clone().unwrap_or_default();
+        record.owner = None;
+        record.status = Status::NeedsRework;
+        record.log("halted_in_flight", Some(log.clone()));
+        txn.put(record);
+        Ok(Some(reason))
+    })?;
+    match released {
+        Some(reason) => progress.event(
+            "halt",
+            &[
+                ("wo", id.clone()),
+                ("reason", reason),
+                ("kept", branch_of(id)),
+            ],
+        ),
+        None => progress.event(
+            "warning",
+            &[
+                ("wo", id.clone()),
+                (
+                    "detail",
+                    "taken over by another conductor; left alone".into(),
+                ),
+            ],
+        ),
+    }
+    Ok(())
+}
+
 /// Requeue `jobs` whose settling could not happen, giving their attempts back.
 fn abandon(
     ctx: &Context,
     store: &Store<'_>,
     branch: &gix::refs::FullName,
     jobs: &[Job<'_>],
+    owner: &str,
     why: &str,
 ) -> Result<()> {
     let tip = ctx.branch_tip(branch)?;
-    store.transact("abandon unsettled work orders", |txn| -> Result<()> {
-        for job in jobs {
-            let mut record = txn.record(&job.wo.id, !job.wo.deps.is_empty())?;
-            // Only what is still ours and unmerged: a merge that landed before
-            // settling failed is left to the recovery rule at the next start,
-            // so it can never be merged twice.
-            if record.halted || record.status != Status::InProgress {
-                continue;
+    let requeued = store.transact(
+        "abandon unsettled work orders",
+        |txn| -> Result<Vec<String>> {
+            let mut requeued = Vec::new();
+            for job in jobs {
+                let mut record = txn.record(&job.wo.id, !job.wo.deps.is_empty())?;
+                // Only what is still ours and unmerged: a merge that landed before
+                // settling failed is left to the recovery rule at the next start,
+                // so it can never be merged twice.
+                if !record.held_by(owner, job.attempt) {
+                    continue;
+                }
+                if !matches!(
+                    reconcile::recover(ctx, &record, Some(tip)),
+                    Recovery::NeedsRework
+                ) {
+                    continue;
+                }
+                record.status = Status::NeedsRework;
+                record.attempts = record.attempts.saturating_sub(1);
+                record.owner = None;
+                record.log("abandoned", Some(why.to_owned()));
+                txn.put(record);
+                requeued.push(job.wo.id.clone());
             }
-            if !matches!(
-                reconcile::recover(ctx, &record, Some(tip)),
-                Recovery::NeedsRework
-            ) {
-                continue;
-            }
-            record.status = Status::NeedsRework;
-            record.attempts = record.attempts.saturating_sub(1);
-            record.owner = None;
-            record.log("abandoned", Some(why.to_owned()));
-            txn.put(record);
-        }
-        Ok(())
-    })?;
-    for job in jobs {
-        worktree::remove(ctx, &job.wo.id, &branch_of(&job.wo.id))?;
+            Ok(requeued)
+        },
+    )?;
+    for id in requeued {
+        worktree::remove(ctx, &id, &branch_of(&id))?;
     }
     Ok(())
 }

@@ -1,13 +1,14 @@
 //! Machine-wide build slots (DESIGN kernel 5): a cap on concurrent builds
 //! shared by every git-arbiter process of the user, across repositories.
 //!
-//! Layout of the slot directory (mode 0700, owned by the user):
+//! Layout of the slot directory (owned by the user, writable by nobody else;
+//! created with mode 0700):
 //!
 //! - `slot-<k>` — one file per slot, `k` from 0. A slot is held exactly while
 //!   some process holds an exclusive `flock(2)` on its file, so the kernel
 //!   frees it the moment the holder dies, however it dies. The holder writes
-//!   its [`HolderInfo`] as JSON into the file after locking it; the content of
-//!   an unlocked file is stale and never read as a holder.
+//!   its [`HolderInfo`] and its cap as JSON into the file after locking it;
+//!   the content of an unlocked file is stale and never read as a holder.
 //! - `queue/t-<n>-<pid>` — a waiter's ticket, `n` zero-padded so names sort by
 //!   arrival. The waiter holds it `flock`ed, so a dead waiter's ticket is seen
 //!   as dead and skipped (and removed). Its content is the waiter's cap and info.
@@ -24,7 +25,9 @@
 //!
 //! All file descriptors are opened by std, i.e. with `O_CLOEXEC`: a slot fd
 //! never reaches a builder, so a builder that outlives git-arbiter does not
-//! keep the slot.
+//! keep the slot. Every entry is opened with `O_NOFOLLOW` and must be a
+//! regular file of ours: a `slot-0 -> ~/.bashrc` planted by someone else is
+//! refused, never truncated and written.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -126,6 +129,9 @@ pub struct Held {
     /// `None` when the locked file holds no readable info (a holder that is
     /// not git-arbiter, or a foreign version): the slot still counts as held.
     pub info: Option<HolderInfo>,
+    /// The cap the holder was admitted under; `None` if not recorded (a
+    /// holder from before caps were recorded, or not git-arbiter).
+    pub cap: Option<u32>,
 }
 
 /// A live waiter, oldest first.
@@ -140,6 +146,16 @@ pub struct Waiter {
 pub struct Occupancy {
     pub holders: Vec<Held>,
     pub waiters: Vec<Waiter>,
+}
+
+/// What a held slot file contains. Flat, so that holders of either format
+/// read each other's files.
+#[derive(Serialize, Deserialize)]
+struct SlotBody {
+    #[serde(flatten)]
+    info: HolderInfo,
+    #[serde(default)]
+    cap: Option<u32>,
 }
 
 /// What a ticket file contains.
@@ -240,19 +256,37 @@ fn check_cap(value: u32, source: &str) -> Result<()> {
 /// Create the slot directory (and its `queue/`) with mode 0700 and check it.
 ///
 /// Policy for an existing directory: one owned by another user is refused (its
-/// owner could fake or starve our slots). One of ours with group/other access
-/// is repaired to 0700 when it holds nothing but slot files, as it then is
-/// ours in every sense; otherwise it is some other directory the user pointed
-/// us at (say `$HOME`), and we refuse rather than chmod it behind their back.
+/// owner could fake or starve our slots), and so is one that others can write
+/// into, however it came to be: anyone may have planted entries in it, and a
+/// chmod would only make them look trusted. One of ours that others can merely
+/// read is repaired to 0700 when it holds nothing but slot files, as it then
+/// is ours in every sense; otherwise it is some other directory the user
+/// pointed us at (say `$HOME`), and we refuse rather than chmod it behind
+/// their back.
 pub fn prepare_dir(dir: &Path) -> Result<()> {
-    fs::DirBuilder::new()
+    match fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(Error::io(format!(
-            "creating the slot directory {}",
-            dir.display()
-        )))?;
+    {
+        Ok(()) => {}
+        // Something other than a directory is in the way: the configured path
+        // is wrong, which is the user's to fix, not a failure of ours.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Err(not_a_directory(dir))
+        }
+        Err(e) => {
+            return Err(Error::io(format!(
+                "creating the slot directory {}",
+                dir.display()
+            ))(e))
+        }
+    }
     check_private(dir, true)?;
     let queue = dir.join(QUEUE);
     match fs::DirBuilder::new().mode(0o700).create(&queue) {
@@ -264,19 +298,36 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
     check_private(&queue, false)
 }
 
-fn check_private(dir: &Path, top: bool) -> Result<()> {
-    let meta = fs::metadata(dir).map_err(Error::io(format!("reading {}", dir.display())))?;
-    let hint = "point ARBITER_SLOT_DIR or arbiter.slotDir at a directory of your own";
-    if !meta.is_dir() {
-        return Err(InputError::new(format!(
-            "slot directory {} is not a directory",
-            dir.display()
-        ))
-        .hint(hint)
-        .into());
-    }
+const OWN_DIR_HINT: &str = "point ARBITER_SLOT_DIR or arbiter.slotDir at a directory of your own";
+
+fn not_a_directory(dir: &Path) -> Error {
+    InputError::new(format!(
+        "slot directory {} is not a directory",
+        dir.display()
+    ))
+    .hint(OWN_DIR_HINT)
+    .into()
+}
+
+fn euid() -> u32 {
     // SAFETY: geteuid(2) cannot fail and has no memory effects.
-    let me = unsafe { libc::geteuid() };
+    unsafe { libc::geteuid() }
+}
+
+/// `top`: the slot directory itself, which the user may reach through a
+/// symlink; `queue/` inside it is ours alone and must be a real directory.
+fn check_private(dir: &Path, top: bool) -> Result<()> {
+    let meta = if top {
+        fs::metadata(dir)
+    } else {
+        fs::symlink_metadata(dir)
+    }
+    .map_err(Error::io(format!("reading {}", dir.display())))?;
+    let hint = OWN_DIR_HINT;
+    if !meta.is_dir() {
+        return Err(not_a_directory(dir));
+    }
+    let me = euid();
     if meta.uid() != me {
         return Err(InputError::new(format!(
             "slot directory {} belongs to uid {}, not to you (uid {me})",
@@ -284,6 +335,18 @@ fn check_private(dir: &Path, top: bool) -> Result<()> {
             meta.uid()
         ))
         .hint(hint)
+        .into());
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(InputError::new(format!(
+            "slot directory {} is writable by other users (mode {:o})",
+            dir.display(),
+            meta.mode() & 0o777
+        ))
+        .hint(format!(
+            "anyone may have planted files in it: check them, then 'chmod 700 {}', or {hint}",
+            dir.display()
+        ))
         .into());
     }
     if meta.mode() & 0o077 == 0 {
@@ -337,14 +400,76 @@ fn ticket_number(name: &str) -> Option<u64> {
     n.parse().ok()
 }
 
-fn open_lockable(path: &Path, create: bool) -> std::io::Result<File> {
-    OpenOptions::new()
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Create {
+    No,
+    IfMissing,
+    /// Fail if it exists (a fresh ticket).
+    New,
+}
+
+/// Open an entry of the slot directory for locking. Never through a symlink,
+/// and only a regular file of ours: anything else was put there by someone
+/// else, and writing to it would write wherever it leads.
+fn open_entry(path: &Path, create: Create) -> Result<File> {
+    let mut options = OpenOptions::new();
+    options
         .read(true)
         .write(true)
-        .create(create)
-        .truncate(false)
         .mode(0o600)
-        .open(path)
+        .custom_flags(libc::O_NOFOLLOW);
+    match create {
+        Create::No => {}
+        Create::IfMissing => {
+            options.create(true).truncate(false);
+        }
+        Create::New => {
+            options.create_new(true);
+        }
+    }
+    let file = match options.open(path) {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(foreign_entry(path, "is a symbolic link"))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
+            return Err(foreign_entry(path, "is not a regular file"))
+        }
+        Err(e) => return Err(Error::io(format!("opening {}", path.display()))(e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(Error::io(format!("reading {}", path.display())))?;
+    check_entry(path, &meta, euid())?;
+    Ok(file)
+}
+
+/// `meta` is the open file's (fstat), so it is the file we will write.
+fn check_entry(path: &Path, meta: &fs::Metadata, me: u32) -> Result<()> {
+    if !meta.is_file() {
+        return Err(foreign_entry(path, "is not a regular file"));
+    }
+    if meta.uid() != me {
+        return Err(foreign_entry(
+            path,
+            &format!("belongs to uid {}, not to you (uid {me})", meta.uid()),
+        ));
+    }
+    Ok(())
+}
+
+fn foreign_entry(path: &Path, what: &str) -> Error {
+    InputError::new(format!("{} {what}", path.display()))
+        .hint(
+            "only git-arbiter's own files belong in the slot directory: \
+             find out who put it there, then remove it",
+        )
+        .into()
+}
+
+/// An entry that vanished since the directory was listed (a waiter left).
+fn is_gone(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Try to take the exclusive flock: Ok(true) taken, Ok(false) held elsewhere.
@@ -372,8 +497,7 @@ struct DirLock {
 impl DirLock {
     fn take(dir: &Path, interrupt: &AtomicBool) -> Result<DirLock> {
         let path = dir.join(MUTEX);
-        let file =
-            open_lockable(&path, true).map_err(Error::io(format!("opening {}", path.display())))?;
+        let file = open_entry(&path, Create::IfMissing)?;
         loop {
             if try_lock(&file).map_err(Error::io(format!("locking {}", path.display())))? {
                 return Ok(DirLock { _file: file });
@@ -411,15 +535,17 @@ fn probe_holders(dir: &Path) -> Result<Vec<Held>> {
             continue;
         };
         let path = entry.path();
-        let mut file = match open_lockable(&path, false) {
+        let mut file = match open_entry(&path, Create::No) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(format!("opening {}", path.display()))(e)),
+            Err(e) if is_gone(&e) => continue,
+            Err(e) => return Err(e),
         };
         if !try_lock(&file).map_err(Error::io(format!("probing {}", path.display())))? {
+            let body: Option<SlotBody> = read_json(&mut file);
             held.push(Held {
                 slot,
-                info: read_json(&mut file),
+                cap: body.as_ref().and_then(|b| b.cap),
+                info: body.map(|b| b.info),
             });
         }
         // A lock we took on a free slot is released as `file` drops here.
@@ -455,10 +581,10 @@ fn probe_queue(dir: &Path, reap: bool) -> Result<(Vec<Queued>, u64)> {
     let next = entries.last().map_or(0, |(_, n, _)| n + 1);
     let mut live = Vec::new();
     for (name, number, path) in entries {
-        let mut file = match open_lockable(&path, false) {
+        let mut file = match open_entry(&path, Create::No) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(format!("opening {}", path.display()))(e)),
+            Err(e) if is_gone(&e) => continue,
+            Err(e) => return Err(e),
         };
         if try_lock(&file).map_err(Error::io(format!("probing {}", path.display())))? {
             if reap {
@@ -486,21 +612,24 @@ fn admissible(held: u32, caps: impl IntoIterator<Item = u32>) -> usize {
         .count()
 }
 
-/// Take the lowest free slot and write `info` into it. Called under the mutex.
-fn take_slot(dir: &Path, held: &[Held], info: &HolderInfo) -> Result<Slot> {
+/// Take the lowest free slot and write `info` and `cap` into it. Called under the mutex.
+fn take_slot(dir: &Path, held: &[Held], cap: u32, info: &HolderInfo) -> Result<Slot> {
     let limit = held.len() + MAX_CAP as usize + 1;
     for index in 0..limit {
         if held.iter().any(|h| h.slot == index) {
             continue;
         }
         let path = dir.join(format!("slot-{index}"));
-        let mut file =
-            open_lockable(&path, true).map_err(Error::io(format!("opening {}", path.display())))?;
+        let mut file = open_entry(&path, Create::IfMissing)?;
         // Only a process outside the protocol can hold it here; skip it.
         if !try_lock(&file).map_err(Error::io(format!("locking {}", path.display())))? {
             continue;
         }
-        let mut text = serde_json::to_string(info).expect("holder info always serializes");
+        let body = SlotBody {
+            info: info.clone(),
+            cap: Some(cap),
+        };
+        let mut text = serde_json::to_string(&body).expect("holder info always serializes");
         text.push('\n');
         file.set_len(0)
             .and_then(|_| file.write_all(text.as_bytes()))
@@ -558,7 +687,7 @@ pub fn acquire(
             .chain(std::iter::once(cap));
         let held_count = held.len() as u32;
         if position < admissible(held_count, caps) {
-            let slot = take_slot(dir, &held, info)?;
+            let slot = take_slot(dir, &held, cap, info)?;
             drop(ticket);
             drop(mutex);
             return Ok(Some(slot));
@@ -588,13 +717,7 @@ pub fn acquire(
 fn create_ticket(dir: &Path, number: u64, cap: u32, info: &HolderInfo) -> Result<Ticket> {
     let name = format!("t-{number:020}-{}", std::process::id());
     let path = dir.join(QUEUE).join(&name);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(Error::io(format!("creating {}", path.display())))?;
+    let file = open_entry(&path, Create::New)?;
     // From here on the file is removed again if anything fails.
     let ticket = Ticket { file, path, name };
     // Lock before writing: an unlocked ticket reads as a dead waiter's.
@@ -712,6 +835,26 @@ mod tests {
         assert_eq!(c.index(), 0);
         let text = fs::read_to_string(c.path()).expect("slot-0");
         assert!(!text.contains("wo-a"), "{text}");
+    }
+
+    #[test]
+    fn holders_report_their_cap() {
+        let (_t, dir) = temp();
+        let _a = take(&dir, 3, "a").expect("a");
+        // A holder that wrote no cap (an older git-arbiter) still shows its info.
+        let old = dir.join("slot-1");
+        let body = serde_json::to_string(&info("old")).expect("json");
+        fs::write(&old, body).expect("write");
+        let old = File::open(&old).expect("open");
+        assert!(try_lock(&old).expect("lock"));
+        let occ = occupancy(&dir).expect("occupancy");
+        assert_eq!(occ.holders.len(), 2);
+        assert_eq!(occ.holders[0].cap, Some(3));
+        assert_eq!(occ.holders[1].cap, None);
+        assert_eq!(
+            occ.holders[1].info.as_ref().map(|i| i.wo.as_str()),
+            Some("old")
+        );
     }
 
     #[test]
@@ -833,6 +976,119 @@ mod tests {
         let err = prepare_dir(&other).expect_err("refused");
         assert!(matches!(err, Error::Input(_)), "{err:?}");
         assert_eq!(mode(&other), 0o755);
+    }
+
+    #[test]
+    fn symlinked_entries_are_refused_not_followed() {
+        let (t, dir) = temp();
+        prepare_dir(&dir).expect("prepare");
+        let victim = t.path().join("victim");
+        fs::write(&victim, "precious").expect("write");
+        let missing = t.path().join("missing");
+        for (name, target) in [("slot-0", &victim), ("lock", &victim), ("slot-0", &missing)] {
+            let link = dir.join(name);
+            // The lock exists once an acquire has run.
+            let _ = fs::remove_file(&link);
+            std::os::unix::fs::symlink(target, &link).expect("symlink");
+            let err = acquire(
+                &dir,
+                2,
+                &info("a"),
+                Wait::NonBlocking,
+                &AtomicBool::new(false),
+                &mut |_| {},
+            )
+            .expect_err("refused");
+            assert!(matches!(err, Error::Input(_)), "{name}: {err:?}");
+            assert!(err.to_string().contains("is a symbolic link"), "{err}");
+            fs::remove_file(&link).expect("rm");
+        }
+        assert_eq!(fs::read_to_string(&victim).expect("victim"), "precious");
+        assert!(!missing.exists(), "a dangling link was followed");
+        // A queued ticket is probed the same way.
+        let ticket = dir.join(QUEUE).join("t-00000000000000000000-1");
+        std::os::unix::fs::symlink(&victim, &ticket).expect("symlink");
+        assert!(matches!(occupancy(&dir), Err(Error::Input(_))));
+    }
+
+    #[test]
+    fn entries_must_be_regular_files_of_ours() {
+        let (_t, dir) = temp();
+        prepare_dir(&dir).expect("prepare");
+        let fifo = dir.join("slot-0");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+        let err = acquire(
+            &dir,
+            2,
+            &info("a"),
+            Wait::NonBlocking,
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )
+        .expect_err("a fifo is refused");
+        assert!(err.to_string().contains("is not a regular file"), "{err}");
+        fs::remove_file(&fifo).expect("rm");
+        fs::create_dir(&fifo).expect("mkdir");
+        let err = acquire(
+            &dir,
+            2,
+            &info("a"),
+            Wait::NonBlocking,
+            &AtomicBool::new(false),
+            &mut |_| {},
+        )
+        .expect_err("a directory is refused");
+        assert!(err.to_string().contains("is not a regular file"), "{err}");
+        // Someone else's file (ownership is checked on the open file's fstat).
+        let lock = dir.join(MUTEX);
+        let meta = fs::metadata(&lock).expect("lock");
+        check_entry(&lock, &meta, meta.uid()).expect("ours");
+        let err = check_entry(&lock, &meta, meta.uid() + 1).expect_err("not ours");
+        assert!(matches!(err, Error::Input(_)), "{err:?}");
+        assert!(err.to_string().contains("belongs to uid"), "{err}");
+    }
+
+    #[test]
+    fn directory_others_can_write_into_is_refused_not_repaired() {
+        let (_t, dir) = temp();
+        prepare_dir(&dir).expect("prepare");
+        let mode = |p: &Path| fs::metadata(p).expect("meta").mode() & 0o777;
+        for (path, open) in [
+            (dir.clone(), 0o777),
+            (dir.clone(), 0o720),
+            (dir.join(QUEUE), 0o702),
+        ] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(open)).expect("chmod");
+            let err = prepare_dir(&dir).expect_err("refused");
+            assert!(matches!(err, Error::Input(_)), "{err:?}");
+            assert!(err.to_string().contains("writable by other users"), "{err}");
+            assert_eq!(mode(&path), open, "{} was chmod'ed", path.display());
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).expect("chmod");
+        }
+        prepare_dir(&dir).expect("private again");
+    }
+
+    #[test]
+    fn a_file_in_place_of_the_directory_is_an_input_error() {
+        let (t, dir) = temp();
+        let file = t.path().join("file");
+        fs::write(&file, "x").expect("write");
+        for path in [file.clone(), file.join("slots")] {
+            let err = prepare_dir(&path).expect_err("refused");
+            assert!(
+                matches!(err, Error::Input(_)),
+                "{}: {err:?}",
+                path.display()
+            );
+        }
+        // The same for queue/, even as a symlink to a directory.
+        prepare_dir(&dir).expect("prepare");
+        fs::remove_dir(dir.join(QUEUE)).expect("rmdir");
+        std::os::unix::fs::symlink(t.path(), dir.join(QUEUE)).expect("symlink");
+        let err = prepare_dir(&dir).expect_err("refused");
+        assert!(matches!(err, Error::Input(_)), "{err:?}");
     }
 
     #[test]

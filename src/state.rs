@@ -141,6 +141,17 @@ impl Record {
         });
     }
 
+    /// Is this still attempt `attempt` of conductor `owner`, in progress and
+    /// not halted? Every verdict a conductor writes, and every merge it makes,
+    /// is conditional on this (a compare-and-swap on the record, not only on
+    /// the ref): a `halt` or a takeover in the meantime wins.
+    pub fn held_by(&self, owner: &str, attempt: u32) -> bool {
+        self.status == Status::InProgress
+            && !self.halted
+            && self.owner.as_deref() == Some(owner)
+            && self.attempts == attempt
+    }
+
     /// Set the terminal HALT flag. HALT dominates status everywhere.
     pub fn halt(&mut self, reason: impl Into<String>, paths: Vec<String>) {
         let reason = reason.into();
@@ -173,6 +184,12 @@ pub enum Error {
         /// killed between locking and renaming leaves it behind, as with git.
         stale_lock: Option<std::path::PathBuf>,
     },
+    #[error("{reference} points at a {kind} ({id}), not at a notes commit")]
+    NotACommit {
+        reference: String,
+        kind: String,
+        id: String,
+    },
     #[error("reading or writing {NOTES_REF}: {0}")]
     Git(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
 }
@@ -180,7 +197,7 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            Error::Corrupt { .. } => ExitCode::Usage,
+            Error::Corrupt { .. } | Error::NotACommit { .. } => ExitCode::Usage,
             Error::Contended { .. } | Error::Git(_) => ExitCode::Fatal,
         }
     }
@@ -190,6 +207,9 @@ impl Error {
             Error::Corrupt { wo, .. } => Some(format!(
                 "inspect it with 'git notes --ref=arbiter show {}'; an earlier good version is in 'git log -p refs/notes/arbiter' (work order {wo})",
                 key_for(wo)
+            )),
+            Error::NotACommit { reference, .. } => Some(format!(
+                "'git reflog {reference}' shows where it pointed before; restore it with 'git update-ref {reference} <commit>', or delete it with 'git update-ref -d {reference}' to start without state"
             )),
             Error::Contended {
                 stale_lock: Some(lock),
@@ -681,12 +701,17 @@ fn read_notes(
         None => None,
     };
     let tree = match tip {
-        Some(tip) => repo
-            .find_commit(tip)
-            .map_err(git_err)?
-            .tree_id()
-            .map_err(git_err)?
-            .detach(),
+        Some(tip) => {
+            let object = repo.find_object(tip).map_err(git_err)?;
+            if object.kind != gix::object::Kind::Commit {
+                return Err(Error::NotACommit {
+                    reference: notes_ref.to_owned(),
+                    kind: object.kind.to_string(),
+                    id: tip.to_string(),
+                });
+            }
+            object.into_commit().tree_id().map_err(git_err)?.detach()
+        }
         None => ObjectId::empty_tree(repo.object_hash()),
     };
     let notes = gix::note::plumbing::State::new(tree, &repo.objects).map_err(git_err)?;

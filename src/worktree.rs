@@ -21,6 +21,11 @@ use crate::state::{Record, Status, Store};
 
 /// Branches git-arbiter owns: `refs/heads/arbiter/*`.
 pub const BRANCH_PREFIX: &str = "refs/heads/arbiter/";
+/// The lock reason of a worktree being created (gix and git alike).
+const INITIALIZING: &str = "initializing";
+
+/// Race instances' branches: `refs/heads/arbiter-race/<id>/<k>`.
+pub const RACE_BRANCH_PREFIX: &str = "refs/heads/arbiter-race/";
 
 /// Creating and removing arbiter's worktrees take turns across processes.
 /// Without them one conductor's crash cleanup, working from a snapshot, could
@@ -215,7 +220,24 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
                 .hint("another process created it just now")
                 .into())
         }
-        Err(e) => return Err(e).git_context(format!("creating branch {branch}")),
+        Err(e) => {
+            let lock = ctx
+                .repo
+                .common_dir()
+                .join(format!("{}.lock", full.as_bstr()));
+            if lock.exists() {
+                return Err(InputError::new(format!(
+                    "cannot create branch '{branch}': {} exists",
+                    lock.display()
+                ))
+                .hint(format!(
+                    "a git process holds it, or was killed holding it: if none is running, remove {}",
+                    lock.display()
+                ))
+                .into());
+            }
+            return Err(e).git_context(format!("creating branch {branch}"));
+        }
     }
     crate::crash::point("worktree-add.before");
     let interrupt = AtomicBool::new(false);
@@ -314,6 +336,15 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     let full = branch_name(branch)?;
     let dest = root_dir(ctx)?.join(name);
     if let Some(proxy) = find_registered(&ctx.repo, &dest)? {
+        // gix and git lock a worktree with this reason while they create it.
+        // Creating an arbiter worktree takes the turn we hold: so no one is
+        // creating this one, and the lock is what a killed `add` left.
+        if proxy.lock_reason().is_some_and(|r| r == INITIALIZING) {
+            proxy.set_lock(None).git_context(format!(
+                "unlocking the half-made worktree {}",
+                dest.display()
+            ))?;
+        }
         if proxy.is_locked() {
             return Err(
                 InputError::new(format!("worktree {} is locked", dest.display()))
@@ -479,29 +510,51 @@ pub fn cleanup_stale(
     // creation waits for this turn: so whatever is listed below is either in
     // the snapshot as live work, or a true leftover.
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    // name -> (has worktree, has branch)
-    let mut names: std::collections::BTreeMap<String, (Option<Info>, bool)> = Default::default();
+    // name -> (its worktree, its branch)
+    let mut names: std::collections::BTreeMap<String, (Option<Info>, Option<String>)> =
+        Default::default();
     for info in list(ctx)? {
         let name = info.name.clone();
         names.entry(name).or_default().0 = Some(info);
     }
     let refs = ctx.repo.references().git_context("listing references")?;
-    for r in refs
-        .prefixed(BRANCH_PREFIX)
-        .git_context("listing arbiter branches")?
-    {
-        let r = r.git_context("reading a reference")?;
-        let full = r.name().as_bstr().to_string();
-        if let Some(suffix) = full.strip_prefix(BRANCH_PREFIX) {
-            names.entry(suffix.to_owned()).or_default().1 = true;
+    for prefix in [BRANCH_PREFIX, RACE_BRANCH_PREFIX] {
+        for r in refs
+            .prefixed(prefix)
+            .git_context("listing arbiter branches")?
+        {
+            let r = r.git_context("reading a reference")?;
+            let full = r.name().as_bstr().to_string();
+            let Some(suffix) = full.strip_prefix(prefix) else {
+                continue;
+            };
+            // A race branch `arbiter-race/<id>/<k>` goes with worktree `race-<id>-<k>`.
+            let name = match (prefix == RACE_BRANCH_PREFIX, suffix.rsplit_once('/')) {
+                (false, _) => suffix.to_owned(),
+                (true, Some((id, k))) => format!("race-{id}-{k}"),
+                (true, None) => suffix.to_owned(),
+            };
+            let short = full.trim_start_matches("refs/heads/").to_owned();
+            names.entry(name).or_default().1 = Some(short);
         }
     }
     let mut snapshot = store.snapshot()?;
-    for (name, (info, has_branch)) in names {
-        let branch = match &info {
-            Some(Info {
-                branch: Some(b), ..
-            }) if b.starts_with("arbiter/") => b.clone(),
+    report.extend(clear_stale_branch_locks(
+        ctx,
+        orders,
+        &mut snapshot,
+        is_live,
+    )?);
+    for (name, (info, found_branch)) in names {
+        let has_branch = found_branch.is_some();
+        let branch = match (&info, found_branch) {
+            (_, Some(b)) => b,
+            (
+                Some(Info {
+                    branch: Some(b), ..
+                }),
+                None,
+            ) if b.starts_with("arbiter/") || b.starts_with("arbiter-race/") => b.clone(),
             _ => format!("arbiter/{name}"),
         };
         let Some(wo) = owner_of(orders, &name) else {
@@ -535,6 +588,76 @@ pub fn cleanup_stale(
         let what = describe(&info, has_branch, &branch);
         remove_in_turn(ctx, &name, &branch)?;
         report.push(format!("removed {what}"));
+    }
+    Ok(report)
+}
+
+/// A lock file younger than this may belong to a git command running right
+/// now (a builder committing on its branch); older ones on a branch no live
+/// conductor works on are leftovers.
+const STALE_LOCK_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Remove the `.lock` files a killed git or git-arbiter process left on
+/// arbiter's own branches (`arbiter/*`, `arbiter-race/*`): each makes every
+/// later edit of that branch fail. Only for orders no live conductor works on,
+/// and only locks older than [`STALE_LOCK_AGE`]. Returns one report line each.
+fn clear_stale_branch_locks(
+    ctx: &Context,
+    orders: &Orders,
+    snapshot: &mut crate::state::Snapshot<'_>,
+    is_live: &dyn Fn(&Record) -> bool,
+) -> Result<Vec<String>> {
+    let mut report = Vec::new();
+    let common = ctx.repo.common_dir();
+    for prefix in [BRANCH_PREFIX, RACE_BRANCH_PREFIX] {
+        let dir = common.join(prefix.trim_end_matches('/'));
+        let mut pending = vec![dir.clone()];
+        while let Some(d) = pending.pop() {
+            let Ok(listing) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for entry in listing.flatten() {
+                let path = entry.path();
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if meta.is_dir() {
+                    pending.push(path);
+                    continue;
+                }
+                let Some(rel) = path
+                    .strip_prefix(&dir)
+                    .ok()
+                    .and_then(|r| r.to_str())
+                    .and_then(|r| r.strip_suffix(".lock"))
+                else {
+                    continue;
+                };
+                // `arbiter/<id>` or `arbiter-race/<id>/<k>`: the order is the first component.
+                let id = rel.split('/').next().unwrap_or(rel);
+                if let Some(wo) = orders.get(id) {
+                    if snapshot
+                        .record(&wo.id)?
+                        .is_some_and(|r| r.status == Status::InProgress && is_live(&r))
+                    {
+                        continue;
+                    }
+                }
+                let old = meta
+                    .modified()
+                    .ok()
+                    .and_then(|m| m.elapsed().ok())
+                    .is_some_and(|age| age >= STALE_LOCK_AGE);
+                if !old {
+                    continue;
+                }
+                std::fs::remove_file(&path).map_err(Error::io(format!(
+                    "removing the stale lock file {}",
+                    path.display()
+                )))?;
+                report.push(format!("removed stale lock file {}", path.display()));
+            }
+        }
     }
     Ok(report)
 }

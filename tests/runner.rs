@@ -4,10 +4,12 @@ mod common;
 
 mod test_crash;
 mod test_docs;
+mod test_doctor;
 mod test_merge_back;
 mod test_oracle;
 mod test_orders;
 mod test_race;
+mod test_reliability;
 mod test_round;
 mod test_slot;
 mod test_state;

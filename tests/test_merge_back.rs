@@ -699,6 +699,7 @@ fn attributes_committed_between_merge_backs_count() {
             round_base: None,
             scope: DriftScope::Own,
             extra_note: None,
+            owner: None,
         };
         merge_back(&ctx, &store, &request).expect("merge-back")
     };

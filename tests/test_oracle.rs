@@ -113,6 +113,7 @@ fn merge_and_compare(env: &TestEnv, ctx: &Context, store: &Store, id: &str) {
             round_base: None,
             scope: DriftScope::Union(vec![Entry::parse("**").unwrap()]),
             extra_note: None,
+            owner: None,
         },
     )
     .unwrap();

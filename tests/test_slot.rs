@@ -356,10 +356,10 @@ fn status_human_and_json() {
     insta::with_settings!({filters => vec![(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]")]}, {
         insta::assert_snapshot!(redact(&human.snapshot(&env)), @r"
         slots: 1 of 1 in use, 1 waiting ($TEST_ENV/slots)
-        SLOT  PID  SINCE  WO  REPO
-        0  [PID]  [TIME]  wo-01  $TEST_ENV/repo
-        WAITING  PID  SINCE  WO  REPO
-        #1  [PID]  [TIME]  wo-02  $TEST_ENV/repo
+        SLOT  PID  CAP  SINCE  WO  REPO
+        0  [PID]  1  [TIME]  wo-01  $TEST_ENV/repo
+        WAITING  PID  CAP  SINCE  WO  REPO
+        #1  [PID]  1  [TIME]  wo-02  $TEST_ENV/repo
         [stderr]
         [exit status: 0]
         ");
@@ -387,7 +387,8 @@ fn status_human_and_json() {
     "pid": [PID],
     "repo": "$TEST_ENV/repo",
     "wo": "wo-01",
-    "since": "[since]"
+    "since": "[since]",
+    "cap": 1
     }
     ],
     "waiters": [
@@ -446,4 +447,124 @@ fn bad_cap_is_a_usage_error_and_changes_nothing() {
     assert!(run.stderr.contains("arbiter.maxTotal"), "{}", run.stderr);
     assert!(!env.slot_dir.exists(), "no slot dir was created");
     env.run(&["slot", "run"]).code(2);
+}
+
+#[test]
+fn planted_symlink_slot_is_refused_and_its_target_untouched() {
+    let env = TestEnv::new();
+    env.run(&["slot", "run", "--", "true"]).success();
+    // What another user could plant in an open slot directory.
+    let victim = env.root.join("victim");
+    std::fs::write(&victim, "precious\n").expect("victim");
+    let slot = env.slot_dir.join("slot-0");
+    std::fs::remove_file(&slot).expect("rm slot-0");
+    std::os::unix::fs::symlink(&victim, &slot).expect("symlink");
+    let run = env.run(&["slot", "run", "--", "true"]).code(2);
+    assert!(
+        run.stderr
+            .starts_with(&format!("error: {} is a symbolic link", slot.display())),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("\nhint: "), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious\n"
+    );
+    env.run(&["slot", "status"]).code(2);
+    // A dangling one must not create its target either.
+    let lock = env.slot_dir.join("lock");
+    let target = env.root.join("created-through-lock");
+    std::fs::remove_file(&slot).expect("rm symlink");
+    std::fs::remove_file(&lock).expect("rm lock");
+    std::os::unix::fs::symlink(&target, &lock).expect("symlink");
+    env.run(&["slot", "run", "--", "true"]).code(2);
+    assert!(!target.exists(), "the lock symlink was followed");
+}
+
+#[test]
+fn slot_dir_writable_by_others_is_refused_not_repaired() {
+    let env = TestEnv::new();
+    env.run(&["slot", "run", "--", "true"]).success();
+    let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o7777;
+    // Only slot files inside, yet others could have planted any of them.
+    std::fs::set_permissions(&env.slot_dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let run = env.run(&["slot", "run", "--", "true"]).code(2);
+    let dir = env.slot_dir.display().to_string();
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: slot directory {dir} is writable by other users (mode 777)"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!("chmod 700 {dir}")),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(mode(&env.slot_dir), 0o777, "the directory was not chmod'ed");
+    env.run(&["slot", "status"]).code(2);
+    assert_eq!(mode(&env.slot_dir), 0o777);
+    // The queue inside is held to the same rule.
+    std::fs::set_permissions(&env.slot_dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let queue = env.slot_dir.join("queue");
+    std::fs::set_permissions(&queue, std::fs::Permissions::from_mode(0o770)).expect("chmod");
+    env.run(&["slot", "run", "--", "true"]).code(2);
+    assert_eq!(mode(&queue), 0o770);
+}
+
+#[test]
+fn slot_dir_that_is_a_file_is_a_usage_error() {
+    let mut env = TestEnv::new();
+    let file = env.root.join("not-a-dir");
+    std::fs::write(&file, "x").expect("write");
+    env.set_env("ARBITER_SLOT_DIR", &file.display().to_string());
+    let run = env.run(&["slot", "run", "--", "true"]).code(2);
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: slot directory {} is not a directory",
+            file.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    env.run(&["slot", "status"]).code(2);
+    // Below a file, too.
+    env.set_env(
+        "ARBITER_SLOT_DIR",
+        &file.join("slots").display().to_string(),
+    );
+    env.run(&["slot", "status"]).code(2);
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "x");
+}
+
+#[test]
+fn status_shows_the_cap_each_holder_uses() {
+    let env = TestEnv::new();
+    // A conductor elsewhere runs with a cap of 2; this repository's cap is 6.
+    let (release, holder) = spawn_holder(&env, &["--max-total", "2", "--label", "other"]);
+    let json = status(&env);
+    assert_eq!(json["cap"], 6);
+    assert_eq!(json["holders"][0]["cap"], 2, "{json}");
+    let human = env.run(&["slot", "status"]).success().stdout;
+    assert!(
+        human.contains("\nnote: running holders and waiters use cap 2; the cap here is 6\n"),
+        "{human}"
+    );
+    // A waiter with a cap of 1 waits although this view says 1 of 6.
+    let waiter = spawn(&env, &["slot", "run", "--max-total", "1", "--", "true"]);
+    wait_until("the waiter is queued", || {
+        status(&env)["waiters"].as_array().expect("waiters").len() == 1
+    });
+    let human = env.run(&["slot", "status"]).success().stdout;
+    assert!(
+        human.contains("\nnote: running holders and waiters use caps 1, 2; the cap here is 6\n"),
+        "{human}"
+    );
+    std::fs::write(&release, "").expect("release");
+    finish(holder).success();
+    finish(waiter).success();
+    let human = env.run(&["slot", "status"]).success().stdout;
+    assert!(!human.contains("note:"), "{human}");
 }

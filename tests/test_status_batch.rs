@@ -187,13 +187,17 @@ fn recovery_finds_a_merge_by_its_trailers() {
     };
     env.write_record("wo-01", &record("wo-01", 2));
     env.write_record("wo-02", &record("wo-02", 1));
-    // wo-03's landed merge is of attempt 1; the record is at attempt 2.
+    // wo-03's merge names attempt 1 while the record is at attempt 2: it
+    // still landed after this attempt started, so merging again would land
+    // it twice (a standalone merge-back once wrote such a pair).
+    let other_attempt = env.git(&["rev-parse", "HEAD"]).trim().to_owned();
     env.write_record("wo-03", &record("wo-03", 2));
     let json = env.run(&["status", "--json"]).success().json();
     let orders = json["orders"].as_array().expect("orders");
     assert_eq!(orders[0]["status"], "done");
     assert_eq!(orders[0]["recovery"]["merge"], landed.as_str());
     assert_eq!(orders[1]["status"], "needs_rework");
-    assert_eq!(orders[2]["status"], "needs_rework");
+    assert_eq!(orders[2]["status"], "done");
+    assert_eq!(orders[2]["recovery"]["merge"], other_attempt.as_str());
     env.fsck();
 }

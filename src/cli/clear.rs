@@ -1,4 +1,5 @@
 use clap::Args;
+use git_arbiter::conductor;
 use git_arbiter::error::InputError;
 use git_arbiter::state::{Status, Store};
 use git_arbiter::{Error, ExitCode};
@@ -32,6 +33,27 @@ pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {
         .flatten()
         .and_then(|mut r| r.peel_to_id().ok().map(|id| id.detach()));
     let dropped = kept.map(|sha| format!("dropped {branch} at {sha}"));
+    // 1. Record what is dropped while the order is still halted (nobody
+    //    dispatches it), so a kill from here on loses no commit id.
+    store.transact(
+        &format!("clear {}: start", args.id),
+        |txn| -> Result<(), Error> {
+            let Some(mut record) = txn.stored(&args.id)? else {
+                return Err(not_halted(&args.id, orders.get(&args.id).is_some()));
+            };
+            if !record.halted {
+                return Err(not_halted(&args.id, true));
+            }
+            refuse_live_owner(&ctx, &record)?;
+            record.log("clearing", dropped.clone());
+            txn.put(record);
+            Ok(())
+        },
+    )?;
+    git_arbiter::crash::point("clear.recorded");
+    // 2. Its kept worktree and branch.
+    git_arbiter::worktree::remove(&ctx, &args.id, &branch)?;
+    // 3. Lift the halt.
     store.transact(&format!("clear {}", args.id), |txn| -> Result<(), Error> {
         let Some(mut record) = txn.stored(&args.id)? else {
             return Err(not_halted(&args.id, orders.get(&args.id).is_some()));
@@ -39,6 +61,7 @@ pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {
         if !record.halted {
             return Err(not_halted(&args.id, true));
         }
+        refuse_live_owner(&ctx, &record)?;
         record.halted = false;
         record.halt_reason = None;
         record.halt_paths.clear();
@@ -54,15 +77,31 @@ pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {
         txn.put(record);
         Ok(())
     })?;
-    git_arbiter::crash::point("clear.recorded");
     match kept {
-        Some(sha) => {
-            git_arbiter::worktree::remove(&ctx, &args.id, &branch)?;
-            eprintln!("arbiter clear wo={} dropped={branch}@{sha}", args.id);
-        }
+        Some(sha) => eprintln!("arbiter clear wo={} dropped={branch}@{sha}", args.id),
         None => eprintln!("arbiter clear wo={}", args.id),
     }
     Ok(ExitCode::Success)
+}
+
+/// A halted order that a running conductor still holds (halted while it was
+/// being built) is that conductor's until it lets go: its builder may still be
+/// writing into the worktree `clear` would remove.
+fn refuse_live_owner(
+    ctx: &git_arbiter::context::Context,
+    record: &git_arbiter::state::Record,
+) -> Result<(), Error> {
+    match record.owner.as_deref() {
+        Some(owner) if record.status == Status::InProgress && conductor::owns_live(ctx, record) => {
+            Err(InputError::new(format!(
+                "work order '{}' is still held by running conductor {owner}",
+                record.wo
+            ))
+            .hint("it lets go of a halted order when its build ends; run clear again then, or 'git arbiter stop' first")
+            .into())
+        }
+        _ => Ok(()),
+    }
 }
 
 fn not_halted(id: &str, known: bool) -> Error {

@@ -1,6 +1,7 @@
 use clap::Args;
+use git_arbiter::conductor;
 use git_arbiter::error::InputError;
-use git_arbiter::state::Store;
+use git_arbiter::state::{Status, Store};
 use git_arbiter::{Error, ExitCode};
 
 use super::Env;
@@ -30,12 +31,36 @@ pub fn cmd_halt(env: &Env, args: HaltArgs) -> Result<ExitCode, Error> {
             .into());
     };
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
-    store.transact(&format!("halt {}", args.id), |txn| -> Result<(), Error> {
-        let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
-        record.halt(reason, Vec::new());
-        txn.put(record);
-        Ok(())
-    })?;
-    eprintln!("arbiter halt wo={} reason={reason}", args.id);
+    // Not between a conductor's last ownership check and its merge's record.
+    let _turn = git_arbiter::merge::take_turn(&ctx)?;
+    let owner = store.transact(
+        &format!("halt {}", args.id),
+        |txn| -> Result<Option<String>, Error> {
+            let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
+            if record.status == Status::Done && !record.halted {
+                return Err(InputError::new(format!(
+                    "work order '{}' is done: its merge is on the branch, a halt would not undo it",
+                    wo.id
+                ))
+                .hint("to change its work, write a new work order (or revert its merge with 'git revert -m 1 <merge>')")
+                .into());
+            }
+            let owner = record
+                .owner
+                .clone()
+                .filter(|_| record.status == Status::InProgress && conductor::owns_live(&ctx, &record));
+            record.halt(reason, Vec::new());
+            txn.put(record);
+            Ok(owner)
+        },
+    )?;
+    match owner {
+        // The conductor sees the halt, ends that build only, and keeps its worktree and branch.
+        Some(owner) => eprintln!(
+            "arbiter halt wo={} reason={reason} building_in={owner}",
+            args.id
+        ),
+        None => eprintln!("arbiter halt wo={} reason={reason}", args.id),
+    }
     Ok(ExitCode::Success)
 }

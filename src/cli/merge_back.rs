@@ -1,8 +1,8 @@
 use clap::{Args, ValueEnum};
 use git_arbiter::error::{GitContext, InputError};
 use git_arbiter::merge::{self, DriftScope, Outcome, Request};
-use git_arbiter::state::{Status, Store};
-use git_arbiter::{conductor, drift, Error, ExitCode};
+use git_arbiter::state::Store;
+use git_arbiter::{drift, Error, ExitCode};
 use serde_json::json;
 
 use super::{out, Env};
@@ -65,19 +65,6 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
         .detach();
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     let record = store.snapshot()?.record(&args.id)?;
-    // Its branch may be half-built, and the round will merge it itself.
-    if let Some(owner) = record
-        .as_ref()
-        .filter(|r| r.status == Status::InProgress && conductor::owns_live(&ctx, r))
-        .and_then(|r| r.owner.as_deref())
-    {
-        return Err(InputError::new(format!(
-            "work order '{}' is being built by a running round (conductor {owner})",
-            args.id
-        ))
-        .hint("the round merges it when its checks pass; 'git arbiter stop' ends the round first")
-        .into());
-    }
     let attempt = record.as_ref().map_or(1, |r| r.attempts.max(1));
     let round_base = record
         .as_ref()
@@ -102,6 +89,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             round_base,
             scope,
             extra_note: None,
+            owner: None,
         },
     )?;
     let id = &args.id;
@@ -149,6 +137,13 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                     lines(paths)
                 ),
                 ExitCode::MergeConflict,
+            )
+        }
+        Outcome::Withdrawn { reason } => {
+            return Err(
+                InputError::new(format!("{id} was not merged: it was {reason}"))
+                    .hint("'git arbiter status' shows its state")
+                    .into(),
             )
         }
         Outcome::Drift { paths } => {

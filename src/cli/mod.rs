@@ -11,6 +11,7 @@ use git_arbiter::{Error, ExitCode};
 mod batch;
 mod clear;
 mod demo;
+mod doctor;
 mod generate;
 mod halt;
 mod log;
@@ -74,6 +75,7 @@ pub enum Command {
     Slot(slot::SlotArgs),
     Stop(stop::StopArgs),
     Log(log::LogArgs),
+    Doctor(doctor::DoctorArgs),
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
 }
@@ -177,6 +179,7 @@ pub fn run() -> i32 {
         Command::Slot(args) => slot::cmd_slot(&env, args),
         Command::Stop(args) => stop::cmd_stop(&env, args),
         Command::Log(args) => log::cmd_log(&env, args),
+        Command::Doctor(args) => doctor::cmd_doctor(&env, args),
         Command::Generate(args) => generate::cmd_generate(args),
     };
     match result {

@@ -32,9 +32,11 @@ enum SlotCommand {
     Run(RunArgs),
 }
 
-/// Show the cap, the holders (pid, repo, work order, since) and the waiters.
+/// Show the cap, the holders (pid, cap, since, work order, repo) and the waiters.
 ///
 /// Read-only. Outside a repository the cap is `--max-total` or the default.
+/// Each holder and waiter shows the cap it runs under, which may differ from
+/// this one (another repository's config, another `--max-total`).
 #[derive(Args, Debug)]
 struct StatusArgs {
     /// Print `{"version":1,"dir":…,"cap":…,"used":…,"holders":[…],"waiters":[…]}`
@@ -103,6 +105,8 @@ struct HolderRow {
     repo: Option<String>,
     wo: Option<String>,
     since: Option<i64>,
+    /// The cap the holder was admitted under; null if it recorded none.
+    cap: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -132,6 +136,7 @@ fn status(ctx: Option<&Context>, args: StatusArgs) -> Result<ExitCode, Error> {
                 repo: h.info.as_ref().map(|i| i.repo.clone()),
                 wo: h.info.as_ref().map(|i| i.wo.clone()),
                 since: h.info.as_ref().map(|i| i.since),
+                cap: h.cap,
             })
             .collect(),
         waiters: occupancy
@@ -162,6 +167,25 @@ fn render(o: &StatusOutput) -> String {
         o.waiters.len(),
         o.dir
     );
+    // `N of cap` above is this command's view; say so when others run with
+    // another cap, as theirs decides when they (and those behind them) run.
+    let mut others: Vec<u32> = o
+        .holders
+        .iter()
+        .filter_map(|h| h.cap)
+        .chain(o.waiters.iter().map(|w| w.cap))
+        .collect();
+    others.sort_unstable();
+    others.dedup();
+    if others.iter().any(|&c| c != o.cap) {
+        let list: Vec<String> = others.iter().map(u32::to_string).collect();
+        text.push_str(&format!(
+            "note: running holders and waiters use cap{} {}; the cap here is {}\n",
+            if others.len() == 1 { "" } else { "s" },
+            list.join(", "),
+            o.cap
+        ));
+    }
     let unknown = || "?".to_string();
     if !o.holders.is_empty() {
         let rows: Vec<Vec<String>> = o
@@ -171,13 +195,17 @@ fn render(o: &StatusOutput) -> String {
                 vec![
                     h.slot.to_string(),
                     h.pid.map_or_else(unknown, |p| p.to_string()),
+                    h.cap.map_or_else(unknown, |c| c.to_string()),
                     h.since.map_or_else(unknown, utc),
                     h.wo.clone().unwrap_or_else(unknown),
                     h.repo.clone().unwrap_or_else(unknown),
                 ]
             })
             .collect();
-        text.push_str(&table(&["SLOT", "PID", "SINCE", "WO", "REPO"], &rows));
+        text.push_str(&table(
+            &["SLOT", "PID", "CAP", "SINCE", "WO", "REPO"],
+            &rows,
+        ));
     }
     if !o.waiters.is_empty() {
         let rows: Vec<Vec<String>> = o
@@ -188,13 +216,17 @@ fn render(o: &StatusOutput) -> String {
                 vec![
                     format!("#{}", i + 1),
                     w.pid.to_string(),
+                    w.cap.to_string(),
                     utc(w.since),
                     w.wo.clone(),
                     w.repo.clone(),
                 ]
             })
             .collect();
-        text.push_str(&table(&["WAITING", "PID", "SINCE", "WO", "REPO"], &rows));
+        text.push_str(&table(
+            &["WAITING", "PID", "CAP", "SINCE", "WO", "REPO"],
+            &rows,
+        ));
     }
     text
 }

@@ -1,0 +1,1251 @@
+//! `git arbiter doctor`: find what crashes and killed processes leave behind
+//! (lock files, worktrees, branches, records the integration branch
+//! contradicts) and what keeps the state from being shared, and repair what
+//! is provably git-arbiter's and held by no live process (DESIGN "Nothing
+//! unmerged is silently lost").
+//!
+//! A check never changes anything; [`run`] with `fix` applies the repairs and
+//! then checks again, so a finding counts as fixed only when it is gone.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use gix::bstr::ByteSlice;
+use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+use gix::refs::{FullName, Target};
+use serde::Serialize;
+
+use crate::conductor;
+use crate::context::Context;
+use crate::error::{Error, GitContext, Result};
+use crate::orders::Orders;
+use crate::state::{Record, Status, Store, NOTES_REF};
+use crate::worktree::{self, BRANCH_PREFIX};
+
+/// A lock file younger than this may belong to a process writing right now:
+/// git and gix hold a ref's lock for milliseconds.
+pub const STALE_LOCK_AGE: Duration = Duration::from_secs(10);
+
+/// Race branches: `refs/heads/arbiter-race/<id>/<k>` (see `race::branch_of`).
+const RACE_PREFIX: &str = "refs/heads/arbiter-race/";
+
+/// What gix and git write into a worktree's `locked` file while `add` runs.
+const INITIALIZING: &str = "initializing";
+
+/// The turn `worktree::add` and `cleanup_stale` take (`worktree::WORKTREE_TURN`,
+/// private there): holding it, no git-arbiter process is adding a worktree.
+const WORKTREE_TURN: &str = "worktrees";
+
+/// How many first-parent commits of the integration branch are read for merges.
+const MAX_SCAN: usize = 10_000;
+
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A ref's lock file (`refs/**.lock`, `packed-refs.lock`, `HEAD.lock`).
+    RefLock,
+    /// A worktree's `index.lock`.
+    IndexLock,
+    /// A worktree's `locked` file left by a killed `worktree add`.
+    WorktreeLock,
+    /// An arbiter worktree no record explains.
+    LeftoverWorktree,
+    /// An `arbiter/*` or `arbiter-race/*` branch no record explains.
+    LeftoverBranch,
+    /// The integration branch holds an order's merge; its record is not `done`.
+    LandedNotDone,
+    /// The work orders could not be read, so orders were not checked.
+    Orders,
+    /// A remote's fetch refspecs do not cover `refs/notes/arbiter`.
+    NotesNotFetched,
+    /// Local state the remote does not have (as of the last fetch).
+    NotesNotPushed,
+    /// A fetch refspec force-updates the local `refs/notes/arbiter`.
+    NotesFetchOverwrites,
+    /// The slot directory is not a private directory of this user.
+    SlotDir,
+    /// `git` cannot be run.
+    Git,
+}
+
+impl Kind {
+    /// The heading a finding is listed under.
+    pub fn group(self) -> &'static str {
+        match self {
+            Kind::RefLock | Kind::IndexLock | Kind::WorktreeLock => "locks",
+            Kind::LeftoverWorktree | Kind::LeftoverBranch => "worktrees and branches",
+            Kind::LandedNotDone | Kind::Orders => "records",
+            Kind::NotesNotFetched | Kind::NotesNotPushed | Kind::NotesFetchOverwrites => "notes",
+            Kind::SlotDir => "slot directory",
+            Kind::Git => "git",
+        }
+    }
+}
+
+/// One problem found.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub kind: Kind,
+    /// The file, directory, ref or config key it is about.
+    pub path: String,
+    pub detail: String,
+    /// What a human can do about it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// `--fix` repairs it.
+    pub fixable: bool,
+    /// `--fix` ran and it is gone.
+    pub fixed: bool,
+}
+
+impl Finding {
+    fn new(kind: Kind, path: impl Into<String>, detail: impl Into<String>) -> Finding {
+        Finding {
+            kind,
+            path: path.into(),
+            detail: detail.into(),
+            hint: None,
+            fixable: false,
+            fixed: false,
+        }
+    }
+
+    fn hint(mut self, hint: impl Into<String>) -> Finding {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    fn fixable(mut self, fixable: bool) -> Finding {
+        self.fixable = fixable;
+        self
+    }
+}
+
+#[derive(Serialize, Debug)]
+pub struct Report {
+    /// `git --version`, without the `git version ` prefix.
+    pub git_version: Option<String>,
+    pub integration_branch: Option<String>,
+    pub slot_dir: Option<String>,
+    pub findings: Vec<Finding>,
+    /// What `--fix` did, one line per repair.
+    pub actions: Vec<String>,
+}
+
+impl Report {
+    /// Findings not fixed: the doctor's exit status is 1 while any remain.
+    pub fn remaining(&self) -> usize {
+        self.findings.iter().filter(|f| !f.fixed).count()
+    }
+}
+
+pub struct Options<'a> {
+    pub fix: bool,
+    /// The integration branch (`--into`); else the current branch, if any.
+    pub into: Option<&'a str>,
+    /// The orders directory flag (`--orders`).
+    pub orders: Option<&'a Path>,
+}
+
+/// What every check needs, read once.
+struct Setup {
+    branch: Option<FullName>,
+    orders: Option<Orders>,
+    /// Why `orders` is `None`.
+    orders_error: Option<Finding>,
+    slot_dir: std::result::Result<PathBuf, Finding>,
+    git_version: Option<String>,
+}
+
+/// Check the repository; with `fix`, repair and check again.
+pub fn run(ctx: &Context, opts: &Options<'_>) -> Result<Report> {
+    let branch = match opts.into {
+        Some(into) => Some(ctx.integration_branch(Some(into))?),
+        None => ctx.repo.head_name().git_context("reading HEAD")?,
+    };
+    let missing = ctx.orders_dir(opts.orders).is_ok_and(|dir| !dir.exists());
+    let (orders, orders_error) = match ctx.load_orders(opts.orders) {
+        Ok(orders) => (Some(orders), None),
+        // No orders yet: every arbiter branch then belongs to an unknown order.
+        Err(_) if missing => (Some(Orders::default()), None),
+        Err(e) => {
+            let mut finding = Finding::new(
+                Kind::Orders,
+                ctx.orders_dir(opts.orders)
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default(),
+                format!("work orders not checked: {e}"),
+            );
+            finding.hint = e.hint();
+            (None, Some(finding))
+        }
+    };
+    let config = ctx.config_string("arbiter.slotDir");
+    let slot_dir = crate::slots::resolve_slot_dir(&|key| std::env::var_os(key), config.as_deref())
+        .map_err(|e| {
+            let mut finding = Finding::new(Kind::SlotDir, "", e.to_string());
+            finding.hint = e.hint();
+            finding
+        });
+    let setup = Setup {
+        branch,
+        orders,
+        orders_error,
+        slot_dir,
+        git_version: git_version(),
+    };
+    let mut findings = check(ctx, &setup)?;
+    let mut actions = Vec::new();
+    if opts.fix && findings.iter().any(|f| f.fixable) {
+        actions = fix(ctx, &setup, &findings)?;
+        let after = check(ctx, &setup)?;
+        let key = |f: &Finding| (f.kind, f.path.clone());
+        let still: std::collections::BTreeSet<_> = after.iter().map(key).collect();
+        for finding in &mut findings {
+            finding.fixed = !still.contains(&key(finding));
+        }
+        let before: std::collections::BTreeSet<_> = findings.iter().map(key).collect();
+        findings.extend(after.into_iter().filter(|f| !before.contains(&key(f))));
+    }
+    Ok(Report {
+        git_version: setup.git_version,
+        integration_branch: setup.branch.map(|b| b.shorten().to_string()),
+        slot_dir: setup.slot_dir.ok().map(|d| d.display().to_string()),
+        findings,
+        actions,
+    })
+}
+
+fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
+    let mut findings = Vec::new();
+    let live = live_conductors(ctx);
+    let worktrees = arbiter_worktrees(ctx)?;
+    findings.extend(ref_locks(ctx, setup.branch.as_ref(), &live));
+    findings.extend(index_locks(ctx)?);
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    let mut snapshot = store.snapshot()?;
+    let mut live_order = |id: Option<&str>| -> Result<bool> {
+        Ok(match id {
+            Some(id) => snapshot.record(id)?.is_some_and(|r| owned_live(ctx, &r)),
+            None => false,
+        })
+    };
+    for lock in worktree_locks(ctx, &worktrees)? {
+        let owner = match (&setup.orders, &lock.name) {
+            (Some(orders), Some(name)) => owner_of(orders, name),
+            _ => None,
+        };
+        let live = live_order(owner)?;
+        findings.push(lock.finding(live));
+    }
+    if let Some(e) = &setup.orders_error {
+        findings.push(e.clone());
+    }
+    if let Some(orders) = &setup.orders {
+        findings.extend(leftovers(ctx, orders, &store, &worktrees)?);
+        if let Some(branch) = &setup.branch {
+            findings.extend(landed_not_done(ctx, orders, &store, branch)?);
+        }
+    }
+    findings.extend(notes_sharing(ctx)?);
+    match &setup.slot_dir {
+        Ok(dir) => findings.extend(slot_dir(dir)),
+        Err(finding) => findings.push(finding.clone()),
+    }
+    if setup.git_version.is_none() {
+        findings.push(
+            Finding::new(
+                Kind::Git,
+                "git",
+                "'git --version' failed: git is not on PATH",
+            )
+            .hint("install git or put it on PATH"),
+        );
+    }
+    Ok(findings)
+}
+
+fn fix(ctx: &Context, setup: &Setup, findings: &[Finding]) -> Result<Vec<String>> {
+    let wants = |kind: Kind| findings.iter().any(|f| f.kind == kind && f.fixable);
+    let mut actions = Vec::new();
+    if wants(Kind::RefLock) {
+        actions.extend(clear_stale_arbiter_ref_locks(ctx, None)?);
+    }
+    if wants(Kind::WorktreeLock) {
+        actions.extend(clear_initializing_locks(ctx, setup.orders.as_ref())?);
+    }
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    if let Some(orders) = &setup.orders {
+        if wants(Kind::LeftoverWorktree) || wants(Kind::LeftoverBranch) {
+            // cleanup_stale stops at the first worktree it cannot remove
+            // (say, one a human locked); that one stays reported.
+            match worktree::cleanup_stale(ctx, &store, orders, &|r| owned_live(ctx, r)) {
+                Ok(lines) => actions.extend(lines.into_iter().filter(|l| l.starts_with("removed"))),
+                Err(e) => actions.push(format!("stopped removing leftovers: {e}")),
+            }
+            actions.extend(remove_race_branches(ctx, orders, &store)?);
+        }
+        if let (true, Some(branch)) = (wants(Kind::LandedNotDone), &setup.branch) {
+            actions.extend(record_landed(ctx, orders, &store, branch)?);
+        }
+    }
+    if let (true, Ok(dir)) = (wants(Kind::SlotDir), &setup.slot_dir) {
+        match crate::slots::prepare_dir(dir) {
+            Ok(()) => actions.push(format!("made the slot directory {} private", dir.display())),
+            Err(e) => actions.push(format!("left the slot directory alone: {e}")),
+        }
+    }
+    Ok(actions)
+}
+
+fn owned_live(ctx: &Context, record: &Record) -> bool {
+    record.status == Status::InProgress && !record.halted && conductor::owns_live(ctx, record)
+}
+
+// ---- locks ----------------------------------------------------------------
+
+/// A lock file and the ref (or file) it locks.
+struct LockFile {
+    path: PathBuf,
+    /// `refs/heads/main`, `packed-refs`, …
+    locks: String,
+    age: Duration,
+}
+
+impl LockFile {
+    fn at(path: PathBuf, locks: String) -> LockFile {
+        let age = age_of(&path);
+        LockFile { path, locks, age }
+    }
+}
+
+fn age_of(path: &Path) -> Duration {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .unwrap_or_default()
+}
+
+/// Is `name` one of git-arbiter's own refs?
+fn is_arbiter_ref(name: &str) -> bool {
+    name.starts_with(BRANCH_PREFIX)
+        || name.starts_with(RACE_PREFIX)
+        || name == NOTES_REF
+        || name.starts_with(&format!("{NOTES_REF}-"))
+}
+
+/// Every `*.lock` file below `dir`, which holds the refs named `<prefix>/…`.
+fn lock_files(dir: &Path, prefix: &str, out: &mut Vec<LockFile>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let (Ok(kind), Some(file)) = (
+            entry.file_type(),
+            entry.file_name().to_str().map(str::to_owned),
+        ) else {
+            continue;
+        };
+        let name = format!("{prefix}/{file}");
+        if kind.is_dir() {
+            lock_files(&entry.path(), &name, out);
+        } else if let Some(locked) = name.strip_suffix(".lock") {
+            out.push(LockFile::at(entry.path(), locked.to_owned()));
+        }
+    }
+}
+
+fn common_dir(ctx: &Context) -> PathBuf {
+    let dir = ctx.repo.common_dir();
+    if dir.is_absolute() {
+        dir.to_owned()
+    } else {
+        ctx.repo.current_dir().join(dir)
+    }
+}
+
+/// Names of the conductors running now.
+fn live_conductors(ctx: &Context) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(conductor::dir(ctx)) else {
+        return Vec::new();
+    };
+    let mut live: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| Some(e.file_name().to_str()?.strip_suffix(".lock")?.to_owned()))
+        .filter(|name| conductor::is_live(ctx, name))
+        .collect();
+    live.sort();
+    live
+}
+
+/// Remove lock files on git-arbiter's own refs (`refs/heads/arbiter/*`,
+/// `refs/heads/arbiter-race/**`, `refs/notes/arbiter*`) that no live process
+/// can hold: only when no conductor other than `this_conductor` runs, and
+/// only locks older than [`STALE_LOCK_AGE`] (a short-lived `clear`, `halt` or
+/// `merge-back` holds one for milliseconds). A writer killed between taking
+/// the lock and renaming it leaves one behind, and every later update of
+/// that ref fails. Returns one report line per lock removed.
+pub fn clear_stale_arbiter_ref_locks(
+    ctx: &Context,
+    this_conductor: Option<&str>,
+) -> Result<Vec<String>> {
+    if live_conductors(ctx)
+        .iter()
+        .any(|name| Some(name.as_str()) != this_conductor)
+    {
+        return Ok(Vec::new());
+    }
+    let common = common_dir(ctx);
+    let mut locks = Vec::new();
+    for prefix in [BRANCH_PREFIX, RACE_PREFIX] {
+        let prefix = prefix.trim_end_matches('/');
+        lock_files(&common.join(prefix), prefix, &mut locks);
+    }
+    // Notes refs sit directly in refs/notes/; other notes refs are not ours.
+    let notes = Path::new(NOTES_REF).parent().expect("refs/notes");
+    lock_files(&common.join(notes), &notes.to_string_lossy(), &mut locks);
+    let mut report = Vec::new();
+    for lock in locks {
+        if !is_arbiter_ref(&lock.locks) || lock.age < STALE_LOCK_AGE {
+            continue;
+        }
+        match std::fs::remove_file(&lock.path) {
+            Ok(()) => report.push(format!(
+                "removed stale lock {} on {} ({} old)",
+                lock.path.display(),
+                lock.locks,
+                human_age(lock.age)
+            )),
+            // Another cleaner was first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("removing {}", lock.path.display()))(e)),
+        }
+    }
+    Ok(report)
+}
+
+fn ref_locks(ctx: &Context, branch: Option<&FullName>, live: &[String]) -> Vec<Finding> {
+    let common = common_dir(ctx);
+    let mut locks = Vec::new();
+    lock_files(&common.join("refs"), "refs", &mut locks);
+    for name in ["packed-refs", "HEAD"] {
+        let path = common.join(format!("{name}.lock"));
+        if path.exists() {
+            locks.push(LockFile::at(path, name.to_owned()));
+        }
+    }
+    locks.sort_by(|a, b| a.path.cmp(&b.path));
+    locks
+        .into_iter()
+        .map(|lock| {
+            let path = lock.path.display().to_string();
+            let age = human_age(lock.age);
+            let remove = format!("if no git process is running, remove {path}");
+            if is_arbiter_ref(&lock.locks) {
+                let detail = format!("lock on git-arbiter's ref {}, {age} old", lock.locks);
+                let finding = Finding::new(Kind::RefLock, path, detail);
+                if !live.is_empty() {
+                    finding.hint(format!(
+                        "a conductor is running ({}): run doctor again after it ends",
+                        live.join(", ")
+                    ))
+                } else if lock.age < STALE_LOCK_AGE {
+                    finding.hint("it may be in use right now: run doctor again in a few seconds")
+                } else {
+                    finding.fixable(true)
+                }
+            } else if Some(lock.locks.as_str())
+                == branch.map(|b| b.as_bstr().to_str_lossy()).as_deref()
+            {
+                Finding::new(
+                    Kind::RefLock,
+                    path,
+                    format!("lock on the integration branch {}, {age} old", lock.locks),
+                )
+                .hint(remove)
+            } else {
+                Finding::new(
+                    Kind::RefLock,
+                    path,
+                    format!("lock on {}, {age} old", lock.locks),
+                )
+                .hint(remove)
+            }
+        })
+        .collect()
+}
+
+/// `index.lock` of every worktree, and `HEAD.lock` of the linked ones (the
+/// main worktree's is in [`ref_locks`]): never removed, only reported.
+fn index_locks(ctx: &Context) -> Result<Vec<Finding>> {
+    let common = common_dir(ctx);
+    let main = ctx
+        .repo
+        .main_repo()
+        .git_context("opening the main repository")?;
+    let mut places = Vec::new();
+    if let Some(top) = main.workdir() {
+        places.push((common.clone(), top.to_owned()));
+    }
+    for proxy in ctx
+        .repo
+        .worktrees()
+        .git_context("listing linked worktrees")?
+    {
+        let base = proxy.base().unwrap_or_else(|_| proxy.git_dir().to_owned());
+        places.push((proxy.git_dir().to_owned(), base));
+    }
+    let mut findings = Vec::new();
+    for (git_dir, top) in places {
+        let index = git_dir.join("index.lock");
+        if index.exists() {
+            let path = index.display().to_string();
+            findings.push(
+                Finding::new(
+                    Kind::IndexLock,
+                    &path,
+                    format!(
+                        "index lock of the worktree {}, {} old",
+                        top.display(),
+                        human_age(age_of(&index))
+                    ),
+                )
+                .hint(format!(
+                    "if no git process is running in {}, remove {path}",
+                    top.display()
+                )),
+            );
+        }
+        let head = git_dir.join("HEAD.lock");
+        if git_dir != common && head.exists() {
+            let path = head.display().to_string();
+            findings.push(
+                Finding::new(
+                    Kind::RefLock,
+                    &path,
+                    format!(
+                        "lock on HEAD of the worktree {}, {} old",
+                        top.display(),
+                        human_age(age_of(&head))
+                    ),
+                )
+                .hint(format!("if no git process is running, remove {path}")),
+            );
+        }
+    }
+    Ok(findings)
+}
+
+/// A linked worktree's `locked` file.
+struct WorktreeLock {
+    file: PathBuf,
+    reason: String,
+    /// The worktree's folder, when its `gitdir` file can be read.
+    base: Option<PathBuf>,
+    /// Its name under the worktree dir, when it is one of arbiter's.
+    name: Option<String>,
+    age: Duration,
+}
+
+impl WorktreeLock {
+    fn finding(&self, order_is_live: bool) -> Finding {
+        let path = self.file.display().to_string();
+        let age = human_age(self.age);
+        let Some(base) = &self.base else {
+            let admin = self
+                .file
+                .parent()
+                .unwrap_or(&self.file)
+                .display()
+                .to_string();
+            return Finding::new(
+                Kind::WorktreeLock,
+                path,
+                format!("worktree {admin} is locked ('{}', {age} old) and has no gitdir file: an add killed early", self.reason),
+            )
+            .hint(format!("if no 'git worktree add' is running, remove {admin} and run 'git worktree prune'"));
+        };
+        let unlock = format!(
+            "if no 'git worktree add' is running, unlock it with 'git worktree unlock {}'",
+            base.display()
+        );
+        let detail = format!(
+            "worktree {} is locked '{}' ({age} old), as by a 'worktree add' that never finished",
+            base.display(),
+            self.reason
+        );
+        let finding = Finding::new(Kind::WorktreeLock, path, detail);
+        if self.name.is_none() {
+            finding.hint(unlock)
+        } else if order_is_live {
+            finding.hint("its work order is in progress under a live conductor: run doctor again after it ends")
+        } else if self.age < STALE_LOCK_AGE {
+            finding.hint("it may be being created right now: run doctor again in a few seconds")
+        } else {
+            finding.fixable(true)
+        }
+    }
+}
+
+/// Arbiter's worktrees by path (see [`worktree::list`]).
+fn arbiter_worktrees(ctx: &Context) -> Result<BTreeMap<PathBuf, worktree::Info>> {
+    Ok(worktree::list(ctx)?
+        .into_iter()
+        .map(|info| (info.path.clone(), info))
+        .collect())
+}
+
+/// Worktrees locked `initializing` (what a killed `add` leaves).
+fn worktree_locks(
+    ctx: &Context,
+    arbiter: &BTreeMap<PathBuf, worktree::Info>,
+) -> Result<Vec<WorktreeLock>> {
+    let mut out = Vec::new();
+    for proxy in ctx
+        .repo
+        .worktrees()
+        .git_context("listing linked worktrees")?
+    {
+        let reason = match proxy.lock_reason() {
+            Some(r) if r == INITIALIZING => r.to_string(),
+            _ => continue,
+        };
+        let base = proxy.base().ok();
+        let name = base
+            .as_ref()
+            .and_then(|b| arbiter.get(b))
+            .map(|info| info.name.clone());
+        let file = proxy.git_dir().join("locked");
+        out.push(WorktreeLock {
+            age: age_of(&file),
+            file,
+            reason,
+            base,
+            name,
+        });
+    }
+    Ok(out)
+}
+
+/// Unlock arbiter worktrees locked `initializing` whose work order no live
+/// conductor owns. Holding the worktree turn, no git-arbiter `add` is running.
+fn clear_initializing_locks(ctx: &Context, orders: Option<&Orders>) -> Result<Vec<String>> {
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    let worktrees = arbiter_worktrees(ctx)?;
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    let mut snapshot = store.snapshot()?;
+    let mut report = Vec::new();
+    for proxy in ctx
+        .repo
+        .worktrees()
+        .git_context("listing linked worktrees")?
+    {
+        if proxy.lock_reason().is_none_or(|r| r != INITIALIZING) {
+            continue;
+        }
+        let Some(info) = proxy.base().ok().and_then(|b| worktrees.get(&b)) else {
+            continue;
+        };
+        let owner = orders.and_then(|o| owner_of(o, &info.name));
+        if let Some(id) = owner {
+            if snapshot.record(id)?.is_some_and(|r| owned_live(ctx, &r)) {
+                continue;
+            }
+        }
+        if age_of(&proxy.git_dir().join("locked")) < STALE_LOCK_AGE {
+            continue;
+        }
+        proxy
+            .set_lock(None)
+            .git_context(format!("unlocking worktree {}", info.path.display()))?;
+        report.push(format!(
+            "unlocked worktree {} (locked '{INITIALIZING}' by an add that never finished)",
+            info.path.display()
+        ));
+    }
+    Ok(report)
+}
+
+// ---- worktrees and branches -----------------------------------------------
+
+/// The work order a worktree name or `arbiter/` branch suffix belongs to:
+/// `<id>` itself, or `race-<id>-<k>` (as `worktree::cleanup_stale` decides).
+fn owner_of<'o>(orders: &'o Orders, name: &str) -> Option<&'o str> {
+    if let Some(wo) = orders.get(name) {
+        return Some(&wo.id);
+    }
+    let (id, k) = name.strip_prefix("race-")?.rsplit_once('-')?;
+    race_instance(orders, id, k)
+}
+
+/// The work order of race instance `<id>`/`<k>`, if `k` is a number.
+fn race_instance<'o>(orders: &'o Orders, id: &str, k: &str) -> Option<&'o str> {
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    orders.get(id).map(|wo| wo.id.as_str())
+}
+
+/// Why a record does not explain its order's worktree or branch, or `None` when it does.
+fn unexplained(ctx: &Context, record: Option<&Record>) -> Option<String> {
+    match record {
+        None => Some("has no record".into()),
+        Some(r) if r.halted => None,
+        Some(r) if owned_live(ctx, r) => None,
+        Some(r) if r.status == Status::InProgress => {
+            Some("is in_progress under a conductor that no longer runs".into())
+        }
+        Some(r) => Some(format!("is {}", r.status)),
+    }
+}
+
+fn leftovers(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    worktrees: &BTreeMap<PathBuf, worktree::Info>,
+) -> Result<Vec<Finding>> {
+    // name -> (worktree, branch ref)
+    let mut names: BTreeMap<String, (Option<&worktree::Info>, Option<String>)> = BTreeMap::new();
+    for info in worktrees.values() {
+        names.entry(info.name.clone()).or_default().0 = Some(info);
+    }
+    for full in branches(ctx, BRANCH_PREFIX)? {
+        let suffix = full[BRANCH_PREFIX.len()..].to_owned();
+        names.entry(suffix).or_default().1 = Some(full);
+    }
+    let locked: BTreeMap<PathBuf, String> = ctx
+        .repo
+        .worktrees()
+        .git_context("listing linked worktrees")?
+        .into_iter()
+        .filter_map(|p| Some((p.base().ok()?, p.lock_reason()?.to_string())))
+        .collect();
+    let mut snapshot = store.snapshot()?;
+    let mut findings = Vec::new();
+    for (name, (info, branch)) in names {
+        let owner = owner_of(orders, &name);
+        let record = match owner {
+            Some(id) => snapshot.record(id)?,
+            None => None,
+        };
+        let why = match owner {
+            Some(id) => match unexplained(ctx, record.as_ref()) {
+                Some(why) => format!("work order {id} {why}"),
+                None => continue,
+            },
+            None => format!("no work order '{name}' is known"),
+        };
+        let (kind, path, what) = match (info, &branch) {
+            (Some(i), Some(b)) => (
+                Kind::LeftoverWorktree,
+                i.path.display().to_string(),
+                format!("worktree and branch {}", short(b)),
+            ),
+            (Some(i), None) => (
+                Kind::LeftoverWorktree,
+                i.path.display().to_string(),
+                "worktree".into(),
+            ),
+            (None, Some(b)) => (Kind::LeftoverBranch, b.clone(), "branch".into()),
+            (None, None) => continue,
+        };
+        let lock = info.and_then(|i| locked.get(&i.path));
+        let mut finding = Finding::new(kind, &path, format!("{what}: {why}"));
+        if owner.is_none() || worktree::check_name(&name).is_err() {
+            finding = finding.hint(match info {
+                Some(i) => format!("if you do not need it: 'git worktree remove --force {}' and 'git branch -D {}'", i.path.display(), branch.as_deref().map_or("…".into(), short)),
+                None => format!("if you do not need it: 'git branch -D {}'", short(&path)),
+            });
+        } else if let Some(reason) = lock.filter(|r| r.as_str() != INITIALIZING) {
+            finding = finding.hint(format!(
+                "it is locked ('{reason}'): unlock it with 'git worktree unlock {path}', then run doctor --fix"
+            ));
+        } else {
+            finding = finding.fixable(true);
+        }
+        findings.push(finding);
+    }
+    for full in branches(ctx, RACE_PREFIX)? {
+        let rest = &full[RACE_PREFIX.len()..];
+        let owner = rest
+            .split_once('/')
+            .and_then(|(id, k)| race_instance(orders, id, k));
+        let why = match owner {
+            Some(id) => match unexplained(ctx, snapshot.record(id)?.as_ref()) {
+                Some(why) => format!("work order {id} {why}"),
+                None => continue,
+            },
+            None => format!("no race of a known work order is named '{rest}'"),
+        };
+        let finding = Finding::new(Kind::LeftoverBranch, &full, format!("race branch: {why}"));
+        findings.push(match owner {
+            Some(_) => finding.fixable(true),
+            None => finding.hint(format!(
+                "if you do not need it: 'git branch -D {}'",
+                short(&full)
+            )),
+        });
+    }
+    Ok(findings)
+}
+
+fn short(full: &str) -> String {
+    full.strip_prefix("refs/heads/").unwrap_or(full).to_owned()
+}
+
+/// Full names of the local branches under `prefix`.
+fn branches(ctx: &Context, prefix: &str) -> Result<Vec<String>> {
+    let refs = ctx.repo.references().git_context("listing references")?;
+    let mut out = Vec::new();
+    for r in refs
+        .prefixed(prefix)
+        .git_context("listing arbiter branches")?
+    {
+        let r = r.git_context("reading a reference")?;
+        out.push(r.name().as_bstr().to_string());
+    }
+    Ok(out)
+}
+
+/// Delete race branches (`arbiter-race/<id>/<k>`) of known work orders that
+/// are neither halted nor owned by a live conductor and are checked out
+/// nowhere. `cleanup_stale` removes their worktrees, not these branches.
+fn remove_race_branches(ctx: &Context, orders: &Orders, store: &Store<'_>) -> Result<Vec<String>> {
+    // As in cleanup_stale: a race records its order in progress before it
+    // creates branches, and creates them in this turn.
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    let mut snapshot = store.snapshot()?;
+    let checked_out = checked_out_branches(ctx)?;
+    let mut report = Vec::new();
+    for full in branches(ctx, RACE_PREFIX)? {
+        let owner = full[RACE_PREFIX.len()..]
+            .split_once('/')
+            .and_then(|(id, k)| race_instance(orders, id, k));
+        let Some(id) = owner else { continue };
+        if unexplained(ctx, snapshot.record(id)?.as_ref()).is_none() || checked_out.contains(&full)
+        {
+            continue;
+        }
+        let name = FullName::try_from(full.as_str()).git_context(format!("parsing {full}"))?;
+        let Some(mut reference) = ctx
+            .repo
+            .try_find_reference(name.as_ref())
+            .git_context(format!("reading {full}"))?
+        else {
+            continue;
+        };
+        let tip = reference
+            .peel_to_id()
+            .git_context(format!("resolving {full}"))?
+            .detach();
+        ctx.repo
+            .edit_reference(RefEdit {
+                change: Change::Delete {
+                    expected: PreviousValue::MustExistAndMatch(Target::Object(tip)),
+                    log: RefLog::AndReference,
+                },
+                name,
+                deref: false,
+            })
+            .git_context(format!("deleting {full}"))?;
+        report.push(format!("removed branch {} (was {tip})", short(&full)));
+    }
+    Ok(report)
+}
+
+/// The branches checked out in any worktree.
+fn checked_out_branches(ctx: &Context) -> Result<std::collections::BTreeSet<String>> {
+    let mut out = std::collections::BTreeSet::new();
+    let main = ctx
+        .repo
+        .main_repo()
+        .git_context("opening the main repository")?;
+    if let Some(head) = main.head_name().ok().flatten() {
+        out.insert(head.as_bstr().to_string());
+    }
+    for proxy in ctx
+        .repo
+        .worktrees()
+        .git_context("listing linked worktrees")?
+    {
+        if let Ok(repo) = proxy.into_repo_with_possibly_inaccessible_worktree() {
+            if let Some(head) = repo.head_name().ok().flatten() {
+                out.insert(head.as_bstr().to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---- records --------------------------------------------------------------
+
+/// The newest merge of each work order on the first-parent chain of `tip`,
+/// recognised by the `Arbiter-WO` trailer only merge-back puts there.
+fn landed_merges(ctx: &Context, tip: gix::ObjectId) -> Result<BTreeMap<String, gix::ObjectId>> {
+    let mut found = BTreeMap::new();
+    let mut next = Some(tip);
+    for _ in 0..MAX_SCAN {
+        let Some(id) = next else { break };
+        let commit = ctx
+            .repo
+            .find_commit(id)
+            .git_context(format!("reading commit {id}"))?;
+        let mut parents = commit.parent_ids();
+        next = parents.next().map(|p| p.detach());
+        if parents.next().is_none() {
+            continue;
+        }
+        for line in commit.message_raw_sloppy().lines() {
+            if let Some(wo) = line.strip_prefix(b"Arbiter-WO: ") {
+                found
+                    .entry(wo.to_str_lossy().trim().to_owned())
+                    .or_insert(id);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Known orders whose merge is on `branch`, with their stored records.
+fn landed(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    branch: &FullName,
+) -> Result<Vec<(String, gix::ObjectId, Option<Record>)>> {
+    let Ok(tip) = ctx.branch_tip(branch) else {
+        return Ok(Vec::new());
+    };
+    let mut snapshot = store.snapshot()?;
+    let mut out = Vec::new();
+    for (id, merge) in landed_merges(ctx, tip)? {
+        if orders.get(&id).is_some() {
+            let record = snapshot.record(&id)?;
+            out.push((id, merge, record));
+        }
+    }
+    Ok(out)
+}
+
+/// Does `record` (`None`: no record) need to become `done` for a landed merge?
+fn needs_done(ctx: &Context, record: Option<&Record>) -> bool {
+    record.is_none_or(|r| r.status != Status::Done && !r.halted && !owned_live(ctx, r))
+}
+
+fn landed_not_done(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    branch: &FullName,
+) -> Result<Vec<Finding>> {
+    let mut findings = Vec::new();
+    let on = branch.shorten();
+    for (id, merge, record) in landed(ctx, orders, store, branch)? {
+        let path = orders
+            .get(&id)
+            .map(|wo| wo.path.display().to_string())
+            .unwrap_or_default();
+        match &record {
+            None => findings.push(
+                Finding::new(
+                    Kind::LandedNotDone,
+                    path,
+                    format!("work order {id} landed on {on} in {merge} but has no record in {NOTES_REF} (a fresh clone? git clone does not fetch refs/notes/*)"),
+                )
+                .fixable(true),
+            ),
+            Some(r) if r.halted && r.status != Status::Done => findings.push(
+                Finding::new(
+                    Kind::LandedNotDone,
+                    path,
+                    format!("work order {id} landed on {on} in {merge} but is halted ({}) with status {}", r.halt_reason.as_deref().unwrap_or("no reason"), r.status),
+                )
+                .hint(format!("'git arbiter clear {id}' lifts the halt; then run doctor --fix")),
+            ),
+            Some(r) if needs_done(ctx, Some(r)) => findings.push(
+                Finding::new(
+                    Kind::LandedNotDone,
+                    path,
+                    format!("work order {id} landed on {on} in {merge} but its record says {}", r.status),
+                )
+                .fixable(true),
+            ),
+            Some(_) => {}
+        }
+    }
+    Ok(findings)
+}
+
+/// Record landed orders as `done`, in one transition.
+fn record_landed(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    branch: &FullName,
+) -> Result<Vec<String>> {
+    let todo: Vec<(String, gix::ObjectId, bool)> = landed(ctx, orders, store, branch)?
+        .into_iter()
+        .filter(|(_, _, record)| needs_done(ctx, record.as_ref()))
+        .map(|(id, merge, _)| {
+            let has_deps = orders.get(&id).is_some_and(|wo| !wo.deps.is_empty());
+            (id, merge, has_deps)
+        })
+        .collect();
+    if todo.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<&str> = todo.iter().map(|(id, _, _)| id.as_str()).collect();
+    let message = format!("doctor: record landed {} as done", ids.join(", "));
+    store.transact(&message, |txn| -> Result<Vec<String>> {
+        let mut report = Vec::new();
+        for (id, merge, has_deps) in &todo {
+            let stored = txn.stored(id)?;
+            // Re-checked on the tip this transition applies to.
+            if !needs_done(ctx, stored.as_ref()) {
+                continue;
+            }
+            let mut record = txn.record(id, *has_deps)?;
+            let was = if stored.is_some() {
+                record.status.to_string()
+            } else {
+                "no record".into()
+            };
+            record.status = Status::Done;
+            record.checkpoint_after = Some(merge.to_string());
+            record.owner = None;
+            record.log("reconstructed_done", Some(merge.to_string()));
+            txn.put(record);
+            report.push(format!(
+                "recorded work order {id} as done (was {was}; merged in {merge})"
+            ));
+        }
+        Ok(report)
+    })
+}
+
+// ---- notes ----------------------------------------------------------------
+
+/// Where a fetch refspec stores `name`, and whether it forces: `None` when
+/// it does not fetch it into a ref (`^` excludes; one `*` matches any part).
+fn fetch_destination(spec: &str, name: &str) -> Option<(bool, String)> {
+    let (force, spec) = match spec.strip_prefix('+') {
+        Some(rest) => (true, rest),
+        None => (false, spec),
+    };
+    let (src, dst) = spec.split_once(':')?;
+    let dst = match src.split_once('*') {
+        Some((pre, post)) => {
+            let part = name.strip_prefix(pre)?.strip_suffix(post)?;
+            dst.replacen('*', part, 1)
+        }
+        None if src == name => dst.to_owned(),
+        None => return None,
+    };
+    (!dst.is_empty()).then_some((force, dst))
+}
+
+/// Is `name` excluded by a negative refspec (`^refs/…`)?
+fn excluded(specs: &[String], name: &str) -> bool {
+    specs.iter().any(|s| {
+        s.strip_prefix('^')
+            .is_some_and(|src| match src.split_once('*') {
+                Some((pre, post)) => name.starts_with(pre) && name[pre.len()..].ends_with(post),
+                None => src == name,
+            })
+    })
+}
+
+fn notes_sharing(ctx: &Context) -> Result<Vec<Finding>> {
+    let local = match ctx
+        .repo
+        .try_find_reference(NOTES_REF)
+        .git_context(format!("reading {NOTES_REF}"))?
+    {
+        Some(mut r) => Some(
+            r.peel_to_id()
+                .git_context(format!("resolving {NOTES_REF}"))?
+                .detach(),
+        ),
+        None => None,
+    };
+    let mut findings = Vec::new();
+    for remote in ctx.repo.remote_names() {
+        let remote = remote.to_string();
+        let key = format!("remote.{remote}.fetch");
+        let specs = ctx.config_strings(&key);
+        let tracking = format!("+{NOTES_REF}:refs/notes/remotes/{remote}/arbiter");
+        let keep_copy = format!("git config --add {key} '{tracking}'");
+        let covered = if excluded(&specs, NOTES_REF) {
+            None
+        } else {
+            specs
+                .iter()
+                .find_map(|s| Some((s, fetch_destination(s, NOTES_REF)?)))
+        };
+        match covered {
+            None => {
+                let hint = if local.is_some() {
+                    format!("share it with 'git push {remote} {NOTES_REF}'; keep a copy of {remote}'s with \"{keep_copy}\"")
+                } else {
+                    format!("if {remote} has git-arbiter state, fetch it once with 'git fetch {remote} {NOTES_REF}:{NOTES_REF}' (creates it, never overwrites); keep a copy of {remote}'s with \"{keep_copy}\"")
+                };
+                findings.push(
+                    Finding::new(
+                        Kind::NotesNotFetched,
+                        &key,
+                        format!("fetching from {remote} does not fetch {NOTES_REF} (no fetch refspec covers it; git clone never does)"),
+                    )
+                    .hint(hint),
+                );
+            }
+            Some((spec, (true, dst))) if dst == NOTES_REF => findings.push(
+                Finding::new(
+                    Kind::NotesFetchOverwrites,
+                    &key,
+                    format!("'{spec}' force-updates the local {NOTES_REF} on every fetch from {remote}: state recorded here and not yet pushed is lost"),
+                )
+                .hint(format!("replace it with '{tracking}' ('git config --edit'), and push with 'git push {remote} {NOTES_REF}'")),
+            ),
+            Some((_, (_, dst))) => {
+                let copy = ctx
+                    .repo
+                    .try_find_reference(dst.as_str())
+                    .ok()
+                    .flatten()
+                    .and_then(|mut r| r.peel_to_id().ok().map(|id| id.detach()));
+                if let (Some(local), Some(copy)) = (local, copy) {
+                    if dst != NOTES_REF && !ctx.is_ancestor(local, copy)? {
+                        findings.push(
+                            Finding::new(
+                                Kind::NotesNotPushed,
+                                NOTES_REF,
+                                format!("{NOTES_REF} has state {remote} did not have at the last fetch ({dst})"),
+                            )
+                            .hint(format!("share it with 'git push {remote} {NOTES_REF}'")),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(findings)
+}
+
+// ---- slot directory and git ------------------------------------------------
+
+fn slot_dir(dir: &Path) -> Option<Finding> {
+    use std::os::unix::fs::MetadataExt;
+    let path = dir.display().to_string();
+    let meta = match std::fs::metadata(dir) {
+        Ok(meta) => meta,
+        // Created on first use, private.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            return Some(Finding::new(
+                Kind::SlotDir,
+                path,
+                format!("cannot read it: {e}"),
+            ))
+        }
+    };
+    let own = "point ARBITER_SLOT_DIR or arbiter.slotDir at a directory of your own";
+    if !meta.is_dir() {
+        return Some(Finding::new(Kind::SlotDir, path, "is not a directory").hint(own));
+    }
+    // SAFETY: geteuid(2) cannot fail and has no memory effects.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Some(
+            Finding::new(
+                Kind::SlotDir,
+                path,
+                format!("belongs to uid {}, not to you (uid {me})", meta.uid()),
+            )
+            .hint(own),
+        );
+    }
+    let mode = meta.mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        Finding::new(
+            Kind::SlotDir,
+            &path,
+            format!("mode {mode:o}: other users can read or change its slot files"),
+        )
+        .hint(format!("make it private with 'chmod 700 {path}'"))
+        .fixable(true)
+    })
+}
+
+/// The version of the git on PATH. gix has no notion of it; running
+/// `git --version` is the only way to know which git users and hooks run.
+fn git_version() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let text = text.trim();
+    Some(text.strip_prefix("git version ").unwrap_or(text).to_owned())
+}
+
+/// `12s`, `5m`, `3h`, `2d`.
+pub fn human_age(age: Duration) -> String {
+    let s = age.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fetch_refspecs_map_the_notes_ref() {
+        let n = NOTES_REF;
+        assert_eq!(
+            fetch_destination("+refs/heads/*:refs/remotes/origin/*", n),
+            None
+        );
+        assert_eq!(
+            fetch_destination("+refs/notes/*:refs/notes/*", n),
+            Some((true, n.to_owned()))
+        );
+        assert_eq!(
+            fetch_destination("refs/notes/arbiter:refs/notes/remotes/o/arbiter", n),
+            Some((false, "refs/notes/remotes/o/arbiter".to_owned()))
+        );
+        assert_eq!(fetch_destination("refs/notes/arbiter", n), None);
+        assert_eq!(fetch_destination("refs/notes/arbiter-picks:x", n), None);
+        assert!(excluded(&["^refs/notes/*".into()], n));
+        assert!(!excluded(&["^refs/notes/other".into()], n));
+    }
+
+    #[test]
+    fn arbiter_refs_are_recognised() {
+        for ours in [
+            "refs/heads/arbiter/wo-1",
+            "refs/heads/arbiter-race/wo-1/2",
+            "refs/notes/arbiter",
+            "refs/notes/arbiter-picks",
+        ] {
+            assert!(is_arbiter_ref(ours), "{ours}");
+        }
+        for theirs in [
+            "refs/heads/main",
+            "refs/heads/arbiter",
+            "refs/notes/commits",
+            "refs/notes/arbitrary",
+        ] {
+            assert!(!is_arbiter_ref(theirs), "{theirs}");
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! Exactly once, never wedged: each test reproduces one defect found by
+//! adversarial testing (crashes, concurrency, stale locks) with the few
+//! commands that showed it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::common::{Run, TestEnv};
+
+fn repo() -> TestEnv {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.work_order("wo-01", "One", &[], &["src/one.txt"]);
+    env.work_order("wo-02", "Two", &[], &["src/two.txt"]);
+    env.commit_all("init");
+    env
+}
+
+/// Writes the declared file of whichever order it builds.
+const WRITE_OWN: &str = "mkdir -p src && echo \"$ARBITER_WO\" > src/$(echo $ARBITER_WO | sed 's/wo-0//;s/1/one/;s/2/two/').txt";
+
+fn round(env: &TestEnv, build: &str) -> Run {
+    env.run(&["round", "--json", "--max-total", "4", "--build", build])
+}
+
+/// How many merges on main's first-parent chain carry `Arbiter-WO: <id>`.
+fn merges_of(env: &TestEnv, dir: &Path, id: &str) -> usize {
+    env.git_in(
+        dir,
+        &["log", "--first-parent", "--merges", "--format=%B", "main"],
+    )
+    .lines()
+    .filter(|l| *l == format!("Arbiter-WO: {id}"))
+    .count()
+}
+
+fn worktree_root(env: &TestEnv) -> PathBuf {
+    env.root.join("repo.arbiter")
+}
+
+fn wait_for(path: &Path) {
+    for _ in 0..600 {
+        if path.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// No worktree but the main one, no arbiter branch, no lock file, fsck clean,
+/// the checkout clean.
+fn nothing_left(env: &TestEnv) {
+    env.fsck();
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    let worktrees = env.git(&["worktree", "list", "--porcelain"]);
+    assert_eq!(worktrees.matches("worktree ").count(), 1, "{worktrees}");
+    assert_eq!(
+        env.git(&["branch", "--list", "arbiter/*", "arbiter-race/*"]),
+        ""
+    );
+}
+
+/// Defect 1: a standalone merge-back wrote `Arbiter-Attempt: 1` while the
+/// record said attempt 0; killed before its `done` record, recovery looked
+/// for attempt 0 and the next round merged the order again.
+#[test]
+fn a_merge_back_killed_before_its_record_is_never_merged_again() {
+    let env = repo();
+    env.git(&["checkout", "-q", "-b", "arbiter/wo-01"]);
+    env.write("src/one.txt", "by hand\n");
+    env.commit_all("wo-01 by hand");
+    env.git(&["checkout", "-q", "main"]);
+    env.run(&["merge-back", "wo-01"]).success();
+    // Exactly the state a kill between the branch move and the record leaves.
+    env.git(&["update-ref", "refs/notes/arbiter", "refs/notes/arbiter~1"]);
+    round(&env, WRITE_OWN).success();
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/one.txt")).expect("file"),
+        "by hand\n"
+    );
+    nothing_left(&env);
+}
+
+/// Defect 2: `git clone` does not fetch refs/notes/*; a round in the clone
+/// rebuilt and merged every order a second time.
+#[test]
+fn a_fresh_clone_reconstructs_what_landed_instead_of_landing_it_twice() {
+    let env = repo();
+    round(&env, WRITE_OWN).success();
+    env.git_in(&env.root, &["clone", "-q", "repo", "clone"]);
+    let clone = env.root.join("clone");
+    let summary = env
+        .run_in(&clone, &["round", "--json", "--build", "exit 1"])
+        .success()
+        .json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
+    assert_eq!(merges_of(&env, &clone, "wo-01"), 1);
+    assert_eq!(merges_of(&env, &clone, "wo-02"), 1);
+    let log = env
+        .run_in(&clone, &["log", "--json", "wo-01"])
+        .success()
+        .json();
+    assert_eq!(crate::common::event_names(&log), ["reconstructed_done"]);
+
+    // The same when the notes ref points at an unrelated commit.
+    let unrelated = env.git(&[
+        "commit-tree",
+        "-m",
+        "unrelated",
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+    ]);
+    env.git(&["update-ref", "refs/notes/arbiter", unrelated.trim()]);
+    round(&env, "exit 1").success();
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
+}
+
+/// Holds `<common-dir>/arbiter/conductors/<name>.lock` with flock(1), as a
+/// running conductor does; the lock goes when the child is killed.
+fn fake_live_conductor(env: &TestEnv, name: &str) -> std::process::Child {
+    let dir = env.repo.join(".git/arbiter/conductors");
+    std::fs::create_dir_all(&dir).expect("conductors dir");
+    let lock = dir.join(format!("{name}.lock"));
+    let ready = env.root.join(format!("{name}.ready"));
+    // -o: the lock stays with flock itself, so killing it releases the lock.
+    let child = std::process::Command::new("flock")
+        .arg("-o")
+        .arg(&lock)
+        .args(["sh", "-c", &format!("touch {}; sleep 60", ready.display())])
+        .spawn()
+        .expect("flock");
+    wait_for(&ready);
+    child
+}
+
+/// Defect 3: `clear` of an order a live conductor holds reset it with no
+/// owner and removed the worktree its builder was using.
+#[test]
+fn clear_refuses_an_order_a_live_conductor_still_holds() {
+    let env = repo();
+    let mut holder = fake_live_conductor(&env, "77-1");
+    env.write_record(
+        "wo-01",
+        r#"{"version":1,"wo":"wo-01","status":"in_progress","halted":true,"halt_reason":"by hand","attempts":1,"cap":3,"checkpoint_before":null,"checkpoint_after":null,"owner":"77-1","verdicts":[],"history":[]}"#,
+    );
+    let notes = env.notes_tip();
+    let run = env.run(&["clear", "wo-01"]).code(2);
+    assert!(
+        run.stderr.contains("still held by running conductor 77-1"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("hint: "), "{}", run.stderr);
+    assert_eq!(env.notes_tip(), notes, "nothing written");
+    holder.kill().expect("kill");
+    holder.wait().expect("reap");
+    env.run(&["clear", "wo-01"]).success();
+}
+
+/// Defects 3 and 7: `halt` during a build aborted the whole round (exit 2,
+/// other finished builds thrown away, the halted order's work deleted). A
+/// halt stops that order's build only; its worktree and branch are kept.
+#[test]
+fn halt_during_a_build_stops_only_that_order() {
+    let env = repo();
+    let started = env.root.join("started");
+    let build = format!(
+        "{WRITE_OWN}; if [ $ARBITER_WO = wo-01 ]; then touch {}; sleep 60; fi",
+        started.display()
+    );
+    let child = env
+        .command_in(&env.repo, &["round", "--json", "--build", &build])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for(&started);
+    env.run(&["halt", "wo-01", "--reason", "wrong approach"])
+        .success();
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an escalation, not an abort:\n{stderr}"
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(summary["done"], serde_json::json!(["wo-02"]));
+    assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
+    assert_eq!(summary["halted"][0]["branch"], "arbiter/wo-01");
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 0);
+    assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
+    // What the builder wrote before the halt is committed on its kept branch.
+    assert_eq!(env.git(&["show", "arbiter/wo-01:src/one.txt"]), "wo-01\n");
+    assert!(worktree_root(&env).join("wo-01").is_dir());
+    // Then clear and a plain round land it exactly once.
+    env.run(&["clear", "wo-01"]).success();
+    round(&env, WRITE_OWN).success();
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    nothing_left(&env);
+}
+
+#[test]
+fn halt_of_a_done_order_is_refused() {
+    let env = repo();
+    round(&env, WRITE_OWN).success();
+    let notes = env.notes_tip();
+    let run = env.run(&["halt", "wo-01", "--reason", "x"]).code(2);
+    assert!(run.stderr.contains("is done"), "{}", run.stderr);
+    assert_eq!(env.notes_tip(), notes);
+}
+
+/// Defect 5: a kill while gix created a worktree left it locked
+/// ("initializing"), and every later round exited 2 until `git worktree unlock`.
+#[test]
+fn a_worktree_left_locked_while_initializing_does_not_wedge_rounds() {
+    let env = repo();
+    let root = worktree_root(&env);
+    std::fs::create_dir_all(&root).expect("root");
+    env.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "arbiter/wo-01",
+        root.join("wo-01").to_str().expect("utf-8"),
+    ]);
+    let admin = env.git(&["rev-parse", "--git-common-dir"]);
+    let admin = env.repo.join(admin.trim()).join("worktrees/wo-01");
+    std::fs::write(admin.join("locked"), "initializing\n").expect("lock");
+    std::fs::remove_file(root.join("wo-01/README")).expect("half checked out");
+    round(&env, WRITE_OWN).success();
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    nothing_left(&env);
+}
+
+/// A lock with any other reason is the user's: reported, never lifted.
+#[test]
+fn a_worktree_locked_by_hand_is_left_locked() {
+    let env = repo();
+    let root = worktree_root(&env);
+    std::fs::create_dir_all(&root).expect("root");
+    let path = root.join("wo-01");
+    env.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "arbiter/wo-01",
+        path.to_str().expect("utf-8"),
+    ]);
+    env.git(&[
+        "worktree",
+        "lock",
+        "--reason",
+        "on a USB disk",
+        path.to_str().expect("utf-8"),
+    ]);
+    let run = round(&env, WRITE_OWN).code(2);
+    assert!(run.stderr.contains("is locked"), "{}", run.stderr);
+    assert!(env.git(&["worktree", "list"]).contains("locked"));
+}
+
+/// Defect 8: a builder that switched branch had its edits committed onto
+/// that HEAD while the unchanged `arbiter/<id>` was merged and recorded done.
+#[test]
+fn a_builder_that_switches_branch_keeps_its_work() {
+    let env = repo();
+    let build = format!(
+        "case $ARBITER_WO in wo-01) git checkout -q --detach;; wo-02) git checkout -q -b mine; {WRITE_OWN}; git add -A; git commit -qm mine;; esac; {WRITE_OWN}"
+    );
+    round(&env, &build).success();
+    assert_eq!(env.git(&["show", "main:src/one.txt"]), "wo-01\n");
+    assert_eq!(env.git(&["show", "main:src/two.txt"]), "wo-02\n");
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
+}
+
+/// Work that does not contain the order's branch cannot be told apart: the
+/// attempt fails with the reason, it is never `done` without the work.
+#[test]
+fn a_builder_that_leaves_an_unrelated_head_fails_the_attempt() {
+    let env = repo();
+    let build = format!(
+        "if [ $ARBITER_WO = wo-01 ]; then git checkout -q --orphan elsewhere-$ARBITER_ATTEMPT; fi; {WRITE_OWN}"
+    );
+    let summary = round(&env, &build).code(1).json();
+    assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
+    assert_eq!(summary["halted"][0]["reason"], "retry_cap_exhausted");
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 0);
+    let log = env.run(&["log", "wo-01"]).success();
+    assert!(
+        log.stdout.contains("does not contain arbiter/wo-01") || log.stdout.contains("no commit"),
+        "{}",
+        log.stdout
+    );
+}
+
+/// Defect 6: a held `index.lock` during the checkout update left the branch
+/// and files moved but not the index. It is refused before the branch moves.
+#[test]
+fn a_held_index_lock_is_refused_before_the_branch_moves() {
+    let env = repo();
+    let main_before = env.git(&["rev-parse", "main"]);
+    let lock = env.repo.join(".git/index.lock");
+    std::fs::write(&lock, "").expect("lock");
+    let run = round(&env, WRITE_OWN).code(2);
+    assert!(
+        run.stderr.contains(&lock.display().to_string()),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        env.git(&["rev-parse", "main"]),
+        main_before,
+        "nothing moved"
+    );
+    std::fs::remove_file(&lock).expect("unlock");
+    round(&env, WRITE_OWN).success();
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    nothing_left(&env);
+}
+
+/// Defect 9: a stale `refs/heads/main.lock` ended after 14 s with "the
+/// branch moved under us 100 times in a row". The lock file is named.
+#[test]
+fn a_stale_lock_on_the_integration_branch_is_named() {
+    let env = repo();
+    let lock = env.repo.join(".git/refs/heads/main.lock");
+    std::fs::write(&lock, "").expect("lock");
+    let started = std::time::Instant::now();
+    let run = round(&env, WRITE_OWN).code(2);
+    assert!(
+        run.stderr.contains(&lock.display().to_string()),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("hint: "), "{}", run.stderr);
+    assert!(lock.exists(), "not ours to remove");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Defect 10: a killed race leaked its `arbiter-race/<id>/<k>` branches and
+/// worktrees: recovery only swept `refs/heads/arbiter/`.
+#[test]
+fn a_killed_race_leaves_nothing_behind_after_the_next_round() {
+    let env = repo();
+    let root = worktree_root(&env);
+    std::fs::create_dir_all(&root).expect("root");
+    for k in 0..2 {
+        let path = root.join(format!("race-wo-01-{k}"));
+        env.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            &format!("arbiter-race/wo-01/{k}"),
+            path.to_str().expect("utf-8"),
+        ]);
+    }
+    env.git(&["branch", "arbiter-race/wo-01/2"]);
+    round(&env, WRITE_OWN).success();
+    nothing_left(&env);
+}
+
+/// Defect 11: `refs/notes/arbiter` pointing at a blob or tree was exit 128.
+#[test]
+fn notes_ref_pointing_at_a_blob_is_an_input_error() {
+    let env = repo();
+    let blob = env.git(&["rev-parse", "main:README"]);
+    env.git(&["update-ref", "refs/notes/arbiter", blob.trim()]);
+    let run = env.run(&["status"]).code(2);
+    assert!(
+        run.stderr.contains("refs/notes/arbiter points at a blob"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("git reflog refs/notes/arbiter"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Defect 9: a leftover `refs/heads/arbiter/<id>.lock` made every round exit
+/// 128 with "Could not prepare reference edit". Locks on arbiter's own
+/// branches that no live conductor can hold are cleared and reported.
+#[test]
+fn a_stale_lock_on_an_arbiter_branch_is_cleared() {
+    let env = repo();
+    let dir = env.repo.join(".git/refs/heads/arbiter");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let lock = dir.join("wo-01.lock");
+    std::fs::write(&lock, "").expect("lock");
+    std::process::Command::new("touch")
+        .args(["-d", "1 minute ago"])
+        .arg(&lock)
+        .status()
+        .expect("touch");
+    let run = round(&env, WRITE_OWN).success();
+    assert!(
+        run.stderr
+            .contains(&format!("removed stale lock file {}", lock.display())),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert!(!lock.exists());
+}
+
+/// Defect 11: SIGHUP (the terminal closed) is handled like Ctrl-C: builders
+/// ended, the attempt given back, exit 130.
+#[test]
+fn sighup_stops_like_ctrl_c() {
+    let env = repo();
+    let started = env.root.join("started");
+    let build = format!("touch {}; sleep 60", started.display());
+    let child = env
+        .command_in(&env.repo, &["round", "--json", "--build", &build])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for(&started);
+    std::process::Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    crate::common::assert_interrupted(child);
+    let status = env.run(&["status", "--json"]).success().json();
+    for row in status["orders"].as_array().expect("orders") {
+        assert_eq!(row["attempts"], 0, "{row}");
+        assert_eq!(row["status"], "needs_rework", "{row}");
+    }
+}
