@@ -705,8 +705,10 @@ fn kill_point_matrix_race() {
 // ---------------------------------------------------------------- clear
 
 /// `wo-b` drifts (touches README) and halts with its branch and worktree
-/// kept; `clear wo-b` is killed at each point it reaches; then a round with
-/// a well-behaved builder must land both orders once and leave nothing.
+/// kept; `clear wo-b` is killed at each point it reaches. What a user does
+/// next: `clear wo-b` again (done, or refused as "not halted" when the kill
+/// came after the halt was lifted), then a round with a well-behaved
+/// builder: both orders land once and nothing is left.
 #[test]
 fn kill_point_matrix_clear() {
     let (orders, files) = order_files(&["a", "b"]);
@@ -750,6 +752,11 @@ fn kill_point_matrix_clear() {
             kept_branches: &[],
         };
         let mut problems = Vec::new();
+        let again = arbiter(&env, &["clear", "wo-b"], None);
+        let lifted = again.code == Some(2) && again.stderr.contains("is not halted");
+        if !again.ok() && !lifted {
+            problems.push(format!("clear again: {}", again.describe()));
+        }
         recover(&env, round, "the next round", &mut problems);
         problems.extend(broken(&env, &want));
         report.add(point, problems);
