@@ -344,9 +344,24 @@ struct Report {
     cases: usize,
     failures: Vec<(String, Vec<String>)>,
     unreached: Vec<String>,
+    /// `point×n`: how many hits of each point were tried.
+    reached: Vec<String>,
 }
 
 impl Report {
+    fn absorb(&mut self, other: Report) {
+        self.cases += other.cases;
+        self.failures.extend(other.failures);
+        self.unreached.extend(other.unreached);
+        self.reached.extend(other.reached);
+    }
+
+    fn hits(&mut self, point: &str, n: u32) {
+        if n > 0 {
+            self.reached.push(format!("{point}x{n}"));
+        }
+    }
+
     fn add(&mut self, case: &str, problems: Vec<String>) {
         self.cases += 1;
         if !problems.is_empty() {
@@ -367,12 +382,38 @@ impl Report {
                 text.push_str(&format!("      - {p}\n"));
             }
         }
+        if !self.reached.is_empty() {
+            text.push_str(&format!("  (hits tried: {})\n", self.reached.join(" ")));
+        }
         if !self.unreached.is_empty() {
             text.push_str(&format!("  (not reached: {})\n", self.unreached.join(" ")));
         }
         eprintln!("{text}");
         assert!(self.failures.is_empty(), "{text}");
     }
+}
+
+/// Run `each` for every point on two workers (the cases are independent
+/// repositories), the reports kept in point order.
+fn each_point(points: &[&'static str], each: impl Fn(&'static str, &mut Report) + Sync) -> Report {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::Mutex::new(BTreeMap::new());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(&point) = points.get(i) else { break };
+                let mut report = Report::default();
+                each(point, &mut report);
+                done.lock().expect("reports").insert(i, report);
+            });
+        }
+    });
+    let mut all = Report::default();
+    for (_, report) in done.into_inner().expect("reports") {
+        all.absorb(report);
+    }
+    all
 }
 
 /// How one kill case went: the crashing run, then the recovery.
@@ -448,7 +489,7 @@ fn points_except(skip: &[&str]) -> Vec<&'static str> {
 
 /// Hits tried per point: the round below reaches a point at most 4 times
 /// (4 builds, 4 verdicts, 3 merges).
-const MAX_NTH: u32 = 4;
+const MAX_NTH: u32 = 5;
 
 // ---------------------------------------------------------------- round
 
@@ -503,7 +544,6 @@ const NOT_IN_A_ROUND: &[&str] = &["pick.", "clear.", "merge-start."];
 #[test]
 fn kill_point_matrix_round() {
     let (orders, files) = order_files(&["a", "b", "c"]);
-    let mut report = Report::default();
 
     // A run without a crash, to check the expectation itself.
     let (env, base) = round_repo();
@@ -517,7 +557,7 @@ fn kill_point_matrix_round() {
     assert!(control.ok(), "control round: {}", control.describe());
     assert_eq!(broken(&env, &want), Vec::<String>::new(), "control round");
 
-    for point in points_except(NOT_IN_A_ROUND) {
+    let report = each_point(&points_except(NOT_IN_A_ROUND), |point, report| {
         for nth in 1..=MAX_NTH {
             let (env, base) = round_repo();
             let tree = expected_tree(&env, &base, &files);
@@ -532,11 +572,12 @@ fn kill_point_matrix_round() {
                     if nth == 1 {
                         report.add(&case, vec!["a round never reaches this point".into()]);
                     }
-                    break;
+                    report.hits(point, nth - 1);
+                    return;
                 }
                 Kill::Unexpected(why) => {
                     report.add(&case, vec![why]);
-                    break;
+                    return;
                 }
                 Kill::Died => {}
             }
@@ -545,7 +586,8 @@ fn kill_point_matrix_round() {
             problems.extend(broken(&env, &want));
             report.add(&case, problems);
         }
-    }
+        report.hits(point, MAX_NTH);
+    });
     report.finish("round");
 }
 
@@ -656,9 +698,8 @@ fn kill_point_matrix_race() {
     let orders = vec!["wo-1".to_owned()];
     let files = vec![("one.txt".to_owned(), "wo-1\n".to_owned())];
     let round: &[&str] = &["round", "--json", "--build", RACE_BUILD];
-    let mut report = Report::default();
-    for point in points_except(&["clear."]) {
-        'hits: for nth in 1..=MAX_NTH {
+    let report = each_point(&points_except(&["clear."]), |point, report| {
+        for nth in 1..=MAX_NTH {
             for again in [false, true] {
                 let (env, base) = race_repo();
                 let tree = expected_tree(&env, &base, &files);
@@ -673,11 +714,12 @@ fn kill_point_matrix_race() {
                         if nth == 1 {
                             report.unreached.push(point.to_owned());
                         }
-                        break 'hits;
+                        report.hits(point, nth - 1);
+                        return;
                     }
                     Kill::Unexpected(why) => {
                         report.add(&case, vec![why]);
-                        break 'hits;
+                        return;
                     }
                     Kill::Died => {}
                 }
@@ -698,7 +740,8 @@ fn kill_point_matrix_race() {
                 report.add(&case, problems);
             }
         }
-    }
+        report.hits(point, MAX_NTH);
+    });
     report.finish("race");
 }
 
