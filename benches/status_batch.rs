@@ -2,7 +2,9 @@
 //! batch < 200 ms, status < 300 ms), timed as a user runs them: the release
 //! binary as a fresh process, median of several runs, next to baselines
 //! measured in the same run on the same repository, so the numbers can be
-//! compared across machines. Prints; never asserts times.
+//! compared across machines. Then the overlap check of two work orders with
+//! 5,000 literal entries each, against comparing every pair of entries in the
+//! same run (issue 9). Prints; never asserts times.
 //!
 //! Run: `cargo bench --bench status_batch` (`ARBITER_BENCH_RUNS=N` for more runs,
 //! `ARBITER_BENCH_KEEP=DIR` to keep the repository for profiling).
@@ -11,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use git_arbiter::scope::{sets_overlap, Entry};
 use git_arbiter::state::{Record, Status, Store, Verdict};
 
 /// Work orders in the benchmark; `cargo test --all-targets` runs this file
@@ -106,6 +109,51 @@ fn main() {
     if !bench {
         println!("(smoke run over {n} work orders; `cargo bench --bench status_batch` measures {ORDERS})");
     }
+
+    let literals = if bench { LITERALS } else { SMOKE_LITERALS };
+    literal_overlap(literals, runs);
+}
+
+/// Literal entries in each of the two work orders compared by `literal_overlap`.
+const LITERALS: usize = 5_000;
+const SMOKE_LITERALS: usize = 500;
+
+/// The overlap check of two work orders with `n` literal entries each, all in
+/// shared directories but disjoint (the worst case: every pair is looked at),
+/// against comparing every pair, the definition, measured here as the baseline.
+fn literal_overlap(n: usize, runs: usize) {
+    let set = |name: &str| -> Vec<Entry> {
+        (0..n)
+            .map(|i| Entry::parse(&format!("src/m{}/{name}{i}.rs", i % 50)).expect("valid entry"))
+            .collect()
+    };
+    let (a, b) = (set("a"), set("b"));
+    let pairwise = || a.iter().any(|x| b.iter().any(|y| x.overlaps(y)));
+    let time = |f: &dyn Fn() -> bool, runs: usize| {
+        let mut times: Vec<Duration> = (0..runs.max(1))
+            .map(|_| {
+                let start = Instant::now();
+                assert!(!f(), "the two sets are disjoint");
+                start.elapsed()
+            })
+            .collect();
+        times.sort();
+        times[times.len() / 2]
+    };
+    // The pairwise baseline takes seconds at full size: a few runs suffice.
+    let baseline = time(&pairwise, runs.min(3));
+    let fast = time(&|| sets_overlap(&a, &b), runs);
+    println!();
+    println!("overlap of two work orders with {n} literal entries each (median):");
+    println!(
+        "  every pair compared (baseline)  {:10.3} ms",
+        baseline.as_secs_f64() * 1000.0
+    );
+    println!(
+        "  scope::sets_overlap             {:10.3} ms  {:8.1}x faster",
+        fast.as_secs_f64() * 1000.0,
+        baseline.as_secs_f64() / fast.as_secs_f64()
+    );
 }
 
 /// Hermetic git: no user or system config, fixed identity and dates.

@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::orders::{Orders, WorkOrder};
 use crate::reconcile::Row;
+use crate::scope::sets_overlap;
 use crate::state::Status;
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -124,7 +125,7 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
         }
         let conflicts: Vec<String> = chosen
             .iter()
-            .filter(|other| overlaps(wo, other))
+            .filter(|other| sets_overlap(&wo.files, &other.files))
             .map(|other| other.id.clone())
             .collect();
         if !conflicts.is_empty() {
@@ -158,12 +159,6 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
         })
         .collect();
     out
-}
-
-fn overlaps(a: &WorkOrder, b: &WorkOrder) -> bool {
-    a.files
-        .iter()
-        .any(|x| b.files.iter().any(|y| x.overlaps(y)))
 }
 
 #[cfg(test)]

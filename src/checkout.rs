@@ -550,6 +550,38 @@ fn write_files(
     wt: &gix::Repository,
     index: &mut gix::index::State,
     dir: &Path,
+    mut options: gix::worktree::state::checkout::Options,
+) -> Result<()> {
+    // Files are written into a staging folder beside the index first and
+    // renamed into place only once all were written: a full disk (or any
+    // failed write) leaves the user's files as they were, never truncated.
+    let staging = wt.git_dir().join("arbiter-checkout");
+    let same_device = |a: &Path, b: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev(),
+            _ => false,
+        }
+    };
+    if !same_device(wt.git_dir(), dir) {
+        // Renames cannot cross devices: write in place, as git does.
+        return checkout_into(wt, index, dir, options);
+    }
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir(&staging).map_err(Error::io(format!("creating {}", staging.display())))?;
+    options.destination_is_initially_empty = true;
+    options.overwrite_existing = false;
+    let written = checkout_into(wt, index, &staging, options)
+        .and_then(|()| move_into_place(index, &staging, dir));
+    let _ = std::fs::remove_dir_all(&staging);
+    written
+}
+
+/// gix's parallel checkout of the entries of `index` not marked SKIP_WORKTREE into `dest`.
+fn checkout_into(
+    wt: &gix::Repository,
+    index: &mut gix::index::State,
+    dest: &Path,
     options: gix::worktree::state::checkout::Options,
 ) -> Result<()> {
     let objects = wt
@@ -559,15 +591,47 @@ fn write_files(
         .git_context("opening the object database")?;
     let outcome = gix::worktree::state::checkout(
         index,
-        dir,
+        dest,
         objects,
         &gix::progress::Discard,
         &gix::progress::Discard,
         &AtomicBool::new(false),
         options,
     )
-    .git_context(format!("updating the files of {}", dir.display()))?;
-    check_outcome(dir, &outcome)
+    .git_context(format!("updating the files of {}", dest.display()))?;
+    check_outcome(dest, &outcome)
+}
+
+/// Rename each file [`checkout_into`] wrote under `staging` to its place in
+/// `dir`, and take the stat data of the file in its final place.
+fn move_into_place(index: &mut gix::index::State, staging: &Path, dir: &Path) -> Result<()> {
+    use gix::index::entry::{Flags, Stat};
+    let (entries, paths) = index.entries_mut_and_pathbacking();
+    for entry in entries.iter_mut() {
+        if entry.flags.contains(Flags::SKIP_WORKTREE) {
+            continue;
+        }
+        let rel = rel_path(entry.path_in(paths).as_bytes())?;
+        let (from, to) = (staging.join(&rel), dir.join(&rel));
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(Error::io(format!("creating {}", parent.display())))?;
+        }
+        if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_dir()) {
+            // A submodule's folder: made, never moved over a populated one.
+            std::fs::create_dir_all(&to)
+                .map_err(Error::io(format!("creating {}", to.display())))?;
+        } else {
+            std::fs::rename(&from, &to).map_err(Error::io(format!(
+                "moving the new {} into place",
+                to.display()
+            )))?;
+        }
+        let meta = gix::index::fs::Metadata::from_path_no_follow(&to)
+            .map_err(Error::io(format!("reading {}", to.display())))?;
+        entry.stat = Stat::from_fs(&meta).unwrap_or_default();
+    }
+    Ok(())
 }
 
 fn check_outcome(dir: &Path, outcome: &gix::worktree::state::checkout::Outcome) -> Result<()> {

@@ -16,6 +16,10 @@ use std::sync::Arc;
 use crate::context::Context;
 use crate::error::{Error, Result};
 
+/// Disk space each conductor keeps in a file while it runs, freed when the
+/// disk fills so its own state transitions can still be written.
+const RESERVE_BYTES: usize = 512 * 1024;
+
 pub fn dir(ctx: &Context) -> PathBuf {
     ctx.repo.common_dir().join("arbiter").join("conductors")
 }
@@ -51,6 +55,11 @@ impl Conductor {
             source: std::io::Error::other(e.to_string()),
         })?;
         let _ = writeln!(lock, "{}", std::process::id());
+        // Best effort: on a disk already full there is no reserve to keep.
+        let reserve = dir.join(format!("{name}.reserve"));
+        if std::fs::write(&reserve, vec![0u8; RESERVE_BYTES]).is_err() {
+            let _ = std::fs::remove_file(&reserve);
+        }
         let interrupt = Arc::new(AtomicBool::new(false));
         for signal in [
             signal_hook::consts::SIGINT,
@@ -80,6 +89,13 @@ impl Conductor {
         false
     }
 
+    /// Give the disk space kept at registration back, so that the state
+    /// transitions after a "no space left on device" can still be written
+    /// (an attempt given back, not spent).
+    pub fn release_reserve(&self) {
+        let _ = std::fs::remove_file(self.dir.join(format!("{}.reserve", self.name)));
+    }
+
     /// Where the process groups of the commands we run are recorded (see
     /// [`end_orphans`]).
     pub fn groups_dir(&self) -> PathBuf {
@@ -96,6 +112,7 @@ impl Drop for Conductor {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(self.groups_dir());
         let _ = std::fs::remove_file(self.dir.join(format!("{}.stop", self.name)));
+        self.release_reserve();
         let _ = std::fs::remove_file(self.dir.join(format!("{}.lock", self.name)));
     }
 }
@@ -132,6 +149,12 @@ fn lock_is_held(path: &Path) -> bool {
 pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
     let mut report = Vec::new();
     let this_boot = crate::exec::boot_id();
+    // A dead conductor's disk reserve is space to give back first.
+    for (name, reserve) in entries(ctx, ".reserve")? {
+        if !is_live(ctx, &name) {
+            let _ = std::fs::remove_file(reserve);
+        }
+    }
     for (name, groups) in entries(ctx, ".groups")? {
         // A live conductor made this directory after taking its lock.
         if is_live(ctx, &name) {

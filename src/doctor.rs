@@ -7,13 +7,12 @@
 //! A check never changes anything; [`run`] with `fix` applies the repairs and
 //! then checks again, so a finding counts as fixed only when it is gone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use gix::bstr::ByteSlice;
-use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
-use gix::refs::{FullName, Target};
+use gix::refs::FullName;
 use serde::Serialize;
 
 use crate::conductor;
@@ -21,24 +20,8 @@ use crate::context::Context;
 use crate::error::{Error, GitContext, Result};
 use crate::orders::Orders;
 use crate::state::{Record, Status, Store, NOTES_REF};
-use crate::worktree::{self, BRANCH_PREFIX};
-
-/// A lock file younger than this may belong to a process writing right now:
-/// git and gix hold a ref's lock for milliseconds.
-pub const STALE_LOCK_AGE: Duration = Duration::from_secs(10);
-
-/// Race branches: `refs/heads/arbiter-race/<id>/<k>` (see `race::branch_of`).
-const RACE_PREFIX: &str = "refs/heads/arbiter-race/";
-
-/// What gix and git write into a worktree's `locked` file while `add` runs.
-const INITIALIZING: &str = "initializing";
-
-/// The turn `worktree::add` and `cleanup_stale` take (`worktree::WORKTREE_TURN`,
-/// private there): holding it, no git-arbiter process is adding a worktree.
-const WORKTREE_TURN: &str = "worktrees";
-
-/// How many first-parent commits of the integration branch are read for merges.
-const MAX_SCAN: usize = 10_000;
+use crate::worktree::{self, BRANCH_PREFIX, INITIALIZING, RACE_BRANCH_PREFIX, STALE_LOCK_AGE};
+use crate::{merge, reconcile};
 
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
@@ -201,11 +184,11 @@ pub fn run(ctx: &Context, opts: &Options<'_>) -> Result<Report> {
         actions = fix(ctx, &setup, &findings)?;
         let after = check(ctx, &setup)?;
         let key = |f: &Finding| (f.kind, f.path.clone());
-        let still: std::collections::BTreeSet<_> = after.iter().map(key).collect();
+        let still: BTreeSet<_> = after.iter().map(key).collect();
         for finding in &mut findings {
             finding.fixed = !still.contains(&key(finding));
         }
-        let before: std::collections::BTreeSet<_> = findings.iter().map(key).collect();
+        let before: BTreeSet<_> = findings.iter().map(key).collect();
         findings.extend(after.into_iter().filter(|f| !before.contains(&key(f))));
     }
     Ok(Report {
@@ -221,32 +204,45 @@ fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
     let mut findings = Vec::new();
     let live = live_conductors(ctx);
     let worktrees = arbiter_worktrees(ctx)?;
-    findings.extend(ref_locks(ctx, setup.branch.as_ref(), &live));
-    findings.extend(index_locks(ctx)?);
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
-    let mut snapshot = store.snapshot()?;
-    let mut live_order = |id: Option<&str>| -> Result<bool> {
-        Ok(match id {
-            Some(id) => snapshot.record(id)?.is_some_and(|r| owned_live(ctx, &r)),
-            None => false,
-        })
+    let records = records(&store, setup.orders.as_ref())?;
+    // The live conductor working on order `id`, if any.
+    let live_owner = |id: &str| {
+        records
+            .get(id)
+            .filter(|r| owned_live(ctx, r))
+            .and_then(|r| r.owner.clone())
+    };
+    findings.extend(ref_locks(ctx, setup, &live, &live_owner));
+    findings.extend(index_locks(ctx)?);
+    let leftovers = match &setup.orders {
+        Some(orders) => leftovers(ctx, orders, &records, &worktrees)?,
+        None => Vec::new(),
     };
     for lock in worktree_locks(ctx, &worktrees)? {
-        let owner = match (&setup.orders, &lock.name) {
-            (Some(orders), Some(name)) => owner_of(orders, name),
-            _ => None,
+        // cleanup_stale unlocks and removes a leftover worktree.
+        let removable = leftovers.iter().any(|f| {
+            f.kind == Kind::LeftoverWorktree
+                && f.fixable
+                && lock
+                    .base
+                    .as_ref()
+                    .is_some_and(|b| f.path == b.display().to_string())
+        });
+        let live = match (&setup.orders, &lock.name) {
+            (Some(orders), Some(name)) => {
+                worktree::owner_of(orders, name).is_some_and(|id| live_owner(id).is_some())
+            }
+            _ => false,
         };
-        let live = live_order(owner)?;
-        findings.push(lock.finding(live));
+        findings.push(lock.finding(removable, live));
     }
     if let Some(e) = &setup.orders_error {
         findings.push(e.clone());
     }
-    if let Some(orders) = &setup.orders {
-        findings.extend(leftovers(ctx, orders, &store, &worktrees)?);
-        if let Some(branch) = &setup.branch {
-            findings.extend(landed_not_done(ctx, orders, &store, branch)?);
-        }
+    findings.extend(leftovers);
+    if let (Some(orders), Some(branch)) = (&setup.orders, &setup.branch) {
+        findings.extend(landed_not_done(ctx, orders, &records, branch)?);
     }
     findings.extend(notes_sharing(ctx)?);
     match &setup.slot_dir {
@@ -269,14 +265,28 @@ fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
 fn fix(ctx: &Context, setup: &Setup, findings: &[Finding]) -> Result<Vec<String>> {
     let wants = |kind: Kind| findings.iter().any(|f| f.kind == kind && f.fixable);
     let mut actions = Vec::new();
-    if wants(Kind::RefLock) {
-        actions.extend(clear_stale_arbiter_ref_locks(ctx, None)?);
-    }
-    if wants(Kind::WorktreeLock) {
-        actions.extend(clear_initializing_locks(ctx, setup.orders.as_ref())?);
-    }
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    if wants(Kind::RefLock) {
+        // As ref_locks decides: without the orders, only while no conductor runs.
+        let idle = live_conductors(ctx).is_empty();
+        if setup.orders.is_some() || idle {
+            let unknown = Orders::default();
+            let orders = setup.orders.as_ref().unwrap_or(&unknown);
+            let mut snapshot = store.snapshot()?;
+            let live = |r: &Record| owned_live(ctx, r);
+            actions.extend(worktree::clear_stale_branch_locks(
+                ctx,
+                orders,
+                &mut snapshot,
+                &live,
+            )?);
+        }
+        if idle {
+            actions.extend(clear_stale_notes_locks(ctx)?);
+        }
+    }
     if let Some(orders) = &setup.orders {
+        // A removable worktree locked `initializing` is a removable leftover too.
         if wants(Kind::LeftoverWorktree) || wants(Kind::LeftoverBranch) {
             // cleanup_stale stops at the first worktree it cannot remove
             // (say, one a human locked); that one stays reported.
@@ -284,7 +294,6 @@ fn fix(ctx: &Context, setup: &Setup, findings: &[Finding]) -> Result<Vec<String>
                 Ok(lines) => actions.extend(lines.into_iter().filter(|l| l.starts_with("removed"))),
                 Err(e) => actions.push(format!("stopped removing leftovers: {e}")),
             }
-            actions.extend(remove_race_branches(ctx, orders, &store)?);
         }
         if let (true, Some(branch)) = (wants(Kind::LandedNotDone), &setup.branch) {
             actions.extend(record_landed(ctx, orders, &store, branch)?);
@@ -297,6 +306,20 @@ fn fix(ctx: &Context, setup: &Setup, findings: &[Finding]) -> Result<Vec<String>
         }
     }
     Ok(actions)
+}
+
+/// The stored records of `orders`, by id.
+fn records(store: &Store<'_>, orders: Option<&Orders>) -> Result<BTreeMap<String, Record>> {
+    let ids: Vec<&str> = orders
+        .into_iter()
+        .flat_map(|o| o.iter().map(|wo| wo.id.as_str()))
+        .collect();
+    let stored = store.snapshot()?.records(&ids)?;
+    Ok(ids
+        .into_iter()
+        .zip(stored)
+        .filter_map(|(id, r)| Some((id.to_owned(), r?)))
+        .collect())
 }
 
 fn owned_live(ctx: &Context, record: &Record) -> bool {
@@ -331,7 +354,7 @@ fn age_of(path: &Path) -> Duration {
 /// Is `name` one of git-arbiter's own refs?
 fn is_arbiter_ref(name: &str) -> bool {
     name.starts_with(BRANCH_PREFIX)
-        || name.starts_with(RACE_PREFIX)
+        || name.starts_with(RACE_BRANCH_PREFIX)
         || name == NOTES_REF
         || name.starts_with(&format!("{NOTES_REF}-"))
 }
@@ -380,32 +403,18 @@ fn live_conductors(ctx: &Context) -> Vec<String> {
     live
 }
 
-/// Remove lock files on git-arbiter's own refs (`refs/heads/arbiter/*`,
-/// `refs/heads/arbiter-race/**`, `refs/notes/arbiter*`) that no live process
-/// can hold: only when no conductor other than `this_conductor` runs, and
-/// only locks older than [`STALE_LOCK_AGE`] (a short-lived `clear`, `halt` or
-/// `merge-back` holds one for milliseconds). A writer killed between taking
-/// the lock and renaming it leaves one behind, and every later update of
-/// that ref fails. Returns one report line per lock removed.
-pub fn clear_stale_arbiter_ref_locks(
-    ctx: &Context,
-    this_conductor: Option<&str>,
-) -> Result<Vec<String>> {
-    if live_conductors(ctx)
-        .iter()
-        .any(|name| Some(name.as_str()) != this_conductor)
-    {
-        return Ok(Vec::new());
-    }
-    let common = common_dir(ctx);
-    let mut locks = Vec::new();
-    for prefix in [BRANCH_PREFIX, RACE_PREFIX] {
-        let prefix = prefix.trim_end_matches('/');
-        lock_files(&common.join(prefix), prefix, &mut locks);
-    }
+/// Remove lock files older than [`STALE_LOCK_AGE`] on git-arbiter's notes
+/// refs (`refs/notes/arbiter*`); the caller makes sure no conductor runs.
+/// Locks on its branches are [`worktree::clear_stale_branch_locks`]'.
+fn clear_stale_notes_locks(ctx: &Context) -> Result<Vec<String>> {
     // Notes refs sit directly in refs/notes/; other notes refs are not ours.
     let notes = Path::new(NOTES_REF).parent().expect("refs/notes");
-    lock_files(&common.join(notes), &notes.to_string_lossy(), &mut locks);
+    let mut locks = Vec::new();
+    lock_files(
+        &common_dir(ctx).join(notes),
+        &notes.to_string_lossy(),
+        &mut locks,
+    );
     let mut report = Vec::new();
     for lock in locks {
         if !is_arbiter_ref(&lock.locks) || lock.age < STALE_LOCK_AGE {
@@ -426,7 +435,15 @@ pub fn clear_stale_arbiter_ref_locks(
     Ok(report)
 }
 
-fn ref_locks(ctx: &Context, branch: Option<&FullName>, live: &[String]) -> Vec<Finding> {
+/// Ref locks. Those on git-arbiter's branches are fixable as
+/// [`worktree::clear_stale_branch_locks`] decides (unless the orders could not
+/// be read), those on its notes while no conductor runs.
+fn ref_locks(
+    ctx: &Context,
+    setup: &Setup,
+    live: &[String],
+    live_owner: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Finding> {
     let common = common_dir(ctx);
     let mut locks = Vec::new();
     lock_files(&common.join("refs"), "refs", &mut locks);
@@ -437,6 +454,7 @@ fn ref_locks(ctx: &Context, branch: Option<&FullName>, live: &[String]) -> Vec<F
         }
     }
     locks.sort_by(|a, b| a.path.cmp(&b.path));
+    let branch = setup.branch.as_ref().map(|b| b.as_bstr().to_str_lossy());
     locks
         .into_iter()
         .map(|lock| {
@@ -446,19 +464,27 @@ fn ref_locks(ctx: &Context, branch: Option<&FullName>, live: &[String]) -> Vec<F
             if is_arbiter_ref(&lock.locks) {
                 let detail = format!("lock on git-arbiter's ref {}, {age} old", lock.locks);
                 let finding = Finding::new(Kind::RefLock, path, detail);
-                if !live.is_empty() {
-                    finding.hint(format!(
-                        "a conductor is running ({}): run doctor again after it ends",
-                        live.join(", ")
-                    ))
+                // `arbiter/<id>` or `arbiter-race/<id>/<k>`: the order is the first component.
+                let order = [BRANCH_PREFIX, RACE_BRANCH_PREFIX]
+                    .into_iter()
+                    .find_map(|p| lock.locks.strip_prefix(p))
+                    .filter(|_| setup.orders.is_some())
+                    .map(|rest| rest.split('/').next().unwrap_or(rest));
+                let busy = match order {
+                    Some(id) => live_owner(id).map(|owner| {
+                        format!("a conductor is running ({owner}) with work order {id} in progress")
+                    }),
+                    None => (!live.is_empty())
+                        .then(|| format!("a conductor is running ({})", live.join(", "))),
+                };
+                if let Some(busy) = busy {
+                    finding.hint(format!("{busy}: run doctor again after it ends"))
                 } else if lock.age < STALE_LOCK_AGE {
                     finding.hint("it may be in use right now: run doctor again in a few seconds")
                 } else {
                     finding.fixable(true)
                 }
-            } else if Some(lock.locks.as_str())
-                == branch.map(|b| b.as_bstr().to_str_lossy()).as_deref()
-            {
+            } else if Some(lock.locks.as_str()) == branch.as_deref() {
                 Finding::new(
                     Kind::RefLock,
                     path,
@@ -550,7 +576,9 @@ struct WorktreeLock {
 }
 
 impl WorktreeLock {
-    fn finding(&self, order_is_live: bool) -> Finding {
+    /// `removable`: it is a leftover `--fix` removes; `order_is_live`: its
+    /// work order is in progress under a live conductor.
+    fn finding(&self, removable: bool, order_is_live: bool) -> Finding {
         let path = self.file.display().to_string();
         let age = human_age(self.age);
         let Some(base) = &self.base else {
@@ -577,14 +605,12 @@ impl WorktreeLock {
             self.reason
         );
         let finding = Finding::new(Kind::WorktreeLock, path, detail);
-        if self.name.is_none() {
-            finding.hint(unlock)
+        if removable {
+            finding.fixable(true)
         } else if order_is_live {
             finding.hint("its work order is in progress under a live conductor: run doctor again after it ends")
-        } else if self.age < STALE_LOCK_AGE {
-            finding.hint("it may be being created right now: run doctor again in a few seconds")
         } else {
-            finding.fixable(true)
+            finding.hint(unlock)
         }
     }
 }
@@ -629,64 +655,7 @@ fn worktree_locks(
     Ok(out)
 }
 
-/// Unlock arbiter worktrees locked `initializing` whose work order no live
-/// conductor owns. Holding the worktree turn, no git-arbiter `add` is running.
-fn clear_initializing_locks(ctx: &Context, orders: Option<&Orders>) -> Result<Vec<String>> {
-    let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    let worktrees = arbiter_worktrees(ctx)?;
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
-    let mut snapshot = store.snapshot()?;
-    let mut report = Vec::new();
-    for proxy in ctx
-        .repo
-        .worktrees()
-        .git_context("listing linked worktrees")?
-    {
-        if proxy.lock_reason().is_none_or(|r| r != INITIALIZING) {
-            continue;
-        }
-        let Some(info) = proxy.base().ok().and_then(|b| worktrees.get(&b)) else {
-            continue;
-        };
-        let owner = orders.and_then(|o| owner_of(o, &info.name));
-        if let Some(id) = owner {
-            if snapshot.record(id)?.is_some_and(|r| owned_live(ctx, &r)) {
-                continue;
-            }
-        }
-        if age_of(&proxy.git_dir().join("locked")) < STALE_LOCK_AGE {
-            continue;
-        }
-        proxy
-            .set_lock(None)
-            .git_context(format!("unlocking worktree {}", info.path.display()))?;
-        report.push(format!(
-            "unlocked worktree {} (locked '{INITIALIZING}' by an add that never finished)",
-            info.path.display()
-        ));
-    }
-    Ok(report)
-}
-
 // ---- worktrees and branches -----------------------------------------------
-
-/// The work order a worktree name or `arbiter/` branch suffix belongs to:
-/// `<id>` itself, or `race-<id>-<k>` (as `worktree::cleanup_stale` decides).
-fn owner_of<'o>(orders: &'o Orders, name: &str) -> Option<&'o str> {
-    if let Some(wo) = orders.get(name) {
-        return Some(&wo.id);
-    }
-    let (id, k) = name.strip_prefix("race-")?.rsplit_once('-')?;
-    race_instance(orders, id, k)
-}
-
-/// The work order of race instance `<id>`/`<k>`, if `k` is a number.
-fn race_instance<'o>(orders: &'o Orders, id: &str, k: &str) -> Option<&'o str> {
-    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    orders.get(id).map(|wo| wo.id.as_str())
-}
 
 /// Why a record does not explain its order's worktree or branch, or `None` when it does.
 fn unexplained(ctx: &Context, record: Option<&Record>) -> Option<String> {
@@ -704,17 +673,24 @@ fn unexplained(ctx: &Context, record: Option<&Record>) -> Option<String> {
 fn leftovers(
     ctx: &Context,
     orders: &Orders,
-    store: &Store<'_>,
+    records: &BTreeMap<String, Record>,
     worktrees: &BTreeMap<PathBuf, worktree::Info>,
 ) -> Result<Vec<Finding>> {
-    // name -> (worktree, branch ref)
+    // name -> (worktree, branch ref), as worktree::cleanup_stale pairs them:
+    // race branch `arbiter-race/<id>/<k>` goes with worktree `race-<id>-<k>`.
     let mut names: BTreeMap<String, (Option<&worktree::Info>, Option<String>)> = BTreeMap::new();
     for info in worktrees.values() {
         names.entry(info.name.clone()).or_default().0 = Some(info);
     }
-    for full in branches(ctx, BRANCH_PREFIX)? {
-        let suffix = full[BRANCH_PREFIX.len()..].to_owned();
-        names.entry(suffix).or_default().1 = Some(full);
+    for prefix in [BRANCH_PREFIX, RACE_BRANCH_PREFIX] {
+        for full in branches(ctx, prefix)? {
+            let suffix = &full[prefix.len()..];
+            let name = match suffix.rsplit_once('/') {
+                Some((id, k)) if prefix == RACE_BRANCH_PREFIX => format!("race-{id}-{k}"),
+                _ => suffix.to_owned(),
+            };
+            names.entry(name).or_default().1 = Some(full);
+        }
     }
     let locked: BTreeMap<PathBuf, String> = ctx
         .repo
@@ -723,16 +699,11 @@ fn leftovers(
         .into_iter()
         .filter_map(|p| Some((p.base().ok()?, p.lock_reason()?.to_string())))
         .collect();
-    let mut snapshot = store.snapshot()?;
     let mut findings = Vec::new();
     for (name, (info, branch)) in names {
-        let owner = owner_of(orders, &name);
-        let record = match owner {
-            Some(id) => snapshot.record(id)?,
-            None => None,
-        };
+        let owner = worktree::owner_of(orders, &name);
         let why = match owner {
-            Some(id) => match unexplained(ctx, record.as_ref()) {
+            Some(id) => match unexplained(ctx, records.get(id)) {
                 Some(why) => format!("work order {id} {why}"),
                 None => continue,
             },
@@ -768,27 +739,6 @@ fn leftovers(
         }
         findings.push(finding);
     }
-    for full in branches(ctx, RACE_PREFIX)? {
-        let rest = &full[RACE_PREFIX.len()..];
-        let owner = rest
-            .split_once('/')
-            .and_then(|(id, k)| race_instance(orders, id, k));
-        let why = match owner {
-            Some(id) => match unexplained(ctx, snapshot.record(id)?.as_ref()) {
-                Some(why) => format!("work order {id} {why}"),
-                None => continue,
-            },
-            None => format!("no race of a known work order is named '{rest}'"),
-        };
-        let finding = Finding::new(Kind::LeftoverBranch, &full, format!("race branch: {why}"));
-        findings.push(match owner {
-            Some(_) => finding.fixable(true),
-            None => finding.hint(format!(
-                "if you do not need it: 'git branch -D {}'",
-                short(&full)
-            )),
-        });
-    }
     Ok(findings)
 }
 
@@ -810,124 +760,21 @@ fn branches(ctx: &Context, prefix: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Delete race branches (`arbiter-race/<id>/<k>`) of known work orders that
-/// are neither halted nor owned by a live conductor and are checked out
-/// nowhere. `cleanup_stale` removes their worktrees, not these branches.
-fn remove_race_branches(ctx: &Context, orders: &Orders, store: &Store<'_>) -> Result<Vec<String>> {
-    // As in cleanup_stale: a race records its order in progress before it
-    // creates branches, and creates them in this turn.
-    let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    let mut snapshot = store.snapshot()?;
-    let checked_out = checked_out_branches(ctx)?;
-    let mut report = Vec::new();
-    for full in branches(ctx, RACE_PREFIX)? {
-        let owner = full[RACE_PREFIX.len()..]
-            .split_once('/')
-            .and_then(|(id, k)| race_instance(orders, id, k));
-        let Some(id) = owner else { continue };
-        if unexplained(ctx, snapshot.record(id)?.as_ref()).is_none() || checked_out.contains(&full)
-        {
-            continue;
-        }
-        let name = FullName::try_from(full.as_str()).git_context(format!("parsing {full}"))?;
-        let Some(mut reference) = ctx
-            .repo
-            .try_find_reference(name.as_ref())
-            .git_context(format!("reading {full}"))?
-        else {
-            continue;
-        };
-        let tip = reference
-            .peel_to_id()
-            .git_context(format!("resolving {full}"))?
-            .detach();
-        ctx.repo
-            .edit_reference(RefEdit {
-                change: Change::Delete {
-                    expected: PreviousValue::MustExistAndMatch(Target::Object(tip)),
-                    log: RefLog::AndReference,
-                },
-                name,
-                deref: false,
-            })
-            .git_context(format!("deleting {full}"))?;
-        report.push(format!("removed branch {} (was {tip})", short(&full)));
-    }
-    Ok(report)
-}
-
-/// The branches checked out in any worktree.
-fn checked_out_branches(ctx: &Context) -> Result<std::collections::BTreeSet<String>> {
-    let mut out = std::collections::BTreeSet::new();
-    let main = ctx
-        .repo
-        .main_repo()
-        .git_context("opening the main repository")?;
-    if let Some(head) = main.head_name().ok().flatten() {
-        out.insert(head.as_bstr().to_string());
-    }
-    for proxy in ctx
-        .repo
-        .worktrees()
-        .git_context("listing linked worktrees")?
-    {
-        if let Ok(repo) = proxy.into_repo_with_possibly_inaccessible_worktree() {
-            if let Some(head) = repo.head_name().ok().flatten() {
-                out.insert(head.as_bstr().to_string());
-            }
-        }
-    }
-    Ok(out)
-}
-
 // ---- records --------------------------------------------------------------
 
-/// The newest merge of each work order on the first-parent chain of `tip`,
-/// recognised by the `Arbiter-WO` trailer only merge-back puts there.
-fn landed_merges(ctx: &Context, tip: gix::ObjectId) -> Result<BTreeMap<String, gix::ObjectId>> {
-    let mut found = BTreeMap::new();
-    let mut next = Some(tip);
-    for _ in 0..MAX_SCAN {
-        let Some(id) = next else { break };
-        let commit = ctx
-            .repo
-            .find_commit(id)
-            .git_context(format!("reading commit {id}"))?;
-        let mut parents = commit.parent_ids();
-        next = parents.next().map(|p| p.detach());
-        if parents.next().is_none() {
-            continue;
-        }
-        for line in commit.message_raw_sloppy().lines() {
-            if let Some(wo) = line.strip_prefix(b"Arbiter-WO: ") {
-                found
-                    .entry(wo.to_str_lossy().trim().to_owned())
-                    .or_insert(id);
-            }
-        }
-    }
-    Ok(found)
-}
-
-/// Known orders whose merge is on `branch`, with their stored records.
+/// Known orders whose record is not `done` while `tip` holds their merge.
 fn landed(
     ctx: &Context,
     orders: &Orders,
-    store: &Store<'_>,
-    branch: &FullName,
-) -> Result<Vec<(String, gix::ObjectId, Option<Record>)>> {
-    let Ok(tip) = ctx.branch_tip(branch) else {
-        return Ok(Vec::new());
-    };
-    let mut snapshot = store.snapshot()?;
-    let mut out = Vec::new();
-    for (id, merge) in landed_merges(ctx, tip)? {
-        if orders.get(&id).is_some() {
-            let record = snapshot.record(&id)?;
-            out.push((id, merge, record));
-        }
-    }
-    Ok(out)
+    records: &BTreeMap<String, Record>,
+    tip: gix::ObjectId,
+) -> Result<BTreeMap<String, gix::ObjectId>> {
+    let open: BTreeSet<&str> = orders
+        .iter()
+        .map(|wo| wo.id.as_str())
+        .filter(|id| records.get(*id).is_none_or(|r| r.status != Status::Done))
+        .collect();
+    reconcile::landed(ctx, tip, &open)
 }
 
 /// Does `record` (`None`: no record) need to become `done` for a landed merge?
@@ -938,17 +785,20 @@ fn needs_done(ctx: &Context, record: Option<&Record>) -> bool {
 fn landed_not_done(
     ctx: &Context,
     orders: &Orders,
-    store: &Store<'_>,
+    records: &BTreeMap<String, Record>,
     branch: &FullName,
 ) -> Result<Vec<Finding>> {
+    let Ok(tip) = ctx.branch_tip(branch) else {
+        return Ok(Vec::new());
+    };
     let mut findings = Vec::new();
     let on = branch.shorten();
-    for (id, merge, record) in landed(ctx, orders, store, branch)? {
+    for (id, merge) in landed(ctx, orders, records, tip)? {
         let path = orders
             .get(&id)
             .map(|wo| wo.path.display().to_string())
             .unwrap_or_default();
-        match &record {
+        match records.get(&id) {
             None => findings.push(
                 Finding::new(
                     Kind::LandedNotDone,
@@ -979,35 +829,38 @@ fn landed_not_done(
     Ok(findings)
 }
 
-/// Record landed orders as `done`, in one transition.
+/// Record landed orders as `done`, in one transition, under the merge-back
+/// turn: no merge-back is between its branch move and its record meanwhile.
 fn record_landed(
     ctx: &Context,
     orders: &Orders,
     store: &Store<'_>,
     branch: &FullName,
 ) -> Result<Vec<String>> {
-    let todo: Vec<(String, gix::ObjectId, bool)> = landed(ctx, orders, store, branch)?
+    let _turn = merge::take_turn(ctx)?;
+    let Ok(tip) = ctx.branch_tip(branch) else {
+        return Ok(Vec::new());
+    };
+    let records = records(store, Some(orders))?;
+    let todo: Vec<(String, gix::ObjectId)> = landed(ctx, orders, &records, tip)?
         .into_iter()
-        .filter(|(_, _, record)| needs_done(ctx, record.as_ref()))
-        .map(|(id, merge, _)| {
-            let has_deps = orders.get(&id).is_some_and(|wo| !wo.deps.is_empty());
-            (id, merge, has_deps)
-        })
+        .filter(|(id, _)| needs_done(ctx, records.get(id)))
         .collect();
     if todo.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: Vec<&str> = todo.iter().map(|(id, _, _)| id.as_str()).collect();
+    let ids: Vec<&str> = todo.iter().map(|(id, _)| id.as_str()).collect();
     let message = format!("doctor: record landed {} as done", ids.join(", "));
     store.transact(&message, |txn| -> Result<Vec<String>> {
         let mut report = Vec::new();
-        for (id, merge, has_deps) in &todo {
+        for (id, merge) in &todo {
             let stored = txn.stored(id)?;
             // Re-checked on the tip this transition applies to.
             if !needs_done(ctx, stored.as_ref()) {
                 continue;
             }
-            let mut record = txn.record(id, *has_deps)?;
+            let has_deps = orders.get(id).is_some_and(|wo| !wo.deps.is_empty());
+            let mut record = txn.record(id, has_deps)?;
             let was = if stored.is_some() {
                 record.status.to_string()
             } else {
@@ -1168,11 +1021,22 @@ fn slot_dir(dir: &Path) -> Option<Finding> {
         );
     }
     let mode = meta.mode() & 0o777;
+    // As slots::prepare_dir: a directory others can write into is never "repaired".
+    if mode & 0o022 != 0 {
+        return Some(
+            Finding::new(
+                Kind::SlotDir,
+                &path,
+                format!("mode {mode:o}: other users can write into it, and may have planted files in it"),
+            )
+            .hint(format!("check its contents, then 'chmod 700 {path}'; or {own}")),
+        );
+    }
     (mode & 0o077 != 0).then(|| {
         Finding::new(
             Kind::SlotDir,
             &path,
-            format!("mode {mode:o}: other users can read or change its slot files"),
+            format!("mode {mode:o}: other users can read its slot files"),
         )
         .hint(format!("make it private with 'chmod 700 {path}'"))
         .fixable(true)

@@ -100,12 +100,32 @@ impl Error {
             Error::Input(e) => e.hint.clone(),
             Error::Orders(e) => e.hint(),
             Error::State(e) => e.hint(),
+            e if e.is_disk_full() => Some(
+                "free some disk space and run it again: no attempt was spent on this".into(),
+            ),
             Error::NoSlot { .. } => Some(
                 "wait for one (drop --no-wait), or raise the cap with --max-total N or 'git config arbiter.maxTotal N'"
                     .into(),
             ),
             _ => None,
         }
+    }
+
+    /// Did this fail for want of disk space (ENOSPC anywhere in its chain)?
+    pub fn is_disk_full(&self) -> bool {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = source {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if io.raw_os_error() == Some(libc::ENOSPC) {
+                    return true;
+                }
+            }
+            if says_disk_full(&e.to_string()) {
+                return true;
+            }
+            source = e.source();
+        }
+        false
     }
 
     /// Wrap any git (gix) failure with what we were doing.
@@ -140,3 +160,8 @@ where
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Does an error text (ours, or a git command's) say the disk is full?
+pub fn says_disk_full(text: &str) -> bool {
+    text.contains("No space left on device")
+}

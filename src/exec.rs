@@ -6,12 +6,27 @@
 //! one documented exception, read from a separate capture). git's own
 //! environment variables are removed: a builder started from a hook must not
 //! inherit the hook's `GIT_DIR` or `GIT_INDEX_FILE` and write into our repository.
+//!
+//! A command's output reaches its log through a pipe we drain, capped at
+//! [`LOG_CAP`]: a builder stuck printing in a loop must not fill the disk.
 
+use std::collections::VecDeque;
 use std::fs::File;
+use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+/// At most this much of one command's output goes to its log: the first and
+/// the last half, and between them a line saying how many bytes were cut.
+pub const LOG_CAP: usize = 8 << 20;
+
+/// How long to wait, once the command's process group is gone, for the last
+/// of its output. Only a process that left the group (a daemon) can keep the
+/// pipe open longer, and it must not hold up the conductor.
+const LAST_OUTPUT_WAIT: Duration = Duration::from_secs(1);
 
 /// The variables git itself sets for a repository (`git rev-parse --local-env-vars`)
 /// plus a few more that redirect where git reads or writes.
@@ -73,7 +88,7 @@ pub struct Spec<'a> {
     pub command: &'a str,
     pub cwd: &'a Path,
     pub env: &'a [(String, String)],
-    /// stdout and stderr are appended here.
+    /// stdout and stderr are appended here, at most [`LOG_CAP`] bytes of them.
     pub log: &'a Path,
     /// Capture stdout to this file instead of the log (stderr still goes to the log).
     pub stdout_to: Option<&'a Path>,
@@ -106,19 +121,36 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
         std::fs::create_dir_all(dir)?;
     }
     let log = File::options().create(true).append(true).open(spec.log)?;
-    let stdout = match spec.stdout_to {
-        Some(path) => File::create(path)?,
-        None => log.try_clone()?,
+    // One pipe for both streams keeps their interleaving, as a shared file did.
+    let (output, input) = std::io::pipe()?;
+    let stdout: Stdio = match spec.stdout_to {
+        Some(path) => File::create(path)?.into(),
+        None => input.try_clone()?.into(),
     };
+    let drain = Drain::start(output, CappedLog::new(log, LOG_CAP))?;
     let mut cmd = shell(spec.command, spec.cwd, spec.env);
-    cmd.stdout(stdout).stderr(log).process_group(0);
+    cmd.stdout(stdout).stderr(input).process_group(0);
     let mut child = cmd.spawn()?;
+    // Our copies of the pipe's write end: the drain sees the end of the output
+    // only once no one else holds one.
+    drop(cmd);
     let _record = spec.groups.map(|dir| GroupRecord::new(dir, child.id()));
+    let exit = wait(&mut child, spec.timeout, stop);
+    drain.finish();
+    exit
+}
+
+/// Wait for the command (and end its process group) as [`run`] says.
+fn wait(
+    child: &mut Child,
+    timeout: Option<Duration>,
+    stop: &dyn Fn() -> bool,
+) -> std::io::Result<Exit> {
     let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait()? {
             // The shell is gone; end anything it left running in its group.
-            kill_group(&child, libc::SIGKILL);
+            kill_group(child, libc::SIGKILL);
             use std::os::unix::process::ExitStatusExt;
             return Ok(match (status.code(), status.signal()) {
                 (Some(c), _) => Exit::Code(c),
@@ -126,9 +158,9 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
                 (None, None) => Exit::Code(-1),
             });
         }
-        let timed_out = spec.timeout.is_some_and(|t| started.elapsed() >= t);
+        let timed_out = timeout.is_some_and(|t| started.elapsed() >= t);
         if timed_out || stop() {
-            terminate(&mut child)?;
+            terminate(child)?;
             return Ok(if timed_out {
                 Exit::TimedOut
             } else {
@@ -136,6 +168,120 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
             });
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A command's log, capped: the first `cap / 2` bytes of output are written
+/// at once (so the log can be followed live), the last `cap / 2` are held
+/// back until the end, and whatever falls between is counted and dropped.
+struct CappedLog {
+    /// `None` once a write failed: logging is best effort, the command's
+    /// verdict does not depend on it.
+    file: Option<File>,
+    head_left: usize,
+    head_ends_line: bool,
+    tail: VecDeque<u8>,
+    tail_cap: usize,
+    cut: u64,
+    finished: bool,
+}
+
+impl CappedLog {
+    fn new(file: File, cap: usize) -> CappedLog {
+        CappedLog {
+            file: Some(file),
+            head_left: cap / 2,
+            head_ends_line: true,
+            tail: VecDeque::new(),
+            tail_cap: cap - cap / 2,
+            cut: 0,
+            finished: false,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if let Some(file) = &mut self.file {
+            if file.write_all(bytes).is_err() {
+                self.file = None;
+            }
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let head = bytes.len().min(self.head_left);
+        let (head, rest) = bytes.split_at(head);
+        if let Some(&last) = head.last() {
+            self.write(head);
+            self.head_left -= head.len();
+            self.head_ends_line = last == b'\n';
+        }
+        self.tail.extend(rest);
+        let over = self.tail.len().saturating_sub(self.tail_cap);
+        self.tail.drain(..over);
+        self.cut += over as u64;
+    }
+
+    /// Write what was held back, after a line saying what was cut, if anything.
+    fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if self.cut > 0 {
+            let newline = if self.head_ends_line { "" } else { "\n" };
+            let marker = format!("{newline}[git-arbiter: {} bytes cut here]\n", self.cut);
+            self.write(marker.as_bytes());
+        }
+        let tail = std::mem::take(&mut self.tail);
+        let (front, back) = tail.as_slices();
+        self.write(front);
+        self.write(back);
+    }
+}
+
+/// A thread copying a command's output from its pipe into a [`CappedLog`].
+struct Drain {
+    log: Arc<Mutex<CappedLog>>,
+    ended: mpsc::Receiver<()>,
+}
+
+impl Drain {
+    fn start(mut output: std::io::PipeReader, log: CappedLog) -> std::io::Result<Drain> {
+        let log = Arc::new(Mutex::new(log));
+        let (ended_tx, ended) = mpsc::channel();
+        let shared = Arc::clone(&log);
+        std::thread::Builder::new()
+            .name("exec-log".into())
+            .spawn(move || {
+                let mut buf = vec![0; 64 << 10];
+                loop {
+                    match output.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            let mut log = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                            // After `finish`, a process that left the group keeps
+                            // being read, so it never blocks on a full pipe, but
+                            // its output goes nowhere.
+                            if !log.finished {
+                                log.push(&buf[..n]);
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+                let _ = ended_tx.send(());
+            })?;
+        Ok(Drain { log, ended })
+    }
+
+    /// Wait (briefly) for the end of the output, then complete the log.
+    fn finish(self) {
+        let _ = self.ended.recv_timeout(LAST_OUTPUT_WAIT);
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .finish();
     }
 }
 
@@ -238,6 +384,86 @@ mod tests {
     }
 
     #[test]
+    fn the_log_keeps_head_and_tail_of_long_output() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("x.log");
+        let last = 2_000_000;
+        let total: usize = (1..=last).map(|i: u32| i.to_string().len() + 1).sum();
+        assert!(
+            total > LOG_CAP + LOG_CAP / 2,
+            "the output must exceed the cap"
+        );
+        // A timeout, so that a builder blocked by the cap fails the test
+        // instead of hanging it.
+        let cmd = format!("seq 1 {last}; echo done >&2");
+        let exit = run(
+            &spec(&cmd, dir.path(), &log, Some(Duration::from_secs(120))),
+            &|| false,
+        )
+        .expect("runs");
+        assert_eq!(exit, Exit::Code(0));
+        let text = std::fs::read_to_string(&log).expect("log");
+        let marker = format!("\n[git-arbiter: {} bytes cut here]\n", total + 5 - LOG_CAP);
+        assert!(
+            text.len() <= LOG_CAP + marker.len() + 1,
+            "{} bytes",
+            text.len()
+        );
+        assert!(text.starts_with("1\n2\n3\n"), "{}", &text[..20]);
+        assert!(
+            text.ends_with("1999999\n2000000\ndone\n"),
+            "{}",
+            &text[text.len() - 40..]
+        );
+        let at = text.find(&marker).expect("the marker names the bytes cut");
+        assert_eq!(text.matches("git-arbiter:").count(), 1);
+        // The head is cut mid-line (a newline is added before the marker).
+        assert_eq!(at, LOG_CAP / 2);
+        assert_eq!(text.len() - (at + marker.len()), LOG_CAP - LOG_CAP / 2);
+    }
+
+    #[test]
+    fn output_within_the_cap_is_logged_whole() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("x.log");
+        std::fs::write(&log, "before\n").expect("write");
+        run(&spec("seq 1 1000", dir.path(), &log, None), &|| false).expect("runs");
+        let want: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+        assert_eq!(
+            std::fs::read_to_string(&log).expect("log"),
+            format!("before\n{want}")
+        );
+    }
+
+    #[test]
+    fn a_process_that_left_the_group_holding_the_output_does_not_wedge_run() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("x.log");
+        let pidfile = dir.path().join("pid");
+        // `setsid` takes the sleeper out of the process group, which is all
+        // that ending the command kills; it keeps the output pipe open.
+        let cmd = format!(
+            "setsid sleep 30 & echo $! > {}; echo started",
+            pidfile.display()
+        );
+        let started = Instant::now();
+        let exit = run(&spec(&cmd, dir.path(), &log, None), &|| false).expect("runs");
+        let elapsed = started.elapsed();
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .expect("pid")
+            .trim()
+            .parse()
+            .expect("pid number");
+        // SAFETY: kill(2) on the sleeper this test started.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        assert_eq!(exit, Exit::Code(0));
+        assert!(elapsed < Duration::from_secs(20), "run waited {elapsed:?}");
+        assert_eq!(std::fs::read_to_string(&log).expect("log"), "started\n");
+    }
+
+    #[test]
     fn timeout_kills_grandchildren() {
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
@@ -254,16 +480,26 @@ mod tests {
             .trim()
             .parse()
             .expect("pid number");
-        // Dead means gone, or a zombie waiting for init to reap it.
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next());
-        assert!(
-            matches!(state, None | Some("Z") | Some("X")),
-            "grandchild {pid} survived the timeout: {stat}"
-        );
+        // Dead means gone, or a zombie waiting for init to reap it. A process
+        // killed a moment ago may still be on its way out (state R after it
+        // closed its files, which is when `run` sees the output end): give it
+        // a few seconds on a loaded machine.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next());
+            if matches!(state, None | Some("Z") | Some("X")) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "grandchild {pid} survived the timeout: {stat}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     #[test]

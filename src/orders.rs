@@ -3,7 +3,8 @@
 //! Format (DESIGN "Concepts"): the title is the first level-1 heading;
 //! `## Depends on` and `## Files to touch` hold bullet lists; `## Task` is the
 //! free text handed to the builder. Other `##` sections are kept in the task
-//! text. Headings inside fenced code blocks are ignored.
+//! text. Headings inside fenced code blocks are ignored. A UTF-8 byte order
+//! mark at the start of the file is skipped.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -117,6 +118,9 @@ pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
             "rename the file to a lowercase id such as 'wo-01.md'",
         ));
     }
+    // Editors on Windows may save UTF-8 with a byte order mark; it is not
+    // part of the text, and left in place it would hide the `# Title`.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut title = None;
     let mut deps: Vec<(String, usize)> = Vec::new();
     let mut files = Vec::new();
@@ -538,6 +542,16 @@ mod tests {
         assert_eq!(wo.deps, ["wo-00"]);
         assert_eq!(wo.file_strings(), ["src/ui/login/**", "tests/login.rs"]);
         assert_eq!(wo.task, "Build it.\n\n## Notes\nmore");
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_the_title_is_ignored() {
+        let wo = p("\u{feff}# Login form\n## Files to touch\n- src/a.rs\n").expect("valid");
+        assert_eq!(wo.title, "Login form");
+        assert_eq!(wo.file_strings(), ["src/a.rs"]);
+        // Only at the very start: elsewhere it is text like any other.
+        let err = p("\u{feff}\u{feff}# T\n").unwrap_err().to_string();
+        assert!(err.contains(":1: no title"), "{err}");
     }
 
     #[test]

@@ -100,6 +100,8 @@ enum JobOutcome {
     /// A critic blocked it: terminal.
     Blocked(String),
     Interrupted,
+    /// Writing the attempt's work failed for want of disk space: given back.
+    DiskFull(String),
     Clean,
 }
 
@@ -221,9 +223,20 @@ pub fn run(
             .collect();
         let dispatched = dispatch(ctx, &store, &picked, round_base, &me, progress)?;
         let mut jobs = Vec::new();
-        for (wo, attempt) in dispatched {
-            worktree::remove(ctx, &wo.id, &branch_of(&wo.id))?;
-            let path = worktree::add(ctx, &wo.id, &branch_of(&wo.id), round_base)?;
+        for &(wo, attempt) in &dispatched {
+            let made = worktree::remove(ctx, &wo.id, &branch_of(&wo.id))
+                .and_then(|()| worktree::add(ctx, &wo.id, &branch_of(&wo.id), round_base));
+            let path = match made {
+                Ok(path) => path,
+                Err(e) => {
+                    // Nothing was built: every dispatched order gets its attempt back.
+                    if e.is_disk_full() {
+                        me.release_reserve();
+                    }
+                    abandon(ctx, &store, &branch, &dispatched, &me.name, &e.to_string())?;
+                    return Err(e);
+                }
+            };
             jobs.push(Job {
                 wo,
                 attempt,
@@ -266,6 +279,12 @@ pub fn run(
             .iter()
             .flat_map(|wo| wo.files.iter().cloned())
             .collect();
+        if jobs
+            .iter()
+            .any(|j| matches!(j.outcome, JobOutcome::DiskFull(_)))
+        {
+            me.release_reserve();
+        }
         for (i, job) in jobs.iter().enumerate() {
             if let Err(e) = settle(
                 ctx, &store, &branch, job, round_base, opts, &union, &me.name, progress,
@@ -273,10 +292,22 @@ pub fn run(
                 // E.g. the checked-out integration branch has local changes:
                 // nothing more can merge. The builders were not at fault, so
                 // the unsettled orders get their attempts back.
-                abandon(ctx, &store, &branch, &jobs[i..], &me.name, &e.to_string())?;
+                let unsettled: Vec<(&WorkOrder, u32)> =
+                    jobs[i..].iter().map(|j| (j.wo, j.attempt)).collect();
+                abandon(ctx, &store, &branch, &unsettled, &me.name, &e.to_string())?;
                 return Err(e);
             }
             progress.finished(&job.wo.id);
+        }
+        if let Some(JobOutcome::DiskFull(why)) = jobs
+            .iter()
+            .map(|j| &j.outcome)
+            .find(|o| matches!(o, JobOutcome::DiskFull(_)))
+        {
+            return Err(Error::Io {
+                context: why.clone(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            });
         }
         if me.should_stop() {
             summary.stopped = Some("stop requested".into());
@@ -515,7 +546,14 @@ fn build_one(
         }
         Ok(JobOutcome::Clean)
     })();
-    job.outcome = outcome.unwrap_or_else(JobOutcome::Retry);
+    job.outcome = outcome.unwrap_or_else(|why| {
+        // The machine's fault, not the builder's: no attempt is spent on it.
+        if crate::error::says_disk_full(&why) {
+            JobOutcome::DiskFull(why)
+        } else {
+            JobOutcome::Retry(why)
+        }
+    });
     drop(slot);
     progress.slots(running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
 }
@@ -621,7 +659,10 @@ fn settle(
                 _ => ("interrupted".to_string(), None),
             };
             keep_branch = halt.is_some();
-            let interrupted = matches!(outcome, JobOutcome::Interrupted | JobOutcome::Pending);
+            let interrupted = matches!(
+                outcome,
+                JobOutcome::Interrupted | JobOutcome::Pending | JobOutcome::DiskFull(_)
+            );
             crate::crash::point("verdict.before");
             let held = store.transact(&format!("verdict {id}"), |txn| -> Result<bool> {
                 let Some(mut record) = txn.stored(id)? else {
@@ -638,10 +679,14 @@ fn settle(
                         record.halt(reason, vec![event.clone()]);
                     }
                     None if interrupted => {
-                        // Stopped by the user, not failed by the builder: the attempt is given back.
+                        // Stopped by the user or the disk, not failed by the
+                        // builder: the attempt is given back.
                         record.status = Status::NeedsRework;
                         record.attempts = record.attempts.saturating_sub(1);
-                        record.log("interrupted", Some(log.clone()));
+                        match outcome {
+                            JobOutcome::DiskFull(why) => record.log("disk_full", Some(why.clone())),
+                            _ => record.log("interrupted", Some(log.clone())),
+                        }
                     }
                     None => {
                         record.status = Status::NeedsRework;
@@ -743,7 +788,7 @@ fn abandon(
     ctx: &Context,
     store: &Store<'_>,
     branch: &gix::refs::FullName,
-    jobs: &[Job<'_>],
+    jobs: &[(&WorkOrder, u32)],
     owner: &str,
     why: &str,
 ) -> Result<()> {
@@ -752,12 +797,12 @@ fn abandon(
         "abandon unsettled work orders",
         |txn| -> Result<Vec<String>> {
             let mut requeued = Vec::new();
-            for job in jobs {
-                let mut record = txn.record(&job.wo.id, !job.wo.deps.is_empty())?;
+            for &(wo, attempt) in jobs {
+                let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
                 // Only what is still ours and unmerged: a merge that landed before
                 // settling failed is left to the recovery rule at the next start,
                 // so it can never be merged twice.
-                if !record.held_by(owner, job.attempt) {
+                if !record.held_by(owner, attempt) {
                     continue;
                 }
                 if !matches!(
@@ -771,7 +816,7 @@ fn abandon(
                 record.owner = None;
                 record.log("abandoned", Some(why.to_owned()));
                 txn.put(record);
-                requeued.push(job.wo.id.clone());
+                requeued.push(wo.id.clone());
             }
             Ok(requeued)
         },

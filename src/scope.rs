@@ -333,6 +333,63 @@ impl Entry {
     }
 }
 
+/// Below this many pairs of literal entries, comparing every pair is cheaper
+/// than sorting one side.
+const PAIRWISE_LITERALS: usize = 256;
+
+/// Does some entry of `a` overlap some entry of `b`? The same answer as
+/// comparing every pair with [`Entry::overlaps`], but literal paths meet
+/// literal paths through a sorted list, so two sets of thousands of literal
+/// entries cost n·log n, not n². Globs are still compared with every entry.
+pub fn sets_overlap(a: &[Entry], b: &[Entry]) -> bool {
+    let globs_overlap = a
+        .iter()
+        .filter(|x| x.is_glob())
+        .any(|x| b.iter().any(|y| x.overlaps(y)))
+        || b.iter()
+            .filter(|y| y.is_glob())
+            .any(|y| a.iter().filter(|x| !x.is_glob()).any(|x| x.overlaps(y)));
+    if globs_overlap {
+        return true;
+    }
+    if literals(a).count().saturating_mul(literals(b).count()) <= PAIRWISE_LITERALS {
+        return literals(a).any(|x| literals(b).any(|y| literal_overlap(x, y)));
+    }
+    let a: Vec<&str> = literals(a).collect();
+    literals_overlap(&a, literals(b).collect())
+}
+
+fn literals(set: &[Entry]) -> impl Iterator<Item = &str> {
+    set.iter()
+        .filter(|e| e.kind == Kind::Literal)
+        .map(Entry::as_str)
+}
+
+/// [`Entry::overlaps`] for two literal paths: equal, or one is a path
+/// ancestor of the other.
+fn literal_overlap(x: &str, y: &str) -> bool {
+    let (short, long) = if x.len() <= y.len() { (x, y) } else { (y, x) };
+    long.starts_with(short) && (long.len() == short.len() || long.as_bytes()[short.len()] == b'/')
+}
+
+/// Does a path of `a` overlap a path of `b` (all literal)? Each path of `a`
+/// looks up itself and its ancestors in the sorted `b`, and its descendants,
+/// which sort as one run starting at `<path>/`.
+fn literals_overlap(a: &[&str], mut b: Vec<&str>) -> bool {
+    b.sort_unstable();
+    let declared = |path: &str| b.binary_search(&path).is_ok();
+    let mut below = String::new();
+    a.iter().any(|&x| {
+        below.clear();
+        below.push_str(x);
+        below.push('/');
+        let first_below = b.partition_point(|y| *y < below.as_str());
+        declared(x)
+            || x.match_indices('/').any(|(i, _)| declared(&x[..i]))
+            || b.get(first_below).is_some_and(|y| y.starts_with(&below))
+    })
+}
+
 fn brace_group_holds_slash(s: &str) -> bool {
     let mut depth = 0usize;
     for c in s.chars() {
@@ -453,7 +510,74 @@ mod tests {
         }
     }
 
+    /// The definition [`sets_overlap`] must agree with.
+    fn pairwise(a: &[Entry], b: &[Entry]) -> bool {
+        a.iter().any(|x| b.iter().any(|y| x.overlaps(y)))
+    }
+
+    #[test]
+    fn literal_sets_table() {
+        let set = |paths: &[&str]| paths.iter().map(|p| e(p)).collect::<Vec<_>>();
+        // '-' and '.' sort before '/', so a directory's descendants do not
+        // follow it directly in sorted order.
+        let b = set(&["a/b-c", "a/b.rs", "a/bc", "x/y/z"]);
+        let cases: [(&[&str], bool); 8] = [
+            (&["a/b"], false),
+            (&["a/b/c"], false),
+            (&["a"], true),
+            (&["a/b-c/d"], true),
+            (&["x/y"], true),
+            (&["x/y/z"], true),
+            (&["x/y/zz", "x/yy"], false),
+            (&["src/**"], false),
+        ];
+        for (a, want) in cases {
+            let a = set(a);
+            assert_eq!(pairwise(&a, &b), want, "{a:?}");
+            assert_eq!(sets_overlap(&a, &b), want, "{a:?}");
+            assert_eq!(sets_overlap(&b, &a), want, "{a:?} (symmetry)");
+
+            assert_eq!(
+                literals_overlap(&literals(&a).collect::<Vec<_>>(), literals(&b).collect()),
+                want,
+                "{a:?}"
+            );
+        }
+    }
+
     proptest::proptest! {
+        /// The sorted lookup of literal paths gives the pairwise answer. `b`
+        /// shares no top directory with `a` but for `shared`, so that large
+        /// sets do not always overlap, and its names sort next to `a`'s.
+        #[test]
+        fn literal_lookup_agrees_with_pairwise(
+            a in proptest::collection::vec("(a|b)(/(a|b|a-b|a\\.b|c)){0,3}", 0..30),
+            mut b in proptest::collection::vec("(a-b|a\\.b|ab|c)(/(a|b|a-b|c)){0,3}", 0..30),
+            shared in proptest::option::of("(a|b)(/(a|b|a-b|a\\.b|c)){0,3}"),
+        ) {
+            b.extend(shared);
+            let (ea, eb): (Vec<Entry>, Vec<Entry>) =
+                (a.iter().map(|p| e(p)).collect(), b.iter().map(|p| e(p)).collect());
+            let want = pairwise(&ea, &eb);
+            proptest::prop_assert_eq!(
+                literals_overlap(&literals(&ea).collect::<Vec<_>>(), literals(&eb).collect()),
+                want,
+                "{:?} vs {:?}", a, b
+            );
+            proptest::prop_assert_eq!(sets_overlap(&ea, &eb), want, "{:?} vs {:?}", a, b);
+        }
+
+        /// With globs mixed in, the set check still gives the pairwise answer.
+        #[test]
+        fn set_overlap_agrees_with_pairwise(
+            a in proptest::collection::vec("(src|docs|a)(/(x|y|x-y|\\*|\\*\\*|m\\.rs|\\*\\.rs)){0,3}", 0..30),
+            b in proptest::collection::vec("(src|docs|a)(/(x|y|x-y|\\*|\\*\\*|m\\.rs|\\*\\.rs)){0,3}", 0..30),
+        ) {
+            let (ea, eb): (Vec<Entry>, Vec<Entry>) =
+                (a.iter().map(|p| e(p)).collect(), b.iter().map(|p| e(p)).collect());
+            proptest::prop_assert_eq!(sets_overlap(&ea, &eb), pairwise(&ea, &eb), "{:?} vs {:?}", a, b);
+        }
+
         /// Validation skips globset only where its parser cannot fail.
         #[test]
         fn simple_patterns_always_parse(pat in r"[a-c*?.,\]/é-]{0,12}") {

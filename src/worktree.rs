@@ -22,7 +22,7 @@ use crate::state::{Record, Status, Store};
 /// Branches git-arbiter owns: `refs/heads/arbiter/*`.
 pub const BRANCH_PREFIX: &str = "refs/heads/arbiter/";
 /// The lock reason of a worktree being created (gix and git alike).
-const INITIALIZING: &str = "initializing";
+pub(crate) const INITIALIZING: &str = "initializing";
 
 /// Race instances' branches: `refs/heads/arbiter-race/<id>/<k>`.
 pub const RACE_BRANCH_PREFIX: &str = "refs/heads/arbiter-race/";
@@ -481,7 +481,7 @@ pub fn list(ctx: &Context) -> Result<Vec<Info>> {
 
 /// The work order a worktree name or `arbiter/` branch suffix belongs to:
 /// `<id>` itself, or `race-<id>-<k>`.
-fn owner_of<'o>(orders: &'o Orders, name: &str) -> Option<&'o str> {
+pub(crate) fn owner_of<'o>(orders: &'o Orders, name: &str) -> Option<&'o str> {
     if let Some(wo) = orders.get(name) {
         return Some(&wo.id);
     }
@@ -585,7 +585,17 @@ pub fn cleanup_stale(
             ));
             continue;
         }
-        let what = describe(&info, has_branch, &branch);
+        let mut what = describe(&info, has_branch, &branch);
+        // Its commit stays findable (`git branch <name> <sha>`) from the report.
+        if let Some(tip) = ctx
+            .repo
+            .try_find_reference(format!("refs/heads/{branch}").as_str())
+            .ok()
+            .flatten()
+            .and_then(|mut r| r.peel_to_id().ok())
+        {
+            what.push_str(&format!(" (at {tip})"));
+        }
         remove_in_turn(ctx, &name, &branch)?;
         report.push(format!("removed {what}"));
     }
@@ -595,13 +605,13 @@ pub fn cleanup_stale(
 /// A lock file younger than this may belong to a git command running right
 /// now (a builder committing on its branch); older ones on a branch no live
 /// conductor works on are leftovers.
-const STALE_LOCK_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const STALE_LOCK_AGE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Remove the `.lock` files a killed git or git-arbiter process left on
 /// arbiter's own branches (`arbiter/*`, `arbiter-race/*`): each makes every
 /// later edit of that branch fail. Only for orders no live conductor works on,
 /// and only locks older than [`STALE_LOCK_AGE`]. Returns one report line each.
-fn clear_stale_branch_locks(
+pub(crate) fn clear_stale_branch_locks(
     ctx: &Context,
     orders: &Orders,
     snapshot: &mut crate::state::Snapshot<'_>,

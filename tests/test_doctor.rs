@@ -165,12 +165,21 @@ fn stale_locks_on_arbiter_refs_are_removed_others_only_reported() {
 }
 
 #[test]
-fn a_live_conductor_keeps_arbiter_locks() {
+fn a_live_conductor_keeps_the_locks_of_its_work_and_of_the_notes() {
     let env = setup();
-    let lock = git_dir(&env).join("refs/heads/arbiter/wo-01.lock");
-    old_file(&lock, "0000000000000000000000000000000000000000\n");
+    env.write_record(
+        "wo-01",
+        r#"{"version":1,"wo":"wo-01","status":"in_progress","halted":false,"halt_reason":null,"attempts":1,"cap":3,"checkpoint_before":null,"checkpoint_after":null,"owner":"c1"}"#,
+    );
+    let gd = git_dir(&env);
+    let its = gd.join("refs/heads/arbiter/wo-01.lock");
+    let other = gd.join("refs/heads/arbiter/wo-02.lock");
+    let notes = gd.join("refs/notes/arbiter.lock");
+    for lock in [&its, &other, &notes] {
+        old_file(lock, "0000000000000000000000000000000000000000\n");
+    }
     // A conductor is live while it holds the flock on its file.
-    let conductors = git_dir(&env).join("arbiter/conductors");
+    let conductors = gd.join("arbiter/conductors");
     std::fs::create_dir_all(&conductors).expect("mkdir");
     // The shell becomes `sleep`, which keeps the locked descriptor: killing it frees the lock.
     let mut holder = std::process::Command::new("sh")
@@ -186,18 +195,27 @@ fn a_live_conductor_keeps_arbiter_locks() {
     std::thread::sleep(Duration::from_millis(200));
     let run = env.run(&["doctor", "--fix", "--json"]).code(1);
     let json = run.json();
-    let finding = &json["findings"][0];
-    assert_eq!(finding["kind"], "ref_lock");
-    assert_eq!(finding["fixable"], false);
-    assert!(finding["hint"]
-        .as_str()
-        .expect("hint")
-        .contains("a conductor is running (c1)"));
-    assert!(lock.exists());
+    for kept in [&its, &notes] {
+        let finding = json["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .find(|f| f["path"] == kept.display().to_string())
+            .expect("reported");
+        assert_eq!(finding["kind"], "ref_lock");
+        assert_eq!(finding["fixable"], false);
+        assert!(finding["hint"]
+            .as_str()
+            .expect("hint")
+            .contains("a conductor is running (c1)"));
+        assert!(kept.exists());
+    }
+    // wo-02 is no live conductor's work: its branch's lock is a leftover.
+    assert!(!other.exists());
     holder.kill().expect("kill");
     holder.wait().expect("wait");
     env.run(&["doctor", "--fix"]).success();
-    assert!(!lock.exists());
+    assert!(!its.exists() && !notes.exists());
 }
 
 #[test]
@@ -249,7 +267,7 @@ fn initializing_lock_of_a_killed_add_is_cleared_and_its_worktree_removed() {
     )));
 
     let run = env.run(&["doctor", "--fix"]).code(1);
-    assert!(run.stderr.contains("unlocked worktree"), "{}", run.stderr);
+    assert!(run.stderr.contains("removed worktree"), "{}", run.stderr);
     assert!(!wt.exists());
     assert!(!branch_exists(&env, "arbiter/wo-01"));
     // Not arbiter's: reported, kept.
@@ -290,13 +308,13 @@ fn leftover_branches_are_removed_unless_halted_or_unknown() {
             ),
             (
                 "leftover_branch".into(),
-                "refs/heads/arbiter/wo-01".into(),
+                "refs/heads/arbiter-race/wo-02/1".into(),
                 true,
                 false
             ),
             (
                 "leftover_branch".into(),
-                "refs/heads/arbiter-race/wo-02/1".into(),
+                "refs/heads/arbiter/wo-01".into(),
                 true,
                 false
             ),
@@ -412,34 +430,47 @@ fn a_fetch_refspec_that_overwrites_local_notes_is_reported() {
 }
 
 #[test]
-fn a_slot_directory_open_to_others_is_made_private() {
+fn a_slot_directory_others_can_write_into_is_reported_never_chmod_ed() {
     use std::os::unix::fs::PermissionsExt;
     let env = setup();
+    let chmod = |mode| {
+        std::fs::set_permissions(&env.slot_dir, std::fs::Permissions::from_mode(mode))
+            .expect("chmod")
+    };
+    let mode = || {
+        std::fs::metadata(&env.slot_dir)
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777
+    };
     std::fs::create_dir_all(&env.slot_dir).expect("mkdir");
-    std::fs::set_permissions(&env.slot_dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    // Anyone may have planted files in it: a human checks them first.
+    chmod(0o777);
+    let json = env.run(&["doctor", "--fix", "--json"]).code(1).json();
+    let finding = &json["findings"][0];
+    assert_eq!(finding["kind"], "slot_dir");
+    assert_eq!(finding["path"], env.slot_dir.display().to_string());
+    assert_eq!(finding["fixable"], false);
+    assert!(finding["hint"]
+        .as_str()
+        .expect("hint")
+        .contains("check its contents, then 'chmod 700"));
+    assert_eq!(mode(), 0o777);
+
+    // Others can only read it, and it holds only slot files: made private.
+    chmod(0o755);
     let json = env.run(&["doctor", "--json"]).code(1).json();
-    assert_eq!(json["findings"][0]["kind"], "slot_dir");
-    assert_eq!(
-        json["findings"][0]["path"],
-        env.slot_dir.display().to_string()
-    );
+    assert_eq!(json["findings"][0]["fixable"], true);
     env.run(&["doctor", "--fix"]).success();
-    let mode = std::fs::metadata(&env.slot_dir)
-        .expect("meta")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o700);
+    assert_eq!(mode(), 0o700);
     env.run(&["doctor"]).success();
 
     // Someone else's files in it: not provably a slot directory, left alone.
     std::fs::write(env.slot_dir.join("notes.txt"), "mine\n").expect("write");
-    std::fs::set_permissions(&env.slot_dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    chmod(0o755);
     env.run(&["doctor", "--fix"]).code(1);
-    let mode = std::fs::metadata(&env.slot_dir)
-        .expect("meta")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(mode(), 0o755);
 }
 
 #[test]

@@ -108,3 +108,27 @@ fn orders_dir_from_flag_and_config() {
     let run = env.run_in(&env.repo.join("plans"), &["status"]).success();
     assert!(run.stdout.contains("x-1"), "{}", run.stdout);
 }
+
+#[test]
+fn a_byte_order_mark_before_the_title_is_accepted() {
+    let env = setup();
+    // Windows editors (Notepad, some VS Code setups) save UTF-8 with a BOM.
+    env.write(
+        "work-orders/wo-02.md",
+        "\u{feff}# Two\r\n## Files to touch\r\n- src/b.rs\r\n",
+    );
+    let run = env.run(&["status", "--json"]).success();
+    let rows = run.json()["orders"].clone();
+    let two = rows
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["id"] == "wo-02"))
+        .unwrap_or_else(|| panic!("wo-02 is listed: {rows}"));
+    assert_eq!(two["title"], "Two");
+    let run = env.run(&["batch", "--json"]).success();
+    assert_eq!(
+        run.json()["batch"][1]["files"][0],
+        "src/b.rs",
+        "{}",
+        run.stdout
+    );
+}

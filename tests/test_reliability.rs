@@ -440,3 +440,129 @@ fn sighup_stops_like_ctrl_c() {
         assert_eq!(row["status"], "needs_rework", "{row}");
     }
 }
+
+/// Unmounts on drop, so a failing test leaves no mount behind.
+struct Mount(PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Defect 11: a full disk during the checkout update must never leave a
+/// truncated file in the user's checkout; the next run finishes the update.
+/// Needs a small tmpfs, so it runs only where `mount` is allowed (as in CI,
+/// which runs as root).
+#[test]
+fn a_full_disk_during_the_checkout_update_leaves_no_truncated_file() {
+    let env = TestEnv::new();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&env.repo)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let _mount = Mount(env.repo.clone());
+    env.git(&["init", "-q", "-b", "main"]);
+    let outside = env.root.join("worktrees");
+    env.git(&[
+        "config",
+        "arbiter.worktreeDir",
+        outside.to_str().expect("utf-8"),
+    ]);
+    env.write("data.txt", "original\n");
+    env.work_order("wo-01", "Big", &[], &["data.txt"]);
+    env.commit_all("init");
+    // The gate fills the disk, leaving room for the merge's objects and
+    // state but not for the new 1.2 MB file.
+    let gate = format!(
+        "free=$(df --output=avail -k {repo} | tail -1); dd if=/dev/zero of={repo}/.git/filler bs=1k count=$((free - 300)) 2>/dev/null; true",
+        repo = env.repo.display()
+    );
+    let build = "head -c 1200000 /dev/urandom > data.txt";
+    let run = env.run(&["round", "--build", build, "--gate", &gate]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("No space left on device"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("data.txt")).expect("data"),
+        "original\n",
+        "the user's file is untouched, not truncated"
+    );
+    std::fs::remove_file(env.repo.join(".git/filler")).expect("free the disk");
+    env.run(&["round", "--build", "exit 1"]).success();
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(
+        std::fs::read(env.repo.join("data.txt"))
+            .expect("data")
+            .len(),
+        1_200_000
+    );
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    env.fsck();
+}
+
+/// Defect 11: a full disk says so and spends no attempt: the builder was
+/// not at fault.
+#[test]
+fn a_full_disk_while_committing_the_work_spends_no_attempt() {
+    let env = TestEnv::new();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&env.repo)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let _mount = Mount(env.repo.clone());
+    env.git(&["init", "-q", "-b", "main"]);
+    let outside = env.root.join("worktrees");
+    env.git(&[
+        "config",
+        "arbiter.worktreeDir",
+        outside.to_str().expect("utf-8"),
+    ]);
+    env.write("data.txt", "original\n");
+    env.work_order("wo-01", "Big", &[], &["data.txt"]);
+    env.commit_all("init");
+    let filler = env.repo.join(".git/filler");
+    let build = format!(
+        "head -c 1200000 /dev/urandom > data.txt; if [ ! -e {done} ]; then touch {done}; free=$(df --output=avail -k {repo} | tail -1); dd if=/dev/zero of={filler} bs=1k count=$((free - 300)) 2>/dev/null; fi; true",
+        done = env.root.join("filled").display(),
+        repo = env.repo.display(),
+        filler = filler.display(),
+    );
+    let run = env.run(&["round", "--build", &build]);
+    assert_eq!(run.code, 128, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("No space left on device"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("no attempt was spent"),
+        "{}",
+        run.stderr
+    );
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["attempts"], 0, "{status}");
+    std::fs::remove_file(&filler).expect("free the disk");
+    env.run(&["round", "--build", &build]).success();
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["attempts"], 1, "{status}");
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+}

@@ -253,7 +253,7 @@ fn cleanup_stale_removes_leftovers_and_keeps_halted_work() {
     let report = env.redact(&report.join("\n"));
     insta::assert_snapshot!(report, @r"
     kept branch arbiter/unknown: no work order 'unknown' is known
-    removed worktree $TEST_ENV/repo.arbiter/wo-01 and branch arbiter/wo-01
+    removed worktree $TEST_ENV/repo.arbiter/wo-01 and branch arbiter/wo-01 (at [SHA])
     kept worktree $TEST_ENV/repo.arbiter/wo-02 and branch arbiter/wo-02: work order wo-02 is halted (blocking_critique)
     ");
     assert!(!branch_exists(&env, "arbiter/wo-01"));

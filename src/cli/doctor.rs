@@ -18,13 +18,15 @@ use super::{json, out, Env};
 /// directory of yours; and the git version.
 ///
 /// `--fix` repairs only what is provably git-arbiter's and held by no live
-/// process: lock files older than 10 s on its own refs while no conductor
-/// runs, `initializing` locks on its worktrees whose order no live conductor
-/// owns, worktrees and branches of orders neither halted nor owned by a live
-/// conductor, records of landed orders (set to `done`, event
-/// `reconstructed_done`), and the slot directory's mode. Anything else
-/// (the integration branch's lock, `index.lock`, halted orders' branches) is
-/// reported with what to do, never touched. Then it checks again.
+/// process: lock files older than 5 s on its branches whose order no live
+/// conductor has in progress, and on its notes while no conductor runs;
+/// worktrees (also ones left locked `initializing`) and branches of orders
+/// neither halted nor owned by a live conductor; records of landed orders
+/// (set to `done`, event `reconstructed_done`); and the mode of a slot
+/// directory others can read but not write into. Anything else (the
+/// integration branch's lock, `index.lock`, halted orders' branches, a slot
+/// directory others can write into) is reported with what to do, never
+/// touched. Then it checks again.
 ///
 /// Exit status: 0 nothing wrong (or all of it fixed), 1 problems remain,
 /// 2 usage error. `--json` prints `{"version":1, "git_version",
