@@ -2,6 +2,7 @@
 
 mod common;
 
+mod test_crash;
 mod test_docs;
 mod test_doctor;
 mod test_merge_back;
