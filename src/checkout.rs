@@ -201,21 +201,43 @@ pub struct Prepared {
     /// The worktree's index, when it held exactly the old tree: [`apply`] then
     /// edits it in place for the changed paths only.
     index: Option<gix::index::File>,
-    /// The worktree's `index.lock`, taken before the branch moves: a held
-    /// or stale lock is refused up front, never found after the move with the
-    /// files updated and the index not.
-    lock: IndexLock,
 }
 
-/// A held `index.lock`; the new index is written through it.
-pub(crate) struct IndexLock(gix::lock::File);
+/// A held `index.lock`; the new index is written through it. While it is
+/// held, a marker file beside it says the lock is git-arbiter's: a process
+/// killed holding it leaves both, and [`sync_worktrees`] then knows the lock
+/// is a leftover of ours, not a running git command's.
+pub(crate) struct IndexLock {
+    lock: Option<gix::lock::File>,
+    marker: PathBuf,
+}
+
+impl Drop for IndexLock {
+    fn drop(&mut self) {
+        // The lock file goes first (gix removes it when dropped), then the marker.
+        drop(self.lock.take());
+        let _ = std::fs::remove_file(&self.marker);
+    }
+}
+
+fn index_lock_marker(wt: &gix::Repository) -> PathBuf {
+    wt.git_dir().join("arbiter-index-lock")
+}
+
+/// Remove an `index.lock` a killed git-arbiter left (its marker is there).
+fn clear_our_stale_index_lock(wt: &gix::Repository) {
+    let marker = index_lock_marker(wt);
+    if marker.exists() {
+        let _ = std::fs::remove_file(wt.index_path().with_extension("lock"));
+        let _ = std::fs::remove_file(&marker);
+    }
+}
 
 impl IndexLock {
     fn take(wt: &gix::Repository) -> Result<IndexLock> {
         let path = wt.index_path();
-        gix::lock::File::acquire_to_update_resource(&path, gix::lock::acquire::Fail::Immediately, None, 0)
-            .map(IndexLock)
-            .map_err(|_| {
+        let lock = gix::lock::File::acquire_to_update_resource(&path, gix::lock::acquire::Fail::Immediately, None, 0)
+            .map_err(|_| -> Error {
                 let lock = path.with_extension("lock");
                 InputError::new(format!(
                     "the index of {} is locked: {} exists",
@@ -227,13 +249,21 @@ impl IndexLock {
                     lock.display()
                 ))
                 .into()
-            })
+            })?;
+        let marker = index_lock_marker(wt);
+        std::fs::write(&marker, format!("{}\n", std::process::id()))
+            .map_err(Error::io(format!("writing {}", marker.display())))?;
+        Ok(IndexLock {
+            lock: Some(lock),
+            marker,
+        })
     }
 
     /// Write `index` through the lock and put it in place.
-    fn commit(self, index: &gix::index::File, dir: &Path) -> Result<()> {
+    fn commit(mut self, index: &gix::index::File, dir: &Path) -> Result<()> {
         let context = || format!("writing the index of {}", dir.display());
-        let mut out = std::io::BufWriter::with_capacity(64 * 1024, self.0);
+        let lock = self.lock.take().expect("an index lock is committed once");
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, lock);
         index
             .write_to(&mut out, Default::default())
             .git_context(context())?;
@@ -309,8 +339,10 @@ pub fn preflight(
         .hint("move or remove them there first")
         .into());
     }
+    // A held or stale index lock is refused now, before the branch moves,
+    // never found after the move with the files updated and the index not.
+    drop(IndexLock::take(wt)?);
     Ok(Prepared {
-        lock: IndexLock::take(wt)?,
         index: index.filter(|_| clean_index),
     })
 }
@@ -381,7 +413,7 @@ pub fn apply(
     changed: &[Changed],
     prepared: Prepared,
 ) -> Result<()> {
-    let lock = prepared.lock;
+    let lock = IndexLock::take(wt)?;
     match prepared.index {
         // Edit the index in place when it is a plain one and the change is small.
         Some(index)
@@ -755,6 +787,7 @@ pub(crate) fn sync_worktrees(
     let tip = ctx.branch_tip(branch)?;
     let head_tree = ctx.tree_of(tip)?;
     for wt in worktrees {
+        clear_our_stale_index_lock(wt);
         // The common case: the index holds the tip's tree, nothing to finish.
         if index_matches(wt, head_tree)? {
             continue;
@@ -865,6 +898,10 @@ fn preflight_untracked_only(
     let new = flat_tree(wt, new_tree)?;
     let mut blocked = Vec::new();
     for p in new.keys().filter(|p| !old.contains_key(*p)) {
+        // A file our interrupted update already wrote is not in the way.
+        if holds_tip_content(&dir, &p.to_str_lossy(), &new) {
+            continue;
+        }
         if std::fs::symlink_metadata(dir.join(rel_path(p)?)).is_ok() {
             blocked.push(p.to_str_lossy().into_owned());
         }
