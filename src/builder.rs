@@ -11,7 +11,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::exec::{self, Exit};
 use crate::orders::WorkOrder;
-use crate::round::Progress;
+use crate::progress::Progress;
 use crate::slots;
 use crate::state::Verdict;
 

@@ -16,6 +16,7 @@ pub mod exec;
 pub mod merge;
 pub mod odb;
 pub mod orders;
+pub mod progress;
 pub mod race;
 pub mod reconcile;
 pub mod round;

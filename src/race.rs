@@ -26,7 +26,7 @@ use crate::error::{GitContext, InputError, Result};
 use crate::exec::{self, Exit};
 use crate::merge::{self, Outcome};
 use crate::orders::{Orders, WorkOrder};
-use crate::round::Progress;
+use crate::progress::Progress;
 use crate::select::{self, Candidate};
 use crate::state::{self, Status, Store, Verdict};
 use crate::{slots, worktree};

@@ -19,6 +19,7 @@ use crate::error::{Error, GitContext, InputError, Result};
 use crate::exec::{self, Exit};
 use crate::merge::{self, Outcome};
 use crate::orders::{Orders, WorkOrder};
+use crate::progress::Progress;
 use crate::reconcile::{self, Recovery};
 use crate::state::{Record, Status, Store, Verdict};
 use crate::{batch, slots, worktree};
@@ -38,18 +39,6 @@ pub struct Options {
     pub dry_run: bool,
     pub timeout: Option<Duration>,
     pub drift_batch_scope: bool,
-}
-
-/// Where a round reports what happens; the CLI renders it (live view on a
-/// TTY, compact `arbiter <kernel> key=value …` lines otherwise).
-pub trait Progress: Sync {
-    fn event(&self, kernel: &str, fields: &[(&str, String)]);
-    /// A work order entered a phase (`slot`, `build`, `gate`, `critic`, `merge`).
-    fn phase(&self, wo: &str, phase: &str);
-    /// A work order finished this round.
-    fn finished(&self, wo: &str);
-    /// This conductor now holds `in_use` of the machine-wide `cap` slots.
-    fn slots(&self, _in_use: usize, _cap: u32) {}
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

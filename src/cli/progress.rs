@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use git_arbiter::round::Progress;
+use git_arbiter::progress::Progress;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Quote a value when it would break `key=value` splitting.
