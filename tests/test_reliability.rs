@@ -453,13 +453,9 @@ impl Drop for Mount {
     }
 }
 
-/// Defect 11: a full disk during the checkout update must never leave a
-/// truncated file in the user's checkout; the next run finishes the update.
-/// Needs a small tmpfs, so it runs only where `mount` is allowed (as in CI,
-/// which runs as root).
-#[test]
-fn a_full_disk_during_the_checkout_update_leaves_no_truncated_file() {
-    let env = TestEnv::new();
+/// A repository on a 4 MiB tmpfs with one order `wo-01` declaring
+/// `data.txt`, its worktrees outside; `None` where `mount` is refused.
+fn small_disk_repo(env: &TestEnv) -> Option<Mount> {
     let mounted = std::process::Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
         .arg(&env.repo)
@@ -467,10 +463,9 @@ fn a_full_disk_during_the_checkout_update_leaves_no_truncated_file() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        eprintln!("skipped: mounting a tmpfs needs root");
-        return;
+        return None;
     }
-    let _mount = Mount(env.repo.clone());
+    let mount = Mount(env.repo.clone());
     env.git(&["init", "-q", "-b", "main"]);
     let outside = env.root.join("worktrees");
     env.git(&[
@@ -481,6 +476,20 @@ fn a_full_disk_during_the_checkout_update_leaves_no_truncated_file() {
     env.write("data.txt", "original\n");
     env.work_order("wo-01", "Big", &[], &["data.txt"]);
     env.commit_all("init");
+    Some(mount)
+}
+
+/// Defect 11: a full disk during the checkout update must never leave a
+/// truncated file in the user's checkout; the next run finishes the update.
+/// Needs a small tmpfs, so it runs only where `mount` is allowed (as in CI,
+/// which runs as root).
+#[test]
+fn a_full_disk_during_the_checkout_update_leaves_no_truncated_file() {
+    let env = TestEnv::new();
+    let Some(_mount) = small_disk_repo(&env) else {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    };
     // The gate fills the disk, leaving room for the merge's objects and
     // state but not for the new 1.2 MB file.
     let gate = format!(
@@ -518,27 +527,10 @@ fn a_full_disk_during_the_checkout_update_leaves_no_truncated_file() {
 #[test]
 fn a_full_disk_while_committing_the_work_spends_no_attempt() {
     let env = TestEnv::new();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
-        .arg(&env.repo)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
+    let Some(_mount) = small_disk_repo(&env) else {
         eprintln!("skipped: mounting a tmpfs needs root");
         return;
-    }
-    let _mount = Mount(env.repo.clone());
-    env.git(&["init", "-q", "-b", "main"]);
-    let outside = env.root.join("worktrees");
-    env.git(&[
-        "config",
-        "arbiter.worktreeDir",
-        outside.to_str().expect("utf-8"),
-    ]);
-    env.write("data.txt", "original\n");
-    env.work_order("wo-01", "Big", &[], &["data.txt"]);
-    env.commit_all("init");
+    };
     let filler = env.repo.join(".git/filler");
     let build = format!(
         "head -c 1200000 /dev/urandom > data.txt; if [ ! -e {done} ]; then touch {done}; free=$(df --output=avail -k {repo} | tail -1); dd if=/dev/zero of={filler} bs=1k count=$((free - 300)) 2>/dev/null; fi; true",
