@@ -10,7 +10,9 @@
 //! every such WO); `max_reached` for every WO considered after the batch is
 //! full, without comparing it to the batch, so a WO that would also overlap
 //! is reported as `max_reached` then; `no_declared_files` for a WO without
-//! declared files that cannot run alone now.
+//! declared files that cannot run alone now; `hand_made_branch` for a WO whose
+//! branch `arbiter/<id>` holds work made by hand (building it would replace
+//! that work: `merge-back` it, or remove it, first).
 
 use std::collections::BTreeMap;
 
@@ -21,6 +23,9 @@ use crate::reconcile::Row;
 use crate::scope::sets_overlap;
 use crate::state::Status;
 
+/// The deferral reason of a WO whose branch holds work made by hand.
+pub const HAND_MADE_BRANCH: &str = "hand_made_branch";
+
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Picked {
     pub wo_id: String,
@@ -30,7 +35,7 @@ pub struct Picked {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Deferred {
     pub wo_id: String,
-    /// `overlap`, `max_reached` or `no_declared_files`.
+    /// `overlap`, `max_reached`, `no_declared_files` or `hand_made_branch`.
     pub reason: String,
     pub conflicts_with: Vec<String>,
 }
@@ -109,6 +114,19 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
             continue;
         };
         out.ready += 1;
+        if let Some(head) = &row.hand_made_branch {
+            out.warnings.push(format!(
+                "{id} is not built: branch arbiter/{id} holds work made by hand ({head}); \
+                 merge it with 'git arbiter merge-back {id}' or drop it with 'git arbiter worktree remove {id}'",
+                id = row.id
+            ));
+            out.deferred.push(Deferred {
+                wo_id: wo.id.clone(),
+                reason: HAND_MADE_BRANCH.into(),
+                conflicts_with: Vec::new(),
+            });
+            continue;
+        }
         if wo.files.is_empty() {
             solo.push(wo);
             continue;
@@ -138,7 +156,12 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
             chosen.push(wo);
         }
     }
-    let nothing_else = chosen.is_empty() && out.deferred.is_empty();
+    // Work made by hand is not built now, so it does not keep a solo WO waiting.
+    let nothing_else = chosen.is_empty()
+        && out
+            .deferred
+            .iter()
+            .all(|d| d.reason == HAND_MADE_BRANCH);
     for (i, wo) in solo.into_iter().enumerate() {
         if nothing_else && i == 0 && max > 0 {
             chosen.push(wo);
@@ -195,6 +218,7 @@ mod tests {
             checkpoint_after: None,
             last_verdicts: vec![],
             recovery: None,
+            hand_made_branch: None,
         }
     }
 
@@ -241,6 +265,31 @@ mod tests {
                 assert_eq!(ids(&b), ["w1", "w2"], "{x} vs {y}");
             }
         }
+    }
+
+    #[test]
+    fn hand_made_work_is_not_built_and_blocks_nothing() {
+        let orders = vec![
+            wo("a", &[], &[]),
+            wo("b", &["x"], &[]),
+            wo("c", &["x"], &[]),
+        ];
+        let mut rows: Vec<Row> = orders
+            .iter()
+            .map(|w| row(w, Status::Ready, false))
+            .collect();
+        rows[1].hand_made_branch = Some("f00".into());
+        let orders = Orders::from_list("w".into(), orders, &[]).expect("orders");
+        let b = select(&orders, &rows, 8);
+        // c's files are free (b is not built); a still waits for c.
+        assert_eq!(ids(&b), ["c"]);
+        assert_eq!(b.deferred[0].wo_id, "a");
+        assert_eq!(b.deferred[1].wo_id, "b");
+        assert_eq!(b.deferred[1].reason, HAND_MADE_BRANCH);
+        assert!(b.warnings[0].contains("arbiter/b holds work made by hand"));
+        rows[2].status = Status::Done;
+        let b = select(&orders, &rows, 8);
+        assert_eq!(ids(&b), ["a"], "alone once nothing else can run");
     }
 
     #[test]

@@ -216,7 +216,10 @@ fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
     findings.extend(ref_locks(ctx, setup, &live, &live_owner));
     findings.extend(index_locks(ctx)?);
     let leftovers = match &setup.orders {
-        Some(orders) => leftovers(ctx, orders, &records, &worktrees)?,
+        Some(orders) => {
+            let tip = setup.branch.as_ref().and_then(|b| ctx.branch_tip(b).ok());
+            leftovers(ctx, orders, &records, &worktrees, tip)?
+        }
         None => Vec::new(),
     };
     for lock in worktree_locks(ctx, &worktrees)? {
@@ -290,7 +293,8 @@ fn fix(ctx: &Context, setup: &Setup, findings: &[Finding]) -> Result<Vec<String>
         if wants(Kind::LeftoverWorktree) || wants(Kind::LeftoverBranch) {
             // cleanup_stale stops at the first worktree it cannot remove
             // (say, one a human locked); that one stays reported.
-            match worktree::cleanup_stale(ctx, &store, orders, &|r| owned_live(ctx, r)) {
+            let tip = setup.branch.as_ref().and_then(|b| ctx.branch_tip(b).ok());
+            match worktree::cleanup_stale(ctx, &store, orders, tip, &|r| owned_live(ctx, r)) {
                 Ok(lines) => actions.extend(lines.into_iter().filter(|l| l.starts_with("removed"))),
                 Err(e) => actions.push(format!("stopped removing leftovers: {e}")),
             }
@@ -662,7 +666,7 @@ fn unexplained(ctx: &Context, record: Option<&Record>) -> Option<String> {
     match record {
         None => Some("has no record".into()),
         Some(r) if r.halted => None,
-        Some(r) if owned_live(ctx, r) => None,
+        Some(r) if owned_live(ctx, r) || r.merge_back_pending() => None,
         Some(r) if r.status == Status::InProgress => {
             Some("is in_progress under a conductor that no longer runs".into())
         }
@@ -675,6 +679,7 @@ fn leftovers(
     orders: &Orders,
     records: &BTreeMap<String, Record>,
     worktrees: &BTreeMap<PathBuf, worktree::Info>,
+    tip: Option<gix::ObjectId>,
 ) -> Result<Vec<Finding>> {
     // name -> (worktree, branch ref), as worktree::cleanup_stale pairs them:
     // race branch `arbiter-race/<id>/<k>` goes with worktree `race-<id>-<k>`.
@@ -703,6 +708,13 @@ fn leftovers(
     for (name, (info, branch)) in names {
         let owner = worktree::owner_of(orders, &name);
         let why = match owner {
+            // Work made by hand is the user's, not a leftover (as cleanup_stale keeps it).
+            Some(id)
+                if id == name
+                    && worktree::hand_made_work(ctx, id, records.get(id), tip)?.is_some() =>
+            {
+                continue
+            }
             Some(id) => match unexplained(ctx, records.get(id)) {
                 Some(why) => format!("work order {id} {why}"),
                 None => continue,

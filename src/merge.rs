@@ -121,6 +121,31 @@ pub fn take_turn(ctx: &Context) -> Result<std::fs::File> {
     ctx.take_turn(MERGE_BACK_TURN)
 }
 
+/// The attempt and round base a standalone `merge-back` of an order names:
+/// the attempt its record counts (at least 1: the merge commit's trailer and
+/// the record must agree, see [`crate::reconcile::find_merge`]) and the tip
+/// an earlier, interrupted start recorded.
+pub fn standalone(record: Option<&crate::state::Record>) -> (u32, Option<ObjectId>) {
+    let attempt = record.map_or(1, |r| r.attempts.max(1));
+    let round_base = record
+        .and_then(|r| r.checkpoint_before.as_deref())
+        .and_then(|s| ObjectId::from_hex(s.as_bytes()).ok());
+    (attempt, round_base)
+}
+
+impl Outcome {
+    /// The word progress lines and JSON use for it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Merged { .. } => "merged",
+            Outcome::UpToDate { .. } => "up_to_date",
+            Outcome::Conflict { .. } => HALT_CONFLICT,
+            Outcome::Drift { .. } => HALT_DRIFT,
+            Outcome::Withdrawn { .. } => "withdrawn",
+        }
+    }
+}
+
 /// Why `owner` no longer holds `attempt` of `record`, or `None` if it does.
 fn not_held(record: Option<&crate::state::Record>, owner: &str, attempt: u32) -> Option<String> {
     match record {
@@ -310,7 +335,7 @@ fn merge_back_in(
                 // The record names the attempt the merge commit's trailer names.
                 r.attempts = r.attempts.max(req.attempt);
                 r.checkpoint_after = None;
-                r.log("merge_start", Some(tip.to_string()));
+                r.log(crate::state::MERGE_START_EVENT, Some(tip.to_string()));
                 txn.put(r);
                 Ok(())
             })?;

@@ -249,7 +249,8 @@ pub fn run(
     // What a killed round or race left: its worktrees and branches, and
     // merges that landed without their record (never merged twice).
     let live = |r: &state::Record| crate::conductor::owns_live(ctx, r);
-    for line in worktree::cleanup_stale(ctx, &store, orders, &live)? {
+    let tip = ctx.branch_tip(&branch).ok();
+    for line in worktree::cleanup_stale(ctx, &store, orders, tip, &live)? {
         progress.event("recover", &[("detail", line)]);
     }
     crate::round::recover(ctx, orders, &store, &branch, &me, progress)?;

@@ -28,6 +28,11 @@ pub struct Row {
     /// What recovery concluded for a WO found `in_progress`, if anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// The tip of `arbiter/<id>` when it holds work made by hand for an order
+    /// never dispatched ([`crate::worktree::hand_made_work`]): no round builds
+    /// the order (that would replace the branch) until it is merged or removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hand_made_branch: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -42,6 +47,10 @@ pub enum Recovery {
     /// but the integration branch holds its merge: it landed, so it is
     /// recorded `done` instead of being built and merged a second time.
     Reconstructed { merge: String },
+    /// A standalone `merge-back` started and never finished (see
+    /// [`Record::merge_back_pending`]) and its branch still holds the work:
+    /// the merge-back is finished, not the work rebuilt and the branch dropped.
+    MergeBackPending { source: String },
     /// The ancestry check itself failed: reported, never guessed.
     Error { message: String },
 }
@@ -106,6 +115,20 @@ pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Re
         Ok(Some(merge)) => Recovery::Done {
             merge: merge.to_string(),
         },
+        Ok(None) if record.merge_back_pending() => {
+            match ctx
+                .repo
+                .try_find_reference(crate::worktree::branch_ref(&record.wo).as_str())
+                .ok()
+                .flatten()
+                .and_then(|mut r| r.peel_to_id().ok())
+            {
+                Some(source) => Recovery::MergeBackPending {
+                    source: source.to_string(),
+                },
+                None => Recovery::NeedsRework,
+            }
+        }
         Ok(None) => Recovery::NeedsRework,
         Err(e) => Recovery::Error {
             message: e.to_string(),
@@ -222,6 +245,11 @@ pub fn table(
         None => Default::default(),
     };
     for (wo, record) in orders.iter().zip(stored) {
+        let hand_made_branch = crate::worktree::hand_made_work(ctx, &wo.id, record.as_ref(), tip)
+            .map_err(|e| {
+                crate::state::Error::Git(format!("reading the branch of {}: {e}", wo.id).into())
+            })?
+            .map(|sha| sha.to_string());
         let mut recovery = None;
         let record = record.unwrap_or_else(|| {
             let mut fresh = Record::new(&wo.id, !wo.deps.is_empty(), default_cap);
@@ -240,7 +268,9 @@ pub fn table(
             match outcome {
                 Recovery::Done { .. } => status = Status::Done,
                 Recovery::NeedsRework => status = Status::NeedsRework,
-                Recovery::Error { .. } | Recovery::Reconstructed { .. } => {}
+                Recovery::Error { .. }
+                | Recovery::Reconstructed { .. }
+                | Recovery::MergeBackPending { .. } => {}
             }
             recovery = Some(outcome);
         }
@@ -257,6 +287,7 @@ pub fn table(
             checkpoint_after: record.checkpoint_after.clone(),
             last_verdicts: record.verdicts.clone(),
             recovery,
+            hand_made_branch,
         });
         records.push(record);
     }
@@ -359,7 +390,8 @@ pub fn recover_and_record(
                         record.halt("recovery_failed", vec![message.clone()]);
                         "halted"
                     }
-                    Recovery::Reconstructed { .. } => continue,
+                    // Finished by a merge-back of its own (see `round::recover`).
+                    Recovery::Reconstructed { .. } | Recovery::MergeBackPending { .. } => continue,
                 };
                 record.owner = None;
                 txn.put(record);

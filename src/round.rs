@@ -22,7 +22,8 @@ use crate::orders::{Orders, WorkOrder};
 use crate::progress::Progress;
 use crate::reconcile::{self, Recovery};
 use crate::state::{Record, Status, Store, Verdict};
-use crate::{batch, slots, worktree};
+use crate::worktree::{self, branch_of};
+use crate::{batch, slots};
 
 /// Everything `git arbiter round` can be told.
 #[derive(Debug, Clone, Default)]
@@ -94,10 +95,6 @@ enum JobOutcome {
     Clean,
 }
 
-pub fn branch_of(id: &str) -> String {
-    format!("arbiter/{id}")
-}
-
 pub fn log_path(ctx: &Context, id: &str, attempt: u32) -> PathBuf {
     ctx.repo
         .common_dir()
@@ -149,7 +146,9 @@ pub fn run(
         // Reconcile and recover, as one transition.
         // Leftover worktrees go first: that frees disk space for the state writes.
         for line in
-            worktree::cleanup_stale(ctx, &store, orders, &|r: &Record| owned_by_live(ctx, r))?
+            worktree::cleanup_stale(ctx, &store, orders, ctx.branch_tip(&branch).ok(), &|r: &Record| {
+                owned_by_live(ctx, r)
+            })?
         {
             progress.event("recover", &[("detail", line)]);
         }
@@ -367,9 +366,62 @@ fn owned_by_live(ctx: &Context, record: &Record) -> bool {
 }
 
 /// Crash recovery ([`reconcile::recover_and_record`]) under the merge-back
-/// turn, so no merge-back is between its branch move and its record; reports
-/// what it concluded. Returns the table rows after recovery.
+/// turn, so no merge-back is between its branch move and its record; then
+/// the standalone merge-backs a kill interrupted are finished. Reports what
+/// it concluded. Returns the table rows after recovery.
 pub(crate) fn recover(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    branch: &gix::refs::FullName,
+    me: &Conductor,
+    progress: &dyn Progress,
+) -> Result<Vec<reconcile::Row>> {
+    let rows = recover_once(ctx, orders, store, branch, me, progress)?;
+    let pending: Vec<(&WorkOrder, gix::ObjectId)> = rows
+        .iter()
+        .filter_map(|row| match &row.recovery {
+            Some(Recovery::MergeBackPending { source }) => Some((
+                orders.get(&row.id)?,
+                gix::ObjectId::from_hex(source.as_bytes()).ok()?,
+            )),
+            _ => None,
+        })
+        .collect();
+    if pending.is_empty() {
+        return Ok(rows);
+    }
+    // A killed standalone merge-back: its branch is someone's finished work,
+    // so it is merged as that merge-back would have (own scope), not rebuilt.
+    for (wo, source) in pending {
+        let record = store.snapshot()?.record(&wo.id)?;
+        let (attempt, round_base) = merge::standalone(record.as_ref());
+        let outcome = merge::merge_back(
+            ctx,
+            store,
+            &merge::Request {
+                wo,
+                into: branch,
+                source,
+                attempt,
+                round_base,
+                scope: DriftScope::Own,
+                extra_note: None,
+                owner: None,
+            },
+        )?;
+        progress.event(
+            "recover",
+            &[
+                ("wo", wo.id.clone()),
+                ("merge_back", outcome.name().into()),
+            ],
+        );
+    }
+    recover_once(ctx, orders, store, branch, me, progress)
+}
+
+fn recover_once(
     ctx: &Context,
     orders: &Orders,
     store: &Store<'_>,

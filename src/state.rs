@@ -82,6 +82,9 @@ pub struct Event {
     pub detail: Option<String>,
 }
 
+/// The history event a standalone `merge-back` records before its branch moves.
+pub const MERGE_START_EVENT: &str = "merge_start";
+
 /// The state of one work order, as stored in its note.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Record {
@@ -149,6 +152,19 @@ impl Record {
             && !self.halted
             && self.owner.as_deref() == Some(owner)
             && self.attempts == attempt
+    }
+
+    /// Was this left by a standalone `merge-back` that started (its `merge_start`
+    /// is the last event) and never recorded its outcome, e.g. because it was
+    /// killed? Such a merge belongs to no conductor: recovery finishes it.
+    pub fn merge_back_pending(&self) -> bool {
+        self.status == Status::InProgress
+            && !self.halted
+            && self.owner.is_none()
+            && self
+                .history
+                .last()
+                .is_some_and(|e| e.event == MERGE_START_EVENT)
     }
 
     /// Set the terminal HALT flag. HALT dominates status everywhere.

@@ -24,6 +24,16 @@ pub const BRANCH_PREFIX: &str = "refs/heads/arbiter/";
 /// The lock reason of a worktree being created (gix and git alike).
 pub(crate) const INITIALIZING: &str = "initializing";
 
+/// The branch a work order is built on: `arbiter/<id>`.
+pub fn branch_of(id: &str) -> String {
+    format!("arbiter/{id}")
+}
+
+/// The full name of [`branch_of`]: `refs/heads/arbiter/<id>`.
+pub fn branch_ref(id: &str) -> String {
+    format!("{BRANCH_PREFIX}{id}")
+}
+
 /// Race instances' branches: `refs/heads/arbiter-race/<id>/<k>`.
 pub const RACE_BRANCH_PREFIX: &str = "refs/heads/arbiter-race/";
 
@@ -493,16 +503,52 @@ pub(crate) fn owner_of<'o>(orders: &'o Orders, name: &str) -> Option<&'o str> {
     orders.get(id).map(|wo| wo.id.as_str())
 }
 
+/// The tip of `arbiter/<id>` if it is someone's own work rather than a
+/// leftover: the order was never dispatched (no record, or one that counts no
+/// attempt) and the branch holds commits the integration branch (at `tip`)
+/// lacks. Dispatch records the attempt before it creates the branch, so no
+/// run of git-arbiter made it: it was made by hand (`git arbiter worktree
+/// add`, `git branch`), to be merged with `merge-back`. Rounds leave it alone.
+pub fn hand_made_work(
+    ctx: &Context,
+    id: &str,
+    record: Option<&Record>,
+    tip: Option<gix::ObjectId>,
+) -> Result<Option<gix::ObjectId>> {
+    if record.is_some_and(|r| r.attempts > 0 || r.halted) {
+        return Ok(None);
+    }
+    let branch = branch_ref(id);
+    let Some(mut found) = ctx
+        .repo
+        .try_find_reference(branch.as_str())
+        .git_context(format!("reading {branch}"))?
+    else {
+        return Ok(None);
+    };
+    let head = found
+        .peel_to_id()
+        .git_context(format!("resolving {branch}"))?
+        .detach();
+    let merged = match tip {
+        Some(tip) => ctx.is_ancestor(head, tip)?,
+        None => false,
+    };
+    Ok((!merged).then_some(head))
+}
+
 /// Crash recovery for worktrees and `arbiter/*` branches a killed run left
 /// behind. A leftover is removed when its work order is neither halted nor
 /// in progress by a live owner (`is_live`); a halted order's branch and
 /// worktree are kept for inspection (DESIGN "Nothing unmerged is silently
-/// lost"), as is anything that belongs to no known work order. Returns one
-/// report line per leftover.
+/// lost"), as is anything that belongs to no known work order, and a branch
+/// made by hand ([`hand_made_work`] against the integration tip `tip`).
+/// Returns one report line per leftover.
 pub fn cleanup_stale(
     ctx: &Context,
     store: &Store,
     orders: &Orders,
+    tip: Option<gix::ObjectId>,
     is_live: &dyn Fn(&Record) -> bool,
 ) -> Result<Vec<String>> {
     let mut report = Vec::new();
@@ -555,7 +601,7 @@ pub fn cleanup_stale(
                 }),
                 None,
             ) if b.starts_with("arbiter/") || b.starts_with("arbiter-race/") => b.clone(),
-            _ => format!("arbiter/{name}"),
+            _ => branch_of(&name),
         };
         let Some(wo) = owner_of(orders, &name) else {
             report.push(format!(
@@ -574,7 +620,19 @@ pub fn cleanup_stale(
                 ));
                 continue;
             }
-            if r.status == Status::InProgress && is_live(r) {
+            // A killed standalone merge-back's branch: recovery merges it.
+            if (r.status == Status::InProgress && is_live(r)) || r.merge_back_pending() {
+                continue;
+            }
+        }
+        if name == wo {
+            if let Some(head) = hand_made_work(ctx, wo, record.as_ref(), tip)? {
+                report.push(format!(
+                    "kept {}: it holds work no run of git-arbiter made (at {head}); \
+                     merge it with 'git arbiter merge-back {wo}' or drop it with \
+                     'git arbiter worktree remove {wo}'",
+                    describe(&info, has_branch, &branch)
+                ));
                 continue;
             }
         }

@@ -588,3 +588,56 @@ fn no_identity_is_a_usage_error_for_every_command_that_writes_state() {
         assert!(env.notes_tip().is_none(), "{args:?}: no state was written");
     }
 }
+
+/// A branch made by hand (`git arbiter worktree add`, commits there) for an
+/// order no round ever dispatched is the user's work: a round used to delete
+/// it as a leftover and build the order from scratch. It is left alone, the
+/// order is deferred with a warning, the other orders run, and `merge-back`
+/// still lands it.
+#[test]
+fn a_round_leaves_work_made_by_hand_alone() {
+    let env = repo();
+    let path = env.run(&["worktree", "add", "wo-01"]).success().stdout;
+    let path = PathBuf::from(path.trim());
+    std::fs::create_dir_all(path.join("src")).expect("mkdir");
+    std::fs::write(path.join("src/one.txt"), "by hand\n").expect("write");
+    env.git_in(&path, &["add", "-A"]);
+    env.git_in(&path, &["commit", "-q", "-m", "wo-01 by hand"]);
+    let head = env.git_in(&path, &["rev-parse", "HEAD"]);
+    // Work still in progress there, not committed yet.
+    std::fs::write(path.join("notes.txt"), "thinking\n").expect("write");
+
+    let run = round(&env, WRITE_OWN).success();
+    let out = run.json();
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 0);
+    assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
+    assert!(
+        run.stderr.contains("arbiter/wo-01 holds work made by hand"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(env.git(&["rev-parse", "arbiter/wo-01"]), head);
+    assert_eq!(
+        std::fs::read_to_string(path.join("notes.txt")).expect("kept"),
+        "thinking\n"
+    );
+    let status = env.run(&["status", "--json"]).success().json();
+    let row = status["work_orders"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["id"] == "wo-01")
+        .expect("wo-01")
+        .clone();
+    assert_eq!(row["status"], "ready", "{out}");
+    assert_eq!(row["hand_made_branch"], head.trim());
+    let doctor = env.run(&["doctor", "--json"]).success().stdout;
+    assert!(!doctor.contains("wo-01"), "{doctor}");
+
+    std::fs::remove_file(path.join("notes.txt")).expect("rm");
+    env.run(&["merge-back", "wo-01"]).success();
+    round(&env, WRITE_OWN).success();
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(env.git(&["show", "main:src/one.txt"]), "by hand\n");
+    env.fsck();
+}

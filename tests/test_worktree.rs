@@ -249,7 +249,9 @@ fn cleanup_stale_removes_leftovers_and_keeps_halted_work() {
         .unwrap();
     let orders = ctx.load_orders(None).unwrap();
     let is_live = |r: &git_arbiter::state::Record| r.owner.as_deref() == Some("live-conductor");
-    let report = git_arbiter::worktree::cleanup_stale(&ctx, &store, &orders, &is_live).unwrap();
+    let main = ctx.repo.rev_parse_single("main").unwrap().detach();
+    let report =
+        git_arbiter::worktree::cleanup_stale(&ctx, &store, &orders, Some(main), &is_live).unwrap();
     let report = env.redact(&report.join("\n"));
     insta::assert_snapshot!(report, @r"
     kept branch arbiter/unknown: no work order 'unknown' is known

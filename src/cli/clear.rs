@@ -25,7 +25,7 @@ pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {
     let has_deps = orders.get(&args.id).is_some_and(|wo| !wo.deps.is_empty());
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     let cap = store.default_cap;
-    let branch = git_arbiter::round::branch_of(&args.id);
+    let branch = git_arbiter::worktree::branch_of(&args.id);
     let kept = ctx
         .repo
         .try_find_reference(format!("refs/heads/{branch}").as_str())

@@ -50,7 +50,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             .into()
     })?;
     let into = ctx.integration_branch(args.into.as_deref())?;
-    let branch = format!("refs/heads/arbiter/{}", args.id);
+    let branch = git_arbiter::worktree::branch_ref(&args.id);
     let source = ctx
         .repo
         .try_find_reference(branch.as_str())
@@ -65,11 +65,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
         .detach();
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     let record = store.snapshot()?.record(&args.id)?;
-    let attempt = record.as_ref().map_or(1, |r| r.attempts.max(1));
-    let round_base = record
-        .as_ref()
-        .and_then(|r| r.checkpoint_before.as_deref())
-        .and_then(|s| gix::ObjectId::from_hex(s.as_bytes()).ok());
+    let (attempt, round_base) = merge::standalone(record.as_ref());
     let scope = match args.drift_scope {
         ScopeArg::Own => DriftScope::Own,
         ScopeArg::Batch => {

@@ -104,7 +104,7 @@ pub fn cmd_worktree(env: &Env, cmd: WorktreeCommand) -> Result<ExitCode, Error> 
                     ctx.branch_tip(&branch)?
                 }
             };
-            let branch = format!("arbiter/{}", args.id);
+            let branch = worktree::branch_of(&args.id);
             let path = worktree::add(&ctx, &args.id, &branch, base)?;
             out(&json(&AddOutput {
                 version: 1,
@@ -121,7 +121,7 @@ pub fn cmd_worktree(env: &Env, cmd: WorktreeCommand) -> Result<ExitCode, Error> 
         }
         WorktreeCommand::Remove(args) => {
             check_id(&args.id)?;
-            worktree::remove(&ctx, &args.id, &format!("arbiter/{}", args.id))?;
+            worktree::remove(&ctx, &args.id, &worktree::branch_of(&args.id))?;
             eprintln!("arbiter worktree remove wo={}", args.id);
         }
         WorktreeCommand::List(args) => {
