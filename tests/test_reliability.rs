@@ -609,7 +609,7 @@ fn a_round_leaves_work_made_by_hand_alone() {
 
     let run = round(&env, WRITE_OWN).success();
     let out = run.json();
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 0);
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 0, "{}", run.stderr);
     assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
     assert!(
         run.stderr.contains("arbiter/wo-01 holds work made by hand"),
