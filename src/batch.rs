@@ -157,11 +157,8 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
         }
     }
     // Work made by hand is not built now, so it does not keep a solo WO waiting.
-    let nothing_else = chosen.is_empty()
-        && out
-            .deferred
-            .iter()
-            .all(|d| d.reason == HAND_MADE_BRANCH);
+    let nothing_else =
+        chosen.is_empty() && out.deferred.iter().all(|d| d.reason == HAND_MADE_BRANCH);
     for (i, wo) in solo.into_iter().enumerate() {
         if nothing_else && i == 0 && max > 0 {
             chosen.push(wo);

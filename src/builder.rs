@@ -192,12 +192,14 @@ impl Host {
                 "the builder left the worktree on {where_}, which does not contain {branch}: its work cannot be told apart"
             ));
         }
-        repo.reference(
-            full.as_str(),
-            head_id,
-            PreviousValue::MustExistAndMatch(Target::Object(tip)),
-            format!("arbiter: take the work the builder left on {where_}"),
-        )
+        crate::refguard::guarded(&repo, || {
+            repo.reference(
+                full.as_str(),
+                head_id,
+                PreviousValue::MustExistAndMatch(Target::Object(tip)),
+                format!("arbiter: take the work the builder left on {where_}"),
+            )
+        })
         .map_err(|e| format!("moving {branch} to the builder's HEAD: {e}"))?;
         let name: gix::refs::FullName = full
             .as_str()
@@ -205,18 +207,21 @@ impl Host {
             .map_err(|e| format!("branch name {full}: {e}"))?;
         // The branch now holds exactly the checked-out commit: re-attaching
         // HEAD changes no file and no index entry.
-        repo.edit_reference(RefEdit {
-            change: Change::Update {
-                log: LogChange {
-                    mode: RefLog::AndReference,
-                    force_create_reflog: false,
-                    message: format!("arbiter: back to {branch}").into(),
+        let head: gix::refs::FullName = "HEAD".try_into().map_err(|e| format!("HEAD: {e}"))?;
+        crate::refguard::guarded(&repo, || {
+            repo.edit_reference(RefEdit {
+                change: Change::Update {
+                    log: LogChange {
+                        mode: RefLog::AndReference,
+                        force_create_reflog: false,
+                        message: format!("arbiter: back to {branch}").into(),
+                    },
+                    expected: PreviousValue::Any,
+                    new: Target::Symbolic(name),
                 },
-                expected: PreviousValue::Any,
-                new: Target::Symbolic(name),
-            },
-            name: "HEAD".try_into().map_err(|e| format!("HEAD: {e}"))?,
-            deref: false,
+                name: head,
+                deref: false,
+            })
         })
         .map_err(|e| format!("putting the worktree back on {branch}: {e}"))?;
         self.check_descends(&repo, branch, base)

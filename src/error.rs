@@ -149,7 +149,7 @@ impl Error {
 fn state_exit_code(e: &crate::state::Error) -> ExitCode {
     use crate::state::Error as E;
     match e {
-        E::Corrupt { .. } | E::NotACommit { .. } => ExitCode::Usage,
+        E::Corrupt { .. } | E::NotACommit { .. } | E::Locked { .. } => ExitCode::Usage,
         E::Object(e) => object_exit_code(e),
         E::Contended { .. } | E::Git(_) => ExitCode::Fatal,
     }
@@ -165,10 +165,7 @@ fn state_hint(e: &crate::state::Error) -> Option<String> {
         E::NotACommit { reference, .. } => Some(format!(
             "'git reflog {reference}' shows where it pointed before; restore it with 'git update-ref {reference} <commit>', or delete it with 'git update-ref -d {reference}' to start without state"
         )),
-        E::Contended {
-            stale_lock: Some(lock),
-            ..
-        } => Some(format!(
+        E::Locked { lock, .. } => Some(format!(
             "if no git-arbiter or git process is running, remove the stale lock file {}",
             lock.display()
         )),

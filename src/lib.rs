@@ -19,6 +19,7 @@ pub mod orders;
 pub mod progress;
 pub mod race;
 pub mod reconcile;
+pub mod refguard;
 pub mod round;
 pub mod scope;
 pub mod select;

@@ -343,23 +343,28 @@ fn merge_back_in(
         }
         // (3) compare-and-swap from the tip everything above was computed on.
         crate::crash::point("branch-cas.before");
-        match repo.reference(
-            req.into.as_ref(),
-            sha,
-            PreviousValue::MustExistAndMatch(Target::Object(tip)),
-            format!("arbiter: merge-back {id}"),
-        ) {
+        let moved = crate::refguard::guarded(repo, || {
+            repo.reference(
+                req.into.as_ref(),
+                sha,
+                PreviousValue::MustExistAndMatch(Target::Object(tip)),
+                format!("arbiter: merge-back {id}"),
+            )
+        });
+        let lock = crate::refguard::blocking_lock(repo, &req.into.as_bstr().to_string());
+        match moved {
             Ok(_) => {}
-            Err(e) if e.is_conflict() => continue,
-            // gix waited `core.filesRefLockTimeout` already; a lock that stays
-            // is most likely left by a killed writer.
-            Err(e) if e.is_retryable() => {
+            // gix waited `core.filesRefLockTimeout` already (and reports some
+            // lock timeouts as conflicts); a lock that stays is most likely
+            // left by a killed writer.
+            Err(e) if e.is_retryable() || lock.exists() => {
                 locked_in_a_row += 1;
                 if locked_in_a_row >= MAX_LOCKED {
-                    return Err(branch_locked(ctx, req.into));
+                    return Err(branch_locked(req.into, &lock));
                 }
                 continue;
             }
+            Err(e) if e.is_conflict() => continue,
             Err(e) => return Err(e).git_context(format!("moving {}", req.into.as_bstr())),
         }
         crate::crash::point("branch-cas.after");
@@ -445,11 +450,7 @@ fn being_built(id: &str, owner: &str) -> Error {
 
 /// The integration branch's lock file is held for longer than gix waits: name
 /// it, since a writer killed between locking and renaming leaves it behind.
-fn branch_locked(ctx: &Context, branch: &FullName) -> Error {
-    let lock = ctx
-        .repo
-        .common_dir()
-        .join(format!("{}.lock", branch.as_bstr()));
+fn branch_locked(branch: &FullName, lock: &std::path::Path) -> Error {
     InputError::new(format!(
         "{} is locked by another process: {} exists",
         branch.shorten(),

@@ -615,7 +615,8 @@ fn dispatch(
     n: u32,
 ) -> Result<u32> {
     let cap = ctx.retry_cap()?;
-    store.transact(&format!("race {}: dispatch", wo.id), |txn| -> Result<u32> {
+    crate::crash::point("dispatch.before");
+    let attempt = store.transact(&format!("race {}: dispatch", wo.id), |txn| -> Result<u32> {
         let mut r = txn.record(&wo.id, !wo.deps.is_empty())?;
         if r.halted {
             return Err(InputError::new(format!(
@@ -680,7 +681,9 @@ fn dispatch(
         let attempts = r.attempts;
         txn.put(r);
         Ok(attempts)
-    })
+    })?;
+    crate::crash::point("dispatch.after");
+    Ok(attempt)
 }
 
 /// Stopped or failed before any verdict: the attempt is given back.
@@ -834,6 +837,7 @@ fn build_one(
         )
     };
     progress.phase(&label, "build");
+    crate::crash::point("build.started");
     // (verdict, reason, passed, score)
     let result = (|| -> (String, Option<String>, Vec<Verdict>, Option<i64>, bool) {
         let mut verdicts = Vec::new();
@@ -863,15 +867,17 @@ fn build_one(
                 false,
             );
         }
-        if let Err(e) = host
+        crate::crash::point("leftovers.before");
+        let committed = host
             .commit_leftovers(
                 &job.worktree,
                 wo,
                 attempt,
                 &format!("Arbiter-Instance: {}\n", job.k),
             )
-            .and_then(|()| host.adopt_head(&job.worktree, &job.branch, base))
-        {
+            .and_then(|()| host.adopt_head(&job.worktree, &job.branch, base));
+        crate::crash::point("leftovers.after");
+        if let Err(e) = committed {
             return (
                 "error".into(),
                 Some(format!("committing the builder's work: {e}")),

@@ -145,11 +145,13 @@ pub fn run(
     loop {
         // Reconcile and recover, as one transition.
         // Leftover worktrees go first: that frees disk space for the state writes.
-        for line in
-            worktree::cleanup_stale(ctx, &store, orders, ctx.branch_tip(&branch).ok(), &|r: &Record| {
-                owned_by_live(ctx, r)
-            })?
-        {
+        for line in worktree::cleanup_stale(
+            ctx,
+            &store,
+            orders,
+            ctx.branch_tip(&branch).ok(),
+            &|r: &Record| owned_by_live(ctx, r),
+        )? {
             progress.event("recover", &[("detail", line)]);
         }
         let rows = recover(ctx, orders, &store, &branch, &me, progress)?;
@@ -412,10 +414,7 @@ pub(crate) fn recover(
         )?;
         progress.event(
             "recover",
-            &[
-                ("wo", wo.id.clone()),
-                ("merge_back", outcome.name().into()),
-            ],
+            &[("wo", wo.id.clone()), ("merge_back", outcome.name().into())],
         );
     }
     recover_once(ctx, orders, store, branch, me, progress)

@@ -27,7 +27,8 @@ const KEYS_DIR: &str = "wo-keys";
 /// How often a lost compare-and-swap is retried before giving up.
 const MAX_RETRIES: u32 = 1000;
 /// How many times in a row the ref's lock may be found taken (each after
-/// gix waited `core.filesRefLockTimeout`) before a stale lock is suspected.
+/// gix waited `core.filesRefLockTimeout`) before a stale lock is suspected;
+/// sooner if the same lock file stays ([`crate::refguard::is_stale`]).
 const MAX_LOCKED: u32 = 50;
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -193,11 +194,13 @@ pub enum Error {
         message: String,
     },
     #[error("{reference} is held by other writers: gave up after {MAX_RETRIES} compare-and-swap attempts")]
-    Contended {
+    Contended { reference: String },
+    #[error("cannot update {reference}: {} exists", lock.display())]
+    Locked {
         reference: String,
-        /// The ref's lock file, when one was still there at the end: a writer
-        /// killed between locking and renaming leaves it behind, as with git.
-        stale_lock: Option<std::path::PathBuf>,
+        /// The lock file that stayed: a writer killed between locking and
+        /// renaming leaves it behind, as with git.
+        lock: std::path::PathBuf,
     },
     #[error("{reference} points at a {kind} ({id}), not at a notes commit")]
     NotACommit {
@@ -460,7 +463,8 @@ impl<'repo> Store<'repo> {
                 Attempt::Lost => locked_in_a_row = 0,
                 Attempt::Locked => {
                     locked_in_a_row += 1;
-                    if locked_in_a_row >= MAX_LOCKED {
+                    let lock = crate::refguard::blocking_lock(self.repo, NOTES_REF);
+                    if locked_in_a_row >= MAX_LOCKED || crate::refguard::is_stale(&lock) {
                         break;
                     }
                 }
@@ -539,8 +543,14 @@ impl<'repo> Store<'repo> {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
             None => PreviousValue::MustNotExist,
         };
-        match repo.reference(NOTES_REF, commit, expected, format!("arbiter: {message}")) {
+        match crate::refguard::guarded(repo, || {
+            repo.reference(NOTES_REF, commit, expected, format!("arbiter: {message}"))
+        }) {
             Ok(_) => Ok(Attempt::Committed),
+            // gix gave up waiting for a lock (it reports some as conflicts).
+            Err(_) if crate::refguard::blocking_lock(repo, NOTES_REF).exists() => {
+                Ok(Attempt::Locked)
+            }
             Err(e) if e.is_conflict() => Ok(Attempt::Lost),
             Err(e) if e.is_retryable() => Ok(Attempt::Locked),
             Err(e) => Err(git_err(e)),
@@ -584,7 +594,9 @@ pub fn write_note_once(
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
             None => PreviousValue::MustNotExist,
         };
-        match repo.reference(notes_ref, commit, expected, format!("arbiter: {message}")) {
+        match crate::refguard::guarded(repo, || {
+            repo.reference(notes_ref, commit, expected, format!("arbiter: {message}"))
+        }) {
             Ok(_) => return Ok(true),
             Err(e) if e.is_conflict() || e.is_retryable() => {
                 std::thread::sleep(backoff + jitter(backoff));
@@ -606,10 +618,16 @@ enum Attempt {
 }
 
 fn contended(repo: &gix::Repository, reference: &str) -> Error {
-    let lock = repo.common_dir().join(format!("{reference}.lock"));
-    Error::Contended {
-        reference: reference.to_owned(),
-        stale_lock: lock.exists().then_some(lock),
+    let lock = crate::refguard::blocking_lock(repo, reference);
+    if lock.exists() {
+        Error::Locked {
+            reference: reference.to_owned(),
+            lock,
+        }
+    } else {
+        Error::Contended {
+            reference: reference.to_owned(),
+        }
     }
 }
 

@@ -218,33 +218,24 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
     // Re-check after creating the root: it must still resolve where we expect.
     check_destination(&root, &dest)?;
 
-    match ctx.repo.reference(
-        full.as_ref(),
-        base,
-        PreviousValue::MustNotExist,
-        format!("arbiter: worktree {name}"),
-    ) {
+    match crate::refguard::guarded(&ctx.repo, || {
+        ctx.repo.reference(
+            full.as_ref(),
+            base,
+            PreviousValue::MustNotExist,
+            format!("arbiter: worktree {name}"),
+        )
+    }) {
         Ok(_) => {}
-        Err(e) if e.is_conflict() => {
-            return Err(InputError::new(format!("branch '{branch}' already exists"))
-                .hint("another process created it just now")
-                .into())
-        }
         Err(e) => {
-            let lock = ctx
-                .repo
-                .common_dir()
-                .join(format!("{}.lock", full.as_bstr()));
+            let lock = crate::refguard::blocking_lock(&ctx.repo, &full.as_bstr().to_string());
             if lock.exists() {
-                return Err(InputError::new(format!(
-                    "cannot create branch '{branch}': {} exists",
-                    lock.display()
-                ))
-                .hint(format!(
-                    "a git process holds it, or was killed holding it: if none is running, remove {}",
-                    lock.display()
-                ))
-                .into());
+                return Err(ref_locked(&format!("create branch '{branch}'"), &lock));
+            }
+            if e.is_conflict() {
+                return Err(InputError::new(format!("branch '{branch}' already exists"))
+                    .hint("another process created it just now")
+                    .into());
             }
             return Err(e).git_context(format!("creating branch {branch}"));
         }
@@ -299,21 +290,41 @@ fn check_destination(root: &Path, dest: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A ref edit stopped by a lock file that is not ours to remove.
+fn ref_locked(what: &str, lock: &Path) -> Error {
+    InputError::new(format!("cannot {what}: {} exists", lock.display()))
+        .hint(format!(
+            "a git process holds it, or was killed holding it: if none is running, remove {}",
+            lock.display()
+        ))
+        .into()
+}
+
 fn delete_branch(repo: &gix::Repository, full: &FullName, expect: Option<ObjectId>) -> Result<()> {
     let expected = match expect {
         Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
         None => PreviousValue::MustExist,
     };
-    repo.edit_reference(RefEdit {
-        change: Change::Delete {
-            expected,
-            log: RefLog::AndReference,
-        },
-        name: full.clone(),
-        deref: false,
-    })
-    .git_context(format!("deleting {}", full.as_bstr()))?;
-    Ok(())
+    let deleted = crate::refguard::guarded(repo, || {
+        repo.edit_reference(RefEdit {
+            change: Change::Delete {
+                expected,
+                log: RefLog::AndReference,
+            },
+            name: full.clone(),
+            deref: false,
+        })
+    });
+    match deleted {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let lock = crate::refguard::blocking_lock(repo, &full.as_bstr().to_string());
+            if lock.exists() {
+                return Err(ref_locked(&format!("delete {}", full.as_bstr()), &lock));
+            }
+            Err(e).git_context(format!("deleting {}", full.as_bstr()))
+        }
+    }
 }
 
 /// The registered linked worktree at `path`, if any.

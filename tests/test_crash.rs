@@ -620,8 +620,9 @@ fn kill_point_matrix_merge_back() {
         for again in [true, false] {
             // Before its start is recorded a merge-back has written nothing
             // durable: the repository is as the user left it, and a round
-            // treats a hand-made branch as it always does. From then on the
-            // next round must finish the merge-back.
+            // leaves that hand-made branch alone (see
+            // `test_reliability::a_round_leaves_work_made_by_hand_alone`).
+            // From then on the next round must finish the merge-back.
             if !again && !RECORDED_BY_MERGE_BACK.contains(&point) {
                 continue;
             }

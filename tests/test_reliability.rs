@@ -597,8 +597,8 @@ fn no_identity_is_a_usage_error_for_every_command_that_writes_state() {
 #[test]
 fn a_round_leaves_work_made_by_hand_alone() {
     let env = repo();
-    let path = env.run(&["worktree", "add", "wo-01"]).success().stdout;
-    let path = PathBuf::from(path.trim());
+    let added = env.run(&["worktree", "add", "wo-01"]).success().json();
+    let path = PathBuf::from(added["path"].as_str().expect("path"));
     std::fs::create_dir_all(path.join("src")).expect("mkdir");
     std::fs::write(path.join("src/one.txt"), "by hand\n").expect("write");
     env.git_in(&path, &["add", "-A"]);
@@ -612,7 +612,8 @@ fn a_round_leaves_work_made_by_hand_alone() {
     assert_eq!(merges_of(&env, &env.repo, "wo-01"), 0, "{}", run.stderr);
     assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
     assert!(
-        run.stderr.contains("arbiter/wo-01 holds work made by hand"),
+        run.stderr
+            .contains("branch arbiter/wo-01: it holds work no run of git-arbiter made"),
         "{}",
         run.stderr
     );
@@ -622,7 +623,7 @@ fn a_round_leaves_work_made_by_hand_alone() {
         "thinking\n"
     );
     let status = env.run(&["status", "--json"]).success().json();
-    let row = status["work_orders"]
+    let row = status["orders"]
         .as_array()
         .expect("rows")
         .iter()
@@ -640,4 +641,46 @@ fn a_round_leaves_work_made_by_hand_alone() {
     assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
     assert_eq!(env.git(&["show", "main:src/one.txt"]), "by hand\n");
     env.fsck();
+}
+
+/// A kill while a ref edit holds `packed-refs.lock` (refs are packed, as after
+/// any `git gc`: gix then takes it for every compare-and-swap and deletion)
+/// left the lock, and every later round spent a minute retrying, then exited
+/// 128. The lock a killed edit of ours left (its marker, unlocked, is there)
+/// is cleared; anyone else's is named (exit 2), never removed.
+#[test]
+fn a_packed_refs_lock_left_by_a_killed_deletion_is_cleared() {
+    let env = repo();
+    env.git(&["pack-refs", "--all"]);
+    let git_dir = env.repo.join(".git");
+    let lock = git_dir.join("packed-refs.lock");
+
+    // Someone else's lock: named, exit 2, left in place.
+    std::fs::write(&lock, "").expect("lock");
+    let run = round(&env, WRITE_OWN).code(2);
+    assert!(
+        run.stderr.contains(&lock.display().to_string()),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("hint: "), "{}", run.stderr);
+    assert!(lock.exists(), "not ours to remove");
+    std::fs::remove_file(&lock).expect("unlock");
+    round(&env, WRITE_OWN).success();
+    nothing_left(&env);
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+
+    // Exactly what a kill inside our deletion leaves: marker, then lock.
+    env.work_order("wo-03", "Three", &[], &["src/three.txt"]);
+    env.commit_all("wo-03");
+    env.git(&["pack-refs", "--all"]);
+    let markers = git_dir.join("arbiter/ref-edits");
+    std::fs::create_dir_all(&markers).expect("markers");
+    std::fs::write(markers.join("4194303-0"), "").expect("marker");
+    std::fs::write(&lock, "").expect("lock");
+    round(&env, "mkdir -p src && echo 3 > src/three.txt").success();
+    assert!(!lock.exists());
+    assert_eq!(std::fs::read_dir(&markers).expect("markers").count(), 0);
+    assert_eq!(merges_of(&env, &env.repo, "wo-03"), 1);
+    nothing_left(&env);
 }

@@ -116,10 +116,12 @@ fn a_stale_lock_is_reported_with_how_to_fix_it() {
     std::fs::write(&lock, "").expect("lock");
     env.git(&["config", "core.filesRefLockTimeout", "1"]);
     let before = env.git(&["rev-parse", "refs/notes/arbiter"]);
-    let run = env.run(&["clear", "wo-01"]).code(128);
+    let run = env.run(&["clear", "wo-01"]).code(2);
     assert!(
-        run.stderr
-            .contains("refs/notes/arbiter is held by other writers"),
+        run.stderr.contains(&format!(
+            "error: cannot update refs/notes/arbiter: {} exists",
+            lock.display()
+        )),
         "{}",
         run.stderr
     );

@@ -1,0 +1,217 @@
+//! Ref edits that a killed process cannot wedge. Whenever the repository has
+//! a `packed-refs` file, gix takes `packed-refs.lock` for every
+//! compare-and-swap and deletion; a process killed while holding it leaves it
+//! behind, and every later ref edit fails (stock git never clears it either).
+//!
+//! Each ref edit of git-arbiter runs inside [`guarded`]: a marker file under
+//! `<git-common-dir>/arbiter/ref-edits/`, locked (flock) for as long as the
+//! edit lasts. The lock of a killed process is released by the kernel, so a
+//! marker nobody holds is a killed edit's. A `packed-refs.lock` taken just
+//! after such a marker, while no live edit of ours is marked, is that killed
+//! edit's and is removed; any other is someone else's and only named
+//! ([`blocking_lock`]).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How long after its marker a killed edit may have taken `packed-refs.lock`
+/// (an edit takes milliseconds); a lock taken later is not that edit's.
+const WINDOW: Duration = Duration::from_secs(10);
+
+fn markers_dir(repo: &gix::Repository) -> PathBuf {
+    repo.common_dir().join("arbiter").join("ref-edits")
+}
+
+fn packed_refs_lock(repo: &gix::Repository) -> PathBuf {
+    repo.common_dir().join("packed-refs.lock")
+}
+
+/// Run `edit` (one ref transaction) marked as git-arbiter's, after clearing a
+/// `packed-refs.lock` a killed edit of ours left.
+pub fn guarded<T>(repo: &gix::Repository, edit: impl FnOnce() -> T) -> T {
+    let dir = markers_dir(repo);
+    clear_ours(&dir, &packed_refs_lock(repo));
+    let marker = Marker::take(&dir);
+    let out = edit();
+    drop(marker);
+    out
+}
+
+/// The lock file that stops edits of `reference` (`refs/notes/arbiter`, a
+/// full branch name), for an error message: `packed-refs.lock` if it exists,
+/// else the ref's own lock.
+pub fn blocking_lock(repo: &gix::Repository, reference: &str) -> PathBuf {
+    let packed = packed_refs_lock(repo);
+    if packed.exists() {
+        packed
+    } else {
+        repo.common_dir().join(format!("{reference}.lock"))
+    }
+}
+
+/// A lock file held this long is no running edit's: git and gix hold one for
+/// milliseconds (a `git pack-refs` of a huge repository, for seconds).
+const STALE_AGE: Duration = Duration::from_secs(5);
+
+/// Has `lock` stayed untouched for [`STALE_AGE`]? Then waiting is pointless:
+/// report it.
+pub fn is_stale(lock: &Path) -> bool {
+    std::fs::symlink_metadata(lock)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age >= STALE_AGE)
+}
+
+/// A marker of one running edit: created under a temporary name, locked,
+/// then renamed, so no one ever sees it unlocked while its edit runs. Best
+/// effort: without it an edit runs as before, only unmarked.
+struct Marker {
+    path: PathBuf,
+    _file: File,
+}
+
+impl Marker {
+    fn take(dir: &Path) -> Option<Marker> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        std::fs::create_dir_all(dir).ok()?;
+        let temp = dir.join(format!("{name}.new"));
+        let file = File::create(&temp).ok()?;
+        if fs4::FileExt::try_lock(&file).is_err() {
+            let _ = std::fs::remove_file(&temp);
+            return None;
+        }
+        let path = dir.join(name);
+        if std::fs::rename(&temp, &path).is_err() {
+            let _ = std::fs::remove_file(&temp);
+            return None;
+        }
+        Some(Marker { path, _file: file })
+    }
+}
+
+impl Drop for Marker {
+    fn drop(&mut self) {
+        // Removed while still locked; the lock goes with the file handle.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Remove `lock` if a killed edit of ours left it (see the module docs), and
+/// the markers of killed edits once no lock needs them as evidence.
+fn clear_ours(dir: &Path, lock: &Path) {
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let locked_at = std::fs::symlink_metadata(lock)
+        .and_then(|m| m.modified())
+        .ok();
+    let mut live = false;
+    let mut dead = Vec::new();
+    for entry in listing.flatten() {
+        let path = entry.path();
+        let Ok(file) = File::open(&path) else {
+            continue;
+        };
+        match fs4::FileExt::try_lock(&file) {
+            Ok(()) => {
+                let marked_at = file.metadata().and_then(|m| m.modified()).ok();
+                dead.push((path, marked_at));
+            }
+            Err(_) => live = true,
+        }
+    }
+    let Some(locked_at) = locked_at else {
+        for (path, _) in dead {
+            let _ = std::fs::remove_file(path);
+        }
+        return;
+    };
+    if live {
+        return;
+    }
+    let left_by_dead = dead.iter().any(|(_, marked_at)| {
+        marked_at.is_some_and(|marked_at| {
+            // Either way round: file times can be coarser than one edit.
+            let apart = locked_at
+                .duration_since(marked_at)
+                .unwrap_or_else(|e| e.duration());
+            apart <= WINDOW
+        })
+    });
+    if left_by_dead && std::fs::remove_file(lock).is_ok() {
+        for (path, _) in dead {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("ref-edits");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let lock = root.path().join("packed-refs.lock");
+        (root, dir, lock)
+    }
+
+    #[test]
+    fn a_lock_beside_a_dead_marker_is_cleared() {
+        let (_root, dir, lock) = setup();
+        std::fs::write(dir.join("1-0"), "").expect("marker");
+        std::fs::write(&lock, "").expect("lock");
+        clear_ours(&dir, &lock);
+        assert!(!lock.exists());
+        assert!(!dir.join("1-0").exists());
+    }
+
+    #[test]
+    fn a_lock_is_kept_while_a_marked_edit_runs() {
+        let (_root, dir, lock) = setup();
+        std::fs::write(dir.join("1-0"), "").expect("marker");
+        let running = Marker::take(&dir).expect("marker");
+        std::fs::write(&lock, "").expect("lock");
+        clear_ours(&dir, &lock);
+        assert!(lock.exists(), "a live edit may hold it");
+        drop(running);
+        clear_ours(&dir, &lock);
+        assert!(!lock.exists());
+    }
+
+    #[test]
+    fn a_lock_without_our_marker_is_not_ours() {
+        let (_root, dir, lock) = setup();
+        std::fs::write(&lock, "").expect("lock");
+        clear_ours(&dir, &lock);
+        assert!(lock.exists());
+    }
+
+    #[test]
+    fn a_lock_taken_long_after_a_dead_marker_is_not_ours() {
+        let (_root, dir, lock) = setup();
+        let marker = dir.join("1-0");
+        std::fs::write(&marker, "").expect("marker");
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        File::options()
+            .write(true)
+            .open(&marker)
+            .and_then(|f| f.set_modified(old))
+            .expect("age the marker");
+        std::fs::write(&lock, "").expect("lock");
+        clear_ours(&dir, &lock);
+        assert!(lock.exists());
+        std::fs::remove_file(&lock).expect("unlock");
+        clear_ours(&dir, &lock);
+        assert!(!marker.exists(), "dead markers go once no lock needs them");
+    }
+}
