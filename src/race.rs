@@ -367,6 +367,21 @@ pub fn run(
         return Ok(summary);
     }
 
+    // The machine's fault, not the builders': the attempt is given back.
+    if let Some(why) = jobs
+        .iter()
+        .filter_map(|j| j.cand.reason.as_deref())
+        .find(|why| crate::error::says_disk_full(why))
+    {
+        me.release_reserve();
+        give_back(&store, wo, &me.name, attempt, &run_id, why)?;
+        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
+        return Err(crate::Error::Io {
+            context: why.to_owned(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        });
+    }
+
     if me.should_stop() || jobs.iter().any(|j| j.interrupted) {
         give_back(&store, wo, &me.name, attempt, &run_id, "interrupted")?;
         summary.stopped = Some("stop requested".into());

@@ -209,7 +209,7 @@ complete_line() {{
         .arg(&program)
         .current_dir(&env.repo)
         .env("HOME", &env.home)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_GLOBAL", env.root.join("global.gitconfig"))
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .expect("run bash");
@@ -284,7 +284,7 @@ fn basic_example_runs_status_and_batch() {
         .env("PATH", path)
         .env("HOME", &env.home)
         .env("LC_ALL", "C")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_GLOBAL", env.root.join("global.gitconfig"))
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .current_dir(&env.root)
         .output()

@@ -684,3 +684,38 @@ fn a_packed_refs_lock_left_by_a_killed_deletion_is_cleared() {
     assert_eq!(merges_of(&env, &env.repo, "wo-03"), 1);
     nothing_left(&env);
 }
+
+/// The same for a race: a full disk while its instances' work is committed
+/// gives the attempt back instead of halting the order `race_no_winner`.
+#[test]
+fn a_full_disk_during_a_race_spends_no_attempt() {
+    let env = TestEnv::new();
+    let Some(_mount) = small_disk_repo(&env) else {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    };
+    let filler = env.repo.join(".git/filler");
+    let build = format!(
+        "head -c 1200000 /dev/urandom > data.txt; if [ ! -e {done} ]; then touch {done}; free=$(df --output=avail -k {repo} | tail -1); dd if=/dev/zero of={filler} bs=1k count=$((free - 300)) 2>/dev/null; fi; true",
+        done = env.root.join("filled").display(),
+        repo = env.repo.display(),
+        filler = filler.display(),
+    );
+    let race = [
+        "race", "wo-01", "-n", "1", "--score", "echo 1", "--build", &build,
+    ];
+    let run = env.run(&race);
+    assert_eq!(run.code, 128, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("No space left on device"),
+        "{}",
+        run.stderr
+    );
+    let status = env.run(&["status", "--json"]).success().json();
+    let row = &status["orders"][0];
+    assert_eq!(row["attempts"], 0, "{status}");
+    assert_eq!(row["terminal"], false, "{status}");
+    std::fs::remove_file(&filler).expect("free the disk");
+    env.run(&race).success();
+    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+}

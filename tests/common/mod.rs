@@ -101,6 +101,7 @@ impl TestEnv {
         let home = root.join("home");
         std::fs::create_dir_all(&home).expect("home");
         let slot_dir = root.join("slots");
+        std::fs::write(root.join("global.gitconfig"), "").expect("global config");
         let env = TestEnv {
             _root: dir,
             repo: root.join("repo"),
@@ -122,7 +123,9 @@ impl TestEnv {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", &self.home)
             .env("LC_ALL", "C")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            // A file of its own, never /dev/null: run as root, a test that
+            // writes global config would otherwise replace /dev/null itself.
+            .env("GIT_CONFIG_GLOBAL", self.root.join("global.gitconfig"))
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_AUTHOR_NAME", "Arbiter Test")
             .env("GIT_AUTHOR_EMAIL", "test@example.com")
