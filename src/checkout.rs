@@ -196,6 +196,15 @@ fn flat_tree(
         .collect())
 }
 
+/// Untracked files in a checked-out worktree where a merge puts tracked
+/// ones: that merge cannot land there now (others may), and nothing moved.
+#[derive(Debug)]
+pub struct Blocked {
+    pub paths: Vec<String>,
+    /// The refusal as a standalone `merge-back` reports it.
+    pub error: Error,
+}
+
 /// What [`preflight`] learned about a worktree, for [`apply`].
 pub struct Prepared {
     /// The worktree's index, when it held exactly the old tree: [`apply`] then
@@ -284,7 +293,7 @@ pub fn preflight(
     old_tree: ObjectId,
     new_tree: ObjectId,
     changed: &[Changed],
-) -> Result<Prepared> {
+) -> Result<std::result::Result<Prepared, Blocked>> {
     let dir = workdir(wt)?;
     // An index holding exactly the old tree (HEAD's) has nothing staged, so
     // only the files need comparing with it; otherwise the full status decides.
@@ -331,20 +340,24 @@ pub fn preflight(
         }
     };
     if !collisions.is_empty() {
-        return Err(InputError::new(format!(
+        let error = InputError::new(format!(
             "the integration branch is checked out in {} and untracked files would be overwritten by the merge: {}",
             dir.display(),
             list(&collisions)
         ))
         .hint("move or remove them there first")
-        .into());
+        .into();
+        return Ok(Err(Blocked {
+            paths: collisions,
+            error,
+        }));
     }
     // A held or stale index lock is refused now, before the branch moves,
     // never found after the move with the files updated and the index not.
     drop(IndexLock::take(wt)?);
-    Ok(Prepared {
+    Ok(Ok(Prepared {
         index: index.filter(|_| clean_index),
-    })
+    }))
 }
 
 /// Of the paths a merge adds, those an untracked file (or a file where a
@@ -358,9 +371,18 @@ fn untracked_in_the_way<'a>(
     let mut collisions = Vec::new();
     for path in added {
         let rel = rel_path(path)?;
-        if std::fs::symlink_metadata(dir.join(&rel)).is_ok() {
-            collisions.push(path.to_str_lossy().into_owned());
-            continue;
+        match std::fs::symlink_metadata(dir.join(&rel)) {
+            // A tracked directory the merge replaces by a file (as git does,
+            // its tracked files go first): only untracked files in it block.
+            Ok(meta) if meta.is_dir() => {
+                untracked_below(dir, &rel, &tracked, &mut collisions)?;
+                continue;
+            }
+            Ok(_) => {
+                collisions.push(path.to_str_lossy().into_owned());
+                continue;
+            }
+            Err(_) => {}
         }
         // An untracked file where the new tree needs a directory blocks it too.
         for ancestor in rel.ancestors().skip(1) {
@@ -380,6 +402,33 @@ fn untracked_in_the_way<'a>(
     collisions.sort();
     collisions.dedup();
     Ok(collisions)
+}
+
+/// Every file below the folder `rel` of `dir` that `tracked` does not know,
+/// into `found` as repository paths. A nested repository counts as one.
+fn untracked_below(
+    dir: &Path,
+    rel: &Path,
+    tracked: &impl Fn(&[u8]) -> bool,
+    found: &mut Vec<String>,
+) -> Result<()> {
+    let abs = dir.join(rel);
+    let listing =
+        std::fs::read_dir(&abs).map_err(Error::io(format!("reading {}", abs.display())))?;
+    for entry in listing {
+        let entry = entry.map_err(Error::io(format!("reading {}", abs.display())))?;
+        let child = rel.join(entry.file_name());
+        let repo_path = gix::path::os_str_into_bstr(child.as_os_str())
+            .map(|p| p.to_vec())
+            .unwrap_or_default();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && !dir.join(&child).join(".git").exists() {
+            untracked_below(dir, &child, tracked, found)?;
+        } else if !tracked(&repo_path) {
+            found.push(child.to_string_lossy().into_owned());
+        }
+    }
+    Ok(())
 }
 
 /// A repository path as a relative file-system path.

@@ -46,6 +46,10 @@ const MAX_CAS_RETRIES: u32 = 100;
 const MAX_LOCKED: u32 = 5;
 
 pub const HALT_CONFLICT: &str = "merge_conflict";
+/// Untracked files in a checked-out copy of the integration branch are where
+/// the merge puts files. The work passed; once they are moved, a standalone
+/// `merge-back` lands it (the only halt it lifts by itself).
+pub const HALT_CHECKOUT_BLOCKED: &str = "checkout_blocked";
 pub const HALT_DRIFT: &str = "undeclared_file_drift";
 
 pub struct Request<'a> {
@@ -81,6 +85,10 @@ pub enum Outcome {
     Conflict { paths: Vec<String> },
     /// Changes outside the declared set; the WO is halted, the branch untouched.
     Drift { paths: Vec<String> },
+    /// A conductor's merge that untracked files in a checked-out copy of the
+    /// integration branch block; the WO is halted [`HALT_CHECKOUT_BLOCKED`],
+    /// nothing moved. (A standalone merge-back refuses instead, exit 2.)
+    CheckoutBlocked { paths: Vec<String> },
     /// The owner no longer holds the attempt (a `halt` came first, or the
     /// order was taken over): nothing was merged or recorded.
     Withdrawn { reason: String },
@@ -141,6 +149,7 @@ impl Outcome {
             Outcome::UpToDate { .. } => "up_to_date",
             Outcome::Conflict { .. } => HALT_CONFLICT,
             Outcome::Drift { .. } => HALT_DRIFT,
+            Outcome::CheckoutBlocked { .. } => HALT_CHECKOUT_BLOCKED,
             Outcome::Withdrawn { .. } => "withdrawn",
         }
     }
@@ -225,7 +234,10 @@ fn merge_back_in(
                 false
             }
             None => {
-                if let Some(r) = record.as_ref().filter(|r| r.halted) {
+                if let Some(r) = record
+                    .as_ref()
+                    .filter(|r| r.halted && r.halt_reason.as_deref() != Some(HALT_CHECKOUT_BLOCKED))
+                {
                     return Err(halted_error(id, r.halt_reason.as_deref()));
                 }
                 if let Some(r) = record
@@ -310,7 +322,24 @@ fn merge_back_in(
         // or its index cannot be written.
         let mut prepared = Vec::with_capacity(worktrees.len());
         for wt in &worktrees {
-            prepared.push(checkout::preflight(wt, tip_tree, tree, &changed)?);
+            match checkout::preflight(wt, tip_tree, tree, &changed)? {
+                Ok(ready) => prepared.push(ready),
+                // Specific to this merge: a round goes on with the others.
+                Err(blocked) if req.owner.is_some() => {
+                    halt(
+                        store,
+                        id,
+                        has_deps,
+                        HALT_CHECKOUT_BLOCKED,
+                        &blocked.paths,
+                        "checkout",
+                    )?;
+                    return Ok(Outcome::CheckoutBlocked {
+                        paths: blocked.paths,
+                    });
+                }
+                Err(blocked) => return Err(blocked.error),
+            }
         }
 
         // (2) the merge commit, unreachable so far.
@@ -401,6 +430,9 @@ fn merge_back_in(
             &format!("merge-back {id}: merged {sha}"),
             |txn| -> Result<()> {
                 let mut r = txn.record(id, has_deps)?;
+                if r.halted && r.halt_reason.as_deref() == Some(HALT_CHECKOUT_BLOCKED) {
+                    r.lift_halt();
+                }
                 r.status = Status::Done;
                 r.owner = None;
                 r.checkpoint_after = Some(sha.to_string());

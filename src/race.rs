@@ -485,6 +485,7 @@ pub fn run(
             Outcome::UpToDate { tip } => ("up_to_date", Vec::new(), Some(tip)),
             Outcome::Conflict { paths } => (merge::HALT_CONFLICT, paths, None),
             Outcome::Drift { paths } => (merge::HALT_DRIFT, paths, None),
+            Outcome::CheckoutBlocked { paths } => (merge::HALT_CHECKOUT_BLOCKED, paths, None),
             Outcome::Withdrawn { reason } => {
                 // Halted (or taken over) during the race: nothing lands, every
                 // instance is kept for inspection.
@@ -521,7 +522,7 @@ pub fn run(
 
     let Some((widx, sha)) = merged else {
         summary.escalation = Some(
-            "no passing instance could be merged back (conflict or undeclared drift); the work order is halted"
+            "no passing instance could be merged back (conflict, undeclared drift, or untracked files in the checkout); the work order is halted"
                 .into(),
         );
         summary.exit = 1;

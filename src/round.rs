@@ -684,18 +684,15 @@ fn settle(
                     "merge",
                     &[("wo", id.clone()), ("up_to_date", "true".into())],
                 ),
-                Outcome::Conflict { paths } | Outcome::Drift { paths } => {
+                Outcome::Conflict { paths }
+                | Outcome::Drift { paths }
+                | Outcome::CheckoutBlocked { paths } => {
                     keep_branch = true;
-                    let reason = if matches!(outcome, Outcome::Conflict { .. }) {
-                        merge::HALT_CONFLICT
-                    } else {
-                        merge::HALT_DRIFT
-                    };
                     progress.event(
                         "halt",
                         &[
                             ("wo", id.clone()),
-                            ("reason", reason.into()),
+                            ("reason", outcome.name().into()),
                             ("paths", paths.join(",")),
                         ],
                     );

@@ -168,6 +168,14 @@ impl Record {
                 .is_some_and(|e| e.event == MERGE_START_EVENT)
     }
 
+    /// Lift the HALT flag (its history stays).
+    pub fn lift_halt(&mut self) {
+        self.halted = false;
+        self.halt_reason = None;
+        self.halt_paths.clear();
+        self.log("halt_lifted", None);
+    }
+
     /// Set the terminal HALT flag. HALT dominates status everywhere.
     pub fn halt(&mut self, reason: impl Into<String>, paths: Vec<String>) {
         let reason = reason.into();

@@ -87,3 +87,80 @@ fn an_ordinary_update_applies_attributes_and_filters() {
 fn a_large_update_applies_attributes_and_filters() {
     assert_checkout_as_git_writes_it(true);
 }
+
+/// Defect 3: an order that replaces a tracked directory by a file was
+/// refused as "untracked files would be overwritten: 'src/d'", though
+/// `git merge` succeeds; the refusal dropped the whole batch with attempts
+/// still 0/3, so every later round rebuilt and abandoned again.
+#[test]
+fn a_directory_replaced_by_a_file_lands_as_git_merges_it() {
+    let env = TestEnv::new();
+    env.write("src/d/x.txt", "x\n");
+    env.write("src/d/sub/y.txt", "y\n");
+    env.work_order("wo-01", "Flatten", &[], &["src/d"]);
+    env.work_order("wo-02", "Other", &[], &["other.txt"]);
+    env.commit_all("init");
+    let run = env.run(&[
+        "round",
+        "--build",
+        "case $ARBITER_WO in wo-01) rm -rf src/d; echo file > src/d;; *) echo o > other.txt;; esac",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/d")).expect("src/d is a file"),
+        "file\n"
+    );
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(env.git(&["ls-files", "src"]), "src/d\n");
+    env.fsck();
+}
+
+/// Untracked files inside that directory are the user's: the merge of that
+/// order is refused, it alone, and it is halted `checkout_blocked` with its
+/// work kept; the other order lands, nothing loops, and once the files are
+/// moved a plain `merge-back` lands the kept work.
+#[test]
+fn untracked_files_in_the_way_block_only_that_order() {
+    let env = TestEnv::new();
+    env.write("src/d/x.txt", "x\n");
+    env.work_order("wo-01", "Flatten", &[], &["src/d", "new.txt"]);
+    env.work_order("wo-02", "Other", &[], &["other.txt"]);
+    env.commit_all("init");
+    env.write("src/d/mine.txt", "my notes\n");
+    env.write("new.txt", "mine too\n");
+    let build = "case $ARBITER_WO in wo-01) rm -rf src/d; echo file > src/d; echo n > new.txt;; *) echo o > other.txt;; esac";
+    let run = env.run(&["round", "--json", "--build", build]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let out = run.json();
+    assert_eq!(out["halted"][0]["wo_id"], "wo-01", "{out}");
+    assert_eq!(out["halted"][0]["reason"], "checkout_blocked", "{out}");
+    assert_eq!(
+        out["halted"][0]["paths"],
+        serde_json::json!(["new.txt", "src/d/mine.txt"]),
+        "{out}"
+    );
+    assert_eq!(env.git(&["show", "main:other.txt"]), "o\n");
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/d/mine.txt")).expect("kept"),
+        "my notes\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("new.txt")).expect("kept"),
+        "mine too\n"
+    );
+    // Nothing left to build: a second round changes nothing.
+    let again = env.run(&["round", "--json", "--build", "exit 1"]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert_eq!(again.json()["rounds"], 0);
+
+    std::fs::remove_dir_all(env.repo.join("src/d")).expect("move");
+    std::fs::remove_file(env.repo.join("new.txt")).expect("move");
+    env.git(&["checkout", "--", "src/d"]);
+    env.run(&["merge-back", "wo-01"]).success();
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["status"], "done", "{status}");
+    assert_eq!(status["orders"][0]["terminal"], false, "{status}");
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(env.git(&["show", "main:new.txt"]), "n\n");
+    env.fsck();
+}

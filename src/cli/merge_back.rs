@@ -135,6 +135,15 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 ExitCode::MergeConflict,
             )
         }
+        // Only a conductor's merge halts for this; a standalone one refuses.
+        Outcome::CheckoutBlocked { paths } => {
+            return Err(InputError::new(format!(
+                "{id} was not merged: untracked files in the checkout are in the way: {}",
+                paths.join(", ")
+            ))
+            .hint("move or remove them there first")
+            .into())
+        }
         Outcome::Withdrawn { reason } => {
             return Err(
                 InputError::new(format!("{id} was not merged: it was {reason}"))

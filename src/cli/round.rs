@@ -198,6 +198,12 @@ pub fn render(summary: &Summary, dry_run: bool) -> String {
             if let Some(b) = &h.branch {
                 s.push_str(&format!("      branch: {b}\n"));
             }
+            if h.reason == git_arbiter::merge::HALT_CHECKOUT_BLOCKED {
+                s.push_str(&format!(
+                    "      next:   move those untracked files out of the checkout, then `git arbiter merge-back {}`\n",
+                    h.wo_id
+                ));
+            }
             if let Some(l) = &h.log {
                 s.push_str(&format!("      log:    {l}\n"));
             }
