@@ -95,17 +95,34 @@ pub fn local_changes(wt: &gix::Repository) -> Result<Vec<String>> {
     let mut paths = BTreeSet::new();
     for item in iter {
         let item = item.git_context("reading status")?;
-        if let gix::status::Item::IndexWorktree(gix::status::index_worktree::Item::Modification {
-            status: gix::status::plumbing::index_as_worktree::EntryStatus::NeedsUpdate(_),
-            ..
-        }) = &item
-        {
-            // Only the stat data is stale; the content equals the index.
-            continue;
+        if let gix::status::Item::IndexWorktree(change) = &item {
+            if !is_edit(change) {
+                continue;
+            }
         }
         paths.insert(item.location().to_str_lossy().into_owned());
     }
     Ok(paths.into_iter().collect())
+}
+
+/// Could updating the files lose this difference between index and worktree?
+/// Not when only the stat data is stale (the content equals the index), nor
+/// when a submodule is merely at another commit with clean files: the update
+/// never writes inside a submodule (as `git merge` does not), and after a
+/// merge that moved its commit that is exactly the state git leaves, fixed
+/// by `git submodule update`.
+fn is_edit(item: &gix::status::index_worktree::Item) -> bool {
+    use gix::status::plumbing::index_as_worktree::{Change, EntryStatus};
+    match item {
+        gix::status::index_worktree::Item::Modification { status, .. } => match status {
+            EntryStatus::NeedsUpdate(_) => false,
+            EntryStatus::Change(Change::SubmoduleModification(sm)) => {
+                sm.changes.as_ref().is_some_and(|c| !c.is_empty())
+            }
+            _ => true,
+        },
+        _ => true,
+    }
 }
 
 /// The index mode `State::from_tree` gives a tree entry of `mode`.
@@ -934,14 +951,9 @@ fn unstaged_changes(wt: &gix::Repository, index: Option<gix::index::File>) -> Re
     let mut paths = Vec::new();
     for item in iter {
         let item = item.git_context("reading status")?;
-        if let gix::status::index_worktree::Item::Modification {
-            status: gix::status::plumbing::index_as_worktree::EntryStatus::NeedsUpdate(_),
-            ..
-        } = &item
-        {
-            continue;
+        if is_edit(&item) {
+            paths.push(item.rela_path().to_str_lossy().into_owned());
         }
-        paths.push(item.rela_path().to_str_lossy().into_owned());
     }
     Ok(paths)
 }

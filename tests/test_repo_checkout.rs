@@ -164,3 +164,69 @@ fn untracked_files_in_the_way_block_only_that_order() {
     assert_eq!(env.git(&["show", "main:new.txt"]), "n\n");
     env.fsck();
 }
+
+/// Defect 7: after an order bumped an initialised submodule, the checkout
+/// shows ` M vendor/lib` (as after `git merge`: neither updates the
+/// submodule's own checkout), and every later round refused it as a local
+/// change, where committing would have reverted the bump. A submodule whose
+/// files are clean is never written by the update, so its checked-out commit
+/// is no edit to protect.
+#[test]
+fn a_bumped_submodule_does_not_block_later_rounds() {
+    let env = TestEnv::new();
+    let sub = env.root.join("sub");
+    env.git_in(&env.root, &["init", "-q", "-b", "main", "sub"]);
+    std::fs::write(sub.join("lib.txt"), "1\n").expect("write");
+    env.git_in(&sub, &["add", "-A"]);
+    env.git_in(&sub, &["commit", "-q", "-m", "one"]);
+    std::fs::write(sub.join("lib.txt"), "2\n").expect("write");
+    env.git_in(&sub, &["commit", "-q", "-am", "two"]);
+    let two = env.git_in(&sub, &["rev-parse", "HEAD"]);
+    let one = env.git_in(&sub, &["rev-parse", "HEAD~1"]);
+    env.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        sub.to_str().expect("utf-8"),
+        "vendor/lib",
+    ]);
+    env.git_in(
+        &env.repo.join("vendor/lib"),
+        &["checkout", "-q", one.trim()],
+    );
+    env.work_order("wo-01", "Bump", &[], &["vendor/lib"]);
+    env.work_order("wo-02", "Other", &[], &["other.txt"]);
+    env.commit_all("init");
+
+    let bump = format!(
+        "case $ARBITER_WO in wo-01) git update-index --cacheinfo 160000,{},vendor/lib && git commit -q -m bump;; *) echo o > other.txt;; esac",
+        two.trim()
+    );
+    env.run(&["round", "--max", "1", "--once", "--build", &bump])
+        .success();
+    assert_eq!(
+        env.git(&["ls-tree", "main", "vendor/lib"])
+            .split_whitespace()
+            .nth(2),
+        Some(two.trim())
+    );
+    // What `git merge` leaves too: the submodule still at the old commit.
+    assert_eq!(env.git(&["status", "--porcelain"]), " M vendor/lib\n");
+    env.run(&["round", "--build", &bump]).success();
+    assert_eq!(env.git(&["show", "main:other.txt"]), "o\n");
+    env.fsck();
+
+    // Edited files inside the submodule are a user's work: still refused.
+    std::fs::write(env.repo.join("vendor/lib/lib.txt"), "edited\n").expect("edit");
+    env.work_order("wo-03", "Third", &[], &["third.txt"]);
+    env.git(&["add", "work-orders"]);
+    env.git(&["commit", "-q", "-m", "wo-03"]);
+    let run = env.run(&["round", "--build", "echo 3 > third.txt"]).code(2);
+    assert!(
+        run.stderr.contains("local changes: vendor/lib"),
+        "{}",
+        run.stderr
+    );
+}
