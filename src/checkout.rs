@@ -85,6 +85,7 @@ fn workdir(wt: &gix::Repository) -> Result<PathBuf> {
 
 /// Tracked paths with local changes (staged or not) in `wt`; untracked files are not listed.
 pub fn local_changes(wt: &gix::Repository) -> Result<Vec<String>> {
+    refuse_sparse_index(wt)?;
     let iter = wt
         .status(gix::progress::Discard)
         .git_context("preparing status")?
@@ -311,6 +312,7 @@ pub fn preflight(
     new_tree: ObjectId,
     changed: &[Changed],
 ) -> Result<std::result::Result<Prepared, Blocked>> {
+    refuse_sparse_index(wt)?;
     let dir = workdir(wt)?;
     // An index holding exactly the old tree (HEAD's) has nothing staged, so
     // only the files need comparing with it; otherwise the full status decides.
@@ -481,10 +483,12 @@ pub fn apply(
 ) -> Result<()> {
     let lock = IndexLock::take(wt)?;
     match prepared.index {
-        // Edit the index in place when it is a plain one and the change is small.
+        // Edit the index in place when it is a plain one and the change is
+        // small (and no sparse patterns decide which new entries get files).
         Some(index)
             if !index.is_sparse()
                 && index.link().is_none()
+                && sparse_patterns(wt)?.is_none()
                 && changed.len() <= index.entries().len() / 4 + 64 =>
         {
             match apply_in_place(wt, index, new_tree, changed)? {
@@ -780,11 +784,23 @@ fn apply_from_tree(
             .map(Vec::as_slice),
     )?;
 
-    // 2. The new index; entries unchanged since the old tree keep their stat data and are skipped.
+    // 2. The new index; entries unchanged since the old tree keep their stat
+    // data and are skipped. In a sparse checkout, entries the patterns
+    // exclude are marked as `git merge` leaves them: no file, bit kept.
     let old_index = wt.open_index().ok();
     let mut index = wt
         .index_from_tree(&new_tree)
         .git_context(format!("reading tree {new_tree}"))?;
+    if let Some(sparse) = sparse_patterns(wt)? {
+        gix::worktree::sparse::apply_patterns(
+            &mut index,
+            &sparse.patterns,
+            &sparse.source,
+            sparse.cone,
+            sparse.case,
+        )
+        .git_context(format!("applying {}", sparse.source.display()))?;
+    }
     let mut skipped = Vec::new();
     {
         let (entries, paths) = index.entries_mut_and_pathbacking();
@@ -803,8 +819,13 @@ fn apply_from_tree(
             if let Some(prev) = old_index.as_ref().and_then(|ix| ix.entry_by_path(path)) {
                 entry.stat = prev.stat;
             }
-            entry.flags.insert(gix::index::entry::Flags::SKIP_WORKTREE);
-            skipped.push(i);
+            if !entry
+                .flags
+                .contains(gix::index::entry::Flags::SKIP_WORKTREE)
+            {
+                entry.flags.insert(gix::index::entry::Flags::SKIP_WORKTREE);
+                skipped.push(i);
+            }
         }
     }
 
@@ -825,6 +846,53 @@ fn apply_from_tree(
             .remove(gix::index::entry::Flags::SKIP_WORKTREE);
     }
     lock.commit(&index, &dir)
+}
+
+/// The active sparse-checkout patterns of a worktree.
+struct Sparse {
+    patterns: Vec<u8>,
+    source: PathBuf,
+    cone: bool,
+    case: gix::glob::pattern::Case,
+}
+
+/// `wt`'s sparse-checkout patterns, if sparse checkout is on there.
+fn sparse_patterns(wt: &gix::Repository) -> Result<Option<Sparse>> {
+    use gix::config::tree::Core;
+    let config = wt.config_snapshot();
+    if config.boolean(Core::SPARSE_CHECKOUT) != Some(true) {
+        return Ok(None);
+    }
+    let source = wt.git_dir().join("info/sparse-checkout");
+    let patterns = gix::worktree::sparse::read_patterns(wt.git_dir())
+        .map_err(Error::io(format!("reading {}", source.display())))?;
+    Ok(patterns.map(|patterns| Sparse {
+        patterns,
+        source,
+        cone: config.boolean(Core::SPARSE_CHECKOUT_CONE) == Some(true),
+        case: if config.boolean(Core::IGNORE_CASE) == Some(true) {
+            gix::glob::pattern::Case::Fold
+        } else {
+            gix::glob::pattern::Case::Sensitive
+        },
+    }))
+}
+
+/// A sparse index (folders outside the cone stored as one entry) is refused
+/// before anything moves: gix cannot yet compare or rewrite one.
+fn refuse_sparse_index(wt: &gix::Repository) -> Result<()> {
+    let Ok(index) = wt.open_index() else {
+        return Ok(());
+    };
+    if !index.is_sparse() {
+        return Ok(());
+    }
+    Err(InputError::new(format!(
+        "the integration branch is checked out in {} with a sparse index, which git-arbiter cannot update yet",
+        workdir(wt)?.display()
+    ))
+    .hint("keep the sparse checkout but not the sparse index: 'git sparse-checkout init --no-sparse-index' there")
+    .into())
 }
 
 /// Does the index of `wt` hold exactly `tree` (paths, modes, ids; no conflicts)?
@@ -863,6 +931,7 @@ pub(crate) fn sync_worktrees(
     let head_tree = ctx.tree_of(tip)?;
     for wt in worktrees {
         clear_our_stale_index_lock(wt);
+        refuse_sparse_index(wt)?;
         // The common case: the index holds the tip's tree, nothing to finish.
         if index_matches(wt, head_tree)? {
             continue;

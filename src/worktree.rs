@@ -242,22 +242,56 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
     }
     crate::crash::point("worktree-add.before");
     let interrupt = AtomicBool::new(false);
-    let added = ctx.repo.add_worktree(
-        &dest,
-        gix::worktree::add::Head::Attached(full.clone()),
-        gix::progress::Discard,
-        &interrupt,
-    );
+    // A builder needs every file its order may touch: its worktree is never
+    // sparse, even where the worktree it is made from is.
+    let mut full_repo = ctx.repo.clone();
+    full_repo
+        .config_snapshot_mut()
+        .set_value(&gix::config::tree::Core::SPARSE_CHECKOUT, "false")
+        .git_context("configuring the new worktree")?;
+    let added = full_repo
+        .add_worktree(
+            &dest,
+            gix::worktree::add::Head::Attached(full.clone()),
+            gix::progress::Discard,
+            &interrupt,
+        )
+        .git_context(format!("adding worktree {}", dest.display()))
+        .and_then(|(made, _)| not_sparse(&made));
     if let Err(e) = added {
         // add_worktree rolls back its own files but not the branch we made for it.
         let _ = delete_branch(&ctx.repo, &full, Some(base));
         if std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_none()) {
             let _ = std::fs::remove_dir(&dest);
         }
-        return Err(e).git_context(format!("adding worktree {}", dest.display()));
+        return Err(e);
     }
     crate::crash::point("worktree-add.after");
     Ok(dest)
+}
+
+/// gix copies the source's `config.worktree` into a new worktree, a
+/// `core.sparseCheckout = true` with it: turn it off there, or the builder's
+/// own git commands would treat its full checkout as sparse.
+fn not_sparse(made: &gix::Repository) -> Result<()> {
+    let path = made.git_dir().join("config.worktree");
+    if !path.exists() {
+        return Ok(());
+    }
+    let mut config =
+        gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Worktree)
+            .git_context(format!("reading {}", path.display()))?;
+    if config.boolean("core.sparseCheckout").ok().flatten() != Some(true) {
+        return Ok(());
+    }
+    config
+        .set_raw_value_by("core", None, "sparseCheckout", "false")
+        .git_context(format!("editing {}", path.display()))?;
+    let mut out = Vec::new();
+    config
+        .write_to(&mut out)
+        .map_err(Error::io(format!("writing {}", path.display())))?;
+    std::fs::write(&path, out).map_err(Error::io(format!("writing {}", path.display())))
 }
 
 /// The destination must not exist in any form (file, folder, dangling

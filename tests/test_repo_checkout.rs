@@ -230,3 +230,96 @@ fn a_bumped_submodule_does_not_block_later_rounds() {
         run.stderr
     );
 }
+
+/// Files on disk under `dir` (relative, sorted), `.git` left out.
+fn files_on_disk(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let path = entry.path();
+            if entry.file_name() == ".git" {
+                continue;
+            }
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).expect("below");
+                found.push(rel.display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A cone-mode sparse checkout of `src/a` and `work-orders`; three orders:
+/// one inside the cone, one changing a few files outside it (an in-place
+/// update before), one changing many (an index rebuild before).
+fn sparse_repo() -> TestEnv {
+    let env = TestEnv::new();
+    env.write("src/a/x.txt", "a\n");
+    for i in 0..3 {
+        env.write(&format!("src/b/{i}.txt"), "b\n");
+    }
+    for i in 0..100 {
+        env.write(&format!("src/c/{i}.txt"), "c\n");
+    }
+    env.work_order("wo-1", "Inside", &[], &["src/a/new.txt"]);
+    env.work_order("wo-2", "Few outside", &[], &["src/b"]);
+    env.work_order("wo-3", "Many outside", &[], &["src/c"]);
+    env.commit_all("init");
+    env.git(&["sparse-checkout", "set", "src/a", "work-orders"]);
+    env
+}
+
+/// Defect 1: a merge of many paths rebuilt the index without the
+/// skip-worktree bits (`git status` then showed every file outside the cone
+/// deleted); a small one wrote changed files outside the cone and dropped
+/// their bits; builders inherited the cone and never saw the files their
+/// order declares. Oracle: a sparse checkout of the same tip made by git.
+#[test]
+fn a_sparse_checkout_keeps_its_cone_and_builders_see_their_files() {
+    let env = sparse_repo();
+    // Each builder first checks that its declared files are there.
+    let build = "case $ARBITER_WO in \
+        wo-1) echo n > src/a/new.txt;; \
+        wo-2) test -f src/b/0.txt && echo B > src/b/0.txt && echo n > src/b/new.txt;; \
+        wo-3) test -f src/c/0.txt && for i in $(seq 0 99); do echo C > src/c/$i.txt; done;; esac";
+    env.run(&["round", "--build", build]).success();
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(env.git(&["show", "main:src/b/0.txt"]), "B\n");
+    assert_eq!(env.git(&["show", "main:src/c/7.txt"]), "C\n");
+
+    let oracle = env.root.join("oracle");
+    let repo = env.repo.display().to_string();
+    let oracle_path = oracle.display().to_string();
+    env.git_in(
+        &env.root,
+        &["clone", "-q", "--no-checkout", &repo, &oracle_path],
+    );
+    env.git_in(&oracle, &["sparse-checkout", "set", "src/a", "work-orders"]);
+    env.git_in(&oracle, &["checkout", "-q", "main"]);
+    assert_eq!(
+        env.git(&["ls-files", "-t"]),
+        env.git_in(&oracle, &["ls-files", "-t"])
+    );
+    assert_eq!(files_on_disk(&env.repo), files_on_disk(&oracle));
+    env.fsck();
+}
+
+/// With a sparse index gix cannot compare or rewrite the index: refused up
+/// front (exit 2, a hint, nothing built or moved), never exit 128.
+#[test]
+fn a_sparse_index_is_refused_before_anything_moves() {
+    let env = sparse_repo();
+    env.git(&["sparse-checkout", "init", "--cone", "--sparse-index"]);
+    let before = env.git(&["rev-parse", "main"]);
+    let run = env
+        .run(&["round", "--build", "echo x > src/a/new.txt"])
+        .code(2);
+    assert!(run.stderr.contains("sparse index"), "{}", run.stderr);
+    assert!(run.stderr.contains("--no-sparse-index"), "{}", run.stderr);
+    assert_eq!(env.git(&["rev-parse", "main"]), before);
+    assert_eq!(env.git(&["notes", "--ref=arbiter", "list"]), "");
+}
