@@ -848,6 +848,37 @@ fn apply_from_tree(
     lock.commit(&index, &dir)
 }
 
+/// Run the `post-merge` hook of the worktree at `dir` with the argument `0`
+/// (not a squash merge), as `git merge` does after updating a checkout:
+/// setups such as git-lfs rely on it. Its output goes to stderr (stdout may
+/// carry JSON); like git, its exit status changes nothing. gix has no hook
+/// runner, so git's `hook run` does it (git ≥ 2.36).
+pub fn run_post_merge(dir: &Path) {
+    let mut cmd = std::process::Command::new("git");
+    for var in crate::exec::GIT_ENV {
+        cmd.env_remove(var);
+    }
+    let ran = cmd
+        .current_dir(dir)
+        .args(["hook", "run", "--ignore-missing", "post-merge", "--", "0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::io::stderr())
+        .status();
+    match ran {
+        Ok(status) if !status.success() => {
+            eprintln!(
+                "arbiter hook post-merge dir={} status={status}",
+                dir.display()
+            )
+        }
+        Ok(_) => {}
+        Err(e) => eprintln!(
+            "arbiter hook post-merge dir={} error=\"{e}\"",
+            dir.display()
+        ),
+    }
+}
+
 /// The active sparse-checkout patterns of a worktree.
 struct Sparse {
     patterns: Vec<u8>,

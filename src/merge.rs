@@ -399,9 +399,13 @@ fn merge_back_in(
         crate::crash::point("branch-cas.after");
         // (4) keep checked-out copies in step; finish (5) even if this fails.
         let mut sync_error = None;
+        let mut updated = Vec::new();
         for (wt, prepared) in worktrees.iter().zip(prepared) {
-            if let Err(e) = checkout::apply(wt, tip_tree, tree, &changed, prepared) {
-                sync_error.get_or_insert(e);
+            match checkout::apply(wt, tip_tree, tree, &changed, prepared) {
+                Ok(()) => updated.extend(wt.workdir().map(std::path::Path::to_owned)),
+                Err(e) => {
+                    sync_error.get_or_insert(e);
+                }
             }
         }
         // (5) done, plus the merge commit's note.
@@ -454,6 +458,11 @@ fn merge_back_in(
         )?;
         crate::crash::point("merge-recorded.after");
         drop(turn);
+        // As `git merge` does once its checkout is updated; outside the turn,
+        // so a slow hook holds up no other merge.
+        for dir in &updated {
+            checkout::run_post_merge(dir);
+        }
         if let Some(e) = sync_error {
             return Err(e);
         }

@@ -323,3 +323,44 @@ fn a_sparse_index_is_refused_before_anything_moves() {
     assert_eq!(env.git(&["rev-parse", "main"]), before);
     assert_eq!(env.git(&["notes", "--ref=arbiter", "list"]), "");
 }
+
+/// Defect 10: merges ran no hook on the user's checkout. Like `git merge`,
+/// each merge that updates it runs `post-merge 0` there, once the checkout
+/// holds the merge (git-lfs and many setups rely on it); a failing hook is
+/// reported and changes nothing.
+#[test]
+fn post_merge_runs_in_the_updated_checkout() {
+    let env = TestEnv::new();
+    env.work_order("wo-01", "One", &[], &["one.txt"]);
+    env.work_order("wo-02", "Two", &[], &["two.txt"]);
+    env.commit_all("init");
+    let seen = env.root.join("post-merge.log");
+    let hook = env.repo.join(".git/hooks/post-merge");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho \"$1 $(git rev-parse HEAD) $(cat one.txt 2>/dev/null)\" >> {}\nexit 1\n",
+            seen.display()
+        ),
+    )
+    .expect("hook");
+    std::process::Command::new("chmod")
+        .args(["+x"])
+        .arg(&hook)
+        .status()
+        .expect("chmod");
+    let build = "case $ARBITER_WO in wo-01) echo wo-01 > one.txt;; *) echo wo-02 > two.txt;; esac";
+    let run = env.run(&["round", "--build", build]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("arbiter hook post-merge"),
+        "{}",
+        run.stderr
+    );
+    let log = std::fs::read_to_string(&seen).expect("the hook ran");
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    let main = env.git(&["rev-parse", "main"]);
+    assert_eq!(lines[1], format!("0 {} wo-01", main.trim()));
+    assert!(lines.iter().all(|l| l.starts_with("0 ")), "{log}");
+}
