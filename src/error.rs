@@ -176,7 +176,9 @@ fn state_hint(e: &crate::state::Error) -> Option<String> {
 
 fn object_exit_code(e: &crate::odb::Error) -> ExitCode {
     match e {
-        crate::odb::Error::MissingIdentity { .. } => ExitCode::Usage,
+        crate::odb::Error::MissingIdentity { .. } | crate::odb::Error::Signing { .. } => {
+            ExitCode::Usage
+        }
         crate::odb::Error::Git(_) => ExitCode::Fatal,
     }
 }
@@ -186,6 +188,9 @@ fn object_hint(e: &crate::odb::Error) -> Option<String> {
         crate::odb::Error::MissingIdentity { .. } => {
             Some("set user.name and user.email with 'git config'".into())
         }
+        crate::odb::Error::Signing { .. } => Some(
+            "check gpg.format, user.signingkey and the signing program with 'git commit -S --allow-empty -m test', or unset commit.gpgsign".into(),
+        ),
         crate::odb::Error::Git(_) => None,
     }
 }

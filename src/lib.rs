@@ -23,6 +23,7 @@ pub mod refguard;
 pub mod round;
 pub mod scope;
 pub mod select;
+pub mod sign;
 pub mod slots;
 pub mod state;
 pub mod worktree;

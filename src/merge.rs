@@ -344,7 +344,7 @@ fn merge_back_in(
 
         // (2) the merge commit, unreachable so far.
         let round_base = req.round_base.or(merge_base).unwrap_or(tip);
-        let sha = crate::odb::write_commit(
+        let sha = crate::odb::write_signed_commit(
             repo,
             &message(req.wo, req.attempt, round_base),
             tree,

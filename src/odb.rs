@@ -10,6 +10,9 @@ pub enum Error {
     /// `user.name` / `user.email` (or `GIT_AUTHOR_*`, `GIT_COMMITTER_*`) unset.
     #[error("no {who} identity is configured")]
     MissingIdentity { who: &'static str },
+    /// `commit.gpgsign` is set and the signing program failed.
+    #[error("signing the merge commit with {program} failed: {detail}")]
+    Signing { program: String, detail: String },
     #[error(transparent)]
     Git(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
@@ -29,6 +32,44 @@ pub fn write_commit(
     tree: ObjectId,
     parents: impl IntoIterator<Item = ObjectId>,
 ) -> Result<ObjectId, Error> {
+    let commit = new_commit(repo, message, tree, parents)?;
+    Ok(repo.write_object(commit).map_err(Error::from_gix)?.detach())
+}
+
+/// [`write_commit`] for a commit `git commit` would sign: signed as git signs
+/// when `commit.gpgsign` is set (`gpg.format` openpgp, x509 or ssh,
+/// `user.signingkey`, `gpg.program` / `gpg.<format>.program`), so branches
+/// that only take signed commits take it.
+pub fn write_signed_commit(
+    repo: &gix::Repository,
+    message: &str,
+    tree: ObjectId,
+    parents: impl IntoIterator<Item = ObjectId>,
+) -> Result<ObjectId, Error> {
+    let mut commit = new_commit(repo, message, tree, parents)?;
+    let config = repo.config_snapshot();
+    if config.boolean("commit.gpgsign") == Some(true) {
+        let mut payload = Vec::new();
+        gix::objs::WriteTo::write_to(&commit, &mut payload).map_err(Error::from_gix)?;
+        let signature = crate::sign::sign(&config, &payload, &commit.committer).map_err(|e| {
+            Error::Signing {
+                program: e.program,
+                detail: e.detail,
+            }
+        })?;
+        commit
+            .extra_headers
+            .push(("gpgsig".into(), signature.into()));
+    }
+    Ok(repo.write_object(commit).map_err(Error::from_gix)?.detach())
+}
+
+fn new_commit(
+    repo: &gix::Repository,
+    message: &str,
+    tree: ObjectId,
+    parents: impl IntoIterator<Item = ObjectId>,
+) -> Result<gix::objs::Commit, Error> {
     fn identity<'a>(
         who: &'static str,
         sig: Option<Result<gix::actor::SignatureRef<'a>, gix::Error>>,
@@ -38,7 +79,7 @@ pub fn write_commit(
             None => Err(Error::MissingIdentity { who }),
         }
     }
-    let commit = gix::objs::Commit {
+    Ok(gix::objs::Commit {
         message: message.into(),
         tree,
         author: identity("author", repo.author())?.into(),
@@ -46,8 +87,7 @@ pub fn write_commit(
         encoding: None,
         parents: parents.into_iter().collect(),
         extra_headers: Default::default(),
-    };
-    Ok(repo.write_object(commit).map_err(Error::from_gix)?.detach())
+    })
 }
 
 /// Fail with [`Error::MissingIdentity`] now, before anything is written,

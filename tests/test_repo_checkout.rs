@@ -364,3 +364,69 @@ fn post_merge_runs_in_the_updated_checkout() {
     assert_eq!(lines[1], format!("0 {} wo-01", main.trim()));
     assert!(lines.iter().all(|l| l.starts_with("0 ")), "{log}");
 }
+
+/// Defect 5: with `commit.gpgsign=true` merge commits carried no signature
+/// (`git commit` would sign or fail). Signed with the configured SSH key,
+/// they pass `git verify-commit`; a signer that fails stops the merge
+/// before anything moves, exit 2, naming the cause.
+#[test]
+fn merge_commits_are_signed_as_git_signs() {
+    let env = TestEnv::new();
+    let key = env.root.join("key");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "test", "-f"])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen");
+    assert!(made.success());
+    let public = std::fs::read_to_string(key.with_extension("pub")).expect("public key");
+    let allowed = env.root.join("allowed_signers");
+    std::fs::write(&allowed, format!("test@example.com {public}")).expect("allowed signers");
+    for (k, v) in [
+        ("commit.gpgsign", "true"),
+        ("gpg.format", "ssh"),
+        ("user.signingkey", key.to_str().expect("utf-8")),
+        (
+            "gpg.ssh.allowedSignersFile",
+            allowed.to_str().expect("utf-8"),
+        ),
+    ] {
+        env.git(&["config", k, v]);
+    }
+    env.work_order("wo-01", "One", &[], &["one.txt"]);
+    env.work_order("wo-02", "Two", &[], &["two.txt"]);
+    env.commit_all("init");
+    env.run(&[
+        "round",
+        "--max",
+        "1",
+        "--once",
+        "--build",
+        "echo 1 > one.txt",
+    ])
+    .success();
+    let verified = env.git_try_in(&env.repo, &["verify-commit", "main"]);
+    assert_eq!(verified.code, 0, "{}", verified.stderr);
+    assert!(
+        verified.stderr.contains("Good \"git\" signature"),
+        "{}",
+        verified.stderr
+    );
+
+    env.git(&["config", "user.signingkey", "/nonexistent/key"]);
+    let before = env.git(&["rev-parse", "main"]);
+    // The builder commits its own work unsigned: only the merge is signed here.
+    let build =
+        "echo 2 > two.txt && git add two.txt && git -c commit.gpgsign=false commit -q -m two";
+    let run = env.run(&["round", "--build", build]).code(2);
+    assert!(
+        run.stderr
+            .contains("signing the merge commit with ssh-keygen failed"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("hint: "), "{}", run.stderr);
+    assert_eq!(env.git(&["rev-parse", "main"]), before);
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][1]["attempts"], 0, "{status}");
+}
