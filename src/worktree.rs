@@ -203,6 +203,8 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
     ctx.repo
         .find_commit(base)
         .map_err(|_| InputError::new(format!("{base} is not a commit")).hint("pass a commit"))?;
+    // Before anything is made, and outside the turn: a fetch may take a while.
+    crate::promisor::fetch_missing(ctx, base)?;
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
     let root = root_dir(ctx)?;
     let dest = root.join(name);

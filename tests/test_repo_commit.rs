@@ -1,7 +1,7 @@
 //! Real repositories: git configuration that refuses git-arbiter's own commit
 //! of a builder's work (`commit.gpgsign` without a usable key, a failing
-//! `prepare-commit-msg` hook). It is not the builder's fault: no attempt is
-//! spent on it.
+//! `prepare-commit-msg` hook), and partial clones whose blobs are not local.
+//! Neither is the builder's fault: no attempt is spent on them.
 
 use std::path::{Path, PathBuf};
 
@@ -225,4 +225,83 @@ fn a_race_whose_commit_is_refused_keeps_the_work_and_spends_no_attempt() {
     assert_eq!(runs(&env), 4);
     assert_eq!(merges_of(&env, &env.repo, "main", "wo-01"), 1);
     nothing_left(&env, &env.repo);
+}
+
+/// A partial clone `clone` of the test repository whose branch `dev` adds
+/// files in subfolders: their blobs are on the promisor remote only. Returns
+/// the clone's path.
+fn partial_clone(env: &TestEnv) -> PathBuf {
+    env.git(&["checkout", "-q", "-b", "dev"]);
+    env.write("deep/er/file.txt", "deep\n");
+    env.write("other.txt", "other\n");
+    env.commit_all("dev");
+    env.git(&["checkout", "-q", "main"]);
+    env.git(&["config", "uploadpack.allowFilter", "true"]);
+    let url = format!("file://{}", env.repo.display());
+    env.git_in(
+        &env.root,
+        &["clone", "-q", "--filter=blob:none", &url, "clone"],
+    );
+    let clone = env.root.join("clone");
+    env.git_in(&clone, &["branch", "-q", "dev", "origin/dev"]);
+    let missing = env.git_in(&clone, &["rev-list", "--objects", "--missing=print", "dev"]);
+    assert_eq!(missing.matches('?').count(), 2, "{missing}");
+    clone
+}
+
+/// Creating a worktree in a partial clone failed with exit 128 ("could not
+/// be retrieved from object database"). The blobs are fetched first.
+#[test]
+fn a_partial_clone_fetches_the_blobs_its_worktree_needs() {
+    let env = repo();
+    let clone = partial_clone(&env);
+    // The builder fails unless the checkout wrote the fetched files.
+    let build = format!(
+        "test \"$(cat deep/er/file.txt other.txt)\" = \"$(printf 'deep\\nother')\" && {}",
+        counting_build(&env)
+    );
+    env.run_in(&clone, &["round", "--into", "dev", "--build", &build])
+        .success();
+    assert_eq!(runs(&env), 1);
+    assert_eq!(merges_of(&env, &clone, "dev", "wo-01"), 1);
+    let missing = env.git_in(&clone, &["rev-list", "--objects", "--missing=print", "dev"]);
+    assert!(!missing.contains('?'), "{missing}");
+    nothing_left(&env, &clone);
+}
+
+/// With the promisor remote gone, the checkout cannot be made: exit 2 naming
+/// it, before any builder runs, no attempt spent, nothing left behind.
+#[test]
+fn a_partial_clone_whose_promisor_remote_is_gone_is_refused_before_any_attempt() {
+    let env = repo();
+    let clone = partial_clone(&env);
+    let moved = env.root.join("moved-away");
+    std::fs::rename(&env.repo, &moved).expect("move the remote away");
+    let build = counting_build(&env);
+    for args in [
+        &["round", "--into", "dev", "--build", &build][..],
+        &[
+            "race", "wo-01", "-n", "2", "--into", "dev", "--build", &build, "--score", "echo 1",
+        ][..],
+    ] {
+        let run = env.run_in(&clone, args).code(2);
+        assert!(
+            run.stderr.contains("could not be fetched")
+                && run.stderr.contains("remote 'origin'")
+                && run
+                    .stderr
+                    .contains("does not appear to be a git repository"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(attempts(&env, &clone), 0, "{args:?}");
+        assert_eq!(runs(&env), 0, "{args:?}");
+        nothing_left(&env, &clone);
+    }
+
+    std::fs::rename(&moved, &env.repo).expect("bring the remote back");
+    env.run_in(&clone, &["round", "--into", "dev", "--build", &build])
+        .success();
+    assert_eq!(merges_of(&env, &clone, "dev", "wo-01"), 1);
+    nothing_left(&env, &clone);
 }
