@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::conductor::Conductor;
 use crate::context::Context;
-use crate::error::Error;
+use crate::error::{Error, InputError};
 use crate::exec::{self, Exit};
 use crate::orders::WorkOrder;
 use crate::progress::Progress;
@@ -104,10 +104,10 @@ impl Host {
         wo: &WorkOrder,
         attempt: u32,
         extra_trailers: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), CommitError> {
         // gix 0.90 has no porcelain to stage a whole worktree (`add -A`: new,
         // modified, deleted, mode changes, respecting .gitignore), so git does it.
-        let git = |args: &[&str]| -> Result<std::process::Output, String> {
+        let git = |args: &[&str]| -> Result<std::process::Output, CommitError> {
             let mut cmd = std::process::Command::new("git");
             for var in exec::GIT_ENV {
                 cmd.env_remove(var);
@@ -122,11 +122,14 @@ impl Host {
                 .arg(worktree)
                 .args(args)
                 .stdin(std::process::Stdio::null());
-            cmd.output().map_err(|e| format!("running git: {e}"))
+            cmd.output().map_err(|e| CommitError {
+                command: format!("git {}", args.first().unwrap_or(&"")),
+                detail: format!("cannot run git: {e}"),
+            })
         };
         let add = git(&["add", "-A"])?;
         if !add.status.success() {
-            return Err(String::from_utf8_lossy(&add.stderr).trim().to_owned());
+            return Err(CommitError::from_output("git add -A", &add));
         }
         if git(&["diff", "--cached", "--quiet"])?.status.success() {
             return Ok(());
@@ -138,10 +141,95 @@ impl Host {
         );
         let commit = git(&["commit", "-q", "--no-verify", "-m", &message])?;
         if !commit.status.success() {
-            return Err(String::from_utf8_lossy(&commit.stderr).trim().to_owned());
+            return Err(CommitError::from_output("git commit", &commit));
         }
         Ok(())
     }
+}
+
+/// Committing what a builder left failed. Committing is git-arbiter's own
+/// step, never the builder's: the cause is the machine (a full disk) or git's
+/// configuration (`commit.gpgsign` without a usable key, a failing
+/// `prepare-commit-msg` hook, which `--no-verify` does not skip). So no
+/// attempt is spent on it: a round or race stops with exit 2 and keeps the
+/// worktree holding the work (see [`kept_work_error`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("committing the builder's work: '{command}' failed: {detail}")]
+pub struct CommitError {
+    /// The git command that failed, e.g. `git commit`.
+    pub command: String,
+    /// What git said (its stderr on one line), or its exit status when it said nothing.
+    pub detail: String,
+}
+
+impl CommitError {
+    fn from_output(command: &str, out: &std::process::Output) -> CommitError {
+        let said: Vec<&str> = std::str::from_utf8(&out.stderr)
+            .unwrap_or_default()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let detail = if said.is_empty() {
+            // A failing `prepare-commit-msg` hook that prints nothing makes git silent too.
+            format!("{} without a message", out.status)
+        } else {
+            said.join(" ")
+        };
+        CommitError {
+            command: command.to_owned(),
+            detail,
+        }
+    }
+
+    pub fn is_disk_full(&self) -> bool {
+        crate::error::says_disk_full(&self.detail)
+    }
+}
+
+/// Where a builder's work stayed because committing it failed.
+pub struct KeptWork {
+    /// The work order, or a race instance (`wo-01#2`).
+    pub label: String,
+    pub error: String,
+    pub worktree: PathBuf,
+    pub branch: String,
+}
+
+impl KeptWork {
+    /// What the record keeps of it: the cause and where the work is, with
+    /// the branch's commit, because the next run removes both.
+    pub fn describe(&self, repo: &gix::Repository) -> String {
+        let at = repo
+            .try_find_reference(format!("refs/heads/{}", self.branch).as_str())
+            .ok()
+            .flatten()
+            .and_then(|mut r| r.peel_to_id().ok())
+            .map_or("an unreadable commit".into(), |id| id.to_string());
+        format!(
+            "{}: {}; the work is kept uncommitted in {} on branch {} at {at}",
+            self.label,
+            self.error,
+            self.worktree.display(),
+            self.branch
+        )
+    }
+}
+
+/// The error a round or race stops with after [`CommitError`]s (none of
+/// them a full disk): the configuration is the user's to fix, exit 2.
+pub fn kept_work_error(kept: &[KeptWork]) -> InputError {
+    let first = kept
+        .first()
+        .map_or(String::new(), |k| format!("{}: {}", k.label, k.error));
+    let places: Vec<String> = kept
+        .iter()
+        .map(|k| format!("{} (branch {})", k.worktree.display(), k.branch))
+        .collect();
+    InputError::new(first).hint(format!(
+        "fix what made git refuse (e.g. commit.gpgsign without a usable key, a failing prepare-commit-msg hook), then run it again: no attempt was spent. Until then the builder's uncommitted work stays in {}; the next run removes it and builds afresh",
+        places.join(", ")
+    ))
 }
 
 impl Host {

@@ -17,6 +17,7 @@ pub mod merge;
 pub mod odb;
 pub mod orders;
 pub mod progress;
+pub mod promisor;
 pub mod race;
 pub mod reconcile;
 pub mod refguard;

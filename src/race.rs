@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::builder::{report_build, verdict, watch_halts, Host};
+use crate::builder::{kept_work_error, report_build, verdict, watch_halts, Host, KeptWork};
 use crate::conductor::Conductor;
 use crate::context::Context;
 use crate::drift::DriftScope;
@@ -34,6 +34,8 @@ use crate::{slots, worktree};
 /// Where pick records live (one note per winning merge commit).
 pub const PICKS_REF: &str = "refs/notes/arbiter-picks";
 pub const MERGE_POLICY: &str = "no-ff merge-back, drift scope own, no conflict auto-resolution";
+/// The verdict of an instance whose work could not be committed.
+const COMMIT_FAILED: &str = "commit_failed";
 /// The most instances one race may start.
 pub const MAX_INSTANCES: u32 = 64;
 
@@ -204,6 +206,9 @@ struct Job {
     verdicts: Vec<Verdict>,
     cand: Candidate,
     interrupted: bool,
+    /// Committing what the builder left failed for git's configuration
+    /// ([`crate::builder::CommitError`]): the work stays in the worktree.
+    commit_failed: Option<String>,
 }
 
 /// Run one race of work order `id`.
@@ -292,6 +297,7 @@ pub fn run(
                     &me.name,
                     attempt,
                     &run_id,
+                    "race_interrupted",
                     &format!("creating worktrees: {e}"),
                 )?;
                 return Err(e);
@@ -314,6 +320,7 @@ pub fn run(
                 reason: None,
             },
             interrupted: false,
+            commit_failed: None,
         });
     }
     let host = Host::new(ctx);
@@ -374,7 +381,7 @@ pub fn run(
         .find(|why| crate::error::says_disk_full(why))
     {
         me.release_reserve();
-        give_back(&store, wo, &me.name, attempt, &run_id, why)?;
+        give_back(&store, wo, &me.name, attempt, &run_id, "disk_full", why)?;
         finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
         return Err(crate::Error::Io {
             context: why.to_owned(),
@@ -382,8 +389,45 @@ pub fn run(
         });
     }
 
+    // Before the stop: an interrupted race removes its worktrees, and these
+    // hold work that exists nowhere else.
+    let kept: Vec<KeptWork> = jobs
+        .iter()
+        .filter_map(|j| {
+            Some(KeptWork {
+                label: format!("{id}#{}", j.k),
+                error: j.commit_failed.clone()?,
+                worktree: j.worktree.clone(),
+                branch: j.branch.clone(),
+            })
+        })
+        .collect();
+    if !kept.is_empty() {
+        let detail: Vec<String> = kept.iter().map(|k| k.describe(&ctx.repo)).collect();
+        give_back(
+            &store,
+            wo,
+            &me.name,
+            attempt,
+            &run_id,
+            worktree::KEPT_UNCOMMITTED,
+            &detail.join("; "),
+        )?;
+        let keep: Vec<bool> = jobs.iter().map(|j| j.commit_failed.is_some()).collect();
+        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
+        return Err(kept_work_error(&kept).into());
+    }
+
     if me.should_stop() || jobs.iter().any(|j| j.interrupted) {
-        give_back(&store, wo, &me.name, attempt, &run_id, "interrupted")?;
+        give_back(
+            &store,
+            wo,
+            &me.name,
+            attempt,
+            &run_id,
+            "race_interrupted",
+            "interrupted",
+        )?;
         summary.stopped = Some("stop requested".into());
         summary.exit = 130;
         finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
@@ -702,13 +746,15 @@ fn dispatch(
     Ok(attempt)
 }
 
-/// Stopped or failed before any verdict: the attempt is given back.
+/// Stopped or failed before any verdict: the attempt is given back, and
+/// `event` logged with `why`.
 fn give_back(
     store: &Store<'_>,
     wo: &WorkOrder,
     owner: &str,
     attempt: u32,
     run_id: &str,
+    event: &str,
     why: &str,
 ) -> Result<()> {
     store.transact(&format!("race {}: give back", wo.id), |txn| -> Result<()> {
@@ -719,7 +765,7 @@ fn give_back(
         r.owner = None;
         r.status = Status::NeedsRework;
         r.attempts = r.attempts.saturating_sub(1);
-        r.log("race_interrupted", Some(format!("{run_id}: {why}")));
+        r.log(event, Some(format!("{run_id}: {why}")));
         txn.put(r);
         Ok(())
     })
@@ -884,23 +930,30 @@ fn build_one(
             );
         }
         crate::crash::point("leftovers.before");
-        let committed = host
-            .commit_leftovers(
-                &job.worktree,
-                wo,
-                attempt,
-                &format!("Arbiter-Instance: {}\n", job.k),
-            )
-            .and_then(|()| host.adopt_head(&job.worktree, &job.branch, base));
+        let committed = match host.commit_leftovers(
+            &job.worktree,
+            wo,
+            attempt,
+            &format!("Arbiter-Instance: {}\n", job.k),
+        ) {
+            // Not the builder's fault: see `Job::commit_failed`.
+            Err(e) if !e.is_disk_full() => {
+                return (
+                    COMMIT_FAILED.into(),
+                    Some(e.to_string()),
+                    verdicts,
+                    None,
+                    false,
+                )
+            }
+            Err(e) => Err(e.to_string()),
+            Ok(()) => host
+                .adopt_head(&job.worktree, &job.branch, base)
+                .map_err(|e| format!("committing the builder's work: {e}")),
+        };
         crate::crash::point("leftovers.after");
         if let Err(e) = committed {
-            return (
-                "error".into(),
-                Some(format!("committing the builder's work: {e}")),
-                verdicts,
-                None,
-                false,
-            );
+            return ("error".into(), Some(e), verdicts, None, false);
         }
         for cmd in &opts.gates {
             progress.phase(&label, "gate");
@@ -933,6 +986,9 @@ fn build_one(
         ("passed".into(), None, verdicts, None, false)
     })();
     let (mut verdict_s, mut reason, verdicts, _, interrupted) = result;
+    if verdict_s == COMMIT_FAILED {
+        job.commit_failed = reason.clone();
+    }
     job.cand.finished_at = now_nanos();
     job.verdicts = verdicts;
     job.interrupted = interrupted;

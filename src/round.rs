@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::builder::{report_build, verdict, watch_halts, Host};
+use crate::builder::{kept_work_error, report_build, verdict, watch_halts, Host, KeptWork};
 use crate::conductor::{self, Conductor};
 use crate::context::Context;
 use crate::drift::DriftScope;
@@ -92,6 +92,12 @@ enum JobOutcome {
     Interrupted,
     /// Writing the attempt's work failed for want of disk space: given back.
     DiskFull(String),
+    /// Committing what the builder left failed for git's configuration
+    /// ([`CommitError`](crate::builder::CommitError)): given back, its
+    /// worktree and branch kept, and the run stops with exit 2. The next
+    /// round or race removes them as leftovers (the record names the
+    /// branch's commit) and builds afresh.
+    CommitFailed(String),
     Clean,
 }
 
@@ -308,6 +314,10 @@ pub fn run(
                 context: why.clone(),
                 source: std::io::Error::from_raw_os_error(libc::ENOSPC),
             });
+        }
+        let kept: Vec<KeptWork> = jobs.iter().filter_map(kept_work).collect();
+        if !kept.is_empty() {
+            return Err(kept_work_error(&kept).into());
         }
         if me.should_stop() {
             summary.stopped = Some("stop requested".into());
@@ -565,8 +575,13 @@ fn build_one(
             _ => {}
         }
         crate::crash::point("leftovers.before");
-        host.commit_leftovers(&job.worktree, job.wo, job.attempt, "")
-            .map_err(|e| format!("committing the builder's work: {e}"))?;
+        if let Err(e) = host.commit_leftovers(&job.worktree, job.wo, job.attempt, "") {
+            return Ok(if e.is_disk_full() {
+                JobOutcome::DiskFull(e.to_string())
+            } else {
+                JobOutcome::CommitFailed(e.to_string())
+            });
+        }
         host.adopt_head(&job.worktree, &branch_of(&job.wo.id), round_base)?;
         crate::crash::point("leftovers.after");
         for (kind, commands) in [("gate", &opts.gates), ("critic", &opts.critics)] {
@@ -606,6 +621,19 @@ fn build_one(
     });
     drop(slot);
     progress.slots(running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
+}
+
+/// Where a job's work stays when committing it failed.
+fn kept_work(job: &Job<'_>) -> Option<KeptWork> {
+    match &job.outcome {
+        JobOutcome::CommitFailed(why) => Some(KeptWork {
+            label: job.wo.id.clone(),
+            error: why.clone(),
+            worktree: job.worktree.clone(),
+            branch: branch_of(&job.wo.id),
+        }),
+        _ => None,
+    }
 }
 
 /// Turn a built job's verdicts into a transition, merging it back if clean.
@@ -704,12 +732,19 @@ fn settle(
             let (event, halt) = match outcome {
                 JobOutcome::Retry(why) => (why.clone(), None),
                 JobOutcome::Blocked(why) => (why.clone(), Some("blocking_critique")),
+                JobOutcome::CommitFailed(why) => (why.clone(), None),
                 _ => ("interrupted".to_string(), None),
             };
-            keep_branch = halt.is_some();
+            // The builder's work exists only in its worktree: kept, and
+            // recorded, because the next run removes it.
+            let kept = kept_work(job).map(|k| k.describe(&ctx.repo));
+            keep_branch = halt.is_some() || kept.is_some();
             let interrupted = matches!(
                 outcome,
-                JobOutcome::Interrupted | JobOutcome::Pending | JobOutcome::DiskFull(_)
+                JobOutcome::Interrupted
+                    | JobOutcome::Pending
+                    | JobOutcome::DiskFull(_)
+                    | JobOutcome::CommitFailed(_)
             );
             crate::crash::point("verdict.before");
             let held = store.transact(&format!("verdict {id}"), |txn| -> Result<bool> {
@@ -727,12 +762,17 @@ fn settle(
                         record.halt(reason, vec![event.clone()]);
                     }
                     None if interrupted => {
-                        // Stopped by the user or the disk, not failed by the
-                        // builder: the attempt is given back.
+                        // Stopped by the user, the disk or git's configuration,
+                        // not failed by the builder: the attempt is given back.
                         record.status = Status::NeedsRework;
                         record.attempts = record.attempts.saturating_sub(1);
-                        match outcome {
-                            JobOutcome::DiskFull(why) => record.log("disk_full", Some(why.clone())),
+                        match (outcome, &kept) {
+                            (JobOutcome::DiskFull(why), _) => {
+                                record.log("disk_full", Some(why.clone()))
+                            }
+                            (_, Some(kept)) => {
+                                record.log(worktree::KEPT_UNCOMMITTED, Some(kept.clone()))
+                            }
                             _ => record.log("interrupted", Some(log.clone())),
                         }
                     }
@@ -748,11 +788,19 @@ fn settle(
             if !held {
                 return let_go(ctx, store, job, owner, progress);
             }
-            let name = if halt.is_some() { "halt" } else { "rework" };
+            let name = match (halt, &kept) {
+                (Some(_), _) => "halt",
+                (None, Some(_)) => "kept",
+                (None, None) => "rework",
+            };
             let mut fields = vec![
                 ("wo", id.clone()),
                 ("reason", halt.map(str::to_owned).unwrap_or(event)),
             ];
+            if kept.is_some() {
+                fields.push(("worktree", job.worktree.display().to_string()));
+                fields.push(("branch", wo_branch.clone()));
+            }
             fields.push(("log", log.clone()));
             progress.event(name, &fields);
         }

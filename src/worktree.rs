@@ -34,6 +34,11 @@ pub fn branch_ref(id: &str) -> String {
     format!("{BRANCH_PREFIX}{id}")
 }
 
+/// The record event of an attempt whose builder's work could not be
+/// committed (git's configuration refused): its attempt was given back, its
+/// worktree and branch kept for the user until the next run removes them.
+pub const KEPT_UNCOMMITTED: &str = "commit_failed";
+
 /// Race instances' branches: `refs/heads/arbiter-race/<id>/<k>`.
 pub const RACE_BRANCH_PREFIX: &str = "refs/heads/arbiter-race/";
 
@@ -198,6 +203,8 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
     ctx.repo
         .find_commit(base)
         .map_err(|_| InputError::new(format!("{base} is not a commit")).hint("pass a commit"))?;
+    // Before anything is made, and outside the turn: a fetch may take a while.
+    crate::promisor::fetch_missing(ctx, base)?;
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
     let root = root_dir(ctx)?;
     let dest = root.join(name);
@@ -554,13 +561,21 @@ pub(crate) fn owner_of<'o>(orders: &'o Orders, name: &str) -> Option<&'o str> {
 /// lacks. Dispatch records the attempt before it creates the branch, so no
 /// run of git-arbiter made it: it was made by hand (`git arbiter worktree
 /// add`, `git branch`), to be merged with `merge-back`. Rounds leave it alone.
+/// Not so a branch kept after its commit failed ([`KEPT_UNCOMMITTED`]): its
+/// attempt was given back, but a round made it.
 pub fn hand_made_work(
     ctx: &Context,
     id: &str,
     record: Option<&Record>,
     tip: Option<gix::ObjectId>,
 ) -> Result<Option<gix::ObjectId>> {
-    if record.is_some_and(|r| r.attempts > 0 || r.halted) {
+    if record.is_some_and(|r| {
+        r.attempts > 0
+            || r.halted
+            || r.history
+                .last()
+                .is_some_and(|e| e.event == KEPT_UNCOMMITTED)
+    }) {
         return Ok(None);
     }
     let branch = branch_ref(id);
