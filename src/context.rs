@@ -46,13 +46,24 @@ impl Context {
     }
 
     /// Discover the repository from `cwd`, honouring `GIT_DIR`, `GIT_WORK_TREE`
-    /// and `GIT_CEILING_DIRECTORIES` as git (and hooks) expect.
+    /// and `GIT_CEILING_DIRECTORIES` as git (and hooks) expect, and the
+    /// `git -c` settings git passes in `GIT_CONFIG_PARAMETERS`.
     pub fn discover(cwd: &Path) -> Result<Context> {
-        let repo = gix::discover_with_environment_overrides(cwd).map_err(|e| {
+        // Command-line overrides stay in the open options, so `reload()` keeps them.
+        let overrides = crate::config_env::overrides_from_env()?;
+        let mut options = gix::sec::trust::Mapping::<gix::open::Options>::default();
+        options.full = options.full.cli_overrides(overrides.iter().cloned());
+        options.reduced = options.reduced.cli_overrides(overrides);
+        let repo = gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
+            cwd,
+            Default::default(),
+            options,
+        )
+        .map_err(|e| {
             InputError::new(format!("not a git repository: {} ({e})", cwd.display()))
                 .hint("run git arbiter inside a git repository, or set GIT_DIR")
         })?;
-        let mut repo = repo;
+        let mut repo = repo.to_thread_local();
         // A round merges many work orders into one branch: the trees and
         // commits near its tip are read again by every merge-back.
         repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);

@@ -10,6 +10,7 @@ mod test_oracle;
 mod test_orders;
 mod test_race;
 mod test_reliability;
+mod test_repo_config;
 mod test_round;
 mod test_slot;
 mod test_state;

@@ -1,0 +1,176 @@
+//! Real repositories as git sets them up: `git -c` overrides, repository
+//! formats git-arbiter cannot read, detached HEADs, `GIT_DIR` without
+//! `GIT_WORK_TREE`, and paths that differ only in Unicode normalisation.
+//! Stock git is the oracle throughout.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::common::{bin, Run, TestEnv};
+
+/// An environment whose PATH starts with the binary's directory, so that
+/// `git arbiter …` runs it as git users do; one committed order `wo-01`.
+fn via_git() -> TestEnv {
+    let mut env = TestEnv::new();
+    let dir = bin().parent().expect("binary directory").to_owned();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![dir];
+    paths.extend(std::env::split_paths(&path));
+    let joined = std::env::join_paths(paths).expect("PATH");
+    env.set_env("PATH", joined.to_str().expect("utf-8 PATH"));
+    env.work_order("wo-01", "One", &[], &["a.txt"]);
+    env.commit_all("init");
+    env
+}
+
+/// Stock git in `dir` with the hermetic environment plus `vars`, minus `unset`.
+fn git_with(
+    env: &TestEnv,
+    dir: &Path,
+    args: &[&str],
+    vars: &[(&str, &str)],
+    unset: &[&str],
+) -> Run {
+    let probe = env.command_in(dir, &[]);
+    let mut cmd = Command::new("git");
+    cmd.env_clear()
+        .envs(probe.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .envs(vars.iter().copied())
+        .current_dir(dir)
+        .args(args)
+        .stdin(Stdio::null());
+    for name in unset {
+        cmd.env_remove(name);
+    }
+    let out = cmd.output().expect("run git");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Environment variables to set: `(name, value)`.
+type Vars<'a> = &'a [(&'a str, &'a str)];
+
+const IDENTITY: [&str; 4] = [
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+];
+
+/// `git -c arbiter.retryCap=1 arbiter status` was shown cap 3: git hands `-c`
+/// to subcommands in `GIT_CONFIG_PARAMETERS`, which was not read. The cap
+/// shown is the value `git config` reads in the same environment, whichever
+/// of the repository's config, `GIT_CONFIG_COUNT` and `-c` sets it.
+#[test]
+fn dash_c_overrides_arbiter_keys_as_git_config_reads_them() {
+    let env = via_git();
+    env.git(&["config", "arbiter.retryCap", "5"]);
+    let count = [
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "arbiter.retryCap"),
+        ("GIT_CONFIG_VALUE_0", "2"),
+    ];
+    let cases: [(&[&str], Vars); 4] = [
+        (&[], &[]),
+        (&["-c", "arbiter.retryCap=1"], &[]),
+        (&[], &count),
+        (&["-c", "arbiter.retryCap=1"], &count),
+    ];
+    for (dash_c, vars) in cases {
+        let mut config = dash_c.to_vec();
+        config.extend(["config", "arbiter.retryCap"]);
+        let expected = git_with(&env, &env.repo, &config, vars, &[]);
+        assert_eq!(expected.code, 0, "{}", expected.stderr);
+        let mut status = dash_c.to_vec();
+        status.extend(["arbiter", "status", "--json"]);
+        let run = git_with(&env, &env.repo, &status, vars, &[]).success();
+        assert_eq!(
+            run.json()["orders"][0]["cap"].to_string(),
+            expected.stdout.trim(),
+            "git {dash_c:?} with {vars:?}"
+        );
+    }
+}
+
+/// Values with spaces and single quotes survive git's shell-style quoting.
+#[test]
+fn dash_c_values_with_spaces_and_quotes_arrive_intact() {
+    let env = via_git();
+    for dir in ["my orders", "it's"] {
+        let order = env.repo.join(dir).join("wo-x.md");
+        std::fs::create_dir_all(order.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&order, "# X\n\n## Files to touch\n- x.txt\n").expect("order");
+        let setting = format!("arbiter.orders={dir}");
+        let run = git_with(
+            &env,
+            &env.repo,
+            &["-c", &setting, "arbiter", "status", "--json"],
+            &[],
+            &[],
+        )
+        .success();
+        assert_eq!(run.json()["orders"][0]["id"], "wo-x", "{dir}");
+    }
+}
+
+/// `git -c user.name=X -c user.email=y@z arbiter halt …` on a machine with no
+/// identity was refused for want of one; the state commit now carries the
+/// identity git itself would use.
+#[test]
+fn dash_c_identity_is_used_for_state_commits() {
+    let env = via_git();
+    let dash_c = [
+        "-c",
+        "user.name=Ada Lovelace",
+        "-c",
+        "user.email=ada@example.com",
+    ];
+    let mut ident = dash_c.to_vec();
+    ident.extend(["var", "GIT_COMMITTER_IDENT"]);
+    let oracle = git_with(&env, &env.repo, &ident, &[], &IDENTITY).success();
+    let mut halt = dash_c.to_vec();
+    halt.extend(["arbiter", "halt", "wo-01", "--reason", "x"]);
+    git_with(&env, &env.repo, &halt, &[], &IDENTITY).success();
+    let committer = env.git(&["log", "-1", "--format=%cn <%ce>", "refs/notes/arbiter"]);
+    assert!(
+        oracle.stdout.starts_with(committer.trim()),
+        "{committer} vs git's {}",
+        oracle.stdout
+    );
+    env.fsck();
+}
+
+/// A `GIT_CONFIG_PARAMETERS` git cannot parse is refused (git: "bogus
+/// format"), exit 2, naming the variable; nothing is written.
+#[test]
+fn malformed_config_parameters_are_a_usage_error() {
+    let env = via_git();
+    for bad in [
+        "'arbiter.retryCap=1",
+        "arbiter.retryCap=1",
+        "'a.b'x",
+        "'nodot'='1'",
+    ] {
+        let vars = [("GIT_CONFIG_PARAMETERS", bad)];
+        assert_ne!(
+            git_with(&env, &env.repo, &["config", "-l"], &vars, &[]).code,
+            0,
+            "git accepts {bad}"
+        );
+        let out = env
+            .command_in(&env.repo, &["halt", "wo-01", "--reason", "x"])
+            .env("GIT_CONFIG_PARAMETERS", bad)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.starts_with("error: GIT_CONFIG_PARAMETERS"),
+            "{bad}: {stderr}"
+        );
+        assert!(env.notes_tip().is_none(), "{bad}: nothing written");
+    }
+}
