@@ -15,6 +15,72 @@ pub mod defaults {
     pub const MAX_TOTAL: u32 = 6;
 }
 
+/// A repository format gix 0.90, as git-arbiter builds it, cannot work with,
+/// read from the repository's own config as git reads it (`extensions.*`
+/// counts only there, and only from format version 1): SHA-256 objects would
+/// not open at all, and reftable refs would be read as missing and written
+/// as loose files git never looks at.
+fn unsupported_format(config: &gix::config::File, repo: &Path) -> Option<InputError> {
+    let local = |meta: &gix::config::file::Metadata| meta.source == gix::config::Source::Local;
+    let version = config
+        .integer_filter("core.repositoryFormatVersion", local)
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+    if version < 1 {
+        return None;
+    }
+    let object_format = config.string_filter("extensions.objectFormat", local);
+    let ref_storage = config.string_filter("extensions.refStorage", local);
+    let (what, hint) = if object_format.is_some_and(|f| !f.eq_ignore_ascii_case(b"sha1")) {
+        (
+            "the SHA-256 object format",
+            "git-arbiter works on SHA-1 repositories, the default of 'git init'",
+        )
+    } else if ref_storage.is_some_and(|f| !f.eq_ignore_ascii_case(b"files")) {
+        (
+            "the reftable ref format",
+            "git-arbiter works on the files ref format; a clone made with 'git clone --ref-format=files' can be used",
+        )
+    } else {
+        return None;
+    };
+    Some(
+        InputError::new(format!(
+            "{} uses {what}, which git-arbiter does not support yet",
+            repo.display()
+        ))
+        .hint(hint),
+    )
+}
+
+/// When gix cannot open the repository at `cwd`: find it as gix looks for it
+/// (`GIT_DIR`, else upwards) and say if its format is the reason.
+fn unsupported_format_at(cwd: &Path) -> Option<InputError> {
+    let (git_dir, workdir) = match std::env::var_os("GIT_DIR") {
+        Some(dir) => (
+            cwd.join(dir),
+            std::env::var_os("GIT_WORK_TREE").map(|dir| cwd.join(dir)),
+        ),
+        None => {
+            let options = gix::discover::upwards::Options::default().apply_environment();
+            let (path, _trust) = gix::discover::upwards_opts(cwd, options).ok()?;
+            path.into_repository_and_work_tree_directories()
+        }
+    };
+    // A linked worktree's shared config is in the common directory.
+    let common_dir = match gix::discover::path::from_plain_file(&git_dir.join("commondir")) {
+        Some(relative) => git_dir.join(relative.ok()?),
+        None => git_dir.clone(),
+    };
+    let config = gix::config::File::from_path_no_includes(
+        common_dir.join("config"),
+        gix::config::Source::Local,
+    )
+    .ok()?;
+    unsupported_format(&config, workdir.as_deref().unwrap_or(&git_dir))
+}
+
 /// Decoded objects kept in memory per repository handle.
 const OBJECT_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -60,10 +126,18 @@ impl Context {
             options,
         )
         .map_err(|e| {
-            InputError::new(format!("not a git repository: {} ({e})", cwd.display()))
-                .hint("run git arbiter inside a git repository, or set GIT_DIR")
+            unsupported_format_at(cwd).unwrap_or_else(|| {
+                InputError::new(format!("not a git repository: {} ({e})", cwd.display()))
+                    .hint("run git arbiter inside a git repository, or set GIT_DIR")
+            })
         })?;
         let mut repo = repo.to_thread_local();
+        if let Some(refused) = unsupported_format(
+            repo.config_snapshot().plumbing(),
+            repo.workdir().unwrap_or(repo.git_dir()),
+        ) {
+            return Err(refused.into());
+        }
         // A round merges many work orders into one branch: the trees and
         // commits near its tip are read again by every merge-back.
         repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);

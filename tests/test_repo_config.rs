@@ -174,3 +174,81 @@ fn malformed_config_parameters_are_a_usage_error() {
         assert!(env.notes_tip().is_none(), "{bad}: nothing written");
     }
 }
+
+/// A repository made with `git init <format>` holding one order `wo-01` on `main`.
+fn repo_in_format(env: &TestEnv, name: &str, format: &str) -> std::path::PathBuf {
+    env.git_in(&env.root, &["init", "-q", "-b", "main", format, name]);
+    let repo = env.root.join(name);
+    std::fs::create_dir_all(repo.join("work-orders")).expect("mkdir");
+    std::fs::write(
+        repo.join("work-orders/wo-01.md"),
+        "# One\n\n## Files to touch\n- a.txt\n",
+    )
+    .expect("order");
+    env.git_in(&repo, &["add", "-A"]);
+    env.git_in(&repo, &["commit", "-q", "-m", "init"]);
+    repo
+}
+
+/// SHA-256 repositories were "not a git repository" and reftable ones exit
+/// 128 ("The reference at HEAD could not be decoded") or "branch 'main' does
+/// not exist" — and `halt` wrote a loose ref beside the reftable that git
+/// never sees. gix 0.90 as built here reads neither format: every command
+/// refuses up front, exit 2, naming the repository and its format, and
+/// leaves the refs as they were.
+#[test]
+fn unsupported_repository_formats_are_named_and_refused() {
+    let env = TestEnv::new();
+    for (name, format, says) in [
+        ("sha", "--object-format=sha256", "the SHA-256 object format"),
+        ("table", "--ref-format=reftable", "the reftable ref format"),
+    ] {
+        let repo = repo_in_format(&env, name, format);
+        let refs_before = env.git_in(&repo, &["for-each-ref"]);
+        for args in [
+            &["status"][..],
+            &["status", "--into", "main"][..],
+            &["batch"][..],
+            &["halt", "wo-01", "--reason", "x"][..],
+            &["round", "--build", "true", "--into", "main"][..],
+        ] {
+            let run = env.run_in(&repo, args).code(2);
+            let expected = format!(
+                "error: {} uses {says}, which git-arbiter does not support yet\nhint: ",
+                repo.display()
+            );
+            assert!(
+                run.stderr.starts_with(&expected),
+                "{args:?}: {}",
+                run.stderr
+            );
+            assert_eq!(run.stdout, "", "{args:?}");
+        }
+        // From a subdirectory, and with GIT_DIR, the same repository is named.
+        std::fs::create_dir_all(repo.join("sub")).expect("mkdir");
+        let run = env.run_in(&repo.join("sub"), &["status"]).code(2);
+        assert!(
+            run.stderr
+                .contains(&format!("{} uses {says}", repo.display())),
+            "{}",
+            run.stderr
+        );
+        let run = env
+            .command_in(&env.root, &["status"])
+            .env("GIT_DIR", repo.join(".git"))
+            .env("GIT_WORK_TREE", &repo)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(&format!("uses {says}")), "{stderr}");
+
+        assert_eq!(env.git_in(&repo, &["for-each-ref"]), refs_before, "{name}");
+        assert!(
+            !repo.join(".git/refs/notes").exists(),
+            "{name}: no loose ref written"
+        );
+        let fsck = env.git_try_in(&repo, &["fsck", "--strict", "--no-dangling"]);
+        assert_eq!(fsck.code, 0, "{name}: {}", fsck.stderr);
+    }
+}
