@@ -252,3 +252,53 @@ fn unsupported_repository_formats_are_named_and_refused() {
         assert_eq!(fsck.code, 0, "{name}: {}", fsck.stderr);
     }
 }
+
+/// A work order declaring `café.txt` (NFC: U+00E9) whose builder wrote
+/// `cafe\u{301}.txt` (NFD: `e` + U+0301) drifts, and the drift used to read
+/// `café.txt` — the very name declared. Both the merge-back message and the
+/// round's escalation now show the changed path as git quotes it (the same
+/// text as `git diff --name-only`) with the declared form beside it; JSON
+/// keeps the raw path.
+#[test]
+fn drift_between_unicode_normalisations_is_visible() {
+    let nfc = "caf\u{e9}.txt";
+    let nfd = "cafe\u{301}.txt";
+    let expected = r#""cafe\314\201.txt" (declared as "caf\303\251.txt", the same name in another Unicode normalisation)"#;
+
+    let env = TestEnv::new();
+    env.write("README", "x\n");
+    env.work_order("wo-01", "Cafe", &[], &[nfc]);
+    env.commit_all("init");
+    env.run(&["worktree", "add", "wo-01"]).success();
+    let wt = env.root.join("repo.arbiter/wo-01");
+    std::fs::write(wt.join(nfd), "x\n").expect("write");
+    env.git_in(&wt, &["add", "-A"]);
+    env.git_in(&wt, &["commit", "-q", "-m", "work"]);
+    let quoted = env.git(&["diff", "--name-only", "main", "arbiter/wo-01"]);
+    assert_eq!(quoted, "\"cafe\\314\\201.txt\"\n", "git's own quoting");
+
+    let json = env.run(&["merge-back", "wo-01", "--json"]).code(4).json();
+    assert_eq!(json["paths"], serde_json::json!([nfd]));
+    env.run(&["clear", "wo-01"]).success();
+    env.run(&["worktree", "add", "wo-01"]).success();
+    std::fs::write(wt.join(nfd), "x\n").expect("write");
+    env.git_in(&wt, &["add", "-A"]);
+    env.git_in(&wt, &["commit", "-q", "-m", "work"]);
+    let run = env.run(&["merge-back", "wo-01"]).code(4);
+    assert!(
+        run.stdout.ends_with(&format!(":\n  {expected}\n")),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains(quoted.trim()), "{}", run.stdout);
+
+    env.run(&["clear", "wo-01"]).success();
+    let build = format!("printf x > '{nfd}'");
+    let run = env.run(&["round", "--build", &build]).code(1);
+    assert!(
+        run.stdout
+            .contains(&format!("  wo-01  undeclared_file_drift [{expected}]\n")),
+        "{}",
+        run.stdout
+    );
+}
