@@ -260,6 +260,22 @@ impl Context {
         }
     }
 
+    /// The commit read-only views (`status`, `batch`) are computed against:
+    /// the tip of `--into`, else of the current branch, else, on a detached
+    /// HEAD, the checked-out commit: looking needs no branch to integrate into.
+    /// `None` for a branch without commits.
+    pub fn view_tip(&self, into: Option<&str>) -> Result<Option<gix::ObjectId>> {
+        if into.is_none() && self.repo.head_name().git_context("reading HEAD")?.is_none() {
+            let head = self
+                .repo
+                .head_id()
+                .git_context("resolving the detached HEAD")?;
+            return Ok(Some(head.detach()));
+        }
+        let branch = self.integration_branch(into)?;
+        Ok(self.branch_tip(&branch).ok())
+    }
+
     /// The commit the integration branch points at.
     pub fn branch_tip(&self, branch: &FullName) -> Result<gix::ObjectId> {
         let mut reference = self

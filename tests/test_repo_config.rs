@@ -302,3 +302,44 @@ fn drift_between_unicode_normalisations_is_visible() {
         run.stdout
     );
 }
+
+/// On a detached HEAD (`git checkout --detach`, a rebase, a bisect) `status`
+/// and `batch` failed for want of a current branch. Read-only, they need
+/// none: with `--into` they use that branch, without it the checked-out
+/// commit, which is where the branch's tip was when HEAD was attached, so
+/// they show what they showed on the branch. `log` needs neither.
+#[test]
+fn read_only_commands_work_on_a_detached_head() {
+    let env = TestEnv::new();
+    env.disjoint_orders(3);
+    env.run(&[
+        "round",
+        "--build",
+        "echo x > f0.txt",
+        "--max",
+        "1",
+        "--once",
+    ])
+    .success();
+    let on_branch: Vec<String> = [
+        &["status", "--json"][..],
+        &["batch"][..],
+        &["log", "--json"][..],
+    ]
+    .iter()
+    .map(|args| env.run(args).success().stdout)
+    .collect();
+    env.git(&["checkout", "-q", "--detach"]);
+    let symbolic = env.git_try_in(&env.repo, &["symbolic-ref", "-q", "HEAD"]);
+    assert_eq!(symbolic.code, 1, "HEAD is detached");
+    for (args, attached) in [
+        (&["status", "--json"][..], &on_branch[0]),
+        (&["batch"][..], &on_branch[1]),
+        (&["log", "--json"][..], &on_branch[2]),
+        (&["status", "--json", "--into", "main"][..], &on_branch[0]),
+        (&["batch", "--into", "main"][..], &on_branch[1]),
+    ] {
+        assert_eq!(&env.run(args).success().stdout, attached, "{args:?}");
+    }
+    env.run(&["status"]).success();
+}
