@@ -54,6 +54,19 @@ fn unsupported_format(config: &gix::config::File, repo: &Path) -> Option<InputEr
     )
 }
 
+/// git's rule for `GIT_DIR` without `GIT_WORK_TREE` (`git help git`,
+/// ENVIRONMENT): the current directory is the top of the worktree unless
+/// `core.worktree` names one or `core.bare` is true. gix takes the parent of
+/// a `.git` directory instead, and no worktree for a git dir named otherwise.
+fn worktree_of_explicit_git_dir(repo: &gix::Repository, cwd: &Path) -> Option<PathBuf> {
+    if std::env::var_os("GIT_DIR").is_none() || std::env::var_os("GIT_WORK_TREE").is_some() {
+        return None;
+    }
+    let config = repo.config_snapshot();
+    let bare = config.boolean("core.bare") == Some(true);
+    (!bare && config.string("core.worktree").is_none()).then(|| cwd.to_owned())
+}
+
 /// When gix cannot open the repository at `cwd`: find it as gix looks for it
 /// (`GIT_DIR`, else upwards) and say if its format is the reason.
 fn unsupported_format_at(cwd: &Path) -> Option<InputError> {
@@ -138,6 +151,10 @@ impl Context {
         ) {
             return Err(refused.into());
         }
+        if let Some(top) = worktree_of_explicit_git_dir(&repo, cwd) {
+            repo.set_workdir(top)
+                .git_context(format!("using {} as the worktree", cwd.display()))?;
+        }
         // A round merges many work orders into one branch: the trees and
         // commits near its tip are read again by every merge-back.
         repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
@@ -156,6 +173,12 @@ impl Context {
     /// Re-read configuration written by other processes.
     pub fn reload(&mut self) -> Result<()> {
         self.repo.reload().git_context("reloading configuration")?;
+        // Reopening infers the worktree from the git dir alone; keep the one found at discovery.
+        if self.repo.workdir() != self.workdir.as_deref() {
+            self.repo
+                .set_workdir(self.workdir.clone())
+                .git_context("restoring the worktree")?;
+        }
         Ok(())
     }
 

@@ -343,3 +343,118 @@ fn read_only_commands_work_on_a_detached_head() {
     }
     env.run(&["status"]).success();
 }
+
+/// The ids of the orders `git arbiter status` lists, run in `dir` with `vars`.
+fn listed_orders(env: &TestEnv, dir: &Path, vars: Vars) -> Run {
+    let out = env
+        .command_in(dir, &["status", "--json"])
+        .envs(vars.iter().copied())
+        .output()
+        .expect("run");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn ids(run: &Run) -> Vec<String> {
+    run.json()["orders"]
+        .as_array()
+        .expect("orders")
+        .iter()
+        .map(|o| o["id"].as_str().expect("id").to_owned())
+        .collect()
+}
+
+/// The orders in `<top>/work-orders`, by file name.
+fn orders_under(top: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(top.join("work-orders"))
+        .expect("work-orders")
+        .map(|e| {
+            let name = e.expect("entry").file_name();
+            let name = name.to_str().expect("utf-8");
+            name.strip_suffix(".md").expect(".md").to_owned()
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// With `GIT_DIR` set and no `GIT_WORK_TREE`, git takes the current
+/// directory as the top of the worktree unless `core.worktree` says
+/// otherwise or `core.bare` is true; gix took the parent of a `.git`
+/// directory, or no worktree at all for a separate git dir. Orders are now
+/// read under the top `git rev-parse --show-toplevel` reports in the same
+/// environment.
+#[test]
+fn git_dir_without_work_tree_finds_the_worktree_as_git_does() {
+    let env = TestEnv::new();
+    env.work_order("wo-01", "Top", &[], &["a.txt"]);
+    env.commit_all("init");
+    let sub = env.repo.join("sub");
+    std::fs::create_dir_all(sub.join("work-orders")).expect("mkdir");
+    std::fs::write(
+        sub.join("work-orders/wo-sub.md"),
+        "# Sub\n\n## Files to touch\n- s.txt\n",
+    )
+    .expect("order");
+    let store = env.root.join("store.git");
+    let sep = env.root.join("sep");
+    env.git_in(
+        &env.root,
+        &[
+            "init",
+            "-q",
+            "-b",
+            "main",
+            "--separate-git-dir",
+            store.to_str().expect("utf-8"),
+            "sep",
+        ],
+    );
+    std::fs::create_dir_all(sep.join("work-orders")).expect("mkdir");
+    std::fs::write(
+        sep.join("work-orders/wo-sep.md"),
+        "# Sep\n\n## Files to touch\n- s.txt\n",
+    )
+    .expect("order");
+    let store_dir = store.to_str().expect("utf-8");
+    let repo_dir = env.repo.to_str().expect("utf-8");
+
+    let check = |dir: &Path, vars: Vars, expected: &[&str]| {
+        let top = git_with(&env, dir, &["rev-parse", "--show-toplevel"], vars, &[]).success();
+        let top = Path::new(top.stdout.trim());
+        assert_eq!(
+            orders_under(top),
+            expected,
+            "git's top {} for {vars:?}",
+            top.display()
+        );
+        let run = listed_orders(&env, dir, vars).success();
+        assert_eq!(ids(&run), expected, "{vars:?} in {}", dir.display());
+    };
+    // The current directory is the top: a separate git dir, and a subdirectory.
+    check(&sep, &[("GIT_DIR", store_dir)], &["wo-sep"]);
+    check(&sub, &[("GIT_DIR", "../.git")], &["wo-sub"]);
+    // GIT_WORK_TREE, as before, names the top.
+    check(
+        &sub,
+        &[("GIT_DIR", "../.git"), ("GIT_WORK_TREE", repo_dir)],
+        &["wo-01"],
+    );
+    // core.worktree names it when GIT_WORK_TREE does not.
+    env.git(&["config", "core.worktree", repo_dir]);
+    check(&sub, &[("GIT_DIR", "../.git")], &["wo-01"]);
+    env.git(&["config", "--unset", "core.worktree"]);
+
+    // A bare repository has no worktree for git or for git-arbiter.
+    env.git_in(&env.root, &["clone", "-q", "--bare", "repo", "bare.git"]);
+    let bare = [("GIT_DIR", "../../bare.git")];
+    assert_ne!(
+        git_with(&env, &sub, &["rev-parse", "--show-toplevel"], &bare, &[]).code,
+        0
+    );
+    let run = listed_orders(&env, &sub, &bare).code(2);
+    assert!(run.stderr.contains("has no worktree"), "{}", run.stderr);
+}
