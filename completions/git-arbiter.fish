@@ -78,7 +78,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pick" -s h -l he
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand demo" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand demo" -l keep -d 'Keep the demo repository and print where it is'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l into -d 'The integration branch [default: the current branch]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l into -d 'The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l json -d 'Print `{"version":1,"orders":[…]}` instead of a table'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -108,7 +108,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l o
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l json -d 'Print `{"version":1,"merged":…}` on stdout'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l max -d 'At most this many work orders in the batch [default: `arbiter.maxBatch`, else 8]' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l into -d 'The integration branch [default: the current branch]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l into -d 'The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l json -d 'Print JSON (the default; kept for symmetry with the other plumbing commands)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -s h -l help -d 'Print help (see more with \'--help\')'

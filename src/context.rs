@@ -15,6 +15,85 @@ pub mod defaults {
     pub const MAX_TOTAL: u32 = 6;
 }
 
+/// A repository format gix 0.90, as git-arbiter builds it, cannot work with,
+/// read from the repository's own config as git reads it (`extensions.*`
+/// counts only there, and only from format version 1): SHA-256 objects would
+/// not open at all, and reftable refs would be read as missing and written
+/// as loose files git never looks at.
+fn unsupported_format(config: &gix::config::File, repo: &Path) -> Option<InputError> {
+    let local = |meta: &gix::config::file::Metadata| meta.source == gix::config::Source::Local;
+    let version = config
+        .integer_filter("core.repositoryFormatVersion", local)
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+    if version < 1 {
+        return None;
+    }
+    let object_format = config.string_filter("extensions.objectFormat", local);
+    let ref_storage = config.string_filter("extensions.refStorage", local);
+    let (what, hint) = if object_format.is_some_and(|f| !f.eq_ignore_ascii_case(b"sha1")) {
+        (
+            "the SHA-256 object format",
+            "git-arbiter works on SHA-1 repositories, the default of 'git init'",
+        )
+    } else if ref_storage.is_some_and(|f| !f.eq_ignore_ascii_case(b"files")) {
+        (
+            "the reftable ref format",
+            "git-arbiter works on the files ref format; a clone made with 'git clone --ref-format=files' can be used",
+        )
+    } else {
+        return None;
+    };
+    Some(
+        InputError::new(format!(
+            "{} uses {what}, which git-arbiter does not support yet",
+            repo.display()
+        ))
+        .hint(hint),
+    )
+}
+
+/// git's rule for `GIT_DIR` without `GIT_WORK_TREE` (`git help git`,
+/// ENVIRONMENT): the current directory is the top of the worktree unless
+/// `core.worktree` names one or `core.bare` is true. gix takes the parent of
+/// a `.git` directory instead, and no worktree for a git dir named otherwise.
+fn worktree_of_explicit_git_dir(repo: &gix::Repository, cwd: &Path) -> Option<PathBuf> {
+    if std::env::var_os("GIT_DIR").is_none() || std::env::var_os("GIT_WORK_TREE").is_some() {
+        return None;
+    }
+    let config = repo.config_snapshot();
+    let bare = config.boolean("core.bare") == Some(true);
+    (!bare && config.string("core.worktree").is_none()).then(|| cwd.to_owned())
+}
+
+/// When gix cannot open the repository at `cwd`: find it as gix looks for it
+/// (`GIT_DIR`, else upwards) and say if its format is the reason.
+fn unsupported_format_at(cwd: &Path) -> Option<InputError> {
+    let (git_dir, workdir) = match std::env::var_os("GIT_DIR") {
+        Some(dir) => (
+            cwd.join(dir),
+            std::env::var_os("GIT_WORK_TREE").map(|dir| cwd.join(dir)),
+        ),
+        None => {
+            let options = gix::discover::upwards::Options::default().apply_environment();
+            let (path, _trust) = gix::discover::upwards_opts(cwd, options).ok()?;
+            path.into_repository_and_work_tree_directories()
+        }
+    };
+    // A linked worktree's shared config is in the common directory.
+    let common_dir = match gix::discover::path::from_plain_file(&git_dir.join("commondir")) {
+        Some(relative) => git_dir.join(relative.ok()?),
+        None => git_dir.clone(),
+    };
+    let config = gix::config::File::from_path_no_includes(
+        common_dir.join("config"),
+        gix::config::Source::Local,
+    )
+    .ok()?;
+    unsupported_format(&config, workdir.as_deref().unwrap_or(&git_dir))
+}
+
 /// Decoded objects kept in memory per repository handle.
 const OBJECT_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -46,13 +125,36 @@ impl Context {
     }
 
     /// Discover the repository from `cwd`, honouring `GIT_DIR`, `GIT_WORK_TREE`
-    /// and `GIT_CEILING_DIRECTORIES` as git (and hooks) expect.
+    /// and `GIT_CEILING_DIRECTORIES` as git (and hooks) expect, and the
+    /// `git -c` settings git passes in `GIT_CONFIG_PARAMETERS`.
     pub fn discover(cwd: &Path) -> Result<Context> {
-        let repo = gix::discover_with_environment_overrides(cwd).map_err(|e| {
-            InputError::new(format!("not a git repository: {} ({e})", cwd.display()))
-                .hint("run git arbiter inside a git repository, or set GIT_DIR")
+        // Command-line overrides stay in the open options, so `reload()` keeps them.
+        let overrides = crate::config_env::overrides_from_env()?;
+        let mut options = gix::sec::trust::Mapping::<gix::open::Options>::default();
+        options.full = options.full.cli_overrides(overrides.iter().cloned());
+        options.reduced = options.reduced.cli_overrides(overrides);
+        let repo = gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
+            cwd,
+            Default::default(),
+            options,
+        )
+        .map_err(|e| {
+            unsupported_format_at(cwd).unwrap_or_else(|| {
+                InputError::new(format!("not a git repository: {} ({e})", cwd.display()))
+                    .hint("run git arbiter inside a git repository, or set GIT_DIR")
+            })
         })?;
-        let mut repo = repo;
+        let mut repo = repo.to_thread_local();
+        if let Some(refused) = unsupported_format(
+            repo.config_snapshot().plumbing(),
+            repo.workdir().unwrap_or(repo.git_dir()),
+        ) {
+            return Err(refused.into());
+        }
+        if let Some(top) = worktree_of_explicit_git_dir(&repo, cwd) {
+            repo.set_workdir(top)
+                .git_context(format!("using {} as the worktree", cwd.display()))?;
+        }
         // A round merges many work orders into one branch: the trees and
         // commits near its tip are read again by every merge-back.
         repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
@@ -71,6 +173,12 @@ impl Context {
     /// Re-read configuration written by other processes.
     pub fn reload(&mut self) -> Result<()> {
         self.repo.reload().git_context("reloading configuration")?;
+        // Reopening infers the worktree from the git dir alone; keep the one found at discovery.
+        if self.repo.workdir() != self.workdir.as_deref() {
+            self.repo
+                .set_workdir(self.workdir.clone())
+                .git_context("restoring the worktree")?;
+        }
         Ok(())
     }
 
@@ -173,6 +281,22 @@ impl Context {
                     .into()
                 }),
         }
+    }
+
+    /// The commit read-only views (`status`, `batch`) are computed against:
+    /// the tip of `--into`, else of the current branch, else, on a detached
+    /// HEAD, the checked-out commit: looking needs no branch to integrate into.
+    /// `None` for a branch without commits.
+    pub fn view_tip(&self, into: Option<&str>) -> Result<Option<gix::ObjectId>> {
+        if into.is_none() && self.repo.head_name().git_context("reading HEAD")?.is_none() {
+            let head = self
+                .repo
+                .head_id()
+                .git_context("resolving the detached HEAD")?;
+            return Ok(Some(head.detach()));
+        }
+        let branch = self.integration_branch(into)?;
+        Ok(self.branch_tip(&branch).ok())
     }
 
     /// The commit the integration branch points at.

@@ -134,6 +134,38 @@ pub fn changed_paths(
     Ok(out)
 }
 
+/// A changed path as people read it next to the declared set: quoted as git
+/// quotes paths (`core.quotePath`, its default), so names that differ only
+/// invisibly (NFC `é` vs NFD `e` + U+0301, control characters) differ on
+/// screen, while plain ASCII stays as it is. When the path matches an entry
+/// of `wo` only in the other Unicode normalisation, that entry is named too.
+pub fn describe(path: &str, wo: Option<&WorkOrder>) -> String {
+    let mut text = quote(path);
+    if let Some(declared) = wo.and_then(|wo| declared_twin(wo, path)) {
+        text.push_str(&format!(
+            " (declared as {}, the same name in another Unicode normalisation)",
+            quote(declared)
+        ));
+    }
+    text
+}
+
+fn quote(path: &str) -> String {
+    gix::quote::ansi_c::quote(path.as_bytes().as_bstr())
+        .to_str_lossy()
+        .into_owned()
+}
+
+/// The entry of `wo` that covers `path` in its other normalisation only.
+fn declared_twin<'a>(wo: &'a WorkOrder, path: &str) -> Option<&'a str> {
+    use gix::utils::str::{decompose, precompose};
+    [precompose(path.into()), decompose(path.into())]
+        .into_iter()
+        .filter(|other| other != path)
+        .find_map(|other| wo.files.iter().find(|e| e.covers(&other)))
+        .map(Entry::as_str)
+}
+
 /// The changed paths `scope` does not cover, as text, sorted.
 pub fn uncovered(wo: &WorkOrder, scope: &DriftScope, changed: &[Changed]) -> Vec<String> {
     changed

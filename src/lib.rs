@@ -7,6 +7,7 @@ pub mod batch;
 pub mod builder;
 pub mod checkout;
 pub mod conductor;
+pub mod config_env;
 pub mod context;
 pub mod crash;
 pub mod doctor;

@@ -295,11 +295,11 @@ pub fn table(
 }
 
 /// The table as `status` and `batch` show it: against the tip of the
-/// integration branch (`into`, else the current branch), with a live
-/// conductor's in-progress work shown as it is, never "recovered".
+/// integration branch (`into`, else the current branch, else a detached
+/// HEAD's commit, see [`Context::view_tip`]), with a live conductor's
+/// in-progress work shown as it is, never "recovered".
 pub fn current(ctx: &Context, orders: &Orders, into: Option<&str>) -> crate::Result<Table> {
-    let branch = ctx.integration_branch(into)?;
-    let tip = ctx.branch_tip(&branch).ok();
+    let tip = ctx.view_tip(into)?;
     let store = crate::state::Store::new(&ctx.repo, ctx.retry_cap()?);
     let mut snapshot = store.snapshot()?;
     let table = table(

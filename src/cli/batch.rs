@@ -16,7 +16,7 @@ pub struct BatchArgs {
     /// Print JSON (the default; kept for symmetry with the other plumbing commands)
     #[arg(long)]
     json: bool,
-    /// The integration branch [default: the current branch]
+    /// The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
 }

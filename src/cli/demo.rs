@@ -82,7 +82,10 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
     let progress = progress::for_stderr();
     let summary = round::run(&ctx, &orders, &opts, progress.as_ref())?;
     drop(progress);
-    out(&format!("\n{}", super::round::render(&summary, false)));
+    out(&format!(
+        "\n{}",
+        super::round::render(&summary, false, &orders)
+    ));
     // Display only: stock git draws the graph the user knows.
     let graph = demo_git(
         &repo,

@@ -1,6 +1,7 @@
 use clap::{Args, ValueEnum};
 use git_arbiter::error::{GitContext, InputError};
 use git_arbiter::merge::{self, DriftScope, Outcome, Request};
+use git_arbiter::orders::WorkOrder;
 use git_arbiter::state::Store;
 use git_arbiter::{drift, Error, ExitCode};
 use serde_json::json;
@@ -130,7 +131,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 format!(
                     "CONFLICT: arbiter/{id} does not merge cleanly into {target}; {id} is halted ({}):\n{}",
                     merge::HALT_CONFLICT,
-                    lines(paths)
+                    lines(paths, wo)
                 ),
                 ExitCode::MergeConflict,
             )
@@ -162,7 +163,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 format!(
                     "DRIFT: arbiter/{id} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged:\n{}",
                     merge::HALT_DRIFT,
-                    lines(paths)
+                    lines(paths, wo)
                 ),
                 ExitCode::DriftRejected,
             )
@@ -176,6 +177,9 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
     Ok(code)
 }
 
-fn lines(paths: &[String]) -> String {
-    paths.iter().map(|p| format!("  {p}\n")).collect()
+fn lines(paths: &[String], wo: &WorkOrder) -> String {
+    paths
+        .iter()
+        .map(|p| format!("  {}\n", drift::describe(p, Some(wo))))
+        .collect()
 }

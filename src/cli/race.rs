@@ -2,8 +2,9 @@ use std::time::Duration;
 
 use clap::Args;
 use git_arbiter::error::InputError;
+use git_arbiter::orders::Orders;
 use git_arbiter::race::{self, Options, Summary};
-use git_arbiter::{Error, ExitCode};
+use git_arbiter::{drift, Error, ExitCode};
 
 use super::round::{parse_duration, timeout_or_config};
 use super::{json, out, progress, Env};
@@ -102,7 +103,7 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
     if args.json {
         out(&json(&summary));
     } else {
-        out(&render(&summary));
+        out(&render(&summary, &orders));
     }
     Ok(match summary.exit {
         0 => ExitCode::Success,
@@ -111,7 +112,8 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
     })
 }
 
-pub fn render(summary: &Summary) -> String {
+pub fn render(summary: &Summary, orders: &Orders) -> String {
+    let wo = orders.get(&summary.wo_id);
     let mut s = String::new();
     let instances = |s: &mut String| {
         for i in &summary.instances {
@@ -156,7 +158,9 @@ pub fn render(summary: &Summary) -> String {
             for m in &summary.merges {
                 s.push_str(&format!("  merge of #{}: {}", m.instance, m.outcome));
                 if !m.paths.is_empty() {
-                    s.push_str(&format!(" [{}]", m.paths.join(", ")));
+                    let paths: Vec<String> =
+                        m.paths.iter().map(|p| drift::describe(p, wo)).collect();
+                    s.push_str(&format!(" [{}]", paths.join(", ")));
                 }
                 s.push('\n');
             }

@@ -2,8 +2,9 @@ use std::time::Duration;
 
 use clap::Args;
 use git_arbiter::error::InputError;
+use git_arbiter::orders::Orders;
 use git_arbiter::round::{self, Options, Summary};
-use git_arbiter::{Error, ExitCode};
+use git_arbiter::{drift, merge, Error, ExitCode};
 
 use super::{json, out, progress, Env};
 
@@ -150,7 +151,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
     if args.json {
         out(&json(&summary));
     } else {
-        out(&render(&summary, opts.dry_run));
+        out(&render(&summary, opts.dry_run, &orders));
     }
     Ok(match summary.exit {
         0 => ExitCode::Success,
@@ -159,7 +160,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
     })
 }
 
-pub fn render(summary: &Summary, dry_run: bool) -> String {
+pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
     let mut s = String::new();
     if dry_run {
         if summary.planned.is_empty() {
@@ -192,7 +193,15 @@ pub fn render(summary: &Summary, dry_run: bool) -> String {
         for h in &summary.halted {
             s.push_str(&format!("  {}  {}", h.wo_id, h.reason));
             if !h.paths.is_empty() {
-                s.push_str(&format!(" [{}]", h.paths.join(", ")));
+                // Drift and conflict name paths; other halts keep a detail line as it is.
+                let paths: Vec<String> =
+                    if [merge::HALT_DRIFT, merge::HALT_CONFLICT].contains(&h.reason.as_str()) {
+                        let wo = orders.get(&h.wo_id);
+                        h.paths.iter().map(|p| drift::describe(p, wo)).collect()
+                    } else {
+                        h.paths.clone()
+                    };
+                s.push_str(&format!(" [{}]", paths.join(", ")));
             }
             s.push('\n');
             if let Some(b) = &h.branch {

@@ -17,7 +17,7 @@ pub struct StatusArgs {
     /// Print `{"version":1,"orders":[…]}` instead of a table
     #[arg(long)]
     json: bool,
-    /// The integration branch [default: the current branch]
+    /// The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
 }
