@@ -430,3 +430,57 @@ fn merge_commits_are_signed_as_git_signs() {
     let status = env.run(&["status", "--json"]).success().json();
     assert_eq!(status["orders"][1]["attempts"], 0, "{status}");
 }
+
+/// The same with OpenPGP, git's default `gpg.format`: no `user.signingkey`,
+/// so the key is found by the committer identity, as git does.
+#[test]
+fn merge_commits_are_signed_with_openpgp() {
+    let mut env = TestEnv::new();
+    let gnupg = env.root.join("gnupg");
+    std::fs::create_dir_all(&gnupg).expect("gnupg home");
+    std::process::Command::new("chmod")
+        .arg("700")
+        .arg(&gnupg)
+        .status()
+        .expect("chmod");
+    env.set_env("GNUPGHOME", gnupg.to_str().expect("utf-8"));
+    let made = std::process::Command::new("gpg")
+        .env("GNUPGHOME", &gnupg)
+        .args([
+            "--batch",
+            "--quiet",
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "Arbiter Test <test@example.com>",
+            "ed25519",
+            "sign",
+            "never",
+        ])
+        .output()
+        .expect("gpg");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    env.git(&["config", "commit.gpgsign", "true"]);
+    env.work_order("wo-01", "One", &[], &["one.txt"]);
+    env.commit_all("init");
+    let run = env.run(&["round", "--build", "echo 1 > one.txt"]);
+    let verified = env.git_try_in(&env.repo, &["verify-commit", "main"]);
+    // gpg started an agent for this home: it goes with the test.
+    let _ = std::process::Command::new("gpgconf")
+        .env("GNUPGHOME", &gnupg)
+        .args(["--kill", "gpg-agent"])
+        .status();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(verified.code, 0, "{}", verified.stderr);
+    assert!(
+        verified
+            .stderr
+            .contains("Good signature from \"Arbiter Test <test@example.com>\""),
+        "{}",
+        verified.stderr
+    );
+}
