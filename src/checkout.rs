@@ -599,26 +599,36 @@ fn apply_in_place(
     // 1. Delete what the new tree no longer has.
     remove_paths(&dir, removed.iter().copied())?;
 
-    // 2. Write the new and changed files. They are checked out through the
-    // whole new index, every other entry skipped: the checkout reads
-    // `.gitattributes` (eol, ident, filters) from the index it is given.
-    let mut skipped = Vec::new();
-    {
-        let (entries, paths) = index.entries_mut_and_pathbacking();
-        for (i, entry) in entries.iter_mut().enumerate() {
-            if !entry.flags.contains(Flags::SKIP_WORKTREE) && !is_changed(entry.path_in(paths)) {
-                entry.flags.insert(Flags::SKIP_WORKTREE);
-                skipped.push(i);
-            }
+    // 2. Write the new and changed files. The checkout reads `.gitattributes`
+    // (eol, ident, filters) from the index it is given, so every one of the
+    // new index goes along, marked to be skipped unless it changed itself.
+    for e in index.entries() {
+        let path = e.path(&index);
+        let is_attributes = path == ".gitattributes" || path.ends_with(b"/.gitattributes");
+        if is_attributes && !is_changed(path) {
+            writes.dangerously_push_entry(
+                e.stat,
+                e.id,
+                e.flags | Flags::SKIP_WORKTREE,
+                e.mode,
+                path,
+            );
         }
     }
-    write_files(wt, &mut index, &dir, options)?;
+    writes.sort_entries();
+    write_files(wt, &mut writes, &dir, options)?;
     crate::crash::point("checkout-files.after");
 
-    // 3. The written entries carry fresh stat data now; clear our markers.
-    let entries = index.entries_mut();
-    for i in skipped {
-        entries[i].flags.remove(Flags::SKIP_WORKTREE);
+    // 3. Their fresh stat data into the index, and write it.
+    for e in writes.entries() {
+        if e.flags.contains(Flags::SKIP_WORKTREE) {
+            continue;
+        }
+        if let Some(target) = index
+            .entry_mut_by_path_and_stage(e.path(&writes), gix::index::entry::Stage::Unconflicted)
+        {
+            target.stat = e.stat;
+        }
     }
     // The tree cache no longer describes the entries.
     index.remove_tree();
