@@ -56,7 +56,7 @@ pub struct RaceArgs {
     /// Machine-wide cap on concurrent builds [default: `arbiter.maxTotal`, else 6]
     #[arg(long, value_name = "N")]
     max_total: Option<u32>,
-    /// Per-command time limit, e.g. `90s`, `10m` [default: `arbiter.timeout`, else none]
+    /// Per-command time limit, e.g. `90s`, `10m`, `1h30m` [default: `arbiter.timeout`, else none]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Duration>,
     /// Print the summary (with the pick record) as versioned JSON on stdout

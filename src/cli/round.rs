@@ -61,7 +61,7 @@ pub struct RoundArgs {
     /// Print the final summary as versioned JSON on stdout
     #[arg(long)]
     json: bool,
-    /// Per-build time limit, e.g. `90s`, `10m`, `1h` [default: `arbiter.timeout`, else none]
+    /// Per-build time limit, e.g. `90s`, `10m`, `1h30m` [default: `arbiter.timeout`, else none]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Duration>,
     /// Drift scope: `own` (the work order's declared files) or `batch` (the union of the round's batch)
@@ -69,26 +69,54 @@ pub struct RoundArgs {
     drift_scope: String,
 }
 
+/// A duration: seconds (`90`), or numbers with units `h`, `m`, `s`, `ms`,
+/// largest first, each at most once (`90s`, `1.5h`, `1h30m`, `2m30s`, `250ms`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    const UNITS: [(&str, f64); 4] = [("h", 3600.0), ("m", 60.0), ("s", 1.0), ("ms", 0.001)];
     let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration such as 90s, 10m or 1h"))?;
-    let seconds = match unit {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("'{s}': unknown unit '{unit}' (use ms, s, m or h)")),
-    };
-    if !seconds.is_finite() || seconds <= 0.0 {
+    let invalid = || format!("'{s}' is not a duration such as 90s, 10m, 1h30m or 1.5h");
+    if s.is_empty() {
+        return Err(invalid());
+    }
+    let mut seconds = 0.0;
+    let mut rest = s;
+    // Index into UNITS of the largest unit still allowed.
+    let mut next = 0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(digits);
+        let letters = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(letters);
+        let value: f64 = number.parse().map_err(|_| invalid())?;
+        let factor = if unit.is_empty() {
+            // A bare number is seconds only on its own: in `1h30` it is ambiguous.
+            if rest.len() != s.len() {
+                return Err(invalid());
+            }
+            1.0
+        } else {
+            let Some(i) = UNITS.iter().position(|(u, _)| *u == unit) else {
+                return Err(format!("'{s}': unknown unit '{unit}' (use h, m, s or ms)"));
+            };
+            if i < next {
+                return Err(format!(
+                    "'{s}': units go from largest to smallest, each once (e.g. 1h30m)"
+                ));
+            }
+            next = i + 1;
+            UNITS[i].1
+        };
+        seconds += value * factor;
+        rest = after;
+    }
+    if seconds <= 0.0 {
         return Err(format!("'{s}' must be a positive duration"));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("'{s}' is too long a duration"))
 }
 
 /// `--timeout` if given, else `arbiter.timeout`, else none.
@@ -135,10 +163,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         budget_cmd: args
             .budget_cmd
             .or_else(|| ctx.config_string("arbiter.budgetCmd")),
-        max: match args.max {
-            Some(m) => m,
-            None => ctx.config_u32("arbiter.maxBatch")?.unwrap_or(8),
-        } as usize,
+        max: ctx.max_batch(args.max)?,
         max_total: git_arbiter::slots::cap(Some(&ctx), args.max_total)?,
         once: args.once,
         dry_run: args.dry_run,
@@ -239,5 +264,26 @@ mod tests {
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("10x").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn compound_durations() {
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("2m30s"), Ok(Duration::from_secs(150)));
+        assert_eq!(parse_duration("1h30m15s"), Ok(Duration::from_secs(5415)));
+        assert_eq!(parse_duration("1s500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1h0m"), Ok(Duration::from_secs(3600)));
+        for bad in ["30m1h", "1m1m", "1h30", "1h 30m", "h", "1.2.3s", "-5s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn too_long_a_duration_is_an_error_not_a_panic() {
+        assert_eq!(
+            parse_duration("99999999999999999999"),
+            Err("'99999999999999999999' is too long a duration".into())
+        );
+        assert!(parse_duration(&"9".repeat(400)).is_err());
     }
 }
