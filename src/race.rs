@@ -690,7 +690,7 @@ fn dispatch(
         if r.status == Status::Done {
             return Err(
                 InputError::new(format!("work order '{}' is already done", wo.id))
-                    .hint("'git arbiter clear' it to run it again")
+                    .hint(r.done_hint())
                     .into(),
             );
         }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::common::TestEnv;
+use crate::common::{Run, TestEnv};
 
 fn repo() -> TestEnv {
     let env = TestEnv::new();
@@ -28,6 +28,10 @@ fn runs(env: &TestEnv) -> usize {
     std::fs::read_to_string(env.root.join("runs"))
         .map(|s| s.lines().count())
         .unwrap_or(0)
+}
+
+fn worktree_root(env: &TestEnv) -> std::path::PathBuf {
+    env.root.join("repo.arbiter")
 }
 
 fn without_identity(env: &TestEnv, dir: &Path, args: &[&str]) -> std::process::Output {
@@ -169,4 +173,54 @@ fn max_zero_is_an_input_error() {
         );
     }
     assert!(env.notes_tip().is_none());
+}
+
+fn hint(run: &Run) -> &str {
+    run.stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("hint: "))
+        .unwrap_or_else(|| panic!("no hint: {}", run.stderr))
+}
+
+/// `race` said "'git arbiter clear' it to run it again", which `clear`
+/// refuses for a done order ("not halted"): all three commands now say the
+/// same, true thing.
+#[test]
+fn race_clear_and_halt_agree_on_a_done_order() {
+    let env = repo();
+    env.run(&[
+        "round",
+        "--max",
+        "1",
+        "--once",
+        "--build",
+        &counting_build(&env),
+    ])
+    .success();
+    let notes = env.notes_tip();
+    let race = env
+        .run(&[
+            "race", "wo-01", "-n", "1", "--build", "true", "--score", "echo 1",
+        ])
+        .code(2);
+    let clear = env.run(&["clear", "wo-01"]).code(2);
+    let halt = env.run(&["halt", "wo-01", "--reason", "x"]).code(2);
+    assert!(race.stderr.contains("is already done"), "{}", race.stderr);
+    assert!(
+        clear.stderr.contains("is done, not halted"),
+        "{}",
+        clear.stderr
+    );
+    assert!(halt.stderr.contains("is done"), "{}", halt.stderr);
+    assert_eq!(hint(&race), hint(&clear));
+    assert_eq!(hint(&race), hint(&halt));
+    let merge = env.git(&["rev-parse", "main"]);
+    assert!(
+        hint(&race).contains("never runs again")
+            && hint(&race).contains(&format!("git revert -m 1 {}", merge.trim())),
+        "{}",
+        hint(&race)
+    );
+    assert_eq!(env.notes_tip(), notes);
+    assert!(!worktree_root(&env).join("race-wo-01-0").exists());
 }
