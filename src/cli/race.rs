@@ -23,10 +23,12 @@ use super::{json, out, progress, Env};
 /// conflict or drift the next-best passing instance is tried. A write-once
 /// pick record is attached to the merge commit in `refs/notes/arbiter-picks`
 /// (`git notes --ref=arbiter-picks show <merge>`). Losers' worktrees and
-/// branches are removed unless `--keep-losers`.
+/// branches are removed unless `--keep-losers`. A build, gate or score
+/// command that exits 126 or 127 (not executable, not found) gives the
+/// attempt back and starts no further instance, exit 2.
 ///
-/// Exit: 0 merged, 1 escalation (no winner, or none could merge), 2 bad input,
-/// 130 stopped.
+/// Exit: 0 merged, 1 escalation (no winner, or none could merge), 2 bad input
+/// or a command that cannot run, 130 stopped.
 #[derive(Args, Debug)]
 pub struct RaceArgs {
     /// The work order to race
