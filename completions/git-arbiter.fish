@@ -51,7 +51,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l budget
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l into -d 'The integration branch [default: the current branch]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l max -d 'At most N work orders per round [default: `arbiter.maxBatch`, else 8]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l max-total -d 'Machine-wide cap on concurrent builds [default: `arbiter.maxTotal`, else 6]' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l timeout -d 'Per-build time limit, e.g. `90s`, `10m`, `1h` [default: `arbiter.timeout`, else none]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l timeout -d 'Per-build time limit, e.g. `90s`, `10m`, `1h30m` [default: `arbiter.timeout`, else none]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l drift-scope -d 'Drift scope: `own` (the work order\'s declared files) or `batch` (the union of the round\'s batch)' -r -f -a "own\t''
 batch\t''"
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
@@ -66,7 +66,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l score -
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l min-score -d 'Nothing below this score wins [default: `arbiter.minScore`, else no floor]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l into -d 'The integration branch [default: the current branch]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l max-total -d 'Machine-wide cap on concurrent builds [default: `arbiter.maxTotal`, else 6]' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l timeout -d 'Per-command time limit, e.g. `90s`, `10m` [default: `arbiter.timeout`, else none]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l timeout -d 'Per-command time limit, e.g. `90s`, `10m`, `1h30m` [default: `arbiter.timeout`, else none]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l keep-losers -d 'Keep the losers\' worktrees and branches'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l json -d 'Print the summary (with the pick record) as versioned JSON on stdout'

@@ -19,13 +19,15 @@ use crate::state::Verdict;
 pub struct Host {
     pub repo_label: String,
     pub cwd: PathBuf,
+    /// `$ARBITER_REPO`: see [`crate::worktree::main_top`].
+    pub repo_top: PathBuf,
     missing_name: bool,
     missing_email: bool,
 }
 
 impl Host {
-    pub fn new(ctx: &Context) -> Host {
-        Host {
+    pub fn new(ctx: &Context) -> Result<Host, Error> {
+        Ok(Host {
             repo_label: ctx
                 .workdir
                 .as_deref()
@@ -33,9 +35,10 @@ impl Host {
                 .display()
                 .to_string(),
             cwd: ctx.cwd.clone(),
+            repo_top: crate::worktree::main_top(ctx)?,
             missing_name: ctx.config_string("user.name").is_none(),
             missing_email: ctx.config_string("user.email").is_none(),
-        }
+        })
     }
 
     /// The environment a builder gets on top of the conductor's own.
@@ -56,6 +59,7 @@ impl Host {
             ("ARBITER_ATTEMPT".into(), attempt.to_string()),
             ("ARBITER_ROUND_BASE".into(), base.to_string()),
             ("ARBITER_WORKTREE".into(), worktree.display().to_string()),
+            ("ARBITER_REPO".into(), self.repo_top.display().to_string()),
         ]
     }
 
@@ -229,6 +233,95 @@ pub fn kept_work_error(kept: &[KeptWork]) -> InputError {
     InputError::new(first).hint(format!(
         "fix what made git refuse (e.g. commit.gpgsign without a usable key, a failing prepare-commit-msg hook), then run it again: no attempt was spent. Until then the builder's uncommitted work stays in {}; the next run removes it and builds afresh",
         places.join(", ")
+    ))
+}
+
+/// The record event of an attempt given back because a command could not run.
+pub const NOT_RUNNABLE: &str = "command_not_runnable";
+
+/// A build, gate, critic or score command the shell could not run (see
+/// [`Exit::not_runnable`]): the configuration is wrong, not the builder's
+/// work. So no attempt is spent on it and nothing more is started with it:
+/// builds already running finish, then the round or race stops with exit 2
+/// ([`not_runnable_error`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotRunnable {
+    /// The work order, or a race instance (`wo-01#2`).
+    pub label: String,
+    /// `build`, `gate`, `critic` or `score`.
+    pub kind: &'static str,
+    pub command: String,
+    pub code: i32,
+    pub worktree: PathBuf,
+    pub log: PathBuf,
+    /// The last line of the log: what the shell said (`sh: 1: x: not found`).
+    pub said: Option<String>,
+}
+
+impl NotRunnable {
+    /// `Some` when `exit` says the shell could not run `command`, which
+    /// logged to `log`.
+    pub fn of(
+        exit: &Exit,
+        label: &str,
+        kind: &'static str,
+        command: &str,
+        worktree: &Path,
+        log: &Path,
+    ) -> Option<NotRunnable> {
+        if !exit.not_runnable() {
+            return None;
+        }
+        Some(NotRunnable {
+            label: label.to_owned(),
+            kind,
+            command: command.to_owned(),
+            code: exit.code()?,
+            worktree: worktree.to_owned(),
+            log: log.to_owned(),
+            said: last_line(log),
+        })
+    }
+
+    /// One line: which command of which order, and why.
+    pub fn describe(&self) -> String {
+        let meaning = if self.code == 127 {
+            "command not found"
+        } else {
+            "not executable"
+        };
+        let said = self
+            .said
+            .as_deref()
+            .map_or(String::new(), |s| format!(": {s}"));
+        format!(
+            "{}: the {} command '{}' exited {} ({meaning}){said}",
+            self.label, self.kind, self.command, self.code
+        )
+    }
+}
+
+/// The last non-empty line of a log, from its last KiB.
+fn last_line(log: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(log).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(1024))).ok()?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).ok()?;
+    let text = String::from_utf8_lossy(&tail);
+    let line = text.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    Some(line.chars().take(200).collect())
+}
+
+/// The error a round or race stops with after a [`NotRunnable`]: the
+/// command is the user's to fix, exit 2.
+pub fn not_runnable_error(failed: &NotRunnable, repo_top: &Path) -> InputError {
+    InputError::new(failed.describe()).hint(format!(
+        "commands run in the order's worktree ({}), so a relative path such as '../agent.sh' resolves there, not in the repository; \"$ARBITER_REPO\" ({}) reaches a script in the repository, e.g. '\"$ARBITER_REPO\"/scripts/agent.sh'. Fix the command and run it again: no attempt was spent (log: {}; a command that itself exits 126 or 127 is taken for this too)",
+        failed.worktree.display(),
+        repo_top.display(),
+        failed.log.display()
     ))
 }
 

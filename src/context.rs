@@ -13,6 +13,7 @@ pub mod defaults {
     pub const ORDERS: &str = "work-orders";
     pub const RETRY_CAP: u32 = 3;
     pub const MAX_TOTAL: u32 = 6;
+    pub const MAX_BATCH: u32 = 8;
 }
 
 /// A repository format gix 0.90, as git-arbiter builds it, cannot work with,
@@ -215,6 +216,23 @@ impl Context {
             .hint(format!("fix it with 'git config {key} <number>'"))
             .into()),
         }
+    }
+
+    /// At most this many work orders per batch: `--max`, else
+    /// `arbiter.maxBatch`, else 8. Zero is refused: it would select nothing,
+    /// and a round would report that as nothing to run.
+    pub fn max_batch(&self, flag: Option<u32>) -> Result<usize> {
+        let refused = match flag {
+            Some(0) => InputError::new("--max must be at least 1").hint("e.g. --max 4"),
+            Some(n) => return Ok(n as usize),
+            None => match self.config_u32("arbiter.maxBatch")? {
+                Some(0) => InputError::new("config arbiter.maxBatch = 0: must be at least 1")
+                    .hint("fix it with 'git config arbiter.maxBatch <number>', or unset it for 8"),
+                Some(n) => return Ok(n as usize),
+                None => return Ok(defaults::MAX_BATCH as usize),
+            },
+        };
+        Err(refused.into())
     }
 
     pub fn retry_cap(&self) -> Result<u32> {

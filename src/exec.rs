@@ -74,6 +74,13 @@ impl Exit {
         }
     }
 
+    /// The shell could not run the command at all: 127 not found, 126 found
+    /// but not executable. A command that itself exits 126 or 127 cannot be
+    /// told apart from that, and is taken for the same.
+    pub fn not_runnable(&self) -> bool {
+        matches!(self, Exit::Code(126 | 127))
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Exit::Code(c) => format!("exit {c}"),

@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::builder::{kept_work_error, report_build, verdict, watch_halts, Host, KeptWork};
+use crate::builder::{
+    kept_work_error, not_runnable_error, report_build, verdict, watch_halts, Host, KeptWork,
+    NotRunnable, NOT_RUNNABLE,
+};
 use crate::conductor::Conductor;
 use crate::context::Context;
 use crate::drift::DriftScope;
@@ -209,6 +212,8 @@ struct Job {
     /// Committing what the builder left failed for git's configuration
     /// ([`crate::builder::CommitError`]): the work stays in the worktree.
     commit_failed: Option<String>,
+    /// One of its commands could not run: the race stops with exit 2.
+    not_runnable: Option<NotRunnable>,
 }
 
 /// Run one race of work order `id`.
@@ -249,6 +254,7 @@ pub fn run(
     }
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
+    let host = Host::new(ctx)?;
     crate::checkout::sync_checked_out(ctx, &branch)?;
     crate::round::refuse_dirty_checkout(ctx, &branch)?;
     // What a killed round or race left: its worktrees and branches, and
@@ -321,10 +327,11 @@ pub fn run(
             },
             interrupted: false,
             commit_failed: None,
+            not_runnable: None,
         });
     }
-    let host = Host::new(ctx);
     let halted = [AtomicBool::new(false)];
+    let misconfigured = AtomicBool::new(false);
     let built = AtomicBool::new(false);
     let shared_repo = ctx.repo.clone().into_sync();
     std::thread::scope(|scope| {
@@ -333,11 +340,22 @@ pub fn run(
         let builds: Vec<_> = jobs
             .iter_mut()
             .map(|job| {
-                let (host, slot_dir) = (&host, &slot_dir);
+                let (host, slot_dir, misconfigured) = (&host, &slot_dir, &misconfigured);
                 let halted = &halted[0];
                 scope.spawn(move || {
                     build_one(
-                        host, wo, job, opts, attempt, base, slot_dir, cap, me, halted, progress,
+                        host,
+                        wo,
+                        job,
+                        opts,
+                        attempt,
+                        base,
+                        slot_dir,
+                        cap,
+                        me,
+                        halted,
+                        misconfigured,
+                        progress,
                     )
                 })
             })
@@ -416,6 +434,20 @@ pub fn run(
         let keep: Vec<bool> = jobs.iter().map(|j| j.commit_failed.is_some()).collect();
         finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
         return Err(kept_work_error(&kept).into());
+    }
+
+    if let Some(failed) = jobs.iter().find_map(|j| j.not_runnable.as_ref()) {
+        give_back(
+            &store,
+            wo,
+            &me.name,
+            attempt,
+            &run_id,
+            NOT_RUNNABLE,
+            &failed.describe(),
+        )?;
+        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
+        return Err(not_runnable_error(failed, &host.repo_top).into());
     }
 
     if me.should_stop() || jobs.iter().any(|j| j.interrupted) {
@@ -690,7 +722,7 @@ fn dispatch(
         if r.status == Status::Done {
             return Err(
                 InputError::new(format!("work order '{}' is already done", wo.id))
-                    .hint("'git arbiter clear' it to run it again")
+                    .hint(r.done_hint())
                     .into(),
             );
         }
@@ -863,6 +895,7 @@ fn build_one(
     cap: u32,
     me: &Conductor,
     halted: &AtomicBool,
+    misconfigured: &AtomicBool,
     progress: &dyn Progress,
 ) {
     let label = format!("{}#{}", wo.id, job.k);
@@ -880,6 +913,12 @@ fn build_one(
             return;
         }
     };
+    // Another instance's command could not run: nothing more is started
+    // with this configuration.
+    if misconfigured.load(Ordering::SeqCst) {
+        job.cand.verdict = "not_started".into();
+        return;
+    }
     let mut env = host.env(wo, attempt, base, &job.worktree);
     env.push(("ARBITER_INSTANCE".into(), job.k.to_string()));
     let stop = || me.should_stop() || halted.load(Ordering::Relaxed);
@@ -897,6 +936,14 @@ fn build_one(
             },
             &stop,
         )
+    };
+    let mut not_runnable = None;
+    let mut check_runnable = |exit: &Exit, kind: &'static str, command: &str| {
+        let failed = NotRunnable::of(exit, &label, kind, command, &job.worktree, &job.log)?;
+        misconfigured.store(true, Ordering::SeqCst);
+        let reason = failed.describe();
+        not_runnable = Some(failed);
+        Some(reason)
     };
     progress.phase(&label, "build");
     crate::crash::point("build.started");
@@ -919,6 +966,9 @@ fn build_one(
         report_build(progress, &label, &exit, started);
         if exit == Exit::Interrupted {
             return ("interrupted".into(), None, verdicts, None, true);
+        }
+        if let Some(reason) = check_runnable(&exit, "build", &opts.build) {
+            return (NOT_RUNNABLE.into(), Some(reason), verdicts, None, false);
         }
         if !exit.success() {
             return (
@@ -973,6 +1023,9 @@ fn build_one(
             if exit == Exit::Interrupted {
                 return ("interrupted".into(), None, verdicts, None, true);
             }
+            if let Some(reason) = check_runnable(&exit, "gate", cmd) {
+                return (NOT_RUNNABLE.into(), Some(reason), verdicts, None, false);
+            }
             if !exit.success() {
                 return (
                     "gate_failed".into(),
@@ -998,6 +1051,10 @@ fn build_one(
             Ok(Exit::Interrupted) => {
                 job.interrupted = true;
                 verdict_s = "interrupted".into();
+            }
+            Ok(exit) if exit.not_runnable() => {
+                verdict_s = NOT_RUNNABLE.into();
+                reason = check_runnable(&exit, "score", &opts.score);
             }
             Ok(exit) if !exit.success() => {
                 verdict_s = "invalid_score".into();
@@ -1026,6 +1083,7 @@ fn build_one(
     }
     job.cand.verdict = verdict_s;
     job.cand.reason = reason;
+    job.not_runnable = not_runnable;
     drop(slot);
 }
 

@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::builder::{kept_work_error, report_build, verdict, watch_halts, Host, KeptWork};
+use crate::builder::{
+    kept_work_error, not_runnable_error, report_build, verdict, watch_halts, Host, KeptWork,
+    NotRunnable, NOT_RUNNABLE,
+};
 use crate::conductor::{self, Conductor};
 use crate::context::Context;
 use crate::drift::DriftScope;
@@ -98,8 +101,16 @@ enum JobOutcome {
     /// round or race removes them as leftovers (the record names the
     /// branch's commit) and builds afresh.
     CommitFailed(String),
+    /// A command could not run ([`NotRunnable`]): given back, and the run
+    /// stops with exit 2 once the builds already running have settled.
+    NotRunnable(NotRunnable),
+    /// Not built because another order's command could not run: given back.
+    NotStarted,
     Clean,
 }
+
+/// Why an order was given back unbuilt: see [`JobOutcome::NotStarted`].
+const NOT_STARTED: &str = "not started: a command of another order could not run";
 
 pub fn log_path(ctx: &Context, id: &str, attempt: u32) -> PathBuf {
     ctx.repo
@@ -147,6 +158,7 @@ pub fn run(
         progress.event("recover", &[("detail", line)]);
     }
     let slot_dir = slots::slot_dir(Some(ctx))?;
+    let host = Host::new(ctx)?;
     let mut merges = merge::Session::default();
     loop {
         // Reconcile and recover, as one transition.
@@ -245,7 +257,7 @@ pub fn run(
         }
         let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
         let running = AtomicUsize::new(0);
-        let host = Host::new(ctx);
+        let misconfigured = AtomicBool::new(false);
         let halted: Vec<AtomicBool> = jobs.iter().map(|_| AtomicBool::new(false)).collect();
         let built = AtomicBool::new(false);
         let ids: Vec<&str> = jobs.iter().map(|j| j.wo.id.as_str()).collect();
@@ -259,9 +271,19 @@ pub fn run(
                 .zip(&halted)
                 .map(|(job, halted)| {
                     let (slot_dir, me, running, host) = (&slot_dir, &me, &running, &host);
+                    let misconfigured = &misconfigured;
                     scope.spawn(move || {
                         build_one(
-                            host, job, opts, round_base, slot_dir, cap, me, halted, running,
+                            host,
+                            job,
+                            opts,
+                            round_base,
+                            slot_dir,
+                            cap,
+                            me,
+                            halted,
+                            misconfigured,
+                            running,
                             progress,
                         )
                     })
@@ -285,6 +307,7 @@ pub fn run(
         for (i, job) in jobs.iter().enumerate() {
             if let Err(e) = settle(
                 ctx,
+                &host,
                 &store,
                 &branch,
                 job,
@@ -318,6 +341,12 @@ pub fn run(
         let kept: Vec<KeptWork> = jobs.iter().filter_map(kept_work).collect();
         if !kept.is_empty() {
             return Err(kept_work_error(&kept).into());
+        }
+        if let Some(failed) = jobs.iter().find_map(|j| match &j.outcome {
+            JobOutcome::NotRunnable(failed) => Some(failed),
+            _ => None,
+        }) {
+            return Err(not_runnable_error(failed, &host.repo_top).into());
         }
         if me.should_stop() {
             summary.stopped = Some("stop requested".into());
@@ -513,6 +542,7 @@ fn build_one(
     cap: u32,
     me: &Conductor,
     halted: &AtomicBool,
+    misconfigured: &AtomicBool,
     running: &AtomicUsize,
     progress: &dyn Progress,
 ) {
@@ -529,6 +559,12 @@ fn build_one(
             return;
         }
     };
+    // Another order's command could not run: nothing more is started with
+    // this configuration.
+    if misconfigured.load(Ordering::SeqCst) {
+        job.outcome = JobOutcome::NotStarted;
+        return;
+    }
     let in_use = running.fetch_add(1, Ordering::SeqCst) + 1;
     progress.slots(in_use, cap);
     progress.event(
@@ -560,6 +596,11 @@ fn build_one(
             &stop,
         )
     };
+    let not_runnable = |exit: &Exit, kind: &'static str, command: &str| {
+        let failed = NotRunnable::of(exit, &id, kind, command, &worktree, &log)?;
+        misconfigured.store(true, Ordering::SeqCst);
+        Some(JobOutcome::NotRunnable(failed))
+    };
     let started = Instant::now();
     crate::crash::point("build.started");
     let exit = run_here(&opts.build);
@@ -567,6 +608,9 @@ fn build_one(
         let exit = exit.map_err(|e| format!("cannot run the build command: {e}"))?;
         job.verdicts.push(verdict("build", &opts.build, &exit));
         report_build(progress, &id, &exit, started);
+        if let Some(outcome) = not_runnable(&exit, "build", &opts.build) {
+            return Ok(outcome);
+        }
         match exit {
             Exit::Interrupted => return Ok(JobOutcome::Interrupted),
             ref e if !e.success() => {
@@ -599,6 +643,9 @@ fn build_one(
                 );
                 if exit == Exit::Interrupted {
                     return Ok(JobOutcome::Interrupted);
+                }
+                if let Some(outcome) = not_runnable(&exit, kind, cmd) {
+                    return Ok(outcome);
                 }
                 if !exit.success() {
                     return Ok(if kind == "gate" {
@@ -642,6 +689,7 @@ fn kept_work(job: &Job<'_>) -> Option<KeptWork> {
 #[allow(clippy::too_many_arguments)]
 fn settle(
     ctx: &Context,
+    host: &Host,
     store: &Store<'_>,
     branch: &gix::refs::FullName,
     job: &Job<'_>,
@@ -675,7 +723,7 @@ fn settle(
             })?;
             crate::crash::point("verdict.after");
             if !held {
-                return let_go(ctx, store, job, owner, progress);
+                return let_go(host, store, job, owner, progress);
             }
             let source = ctx
                 .repo
@@ -725,7 +773,7 @@ fn settle(
                         ],
                     );
                 }
-                Outcome::Withdrawn { .. } => return let_go(ctx, store, job, owner, progress),
+                Outcome::Withdrawn { .. } => return let_go(host, store, job, owner, progress),
             }
         }
         outcome => {
@@ -733,6 +781,8 @@ fn settle(
                 JobOutcome::Retry(why) => (why.clone(), None),
                 JobOutcome::Blocked(why) => (why.clone(), Some("blocking_critique")),
                 JobOutcome::CommitFailed(why) => (why.clone(), None),
+                JobOutcome::NotRunnable(failed) => (failed.describe(), None),
+                JobOutcome::NotStarted => (NOT_STARTED.to_string(), None),
                 _ => ("interrupted".to_string(), None),
             };
             // The builder's work exists only in its worktree: kept, and
@@ -745,6 +795,8 @@ fn settle(
                     | JobOutcome::Pending
                     | JobOutcome::DiskFull(_)
                     | JobOutcome::CommitFailed(_)
+                    | JobOutcome::NotRunnable(_)
+                    | JobOutcome::NotStarted
             );
             crate::crash::point("verdict.before");
             let held = store.transact(&format!("verdict {id}"), |txn| -> Result<bool> {
@@ -762,13 +814,20 @@ fn settle(
                         record.halt(reason, vec![event.clone()]);
                     }
                     None if interrupted => {
-                        // Stopped by the user, the disk or git's configuration,
-                        // not failed by the builder: the attempt is given back.
+                        // Stopped by the user, the disk, git's configuration or
+                        // a command that cannot run, not failed by the builder:
+                        // the attempt is given back.
                         record.status = Status::NeedsRework;
                         record.attempts = record.attempts.saturating_sub(1);
                         match (outcome, &kept) {
                             (JobOutcome::DiskFull(why), _) => {
                                 record.log("disk_full", Some(why.clone()))
+                            }
+                            (JobOutcome::NotRunnable(_), _) => {
+                                record.log(NOT_RUNNABLE, Some(event.clone()))
+                            }
+                            (JobOutcome::NotStarted, _) => {
+                                record.log("not_started", Some(event.clone()))
                             }
                             (_, Some(kept)) => {
                                 record.log(worktree::KEPT_UNCOMMITTED, Some(kept.clone()))
@@ -786,7 +845,7 @@ fn settle(
             })?;
             crate::crash::point("verdict.after");
             if !held {
-                return let_go(ctx, store, job, owner, progress);
+                return let_go(host, store, job, owner, progress);
             }
             let name = match (halt, &kept) {
                 (Some(_), _) => "halt",
@@ -818,7 +877,7 @@ fn settle(
 /// in progress, no owner; still halted). Taken over by someone else: nothing
 /// of it is touched, the worktree may be theirs now.
 fn let_go(
-    ctx: &Context,
+    host: &Host,
     store: &Store<'_>,
     job: &Job<'_>,
     owner: &str,
@@ -831,7 +890,7 @@ fn let_go(
         .record(id)?
         .is_some_and(|r| ours(&r) && r.halted);
     if halted && job.worktree.is_dir() {
-        if let Err(e) = Host::new(ctx).commit_leftovers(&job.worktree, job.wo, job.attempt, "") {
+        if let Err(e) = host.commit_leftovers(&job.worktree, job.wo, job.attempt, "") {
             progress.event(
                 "warning",
                 &[
@@ -1010,6 +1069,7 @@ fn final_gate(
     progress: &dyn Progress,
 ) -> Result<Verdict> {
     let tip = ctx.branch_tip(branch)?;
+    let repo_top = worktree::main_top(ctx)?;
     let name = format!("final-gate-{}", me.name);
     let wt_branch = format!("arbiter-final/{}", me.name);
     let path = worktree::add(ctx, &name, &wt_branch, tip)?;
@@ -1019,7 +1079,10 @@ fn final_gate(
         .join("arbiter")
         .join("logs")
         .join(format!("final-gate-{}.log", me.name));
-    let env = vec![("ARBITER_ROUND_BASE".to_string(), tip.to_string())];
+    let env = vec![
+        ("ARBITER_ROUND_BASE".to_string(), tip.to_string()),
+        ("ARBITER_REPO".to_string(), repo_top.display().to_string()),
+    ];
     let stop = || me.should_stop();
     let exit = exec::run(
         &exec::Spec {

@@ -155,6 +155,18 @@ impl Record {
             && self.attempts == attempt
     }
 
+    /// What to do about a done work order, said alike by every command that
+    /// refuses one (`race`, `clear`, `halt`): none of them runs it again.
+    pub fn done_hint(&self) -> String {
+        let undo = match &self.checkpoint_after {
+            Some(merge) => format!(" (to undo it: 'git revert -m 1 {merge}')"),
+            None => String::new(),
+        };
+        format!(
+            "a done work order never runs again; to change its work, write a new work order{undo}"
+        )
+    }
+
     /// Was this left by a standalone `merge-back` that started (its `merge_start`
     /// is the last event) and never recorded its outcome, e.g. because it was
     /// killed? Such a merge belongs to no conductor: recovery finishes it.

@@ -60,18 +60,24 @@ pub struct Info {
     pub prunable: bool,
 }
 
-/// The directory holding arbiter's worktrees (created on demand by [`add`]).
-pub fn root_dir(ctx: &Context) -> Result<PathBuf> {
+/// The main worktree's top, or a bare repository's own folder (its git
+/// dir), whichever worktree git-arbiter runs in: where the repository is
+/// for builders (`$ARBITER_REPO`) and where arbiter's worktrees go.
+pub fn main_top(ctx: &Context) -> Result<PathBuf> {
     let main = ctx
         .repo
         .main_repo()
         .git_context("opening the main repository")?;
-    let common = absolute(ctx, ctx.repo.common_dir());
-    // The main worktree's top, or the bare repository's own folder.
-    let anchor = match main.workdir() {
+    Ok(match main.workdir() {
         Some(w) => absolute(ctx, w),
-        None => common.clone(),
-    };
+        None => absolute(ctx, ctx.repo.common_dir()),
+    })
+}
+
+/// The directory holding arbiter's worktrees (created on demand by [`add`]).
+pub fn root_dir(ctx: &Context) -> Result<PathBuf> {
+    let common = absolute(ctx, ctx.repo.common_dir());
+    let anchor = main_top(ctx)?;
     let dir = match ctx.config_string("arbiter.worktreeDir") {
         Some(d) if d.is_empty() => {
             return Err(InputError::new("config arbiter.worktreeDir is empty")

@@ -23,10 +23,7 @@ pub struct BatchArgs {
 
 pub fn cmd_batch(env: &Env, args: BatchArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
-    let max = match args.max {
-        Some(m) => m,
-        None => ctx.config_u32("arbiter.maxBatch")?.unwrap_or(8),
-    } as usize;
+    let max = ctx.max_batch(args.max)?;
     let orders = ctx.load_orders(env.orders_flag())?;
     let table = reconcile::current(&ctx, &orders, args.into.as_deref())?;
 

@@ -41,6 +41,14 @@ pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {
             let Some(mut record) = txn.stored(&args.id)? else {
                 return Err(not_halted(&args.id, orders.get(&args.id).is_some()));
             };
+            if record.status == Status::Done && !record.halted {
+                return Err(InputError::new(format!(
+                    "work order '{}' is done, not halted",
+                    args.id
+                ))
+                .hint(record.done_hint())
+                .into());
+            }
             if !record.halted {
                 return Err(not_halted(&args.id, true));
             }

@@ -42,13 +42,12 @@ pub fn cmd_halt(env: &Env, args: HaltArgs) -> Result<ExitCode, Error> {
                     "work order '{}' is done: its merge is on the branch, a halt would not undo it",
                     wo.id
                 ))
-                .hint("to change its work, write a new work order (or revert its merge with 'git revert -m 1 <merge>')")
+                .hint(record.done_hint())
                 .into());
             }
-            let owner = record
-                .owner
-                .clone()
-                .filter(|_| record.status == Status::InProgress && conductor::owns_live(&ctx, &record));
+            let owner = record.owner.clone().filter(|_| {
+                record.status == Status::InProgress && conductor::owns_live(&ctx, &record)
+            });
             record.halt(reason, Vec::new());
             txn.put(record);
             Ok(owner)

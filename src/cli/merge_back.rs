@@ -70,7 +70,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
     let scope = match args.drift_scope {
         ScopeArg::Own => DriftScope::Own,
         ScopeArg::Batch => {
-            let max = ctx.config_u32("arbiter.maxBatch")?.unwrap_or(8) as usize;
+            let max = ctx.max_batch(None)?;
             let tip = ctx.branch_tip(&into).ok();
             DriftScope::Union(drift::batch_union(&ctx, &orders, &store, tip, max)?)
         }

@@ -23,10 +23,12 @@ use super::{json, out, progress, Env};
 /// conflict or drift the next-best passing instance is tried. A write-once
 /// pick record is attached to the merge commit in `refs/notes/arbiter-picks`
 /// (`git notes --ref=arbiter-picks show <merge>`). Losers' worktrees and
-/// branches are removed unless `--keep-losers`.
+/// branches are removed unless `--keep-losers`. A build, gate or score
+/// command that exits 126 or 127 (not executable, not found) gives the
+/// attempt back and starts no further instance, exit 2.
 ///
-/// Exit: 0 merged, 1 escalation (no winner, or none could merge), 2 bad input,
-/// 130 stopped.
+/// Exit: 0 merged, 1 escalation (no winner, or none could merge), 2 bad input
+/// or a command that cannot run, 130 stopped.
 #[derive(Args, Debug)]
 pub struct RaceArgs {
     /// The work order to race
@@ -56,7 +58,7 @@ pub struct RaceArgs {
     /// Machine-wide cap on concurrent builds [default: `arbiter.maxTotal`, else 6]
     #[arg(long, value_name = "N")]
     max_total: Option<u32>,
-    /// Per-command time limit, e.g. `90s`, `10m` [default: `arbiter.timeout`, else none]
+    /// Per-command time limit, e.g. `90s`, `10m`, `1h30m` [default: `arbiter.timeout`, else none]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Duration>,
     /// Print the summary (with the pick record) as versioned JSON on stdout

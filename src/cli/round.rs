@@ -20,12 +20,18 @@ use super::{json, out, progress, Env};
 /// eligible.
 ///
 /// Builders run via `sh -c` in their worktree with ARBITER_WO, ARBITER_WO_FILE,
-/// ARBITER_TITLE, ARBITER_ATTEMPT, ARBITER_ROUND_BASE and ARBITER_WORKTREE set
+/// ARBITER_TITLE, ARBITER_ATTEMPT, ARBITER_ROUND_BASE, ARBITER_WORKTREE and
+/// ARBITER_REPO (the main worktree's top, or a bare repository's git dir) set
 /// and git's own variables (GIT_DIR, GIT_INDEX_FILE, …) removed; output goes
-/// to `.git/arbiter/logs/<id>/attempt-<n>.log`.
+/// to `.git/arbiter/logs/<id>/attempt-<n>.log`. Gates and critics run the
+/// same way. A build, gate or critic command that exits 126 or 127 (not
+/// executable, not found; a relative path resolves in the worktree, use
+/// "$ARBITER_REPO/…" for a script in the repository) is a configuration
+/// error: its attempt is given back, nothing more is started, exit 2.
 ///
 /// Exit: 0 all done, 1 escalation (a halted work order remains, the budget
-/// command refused, or the final gate failed), 2 bad input, 130 stopped.
+/// command refused, or the final gate failed), 2 bad input or a command that
+/// cannot run, 130 stopped.
 #[derive(Args, Debug)]
 pub struct RoundArgs {
     /// Builder command, run via `sh -c` in each work order's worktree [default: `arbiter.build`]
@@ -61,7 +67,7 @@ pub struct RoundArgs {
     /// Print the final summary as versioned JSON on stdout
     #[arg(long)]
     json: bool,
-    /// Per-build time limit, e.g. `90s`, `10m`, `1h` [default: `arbiter.timeout`, else none]
+    /// Per-build time limit, e.g. `90s`, `10m`, `1h30m` [default: `arbiter.timeout`, else none]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Duration>,
     /// Drift scope: `own` (the work order's declared files) or `batch` (the union of the round's batch)
@@ -69,26 +75,54 @@ pub struct RoundArgs {
     drift_scope: String,
 }
 
+/// A duration: seconds (`90`), or numbers with units `h`, `m`, `s`, `ms`,
+/// largest first, each at most once (`90s`, `1.5h`, `1h30m`, `2m30s`, `250ms`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    const UNITS: [(&str, f64); 4] = [("h", 3600.0), ("m", 60.0), ("s", 1.0), ("ms", 0.001)];
     let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration such as 90s, 10m or 1h"))?;
-    let seconds = match unit {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("'{s}': unknown unit '{unit}' (use ms, s, m or h)")),
-    };
-    if !seconds.is_finite() || seconds <= 0.0 {
+    let invalid = || format!("'{s}' is not a duration such as 90s, 10m, 1h30m or 1.5h");
+    if s.is_empty() {
+        return Err(invalid());
+    }
+    let mut seconds = 0.0;
+    let mut rest = s;
+    // Index into UNITS of the largest unit still allowed.
+    let mut next = 0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(digits);
+        let letters = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(letters);
+        let value: f64 = number.parse().map_err(|_| invalid())?;
+        let factor = if unit.is_empty() {
+            // A bare number is seconds only on its own: in `1h30` it is ambiguous.
+            if rest.len() != s.len() {
+                return Err(invalid());
+            }
+            1.0
+        } else {
+            let Some(i) = UNITS.iter().position(|(u, _)| *u == unit) else {
+                return Err(format!("'{s}': unknown unit '{unit}' (use h, m, s or ms)"));
+            };
+            if i < next {
+                return Err(format!(
+                    "'{s}': units go from largest to smallest, each once (e.g. 1h30m)"
+                ));
+            }
+            next = i + 1;
+            UNITS[i].1
+        };
+        seconds += value * factor;
+        rest = after;
+    }
+    if seconds <= 0.0 {
         return Err(format!("'{s}' must be a positive duration"));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("'{s}' is too long a duration"))
 }
 
 /// `--timeout` if given, else `arbiter.timeout`, else none.
@@ -135,10 +169,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         budget_cmd: args
             .budget_cmd
             .or_else(|| ctx.config_string("arbiter.budgetCmd")),
-        max: match args.max {
-            Some(m) => m,
-            None => ctx.config_u32("arbiter.maxBatch")?.unwrap_or(8),
-        } as usize,
+        max: ctx.max_batch(args.max)?,
         max_total: git_arbiter::slots::cap(Some(&ctx), args.max_total)?,
         once: args.once,
         dry_run: args.dry_run,
@@ -239,5 +270,26 @@ mod tests {
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("10x").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn compound_durations() {
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("2m30s"), Ok(Duration::from_secs(150)));
+        assert_eq!(parse_duration("1h30m15s"), Ok(Duration::from_secs(5415)));
+        assert_eq!(parse_duration("1s500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1h0m"), Ok(Duration::from_secs(3600)));
+        for bad in ["30m1h", "1m1m", "1h30", "1h 30m", "h", "1.2.3s", "-5s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn too_long_a_duration_is_an_error_not_a_panic() {
+        assert_eq!(
+            parse_duration("99999999999999999999"),
+            Err("'99999999999999999999' is too long a duration".into())
+        );
+        assert!(parse_duration(&"9".repeat(400)).is_err());
     }
 }
