@@ -948,17 +948,13 @@ fn index_matches(wt: &gix::Repository, tree: ObjectId) -> Result<bool> {
 /// matches the tree of an earlier commit on the branch's first-parent chain of
 /// arbiter merges (the branch moved, the files did not follow) is brought up
 /// to the branch tip. Worktrees in any other state are left alone.
-pub fn sync_checked_out(ctx: &Context, branch: &FullName) -> Result<()> {
-    sync_checked_out_report(ctx, branch).map(|_| ())
-}
-
-/// [`sync_checked_out`], returning the worktrees that were updated.
-pub fn sync_checked_out_report(ctx: &Context, branch: &FullName) -> Result<Vec<PathBuf>> {
+pub fn sync_checked_out(ctx: &Context, branch: &FullName) -> Result<Vec<PathBuf>> {
     let worktrees = worktrees_with_branch(ctx, branch)?;
     sync_worktrees(ctx, branch, &worktrees)
 }
 
-/// [`sync_checked_out_report`] for `worktrees`, the result of [`worktrees_with_branch`].
+/// [`sync_checked_out`] for `worktrees`, the result of [`worktrees_with_branch`];
+/// returns the worktrees that were updated.
 pub(crate) fn sync_worktrees(
     ctx: &Context,
     branch: &FullName,

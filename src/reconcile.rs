@@ -61,15 +61,6 @@ pub struct Table {
     pub records: Vec<Record>,
 }
 
-impl Table {
-    pub fn row(&self, id: &str) -> Option<&Row> {
-        self.rows
-            .binary_search_by(|r| r.id.as_str().cmp(id))
-            .ok()
-            .map(|i| &self.rows[i])
-    }
-}
-
 /// How many first-parent commits [`find_merge`] reads when nothing bounds it.
 const MAX_SCAN: usize = 10_000;
 

@@ -56,15 +56,15 @@ pub fn order(cands: &[Candidate], min_score: Option<i64>) -> Vec<usize> {
     eligible.into_iter().map(|(i, _)| i).collect()
 }
 
-/// The index of the winner, or `None` when no candidate is eligible.
-pub fn pick(cands: &[Candidate], min_score: Option<i64>) -> Option<usize> {
-    order(cands, min_score).into_iter().next()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The winner: the first of [`order`].
+    fn pick(cands: &[Candidate], min_score: Option<i64>) -> Option<usize> {
+        order(cands, min_score).into_iter().next()
+    }
 
     fn c(instance: u32, passed: bool, score: Option<i64>, finished_at: u64) -> Candidate {
         Candidate {

@@ -762,19 +762,19 @@ pub fn occupancy(dir: &Path) -> Result<Occupancy> {
     Ok(Occupancy { holders, waiters })
 }
 
-/// The holders of slots in `dir` (those whose info is readable), by slot index.
-pub fn holders(dir: &Path) -> Result<Vec<HolderInfo>> {
-    Ok(occupancy(dir)?
-        .holders
-        .into_iter()
-        .filter_map(|h| h.info)
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+
+    /// The holders of slots in `dir` (those whose info is readable), by slot index.
+    fn holders(dir: &Path) -> Result<Vec<HolderInfo>> {
+        Ok(occupancy(dir)?
+            .holders
+            .into_iter()
+            .filter_map(|h| h.info)
+            .collect())
+    }
 
     fn info(wo: &str) -> HolderInfo {
         HolderInfo::now("/repo", wo)
