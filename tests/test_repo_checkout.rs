@@ -4,21 +4,32 @@
 
 use crate::common::TestEnv;
 
-/// Configuration both the repository and the oracle clone get.
-const CONFIG: &[(&str, &str)] = &[
-    ("core.autocrlf", "true"),
-    ("filter.upper.smudge", "tr a-z A-Z"),
-    ("filter.upper.clean", "tr A-Z a-z"),
-];
+/// Configuration both the repository and the oracle clone get: eol
+/// conversion, a smudge/clean driver, and a long-running process filter
+/// (the protocol git-lfs speaks; `tests/fixtures/process-filter.py`).
+fn config() -> Vec<(&'static str, String)> {
+    let filter = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/process-filter.py"
+    );
+    vec![
+        ("core.autocrlf", "true".into()),
+        ("filter.upper.smudge", "tr a-z A-Z".into()),
+        ("filter.upper.clean", "tr A-Z a-z".into()),
+        ("filter.proc.process", format!("python3 {filter}")),
+        ("filter.proc.required", "true".into()),
+    ]
+}
 
-const ATTRIBUTES: &str = "*.sh text eol=lf\n*.txt eol=crlf\n*.up filter=upper\nid.c ident\n";
+const ATTRIBUTES: &str =
+    "*.sh text eol=lf\n*.txt eol=crlf\n*.up filter=upper\n*.pf filter=proc\nid.c ident\n";
 
 /// What the order writes; with `bulk`, also enough other files that the
 /// update rebuilds the whole index instead of editing it in place.
 fn build(bulk: bool) -> String {
     let mut build = String::from(
         "printf 'echo hi\\nexit 0\\n' > run.sh; printf 'l1\\nl2\\n' > a.txt; \
-         printf 'hello\\n' > b.up; printf '/* $Id$ */\\n' > id.c",
+         printf 'hello\\n' > b.up; printf 'big\\n' > c.pf; printf '/* $Id$ */\\n' > id.c",
     );
     if bulk {
         build.push_str("; mkdir -p gen; for i in $(seq 1 120); do echo $i > gen/$i.txt; done");
@@ -28,8 +39,8 @@ fn build(bulk: bool) -> String {
 
 fn assert_checkout_as_git_writes_it(bulk: bool) {
     let env = TestEnv::new();
-    for (key, value) in CONFIG {
-        env.git(&["config", key, value]);
+    for (key, value) in config() {
+        env.git(&["config", key, &value]);
     }
     env.write(".gitattributes", ATTRIBUTES);
     for i in 0..40 {
@@ -39,7 +50,7 @@ fn assert_checkout_as_git_writes_it(bulk: bool) {
         "wo-01",
         "Attributes",
         &[],
-        &["run.sh", "a.txt", "b.up", "id.c", "gen/**"],
+        &["run.sh", "a.txt", "b.up", "c.pf", "id.c", "gen/**"],
     );
     env.commit_all("init");
     env.run(&["round", "--build", &build(bulk)]).success();
@@ -47,7 +58,7 @@ fn assert_checkout_as_git_writes_it(bulk: bool) {
 
     let oracle = env.root.join("oracle");
     let mut clone = vec!["clone".to_owned(), "-q".to_owned()];
-    for (key, value) in CONFIG {
+    for (key, value) in config() {
         clone.push("-c".into());
         clone.push(format!("{key}={value}"));
     }
@@ -60,7 +71,7 @@ fn assert_checkout_as_git_writes_it(bulk: bool) {
     let ident = std::fs::read_to_string(env.repo.join("id.c")).expect("id.c");
     let blob = env.git(&["rev-parse", "HEAD:id.c"]);
     assert_eq!(ident, format!("/* $Id: {}$ */\r\n", blob.trim()));
-    let mut paths = vec!["run.sh", "a.txt", "b.up"];
+    let mut paths = vec!["run.sh", "a.txt", "b.up", "c.pf"];
     if bulk {
         paths.push("gen/7.txt");
     }
