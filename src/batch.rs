@@ -245,6 +245,9 @@ mod tests {
             ("docs/*.md", "docs/guide.md", true),
             ("src/*/mod.rs", "src/x/**", true),
             ("a/b", "a/bc", false),
+            // A glob covers the files it matches, not what is below them.
+            ("src/*", "src/a/x.rs", false),
+            ("src/*", "src/a", true),
         ];
         for (x, y, overlap) in pairs {
             let b = run(

@@ -1,4 +1,4 @@
-use crate::common::TestEnv;
+use crate::common::{Run, TestEnv};
 
 fn setup() -> TestEnv {
     let env = TestEnv::new();
@@ -131,4 +131,28 @@ fn a_byte_order_mark_before_the_title_is_accepted() {
         "{}",
         run.stdout
     );
+}
+
+fn round(env: &TestEnv, build: &str) -> Run {
+    env.run(&["round", "--json", "--max-total", "2", "--build", build])
+}
+
+#[test]
+fn a_glob_covers_the_files_it_matches_not_what_is_below_them() {
+    let env = TestEnv::new();
+    env.write("crates/searcher/Cargo.toml", "[package]\n");
+    env.write("crates/searcher/src/lib.rs", "lib\n");
+    env.work_order("wo-01", "Manifest", &[], &["crates/searcher/*"]);
+    env.work_order("wo-02", "Library", &[], &["crates/searcher/src/lib.rs"]);
+    env.commit_all("init");
+    // Disjoint now: no file is covered by both.
+    let batch = env.run(&["batch"]).success().json();
+    assert_eq!(batch["batch"].as_array().map(Vec::len), Some(2), "{batch}");
+    assert_eq!(batch["deferred"], serde_json::json!([]));
+    // And the drift check agrees: wo-01 may not edit the library.
+    let build = "echo changed > crates/searcher/src/lib.rs";
+    let summary = round(&env, build).code(1).json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-02"]));
+    assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
+    assert_eq!(summary["halted"][0]["reason"], "undeclared_file_drift");
 }
