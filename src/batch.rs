@@ -2,8 +2,9 @@
 //! whose declared files are pairwise disjoint, at most `max`, deterministically.
 //!
 //! Order: by id. Eligible: not terminal, and `ready`, `needs_rework`, or
-//! `blocked` with every dependency `done`. A WO with no declared files could
-//! touch anything: it forms a solo batch, and only when no other WO is eligible.
+//! `blocked` with every dependency `done`. A WO with no declared files may
+//! touch anything (the drift check accepts all it changes): it forms a solo
+//! batch, and only when no other WO is eligible.
 //!
 //! Deferral reasons: `overlap` when the WO's declared files overlap those of
 //! a WO already chosen while the batch still had room (`conflicts_with` names
@@ -127,7 +128,7 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
             });
             continue;
         }
-        if wo.files.is_empty() {
+        if wo.touches_anything() {
             solo.push(wo);
             continue;
         }
@@ -198,6 +199,7 @@ mod tests {
                 .map(|f| Entry::parse(f).expect("valid"))
                 .collect(),
             task: String::new(),
+            lines: Default::default(),
         }
     }
 
@@ -221,12 +223,8 @@ mod tests {
 
     fn run(list: Vec<(WorkOrder, Status, bool)>, max: usize) -> Batch {
         let rows: Vec<Row> = list.iter().map(|(w, s, t)| row(w, *s, *t)).collect();
-        let orders = Orders::from_list(
-            "w".into(),
-            list.into_iter().map(|(w, _, _)| w).collect(),
-            &[],
-        )
-        .expect("valid orders");
+        let orders = Orders::from_list("w".into(), list.into_iter().map(|(w, _, _)| w).collect())
+            .expect("valid orders");
         let mut rows = rows;
         rows.sort_by(|a, b| a.id.cmp(&b.id));
         select(&orders, &rows, max)
@@ -279,7 +277,7 @@ mod tests {
             .map(|w| row(w, Status::Ready, false))
             .collect();
         rows[1].hand_made_branch = Some("f00".into());
-        let orders = Orders::from_list("w".into(), orders, &[]).expect("orders");
+        let orders = Orders::from_list("w".into(), orders).expect("orders");
         let b = select(&orders, &rows, 8);
         // c's files are free (b is not built); a still waits for c.
         assert_eq!(ids(&b), ["c"]);
