@@ -83,6 +83,25 @@ pub fn eligible(row: &Row, status_of: &BTreeMap<&str, (Status, bool)>) -> bool {
     }
 }
 
+/// The dependencies on halted work orders that keep an order waiting, as
+/// `(order, dependency)`: such an order cannot run until a human clears the
+/// dependency. `rows` must be sorted by id.
+pub fn halted_dependencies(rows: &[Row]) -> Vec<(&Row, &str)> {
+    let halted = |id: &str| {
+        rows.binary_search_by(|r| r.id.as_str().cmp(id))
+            .is_ok_and(|i| rows[i].terminal)
+    };
+    rows.iter()
+        .filter(|row| !row.terminal && row.status == Status::Blocked)
+        .flat_map(|row| {
+            row.deps
+                .iter()
+                .filter(|dep| halted(dep))
+                .map(move |dep| (row, dep.as_str()))
+        })
+        .collect()
+}
+
 /// Select the batch. `rows` must be sorted by id (as the reconcile table is).
 pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
     let status_of: BTreeMap<&str, (Status, bool)> = rows
@@ -98,17 +117,6 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
     let mut solo: Vec<&WorkOrder> = Vec::new();
     for row in rows {
         if !eligible(row, &status_of) {
-            if !row.terminal && row.status == Status::Blocked {
-                for dep in &row.deps {
-                    if status_of
-                        .get(dep.as_str())
-                        .is_some_and(|(_, halted)| *halted)
-                    {
-                        out.warnings
-                            .push(format!("{} waits on halted work order {dep}: it cannot run until '{dep}' is cleared", row.id));
-                    }
-                }
-            }
             continue;
         }
         let Some(wo) = orders.get(&row.id) else {
@@ -327,11 +335,28 @@ mod tests {
         );
         assert_eq!(ids(&b), ["b", "e"]);
         assert_eq!(b.ready, 2);
-        assert_eq!(b.warnings.len(), 1, "{:?}", b.warnings);
         assert_eq!(
             b.summary_line(),
             "arbiter batch ready=2 batch=2 deferred=0 max=8"
         );
+    }
+
+    #[test]
+    fn halted_dependencies_keep_orders_waiting() {
+        let c = wo("c", &["c"], &["d"]);
+        let d = wo("d", &["d"], &[]);
+        let e = wo("e", &["e"], &["d"]);
+        let rows = [
+            row(&c, Status::Blocked, false),
+            row(&d, Status::Ready, true),
+            // Halted itself: waiting on `d` is not what keeps it.
+            row(&e, Status::Blocked, true),
+        ];
+        let found: Vec<(&str, &str)> = halted_dependencies(&rows)
+            .into_iter()
+            .map(|(r, dep)| (r.id.as_str(), dep))
+            .collect();
+        assert_eq!(found, [("c", "d")]);
     }
 
     #[test]

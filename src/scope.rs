@@ -278,6 +278,17 @@ impl Entry {
         self.text.split('/').take_while(|part| !is_glob(part))
     }
 
+    /// The directory every path a glob matches lies below: its leading
+    /// literal segments (`src/ui` for `src/ui/*.rs`, empty for `*.md`).
+    /// Of a literal entry, the whole text.
+    pub fn base(&self) -> &str {
+        let len = self
+            .literal_prefix()
+            .map(|part| part.len() + 1)
+            .sum::<usize>();
+        &self.text[..len.saturating_sub(1)]
+    }
+
     /// Does this entry cover `path` (a repo-relative file path)?
     pub fn covers(&self, path: &str) -> bool {
         if self.kind == Kind::Literal {
@@ -473,6 +484,20 @@ mod tests {
         ];
         for (entry, path, want) in cases {
             assert_eq!(e(entry).covers(path), want, "{entry} covers {path}");
+        }
+    }
+
+    #[test]
+    fn base_of_entries() {
+        for (entry, base) in [
+            ("src/ui/*.rs", "src/ui"),
+            ("src/**", "src"),
+            ("*.md", ""),
+            ("{src/a,lib}/x", ""),
+            ("a/{b,c/d}/e", "a"),
+            ("src/a.rs", "src/a.rs"),
+        ] {
+            assert_eq!(e(entry).base(), base, "{entry}");
         }
     }
 
