@@ -213,7 +213,8 @@ fn parse_all(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Vec<Error>>
             path,
             1,
             message,
-            "rename the file to a lowercase id such as 'wo-01.md'",
+            "rename the file to a lowercase id such as 'wo-01.md', \
+             or start its name with '_' if it is not a work order",
         )]);
     }
     let mut errors = Vec::new();
@@ -943,8 +944,18 @@ mod tests {
         assert_eq!(orders.len(), 1);
         // Any other name is still an order, and a bad one is an error.
         write("Notes.md", "# N\n");
-        let err = load(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("Notes.md:1: id 'Notes' must match"), "{err}");
+        let err = load(dir.path()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("Notes.md:1: id 'Notes' must match"),
+            "{err}"
+        );
+        assert!(
+            err.hint()
+                .is_some_and(|h| h.contains("start its name with '_'")),
+            "{:?}",
+            err.hint()
+        );
     }
 
     #[test]
