@@ -37,6 +37,9 @@ _git__arbiter() {
             git__arbiter,help)
                 cmd="git__arbiter__subcmd__help"
                 ;;
+            git__arbiter,lint)
+                cmd="git__arbiter__subcmd__lint"
+                ;;
             git__arbiter,log)
                 cmd="git__arbiter__subcmd__log"
                 ;;
@@ -84,6 +87,9 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help,help)
                 cmd="git__arbiter__subcmd__help__subcmd__help"
+                ;;
+            git__arbiter__subcmd__help,lint)
+                cmd="git__arbiter__subcmd__help__subcmd__lint"
                 ;;
             git__arbiter__subcmd__help,log)
                 cmd="git__arbiter__subcmd__help__subcmd__log"
@@ -176,7 +182,7 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch clear halt slot stop log doctor generate help"
+            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch lint clear halt slot stop log doctor generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -322,7 +328,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch clear halt slot stop log doctor generate help"
+            opts="round race pick demo status worktree merge-back batch lint clear halt slot stop log doctor generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -420,6 +426,20 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__lint)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -622,6 +642,28 @@ _git__arbiter() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__lint)
+            opts="-h --json --into --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --into)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -2,8 +2,9 @@
 //! whose declared files are pairwise disjoint, at most `max`, deterministically.
 //!
 //! Order: by id. Eligible: not terminal, and `ready`, `needs_rework`, or
-//! `blocked` with every dependency `done`. A WO with no declared files could
-//! touch anything: it forms a solo batch, and only when no other WO is eligible.
+//! `blocked` with every dependency `done`. A WO with no declared files may
+//! touch anything (the drift check accepts all it changes): it forms a solo
+//! batch, and only when no other WO is eligible.
 //!
 //! Deferral reasons: `overlap` when the WO's declared files overlap those of
 //! a WO already chosen while the batch still had room (`conflicts_with` names
@@ -82,6 +83,25 @@ pub fn eligible(row: &Row, status_of: &BTreeMap<&str, (Status, bool)>) -> bool {
     }
 }
 
+/// The dependencies on halted work orders that keep an order waiting, as
+/// `(order, dependency)`: such an order cannot run until a human clears the
+/// dependency. `rows` must be sorted by id.
+pub fn halted_dependencies(rows: &[Row]) -> Vec<(&Row, &str)> {
+    let halted = |id: &str| {
+        rows.binary_search_by(|r| r.id.as_str().cmp(id))
+            .is_ok_and(|i| rows[i].terminal)
+    };
+    rows.iter()
+        .filter(|row| !row.terminal && row.status == Status::Blocked)
+        .flat_map(|row| {
+            row.deps
+                .iter()
+                .filter(|dep| halted(dep))
+                .map(move |dep| (row, dep.as_str()))
+        })
+        .collect()
+}
+
 /// Select the batch. `rows` must be sorted by id (as the reconcile table is).
 pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
     let status_of: BTreeMap<&str, (Status, bool)> = rows
@@ -97,17 +117,6 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
     let mut solo: Vec<&WorkOrder> = Vec::new();
     for row in rows {
         if !eligible(row, &status_of) {
-            if !row.terminal && row.status == Status::Blocked {
-                for dep in &row.deps {
-                    if status_of
-                        .get(dep.as_str())
-                        .is_some_and(|(_, halted)| *halted)
-                    {
-                        out.warnings
-                            .push(format!("{} waits on halted work order {dep}: it cannot run until '{dep}' is cleared", row.id));
-                    }
-                }
-            }
             continue;
         }
         let Some(wo) = orders.get(&row.id) else {
@@ -127,7 +136,7 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
             });
             continue;
         }
-        if wo.files.is_empty() {
+        if wo.touches_anything() {
             solo.push(wo);
             continue;
         }
@@ -198,6 +207,7 @@ mod tests {
                 .map(|f| Entry::parse(f).expect("valid"))
                 .collect(),
             task: String::new(),
+            lines: Default::default(),
         }
     }
 
@@ -221,12 +231,8 @@ mod tests {
 
     fn run(list: Vec<(WorkOrder, Status, bool)>, max: usize) -> Batch {
         let rows: Vec<Row> = list.iter().map(|(w, s, t)| row(w, *s, *t)).collect();
-        let orders = Orders::from_list(
-            "w".into(),
-            list.into_iter().map(|(w, _, _)| w).collect(),
-            &[],
-        )
-        .expect("valid orders");
+        let orders = Orders::from_list("w".into(), list.into_iter().map(|(w, _, _)| w).collect())
+            .expect("valid orders");
         let mut rows = rows;
         rows.sort_by(|a, b| a.id.cmp(&b.id));
         select(&orders, &rows, max)
@@ -245,6 +251,9 @@ mod tests {
             ("docs/*.md", "docs/guide.md", true),
             ("src/*/mod.rs", "src/x/**", true),
             ("a/b", "a/bc", false),
+            // A glob covers the files it matches, not what is below them.
+            ("src/*", "src/a/x.rs", false),
+            ("src/*", "src/a", true),
         ];
         for (x, y, overlap) in pairs {
             let b = run(
@@ -276,7 +285,7 @@ mod tests {
             .map(|w| row(w, Status::Ready, false))
             .collect();
         rows[1].hand_made_branch = Some("f00".into());
-        let orders = Orders::from_list("w".into(), orders, &[]).expect("orders");
+        let orders = Orders::from_list("w".into(), orders).expect("orders");
         let b = select(&orders, &rows, 8);
         // c's files are free (b is not built); a still waits for c.
         assert_eq!(ids(&b), ["c"]);
@@ -326,11 +335,28 @@ mod tests {
         );
         assert_eq!(ids(&b), ["b", "e"]);
         assert_eq!(b.ready, 2);
-        assert_eq!(b.warnings.len(), 1, "{:?}", b.warnings);
         assert_eq!(
             b.summary_line(),
             "arbiter batch ready=2 batch=2 deferred=0 max=8"
         );
+    }
+
+    #[test]
+    fn halted_dependencies_keep_orders_waiting() {
+        let c = wo("c", &["c"], &["d"]);
+        let d = wo("d", &["d"], &[]);
+        let e = wo("e", &["e"], &["d"]);
+        let rows = [
+            row(&c, Status::Blocked, false),
+            row(&d, Status::Ready, true),
+            // Halted itself: waiting on `d` is not what keeps it.
+            row(&e, Status::Blocked, true),
+        ];
+        let found: Vec<(&str, &str)> = halted_dependencies(&rows)
+            .into_iter()
+            .map(|(r, dep)| (r.id.as_str(), dep))
+            .collect();
+        assert_eq!(found, [("c", "d")]);
     }
 
     #[test]

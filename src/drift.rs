@@ -1,6 +1,7 @@
 //! The drift check of merge-back (DESIGN kernel 4): every path a merge
 //! changes on the integration branch must be covered by the work order's
-//! declared set.
+//! declared set ([`WorkOrder::covers`]: an order without declared files
+//! covers every path, a glob only the files it matches).
 //!
 //! Paths are taken from a tree-to-tree diff of the pre-merge tip and the
 //! merge result with rename detection OFF, so a rename counts as a deletion of

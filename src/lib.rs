@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod drift;
 pub mod error;
 pub mod exec;
+pub mod lint;
 pub mod merge;
 pub mod odb;
 pub mod orders;

@@ -2,9 +2,15 @@
 //!
 //! Format (DESIGN "Concepts"): the title is the first level-1 heading;
 //! `## Depends on` and `## Files to touch` hold bullet lists; `## Task` is the
-//! free text handed to the builder. Other `##` sections are kept in the task
-//! text. Headings inside fenced code blocks are ignored. A UTF-8 byte order
-//! mark at the start of the file is skipped.
+//! free text handed to the builder. Other `##` headings are text (kept in the
+//! task text after `## Task`), unless they look like a misspelt section name
+//! (`## Dependencies`, `## Files to tuoch`): those are errors, since ignoring
+//! them would drop a dependency or a declared file without a word. Headings
+//! inside fenced code blocks are ignored. A UTF-8 byte order mark at the
+//! start of the file is skipped.
+//!
+//! Without `## Files to touch` an order may touch anything; a section with
+//! no entries is an error, as it is more likely a mistake than a wish.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,8 +24,19 @@ pub struct WorkOrder {
     pub title: String,
     pub path: PathBuf,
     pub deps: Vec<String>,
+    /// Empty when the order has no `## Files to touch`: it may touch anything.
     pub files: Vec<Entry>,
     pub task: String,
+    pub lines: Lines,
+}
+
+/// Where a work order declared things (1-based lines), for messages.
+#[derive(Debug, Clone, Default)]
+pub struct Lines {
+    /// The line of each of `deps`, in the same order.
+    pub deps: Vec<usize>,
+    /// The line of each of `files`, in the same order.
+    pub files: Vec<usize>,
 }
 
 impl WorkOrder {
@@ -28,9 +45,23 @@ impl WorkOrder {
         self.files.iter().map(|e| e.as_str().to_owned()).collect()
     }
 
+    /// Does the order declare no files, and so may touch anything (and runs alone)?
+    pub fn touches_anything(&self) -> bool {
+        self.files.is_empty()
+    }
+
     /// Does this WO's own declared set cover `path`?
     pub fn covers(&self, path: &str) -> bool {
-        self.files.iter().any(|e| e.covers(path))
+        self.touches_anything() || self.files.iter().any(|e| e.covers(path))
+    }
+
+    /// The line of dependency `dep`, or 1 when it is not one.
+    pub fn dep_line(&self, dep: &str) -> usize {
+        self.deps
+            .iter()
+            .position(|d| d == dep)
+            .and_then(|i| self.lines.deps.get(i).copied())
+            .unwrap_or(1)
     }
 }
 
@@ -43,8 +74,13 @@ pub enum Error {
         message: String,
         hint: String,
     },
+    /// `file` and `line` name the first order's dependency on the second.
     #[error("dependency cycle: {}", cycle.join(" -> "))]
-    Cycle { cycle: Vec<String> },
+    Cycle {
+        cycle: Vec<String>,
+        file: PathBuf,
+        line: usize,
+    },
     #[error("work-order directory {}: {message}", dir.display())]
     Dir {
         dir: PathBuf,
@@ -54,6 +90,24 @@ pub enum Error {
 }
 
 impl Error {
+    /// The file and line the error is about (a directory error has no line).
+    pub fn location(&self) -> (&Path, Option<usize>) {
+        match self {
+            Error::Invalid { file, line, .. } | Error::Cycle { file, line, .. } => {
+                (file, Some(*line))
+            }
+            Error::Dir { dir, .. } => (dir, None),
+        }
+    }
+
+    /// What is wrong, without the location.
+    pub fn message(&self) -> String {
+        match self {
+            Error::Invalid { message, .. } | Error::Dir { message, .. } => message.clone(),
+            Error::Cycle { .. } => self.to_string(),
+        }
+    }
+
     pub fn hint(&self) -> Option<String> {
         match self {
             Error::Invalid { hint, .. } | Error::Dir { hint, .. } => Some(hint.clone()),
@@ -108,22 +162,73 @@ enum Section {
     Other,
 }
 
-/// Parse one work-order file. `id` comes from the file stem.
+/// The sections, by the name written after `## ` (compared case-insensitively).
+const SECTIONS: [(&str, Section); 3] = [
+    ("Depends on", Section::Deps),
+    ("Files to touch", Section::Files),
+    ("Task", Section::Task),
+];
+
+/// Names people write for a section, with the section they mean: a heading
+/// equal or close to one of these is a misspelt section, not task text.
+const NEAR_NAMES: &[(&str, &str)] = &[
+    ("depends on", "Depends on"),
+    ("dependencies", "Depends on"),
+    ("dependency", "Depends on"),
+    ("depends", "Depends on"),
+    ("deps", "Depends on"),
+    ("prerequisites", "Depends on"),
+    ("files to touch", "Files to touch"),
+    ("files", "Files to touch"),
+    ("files to change", "Files to touch"),
+    ("files to edit", "Files to touch"),
+    ("files to modify", "Files to touch"),
+    ("declared files", "Files to touch"),
+    ("task", "Task"),
+];
+
+/// The section `name` (a `##` heading's text, lowercase) was probably meant
+/// to be. Damerau-Levenshtein distance at most 2, but 1 for names shorter
+/// than 8 characters: `## Test`, `## Docs` or `## Steps` are ordinary task
+/// headings two edits away from `Task` or `Deps`.
+fn meant_section(name: &str) -> Option<&'static str> {
+    NEAR_NAMES.iter().find_map(|&(near, section)| {
+        let allowed = if near.chars().count() < 8 { 1 } else { 2 };
+        (strsim::damerau_levenshtein(name, near) <= allowed).then_some(section)
+    })
+}
+
+/// Parse one work-order file. `id` comes from the file stem. On error, the
+/// first problem of the file.
 pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
+    parse_all(id, path, text)
+        .map_err(|errors| errors.into_iter().next().expect("an Err holds an error"))
+}
+
+/// Parse one work-order file, reporting every problem found in it, in the
+/// order found (a bad id ends the search: the file may not be an order at all).
+fn parse_all(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Vec<Error>> {
     if let Err(message) = check_id(id) {
-        return Err(invalid(
+        return Err(vec![invalid(
             path,
             1,
             message,
-            "rename the file to a lowercase id such as 'wo-01.md'",
-        ));
+            "rename the file to a lowercase id such as 'wo-01.md', \
+             or start its name with '_' if it is not a work order",
+        )]);
     }
+    let mut errors = Vec::new();
     // Editors on Windows may save UTF-8 with a byte order mark; it is not
     // part of the text, and left in place it would hide the `# Title`.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut title = None;
+    let mut titled = false;
     let mut deps: Vec<(String, usize)> = Vec::new();
-    let mut files = Vec::new();
+    let mut files: Vec<Entry> = Vec::new();
+    let mut file_lines = Vec::new();
+    let mut files_heading = None;
+    // Lines written in `## Files to touch`, accepted or not.
+    let mut file_items = 0;
     let mut task = String::new();
     let mut section = Section::Preamble;
     let mut in_fence = false;
@@ -136,39 +241,52 @@ pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
         }
         if !in_fence {
             if let Some(heading) = trimmed.strip_prefix("# ") {
-                if title.is_none() {
+                if !titled {
+                    titled = true;
                     let heading = heading.trim();
                     if heading.is_empty() {
-                        return Err(invalid(
+                        errors.push(invalid(
                             path,
                             lineno,
                             "empty title",
                             "write the title after '# '",
                         ));
+                    } else {
+                        title = Some(heading.to_owned());
                     }
-                    title = Some(heading.to_owned());
                     continue;
                 }
             } else if let Some(heading) = trimmed.strip_prefix("## ") {
-                let name = heading.trim().to_ascii_lowercase();
-                let next = match name.as_str() {
-                    "depends on" => Some((Section::Deps, 0)),
-                    "files to touch" => Some((Section::Files, 1)),
-                    "task" => Some((Section::Task, 2)),
-                    _ => None,
-                };
-                if let Some((next, slot)) = next {
+                let heading = heading.trim();
+                let name = heading.to_ascii_lowercase();
+                let known = SECTIONS
+                    .iter()
+                    .position(|(known, _)| known.eq_ignore_ascii_case(&name));
+                if let Some(slot) = known {
                     if seen[slot] {
-                        return Err(invalid(
+                        errors.push(invalid(
                             path,
                             lineno,
-                            format!("section '## {}' appears twice", heading.trim()),
+                            format!("section '## {heading}' appears twice"),
                             "merge the two sections into one",
                         ));
                     }
                     seen[slot] = true;
-                    section = next;
+                    section = SECTIONS[slot].1;
+                    if section == Section::Files {
+                        files_heading = Some(lineno);
+                    }
                     continue;
+                }
+                if let Some(meant) = meant_section(&name) {
+                    errors.push(invalid(
+                        path,
+                        lineno,
+                        format!("unknown section '## {heading}': did you mean '## {meant}'?"),
+                        format!(
+                            "write '## {meant}', or reword the heading if it is part of the task text"
+                        ),
+                    ));
                 }
                 if section != Section::Task {
                     section = Section::Other;
@@ -186,12 +304,15 @@ pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
                 if content.is_empty() || (content.starts_with("<!--") && content.ends_with("-->")) {
                     continue;
                 }
+                if section == Section::Files {
+                    file_items += 1;
+                }
                 let Some(item) = content
                     .strip_prefix("- ")
                     .or_else(|| content.strip_prefix("* "))
                 else {
                     let empty_bullet = content == "-" || content == "*";
-                    return Err(if empty_bullet {
+                    errors.push(if empty_bullet {
                         invalid(
                             path,
                             lineno,
@@ -206,60 +327,77 @@ pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
                             "write one entry per line as '- <entry>'",
                         )
                     });
+                    continue;
                 };
                 let item = strip_backticks(item.trim());
                 if section == Section::Deps {
                     if let Err(message) = check_id(item) {
-                        return Err(invalid(
+                        errors.push(invalid(
                             path,
                             lineno,
                             format!("dependency {message}"),
                             "name the work order by its file stem, e.g. '- wo-01'",
                         ));
+                    } else if !deps.iter().any(|(d, _)| d == item) {
+                        deps.push((item.to_owned(), lineno));
                     }
-                    if deps.iter().any(|(d, _)| d == item) {
-                        continue;
-                    }
-                    deps.push((item.to_owned(), lineno));
                 } else {
-                    let entry = Entry::parse(item).map_err(|e| {
-                        invalid(
+                    match Entry::parse(item) {
+                        Err(e) => errors.push(invalid(
                             path,
                             lineno,
                             format!("declared entry '{item}': {e}"),
                             "declare repo-relative paths or globs such as 'src/ui/**'",
-                        )
-                    })?;
-                    if !files.contains(&entry) {
-                        files.push(entry);
+                        )),
+                        Ok(entry) if !files.contains(&entry) => {
+                            files.push(entry);
+                            file_lines.push(lineno);
+                        }
+                        Ok(_) => {}
                     }
                 }
             }
         }
     }
-    let Some(title) = title else {
-        return Err(invalid(
+    if !titled {
+        errors.push(invalid(
             path,
             1,
             "no title",
             "start the file with a '# Title' line",
         ));
-    };
+    }
+    if let Some(heading) = files_heading.filter(|_| file_items == 0) {
+        errors.push(invalid(
+            path,
+            heading,
+            "'## Files to touch' declares no files",
+            "declare an entry, or remove the section to let the order touch anything",
+        ));
+    }
     if let Some((_, line)) = deps.iter().find(|(d, _)| d == id) {
-        return Err(invalid(
+        errors.push(invalid(
             path,
             *line,
             format!("work order '{id}' depends on itself"),
             "remove the entry",
         ));
     }
+    let Some(title) = title.filter(|_| errors.is_empty()) else {
+        return Err(errors);
+    };
+    let (deps, dep_lines) = deps.into_iter().unzip();
     Ok(WorkOrder {
         id: id.to_owned(),
         title,
         path: path.to_owned(),
-        deps: deps.into_iter().map(|(d, _)| d).collect(),
+        deps,
         files,
         task: task.trim().to_owned(),
+        lines: Lines {
+            deps: dep_lines,
+            files: file_lines,
+        },
     })
 }
 
@@ -295,49 +433,72 @@ impl Orders {
     }
 
     /// Build from parsed orders, checking unknown dependencies and cycles.
-    pub fn from_list(
-        dir: PathBuf,
-        mut list: Vec<WorkOrder>,
-        texts: &[(PathBuf, String)],
-    ) -> Result<Orders, Error> {
+    pub fn from_list(dir: PathBuf, list: Vec<WorkOrder>) -> Result<Orders, Error> {
+        let orders = Orders::unchecked(dir, list);
+        match orders
+            .dependency_errors(&|_| false, true)
+            .into_iter()
+            .next()
+        {
+            Some(e) => Err(e),
+            None => Ok(orders),
+        }
+    }
+
+    /// Sorted and indexed, dependencies not checked.
+    fn unchecked(dir: PathBuf, mut list: Vec<WorkOrder>) -> Orders {
         list.sort_by(|a, b| a.id.cmp(&b.id));
-        let index: BTreeMap<String, usize> = list
+        let index = list
             .iter()
             .enumerate()
             .map(|(i, wo)| (wo.id.clone(), i))
             .collect();
-        for wo in &list {
-            for dep in &wo.deps {
-                if !index.contains_key(dep) {
-                    let line = texts
-                        .iter()
-                        .find(|(p, _)| *p == wo.path)
-                        .and_then(|(_, t)| line_of_dep(t, dep))
-                        .unwrap_or(1);
-                    return Err(invalid(
+        Orders { dir, list, index }
+    }
+
+    /// Unknown dependencies, in id and file order, then dependency cycles. A
+    /// dependency on an id `exists` knows (an order that failed to load) is
+    /// not unknown, but cannot be part of a cycle either. With `first_only`,
+    /// at most the first error.
+    fn dependency_errors(&self, exists: &dyn Fn(&str) -> bool, first_only: bool) -> Vec<Error> {
+        let mut errors = Vec::new();
+        for wo in &self.list {
+            for (i, dep) in wo.deps.iter().enumerate() {
+                if !self.index.contains_key(dep) && !exists(dep) {
+                    errors.push(invalid(
                         &wo.path,
-                        line,
+                        wo.lines.deps.get(i).copied().unwrap_or(1),
                         format!("unknown dependency '{dep}'"),
-                        format!("create {}/{dep}.md or remove the entry", dir.display()),
+                        format!("create {}/{dep}.md or remove the entry", self.dir.display()),
                     ));
+                    if first_only {
+                        return errors;
+                    }
                 }
             }
         }
-        let orders = Orders { dir, list, index };
-        if let Some(cycle) = orders.find_cycle() {
-            return Err(Error::Cycle { cycle });
+        for cycle in self.find_cycles(first_only) {
+            let first = &self.list[self.index[&cycle[0]]];
+            errors.push(Error::Cycle {
+                file: first.path.clone(),
+                line: first.dep_line(&cycle[1]),
+                cycle,
+            });
         }
-        Ok(orders)
+        errors
     }
 
-    /// The first dependency cycle in id order, as `a -> b -> a`.
-    fn find_cycle(&self) -> Option<Vec<String>> {
+    /// Dependency cycles in id order, as `a -> b -> a`: one for each
+    /// dependency that closes a loop in a depth-first walk, so every order
+    /// on a loop is in at least one of them. With `first_only`, the first.
+    fn find_cycles(&self, first_only: bool) -> Vec<Vec<String>> {
         #[derive(Clone, Copy, PartialEq)]
         enum Mark {
             New,
             Active,
             Done,
         }
+        let mut cycles = Vec::new();
         let mut marks = vec![Mark::New; self.list.len()];
         for start in 0..self.list.len() {
             if marks[start] != Mark::New {
@@ -349,8 +510,11 @@ impl Orders {
             while let Some(&mut (node, ref mut next)) = stack.last_mut() {
                 let deps = &self.list[node].deps;
                 if *next < deps.len() {
-                    let dep = self.index[&deps[*next]];
+                    let dep = self.index.get(&deps[*next]).copied();
                     *next += 1;
+                    let Some(dep) = dep else {
+                        continue;
+                    };
                     match marks[dep] {
                         Mark::New => {
                             marks[dep] = Mark::Active;
@@ -366,7 +530,10 @@ impl Orders {
                                 .map(|&(n, _)| self.list[n].id.clone())
                                 .collect();
                             cycle.push(self.list[dep].id.clone());
-                            return Some(cycle);
+                            cycles.push(cycle);
+                            if first_only {
+                                return cycles;
+                            }
                         }
                         Mark::Done => {}
                     }
@@ -376,21 +543,8 @@ impl Orders {
                 }
             }
         }
-        None
+        cycles
     }
-}
-
-fn line_of_dep(text: &str, dep: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            let l = l.trim();
-            let item = l
-                .strip_prefix("- ")
-                .or_else(|| l.strip_prefix("* "))
-                .map(str::trim);
-            item.map(strip_backticks) == Some(dep)
-        })
-        .map(|i| i + 1)
 }
 
 fn file_stem(path: &Path) -> &str {
@@ -399,30 +553,45 @@ fn file_stem(path: &Path) -> &str {
         .unwrap_or_default()
 }
 
+/// Is `path` (a file of the orders directory) a work order? Every `*.md`
+/// but `README.md` (any case) and names starting with `_` or `.`: the
+/// directory may hold its own notes, templates and editors' files.
+fn is_order_file(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    path.extension().is_some_and(|e| e == "md")
+        && !name.starts_with(['_', '.'])
+        && !file_stem(path).eq_ignore_ascii_case("readme")
+}
+
 /// At most this many threads read and parse work orders in [`load`].
 const MAX_READERS: usize = 4;
 /// Fewer files than this per thread are not worth a thread.
 const MIN_FILES_PER_READER: usize = 256;
 
-/// Read and parse `paths` on a few threads. The results are in the order of
-/// `paths` and end at the first error (the first in that order).
-fn read_and_parse(paths: &[PathBuf]) -> Vec<Result<(WorkOrder, String), Error>> {
+/// Read and parse `paths` on a few threads, in the order of `paths`. With
+/// `first_only`, the results end at the first file with an error (the first
+/// in that order), which holds that error only; otherwise every file is read
+/// and each failed one holds all of its errors.
+fn read_and_parse(paths: &[PathBuf], first_only: bool) -> Vec<Result<WorkOrder, Vec<Error>>> {
     let read = |paths: &[PathBuf]| {
         let mut out = Vec::with_capacity(paths.len());
         for path in paths {
             let result = std::fs::read_to_string(path)
                 .map_err(|e| {
-                    invalid(
+                    vec![invalid(
                         path,
                         1,
                         format!("cannot read: {e}"),
                         "work orders must be readable UTF-8 Markdown",
-                    )
+                    )]
                 })
-                .and_then(|text| Ok((parse(file_stem(path), path, &text)?, text)));
+                .and_then(|text| parse_all(file_stem(path), path, &text));
             let failed = result.is_err();
             out.push(result);
-            if failed {
+            if failed && first_only {
                 break;
             }
         }
@@ -451,16 +620,16 @@ fn read_and_parse(paths: &[PathBuf]) -> Vec<Result<(WorkOrder, String), Error>> 
     for part in parts {
         let failed = part.last().is_some_and(Result::is_err);
         out.extend(part);
-        if failed {
+        if failed && first_only {
             break;
         }
     }
     out
 }
 
-/// Read and validate every `*.md` in `dir`. A missing directory is an error:
-/// the user pointed us somewhere that holds no work orders.
-pub fn load(dir: &Path) -> Result<Orders, Error> {
+/// The work-order files of `dir` ([`is_order_file`]), sorted. A missing
+/// directory is an error: the user pointed us somewhere that holds no work orders.
+fn order_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let read_dir = std::fs::read_dir(dir).map_err(|e| Error::Dir {
         dir: dir.to_owned(),
         message: e.to_string(),
@@ -475,7 +644,7 @@ pub fn load(dir: &Path) -> Result<Orders, Error> {
             hint: "check the directory's permissions".into(),
         })?;
         let path = entry.path();
-        if path.extension().is_some_and(|e| e == "md") {
+        if is_order_file(&path) {
             // The directory entry's own type costs no system call; only a
             // symbolic link (or an unknown type) needs `is_file` to follow it.
             let is_file = match entry.file_type() {
@@ -489,14 +658,18 @@ pub fn load(dir: &Path) -> Result<Orders, Error> {
         }
     }
     paths.sort();
-    // Duplicate ids are found from the names alone, before anything is read;
-    // such an error still only wins over the errors of the files before it.
-    let mut duplicate = None;
+    Ok(paths)
+}
+
+/// The files of (sorted) `paths` whose id, ignoring case, an earlier file
+/// already has: their index and the error. With `first_only`, the first.
+fn duplicates(paths: &[PathBuf], first_only: bool) -> Vec<(usize, Error)> {
+    let mut found = Vec::new();
     let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
     for (i, path) in paths.iter().enumerate() {
         let stem = file_stem(path);
         if let Some(first) = seen.get(&stem.to_ascii_lowercase()) {
-            duplicate = Some((
+            found.push((
                 i,
                 invalid(
                     path,
@@ -508,22 +681,70 @@ pub fn load(dir: &Path) -> Result<Orders, Error> {
                     "give each work order its own file name",
                 ),
             ));
-            break;
+            if first_only {
+                break;
+            }
+        } else {
+            seen.insert(stem.to_ascii_lowercase(), path);
         }
-        seen.insert(stem.to_ascii_lowercase(), path);
     }
+    found
+}
+
+/// Read and validate every work order in `dir`; the first error ends it.
+pub fn load(dir: &Path) -> Result<Orders, Error> {
+    let paths = order_files(dir)?;
+    // Duplicate ids are found from the names alone, before anything is read;
+    // such an error still only wins over the errors of the files before it.
+    let duplicate = duplicates(&paths, true).into_iter().next();
     let readable = duplicate.as_ref().map_or(paths.len(), |(i, _)| *i);
-    let mut texts = Vec::with_capacity(readable);
     let mut list = Vec::with_capacity(readable);
-    for read in read_and_parse(&paths[..readable]) {
-        let (wo, text) = read?;
-        texts.push((wo.path.clone(), text));
-        list.push(wo);
+    for read in read_and_parse(&paths[..readable], true) {
+        list.push(
+            read.map_err(|errors| errors.into_iter().next().expect("an Err holds an error"))?,
+        );
     }
     if let Some((_, e)) = duplicate {
         return Err(e);
     }
-    Orders::from_list(dir.to_owned(), list, &texts)
+    Orders::from_list(dir.to_owned(), list)
+}
+
+/// Every problem of the work orders in a directory, and the orders that are
+/// fine (for `git arbiter lint`).
+#[derive(Debug)]
+pub struct Checked {
+    /// The orders that parsed, dependencies unchecked.
+    pub orders: Orders,
+    /// Every error found, file by file, then unknown dependencies and cycles.
+    pub errors: Vec<Error>,
+}
+
+/// Like [`load`], but carry on past errors to report all of them. Only a
+/// directory that cannot be read is an `Err`.
+pub fn check(dir: &Path) -> Result<Checked, Error> {
+    let paths = order_files(dir)?;
+    let duplicates = duplicates(&paths, false);
+    let mut errors = Vec::new();
+    let mut readable = Vec::with_capacity(paths.len());
+    let mut next_duplicate = duplicates.into_iter().peekable();
+    for (i, path) in paths.iter().enumerate() {
+        match next_duplicate.next_if(|(d, _)| *d == i) {
+            Some((_, e)) => errors.push(e),
+            None => readable.push(path.clone()),
+        }
+    }
+    let mut list = Vec::with_capacity(readable.len());
+    for read in read_and_parse(&readable, false) {
+        match read {
+            Ok(wo) => list.push(wo),
+            Err(e) => errors.extend(e),
+        }
+    }
+    let orders = Orders::unchecked(dir.to_owned(), list);
+    let exists = |id: &str| paths.iter().any(|p| file_stem(p) == id);
+    errors.extend(orders.dependency_errors(&exists, false));
+    Ok(Checked { orders, errors })
 }
 
 #[cfg(test)]
@@ -595,6 +816,194 @@ mod tests {
     }
 
     #[test]
+    fn without_files_to_touch_an_order_touches_anything() {
+        let wo = p("# T\n## Task\nRename things.\n").expect("valid");
+        assert!(wo.touches_anything());
+        assert!(wo.covers("any/path.rs"));
+        let wo = p("# T\n## Files to touch\n- src/a.rs\n").expect("valid");
+        assert!(!wo.touches_anything());
+        assert!(!wo.covers("any/path.rs"));
+    }
+
+    #[test]
+    fn an_empty_files_to_touch_is_an_error() {
+        for text in [
+            "# T\n## Files to touch\n\n## Task\nx\n",
+            "# T\n## Files to touch\n<!-- none yet -->\n",
+        ] {
+            match p(text) {
+                Err(Error::Invalid {
+                    line,
+                    message,
+                    hint,
+                    ..
+                }) => {
+                    assert_eq!(line, 2, "{text:?}");
+                    assert_eq!(message, "'## Files to touch' declares no files");
+                    assert_eq!(
+                        hint,
+                        "declare an entry, or remove the section to let the order touch anything"
+                    );
+                }
+                other => panic!("{text:?}: expected an error, got {other:?}"),
+            }
+        }
+        // Entries that are refused are reported as such, not as an empty section.
+        let err = parse_all(
+            "wo-01",
+            Path::new("wo-01.md"),
+            "# T\n## Files to touch\n- /a\n",
+        )
+        .unwrap_err();
+        assert_eq!(err.len(), 1, "{err:?}");
+    }
+
+    #[test]
+    fn misspelt_sections_are_errors() {
+        let cases = [
+            ("## Files to tuoch", "Files to touch"),
+            ("## files to touch:", "Files to touch"),
+            ("## File to touch", "Files to touch"),
+            ("## Files", "Files to touch"),
+            ("## Files to edit", "Files to touch"),
+            ("## Dependencies", "Depends on"),
+            ("## Depends", "Depends on"),
+            ("## Deps", "Depends on"),
+            ("## Depend on", "Depends on"),
+            ("## Dependson", "Depends on"),
+            ("## Tasks", "Task"),
+            ("## Tsak", "Task"),
+        ];
+        for (heading, meant) in cases {
+            let text = format!("# T\n## Files to touch\n- a\n{heading}\n- wo-02\n");
+            match p(&text) {
+                Err(Error::Invalid { line, message, .. }) => {
+                    assert_eq!(line, 4, "{heading}");
+                    assert!(
+                        message.ends_with(&format!("did you mean '## {meant}'?")),
+                        "{heading}: {message}"
+                    );
+                }
+                other => panic!("{heading}: expected an error, got {other:?}"),
+            }
+        }
+        // Headings further from every section name are task text.
+        for heading in [
+            "## Notes",
+            "## Test",
+            "## Tests",
+            "## Docs",
+            "## Steps",
+            "## Context",
+            "## Details",
+            "## Required reading",
+        ] {
+            let text = format!("# T\n## Files to touch\n- a\n## Task\nx\n{heading}\ny\n");
+            let wo = p(&text).unwrap_or_else(|e| panic!("{heading}: {e}"));
+            assert!(wo.task.contains(heading), "{heading}: {:?}", wo.task);
+        }
+    }
+
+    #[test]
+    fn parse_all_reports_every_problem_of_a_file() {
+        let text = "# T\n## Dependencies\n- wo-02\n## Files to touch\n- /abs\n- ok.rs\n- a/../b\n## Task\n## Task\n";
+        let lines: Vec<usize> = parse_all("wo-01", Path::new("wo-01.md"), text)
+            .unwrap_err()
+            .iter()
+            .map(|e| e.location().1.unwrap_or(0))
+            .collect();
+        assert_eq!(lines, [2, 5, 7, 9]);
+    }
+
+    #[test]
+    fn lines_are_kept_for_messages() {
+        let wo = p("# T\n## Depends on\n- wo-00\n\n- wo-02\n## Files to touch\n- a\n- b/*\n")
+            .expect("valid");
+        assert_eq!(wo.lines.deps, [3, 5]);
+        assert_eq!(wo.lines.files, [7, 8]);
+        assert_eq!(wo.dep_line("wo-02"), 5);
+    }
+
+    #[test]
+    fn readmes_and_underscore_or_dot_files_are_not_orders() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("write");
+        };
+        write("wo-01.md", "# One\n## Files to touch\n- a\n");
+        for name in [
+            "README.md",
+            "readme.md",
+            "_template.md",
+            ".draft.md",
+            "notes.txt",
+        ] {
+            write(name, "not an order\n");
+        }
+        let orders = load(dir.path()).expect("only wo-01 is an order");
+        assert_eq!(orders.len(), 1);
+        // Any other name is still an order, and a bad one is an error.
+        write("Notes.md", "# N\n");
+        let err = load(dir.path()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("Notes.md:1: id 'Notes' must match"),
+            "{err}"
+        );
+        assert!(
+            err.hint()
+                .is_some_and(|h| h.contains("start its name with '_'")),
+            "{:?}",
+            err.hint()
+        );
+    }
+
+    #[test]
+    fn check_reports_every_error_of_every_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("write");
+        };
+        write("a.md", "# A\n## Depends on\n- b\n- gone\n");
+        write("b.md", "# B\n## Depends on\n- a\n");
+        write("c.md", "# C\n## Files to tuoch\n- x\n## Files to touch\n");
+        // Broken, but it exists: depending on it is not an unknown dependency.
+        write("e.md", "# E\n## Depends on\n- c\n");
+        write("F.md", "# F\n");
+        write("f.md", "# F again\n");
+        let checked = check(dir.path()).expect("readable");
+        let got: Vec<String> = checked
+            .errors
+            .iter()
+            .map(|e| {
+                let (path, line) = e.location();
+                let name = path.file_name().expect("file").to_string_lossy();
+                format!("{name}:{}: {}", line.unwrap_or(0), e.message())
+            })
+            .collect();
+        let first_f = dir.path().join("F.md");
+        assert_eq!(
+            got,
+            [
+                format!(
+                    "f.md:1: duplicate work-order id 'f' (also {})",
+                    first_f.display()
+                ),
+                "F.md:1: id 'F' must match [a-z0-9][a-z0-9._-]* (lowercase letters, digits, '.', '_', '-')".into(),
+                "c.md:2: unknown section '## Files to tuoch': did you mean '## Files to touch'?".into(),
+                "c.md:4: '## Files to touch' declares no files".into(),
+                "a.md:4: unknown dependency 'gone'".into(),
+                "a.md:3: dependency cycle: a -> b -> a".into(),
+            ]
+        );
+        let ids: Vec<&str> = checked.orders.iter().map(|wo| wo.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "e"]);
+        // `load` stops at the first error in file order.
+        let err = load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("F.md:1: id 'F'"), "{err}");
+    }
+
+    #[test]
     fn id_rules() {
         for ok in ["a", "wo-01", "0.1_x", &"a".repeat(64)] {
             assert!(check_id(ok).is_ok(), "{ok}");
@@ -656,6 +1065,7 @@ mod tests {
             deps: deps.iter().map(|d| d.to_string()).collect(),
             files: vec![],
             task: String::new(),
+            lines: Default::default(),
         }
     }
 
@@ -664,16 +1074,14 @@ mod tests {
         let err = Orders::from_list(
             "w".into(),
             vec![wo("a", &["b"]), wo("b", &["c"]), wo("c", &["a"])],
-            &[],
         )
         .unwrap_err();
         assert_eq!(err.to_string(), "dependency cycle: a -> b -> c -> a");
-        let err = Orders::from_list("w".into(), vec![wo("a", &["zz"])], &[]).unwrap_err();
+        let err = Orders::from_list("w".into(), vec![wo("a", &["zz"])]).unwrap_err();
         assert!(err.to_string().contains("unknown dependency 'zz'"), "{err}");
         let ok = Orders::from_list(
             "w".into(),
             vec![wo("b", &["a"]), wo("a", &[]), wo("c", &["a", "b"])],
-            &[],
         )
         .expect("a DAG");
         assert_eq!(

@@ -4,9 +4,10 @@
 //! that the selector calls disjoint can never both cover one path.
 //!
 //! An entry is a repo-relative, `/`-separated path or glob. A literal path
-//! also stands for everything below it (a directory). A glob covers a path
-//! when it matches the path or one of its ancestor directories; `*` and `?`
-//! never cross `/`, `**` spans any number of segments.
+//! also stands for everything below it (a directory). A glob covers the files
+//! it matches and nothing else: `src/*` covers `src/main.rs`, not
+//! `src/ui/login.rs`, even though it matches the directory `src/ui`. `*` and
+//! `?` never cross `/`, `**` spans any number of segments.
 
 use std::sync::OnceLock;
 
@@ -277,24 +278,26 @@ impl Entry {
         self.text.split('/').take_while(|part| !is_glob(part))
     }
 
+    /// The directory every path a glob matches lies below: its leading
+    /// literal segments (`src/ui` for `src/ui/*.rs`, empty for `*.md`).
+    /// Of a literal entry, the whole text.
+    pub fn base(&self) -> &str {
+        let len = self
+            .literal_prefix()
+            .map(|part| part.len() + 1)
+            .sum::<usize>();
+        &self.text[..len.saturating_sub(1)]
+    }
+
     /// Does this entry cover `path` (a repo-relative file path)?
     pub fn covers(&self, path: &str) -> bool {
         if self.kind == Kind::Literal {
             let text = &*self.text;
             return path == text || (path.starts_with(text) && path.as_bytes()[text.len()] == b'/');
         }
-        if self.whole_matches(path) {
-            return true;
-        }
-        // A glob that matches an ancestor directory covers what is inside it.
-        let mut end = path.len();
-        while let Some(slash) = path[..end].rfind('/') {
-            if self.whole_matches(&path[..slash]) {
-                return true;
-            }
-            end = slash;
-        }
-        false
+        // Only what the glob matches: a `*` that happens to match a directory
+        // must not quietly declare everything inside it.
+        self.whole_matches(path)
     }
 
     /// Can some path be covered by both entries? Conservative: `true` when unsure.
@@ -327,9 +330,18 @@ impl Entry {
                 (Segment::Pattern(..), Segment::Pattern(..)) => {}
             }
         }
-        // One ran out first: it names an ancestor directory of what the other can
-        // name, and a directory covers everything inside it.
-        true
+        // Equally long, every segment compatible: some path matches both.
+        // When one ran out first it names an ancestor of what the other can
+        // name. A literal covers everything below it; a glob without `**`
+        // covers only paths as deep as itself, and the rest of the other
+        // entry needs at least one more segment (a trailing `**` matches one
+        // or more), so they share no path.
+        let (len_x, len_y) = (self.text.split('/').count(), other.text.split('/').count());
+        match len_x.cmp(&len_y) {
+            std::cmp::Ordering::Equal => true,
+            std::cmp::Ordering::Less => self.kind == Kind::Literal,
+            std::cmp::Ordering::Greater => other.kind == Kind::Literal,
+        }
     }
 }
 
@@ -434,6 +446,15 @@ mod tests {
             ("{src/a,lib}/x", "tests/x", true),
             ("src/{a,b}.rs", "src/c.rs", false),
             ("./src//a.rs", "src/a.rs", true),
+            // A glob covers the files it matches, not what lies below them.
+            ("a/*", "a/b/c.txt", false),
+            ("src/*", "src/a/**", false),
+            ("a/*", "a/*/c", false),
+            ("a/*", "a/**/c", true),
+            ("src/*", "src/**", true),
+            // `a/b` may be a file, which `a/*` matches.
+            ("a/*", "a/b", true),
+            ("a", "a/*/c", true),
         ];
         for (a, b, want) in cases {
             assert_eq!(e(a).overlaps(&e(b)), want, "{a} vs {b}");
@@ -448,7 +469,14 @@ mod tests {
             ("src/a", "src/a/x.rs", true),
             ("src/a", "src/ab.rs", false),
             ("src/**", "src/a/b/c.rs", true),
-            ("src/*", "src/a/b.rs", true),
+            ("src/*", "src/a.rs", true),
+            // `*` matches the directory `src/a`, but a glob covers only files.
+            ("src/*", "src/a/b.rs", false),
+            ("src/*/", "src/a/b.rs", false),
+            ("src/**", "src/a", true),
+            ("**/*.rs", "a.rs", true),
+            ("**/*.rs", "a/b/c.rs", true),
+            ("src/**/mod.rs", "src/mod.rs", true),
             ("docs/*.md", "docs/a.md", true),
             ("docs/*.md", "docs/a/b.md", false),
             ("file with space.txt", "file with space.txt", true),
@@ -456,6 +484,20 @@ mod tests {
         ];
         for (entry, path, want) in cases {
             assert_eq!(e(entry).covers(path), want, "{entry} covers {path}");
+        }
+    }
+
+    #[test]
+    fn base_of_entries() {
+        for (entry, base) in [
+            ("src/ui/*.rs", "src/ui"),
+            ("src/**", "src"),
+            ("*.md", ""),
+            ("{src/a,lib}/x", ""),
+            ("a/{b,c/d}/e", "a"),
+            ("src/a.rs", "src/a.rs"),
+        ] {
+            assert_eq!(e(entry).base(), base, "{entry}");
         }
     }
 

@@ -1,4 +1,4 @@
-use crate::common::TestEnv;
+use crate::common::{Run, TestEnv};
 
 fn setup() -> TestEnv {
     let env = TestEnv::new();
@@ -131,4 +131,122 @@ fn a_byte_order_mark_before_the_title_is_accepted() {
         "{}",
         run.stdout
     );
+}
+
+fn round(env: &TestEnv, build: &str) -> Run {
+    env.run(&["round", "--json", "--max-total", "2", "--build", build])
+}
+
+#[test]
+fn an_order_without_declared_files_runs_alone_and_lands() {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.write("src/a.rs", "a\n");
+    env.write(
+        "work-orders/tidy-up.md",
+        "# Tidy up\n\n## Task\nRename things across the code base.\n",
+    );
+    env.work_order("wo-01", "One", &[], &["src/one.txt"]);
+    env.commit_all("init");
+    let build = "if [ $ARBITER_WO = tidy-up ]; then echo tidy > README; echo b > src/a.rs; \
+                 else mkdir -p src; echo one > src/one.txt; fi";
+    let summary = round(&env, build).success().json();
+    assert_eq!(summary["done"], serde_json::json!(["tidy-up", "wo-01"]));
+    assert_eq!(summary["halted"], serde_json::json!([]));
+    assert_eq!(summary["rounds"], 2, "tidy-up ran alone, after wo-01");
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("README")).expect("README"),
+        "tidy\n"
+    );
+    env.fsck();
+}
+
+#[test]
+fn an_empty_files_to_touch_is_an_error() {
+    let env = TestEnv::new();
+    env.write(
+        "work-orders/wo-01.md",
+        "# One\n\n## Files to touch\n\n## Task\nx\n",
+    );
+    env.commit_all("init");
+    for args in [&["status"][..], &["batch"], &["round", "--build", "true"]] {
+        let run = env.run(args).code(2);
+        assert_eq!(
+            run.stderr,
+            format!(
+                "error: {}/work-orders/wo-01.md:3: '## Files to touch' declares no files\n\
+                 hint: declare an entry, or remove the section to let the order touch anything\n",
+                env.repo.display()
+            ),
+            "{args:?}"
+        );
+    }
+    assert_eq!(env.notes_tip(), None, "nothing changed");
+}
+
+#[test]
+fn misspelt_sections_are_errors() {
+    for (heading, meant) in [
+        ("## Dependencies", "## Depends on"),
+        ("## Files to tuoch", "## Files to touch"),
+        ("## depends", "## Depends on"),
+    ] {
+        let env = TestEnv::new();
+        env.work_order("wo-01", "One", &[], &["a.txt"]);
+        env.write(
+            "work-orders/wo-02.md",
+            &format!("# Two\n\n{heading}\n- wo-01\n\n## Task\nx\n"),
+        );
+        env.commit_all("init");
+        let run = env.run(&["batch"]).code(2);
+        let first = run.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.ends_with(&format!(
+                "wo-02.md:3: unknown section '{heading}': did you mean '{meant}'?"
+            )),
+            "{first}"
+        );
+        assert!(run.stdout.is_empty());
+    }
+    // Other headings are task text.
+    let env = TestEnv::new();
+    env.write(
+        "work-orders/wo-01.md",
+        "# One\n\n## Files to touch\n- a.txt\n\n## Task\nDo it.\n\n## Notes\nCarefully.\n",
+    );
+    env.commit_all("init");
+    env.run(&["batch"]).success();
+}
+
+#[test]
+fn readme_and_underscore_or_dot_files_are_not_orders() {
+    let env = TestEnv::new();
+    env.work_order("wo-01", "One", &[], &["a.txt"]);
+    env.write("work-orders/README.md", "# How we write orders\n");
+    env.write("work-orders/readme.md", "notes\n");
+    env.write("work-orders/_template.md", "# Title\n## Files to touch\n");
+    env.write("work-orders/.wo-02.md.swp.md", "junk\n");
+    env.commit_all("init");
+    let json = env.run(&["status", "--json"]).success().json();
+    assert_eq!(json["orders"].as_array().map(Vec::len), Some(1), "{json}");
+}
+
+#[test]
+fn a_glob_covers_the_files_it_matches_not_what_is_below_them() {
+    let env = TestEnv::new();
+    env.write("crates/searcher/Cargo.toml", "[package]\n");
+    env.write("crates/searcher/src/lib.rs", "lib\n");
+    env.work_order("wo-01", "Manifest", &[], &["crates/searcher/*"]);
+    env.work_order("wo-02", "Library", &[], &["crates/searcher/src/lib.rs"]);
+    env.commit_all("init");
+    // Disjoint now: no file is covered by both.
+    let batch = env.run(&["batch"]).success().json();
+    assert_eq!(batch["batch"].as_array().map(Vec::len), Some(2), "{batch}");
+    assert_eq!(batch["deferred"], serde_json::json!([]));
+    // And the drift check agrees: wo-01 may not edit the library.
+    let build = "echo changed > crates/searcher/src/lib.rs";
+    let summary = round(&env, build).code(1).json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-02"]));
+    assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
+    assert_eq!(summary["halted"][0]["reason"], "undeclared_file_drift");
 }

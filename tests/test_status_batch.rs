@@ -89,7 +89,11 @@ fn batch_json_and_summary_line() {
           "conflicts_with": []
         }
       ],
-      "warnings": []
+      "warnings": [
+        "$TEST_ENV/repo/work-orders/wo-01.md:4: glob 'src/ui/login/**' matches no tracked file",
+        "$TEST_ENV/repo/work-orders/wo-04.md:4: glob 'docs/*.md' matches no tracked file",
+        "$TEST_ENV/repo/work-orders/wo-05.md:1: wo-05 declares no files: it may touch anything, so it only runs alone"
+      ]
     }
     [stderr]
     arbiter batch ready=4 batch=2 deferred=2 max=8

@@ -1,5 +1,5 @@
 use clap::Args;
-use git_arbiter::{batch, reconcile, Error, ExitCode};
+use git_arbiter::{batch, lint, reconcile, Error, ExitCode};
 
 use super::{json, out, Env};
 
@@ -7,7 +7,9 @@ use super::{json, out, Env};
 ///
 /// Prints `{"version":1,"batch":[{"wo_id","files"}],"deferred":[{"wo_id","reason","conflicts_with"}],"warnings":[]}`
 /// on stdout and one line `arbiter batch ready=<n> batch=<n> deferred=<n> max=<n>`
-/// on stderr. Deterministic: work orders are taken in id order. Read-only.
+/// on stderr. Deterministic: work orders are taken in id order. `warnings`
+/// holds what `git arbiter lint` warns about, as `path:line: message`, then
+/// the orders left out for work made by hand. Read-only.
 #[derive(Args, Debug)]
 pub struct BatchArgs {
     /// At most this many work orders in the batch [default: `arbiter.maxBatch`, else 8]
@@ -27,7 +29,12 @@ pub fn cmd_batch(env: &Env, args: BatchArgs) -> Result<ExitCode, Error> {
     let orders = ctx.load_orders(env.orders_flag())?;
     let table = reconcile::current(&ctx, &orders, args.into.as_deref())?;
 
-    let selected = batch::select(&orders, &table.rows, max);
+    let mut selected = batch::select(&orders, &table.rows, max);
+    let tip = ctx.view_tip(args.into.as_deref())?;
+    let warnings = lint::warnings(&ctx, &orders, &table.rows, tip)?;
+    selected
+        .warnings
+        .splice(0..0, warnings.iter().map(lint::Finding::located));
     let _ = args.json;
     out(&json(&selected));
     eprintln!("{}", selected.summary_line());

@@ -14,6 +14,7 @@ mod demo;
 mod doctor;
 mod generate;
 mod halt;
+mod lint;
 mod log;
 mod merge_back;
 mod pick;
@@ -70,6 +71,7 @@ pub enum Command {
     Worktree(worktree::WorktreeCommand),
     MergeBack(merge_back::MergeBackArgs),
     Batch(batch::BatchArgs),
+    Lint(lint::LintArgs),
     Clear(clear::ClearArgs),
     Halt(halt::HaltArgs),
     Slot(slot::SlotArgs),
@@ -174,6 +176,7 @@ pub fn run() -> i32 {
         Command::Worktree(cmd) => worktree::cmd_worktree(&env, cmd),
         Command::MergeBack(args) => merge_back::cmd_merge_back(&env, args),
         Command::Batch(args) => batch::cmd_batch(&env, args),
+        Command::Lint(args) => lint::cmd_lint(&env, args),
         Command::Clear(args) => clear::cmd_clear(&env, args),
         Command::Halt(args) => halt::cmd_halt(&env, args),
         Command::Slot(args) => slot::cmd_slot(&env, args),

@@ -232,7 +232,8 @@ impl TestEnv {
         std::fs::write(path, content).expect("write");
     }
 
-    /// Write a work order `work-orders/<id>.md`.
+    /// Write a work order `work-orders/<id>.md`; with no `files`, without a
+    /// `## Files to touch` section (the order may touch anything).
     pub fn work_order(&self, id: &str, title: &str, deps: &[&str], files: &[&str]) {
         let mut text = format!("# {title}\n\n");
         if !deps.is_empty() {
@@ -242,11 +243,14 @@ impl TestEnv {
             }
             text.push('\n');
         }
-        text.push_str("## Files to touch\n");
-        for f in files {
-            text.push_str(&format!("- {f}\n"));
+        if !files.is_empty() {
+            text.push_str("## Files to touch\n");
+            for f in files {
+                text.push_str(&format!("- {f}\n"));
+            }
+            text.push('\n');
         }
-        text.push_str(&format!("\n## Task\nDo {title}.\n"));
+        text.push_str(&format!("## Task\nDo {title}.\n"));
         self.write(&format!("work-orders/{id}.md"), &text);
     }
 
