@@ -13,7 +13,10 @@
 //! is reported as `max_reached` then; `no_declared_files` for a WO without
 //! declared files that cannot run alone now; `hand_made_branch` for a WO whose
 //! branch `arbiter/<id>` holds work made by hand (building it would replace
-//! that work: `merge-back` it, or remove it, first).
+//! that work: `merge-back` it, or remove it, first); `claimed` for a WO that
+//! could touch files of an order a live conductor is building now
+//! (`conflicts_with` names those orders): two conductors never build
+//! overlapping orders at once.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +26,43 @@ use crate::orders::{Orders, WorkOrder};
 use crate::reconcile::Row;
 use crate::scope::sets_overlap;
 use crate::state::Status;
+
+/// The deferral reason of a WO that could touch files an order in progress
+/// (held by a live conductor, this one or another) has claimed.
+pub const CLAIMED: &str = "claimed";
+
+/// Could `a` and `b` touch a file in common? An order without declared
+/// files may touch anything.
+pub fn could_collide(a: &WorkOrder, b: &WorkOrder) -> bool {
+    a.touches_anything() || b.touches_anything() || sets_overlap(&a.files, &b.files)
+}
+
+/// The order another live conductor is building whose declared files `wo`
+/// could touch too, if any, as the transaction `txn` sees the records.
+pub fn claim_holder(
+    ctx: &crate::context::Context,
+    txn: &mut crate::state::Txn<'_, '_>,
+    orders: &Orders,
+    wo: &WorkOrder,
+    me: &str,
+) -> crate::Result<Option<String>> {
+    for other in orders.iter() {
+        if other.id == wo.id || !could_collide(wo, other) {
+            continue;
+        }
+        let Some(record) = txn.stored(&other.id)? else {
+            continue;
+        };
+        if record.status == Status::InProgress
+            && !record.halted
+            && record.owner.as_deref().is_some_and(|o| o != me)
+            && crate::conductor::owns_live(ctx, &record)
+        {
+            return Ok(Some(other.id.clone()));
+        }
+    }
+    Ok(None)
+}
 
 /// The deferral reason of a WO whose branch holds work made by hand.
 pub const HAND_MADE_BRANCH: &str = "hand_made_branch";
@@ -36,7 +76,7 @@ pub struct Picked {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Deferred {
     pub wo_id: String,
-    /// `overlap`, `max_reached`, `no_declared_files` or `hand_made_branch`.
+    /// `overlap`, `max_reached`, `no_declared_files`, `hand_made_branch` or `claimed`.
     pub reason: String,
     pub conflicts_with: Vec<String>,
 }
@@ -108,6 +148,13 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
         .iter()
         .map(|r| (r.id.as_str(), (r.status, r.terminal)))
         .collect();
+    // Orders in progress claim their declared files until they settle: the
+    // rows show an order in progress only while a live conductor holds it.
+    let claims: Vec<&WorkOrder> = rows
+        .iter()
+        .filter(|r| r.status == Status::InProgress && !r.terminal)
+        .filter_map(|r| orders.get(&r.id))
+        .collect();
     let mut out = Batch {
         version: 1,
         max,
@@ -133,6 +180,19 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
                 wo_id: wo.id.clone(),
                 reason: HAND_MADE_BRANCH.into(),
                 conflicts_with: Vec::new(),
+            });
+            continue;
+        }
+        let holders: Vec<String> = claims
+            .iter()
+            .filter(|claim| could_collide(wo, claim))
+            .map(|claim| claim.id.clone())
+            .collect();
+        if !holders.is_empty() {
+            out.deferred.push(Deferred {
+                wo_id: wo.id.clone(),
+                reason: CLAIMED.into(),
+                conflicts_with: holders,
             });
             continue;
         }
@@ -226,6 +286,7 @@ mod tests {
             last_verdicts: vec![],
             recovery: None,
             hand_made_branch: None,
+            claimed_by: None,
         }
     }
 
@@ -271,6 +332,43 @@ mod tests {
                 assert_eq!(ids(&b), ["w1", "w2"], "{x} vs {y}");
             }
         }
+    }
+
+    #[test]
+    fn orders_in_progress_claim_their_files() {
+        let orders = vec![
+            wo("a", &["FAQ.md"], &[]),
+            wo("b", &["FAQ.md"], &[]),
+            wo("c", &["other.md"], &[]),
+            wo("d", &[], &[]),
+        ];
+        let mut rows: Vec<Row> = orders
+            .iter()
+            .map(|w| row(w, Status::Ready, false))
+            .collect();
+        rows[0].status = Status::InProgress;
+        let orders = Orders::from_list("w".into(), orders).expect("orders");
+        let b = select(&orders, &rows, 8);
+        assert_eq!(ids(&b), ["c"]);
+        let claimed: Vec<(&str, &str, Vec<String>)> = b
+            .deferred
+            .iter()
+            .map(|d| {
+                (
+                    d.wo_id.as_str(),
+                    d.reason.as_str(),
+                    d.conflicts_with.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            claimed,
+            [
+                ("b", CLAIMED, vec!["a".to_owned()]),
+                ("d", CLAIMED, vec!["a".to_owned()]),
+            ],
+            "an order that may touch anything waits for every claim"
+        );
     }
 
     #[test]

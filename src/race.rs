@@ -267,7 +267,7 @@ pub fn run(
     crate::round::recover(ctx, orders, &store, &branch, &me, progress)?;
     let base = ctx.branch_tip(&branch)?;
     let run_id = format!("race-{}", me.name);
-    let attempt = dispatch(ctx, &store, wo, base, &me, &run_id, opts.n)?;
+    let attempt = dispatch(ctx, &store, orders, wo, base, &me, &run_id, opts.n)?;
     progress.event(
         "race",
         &[
@@ -697,9 +697,11 @@ pub fn store_pick(ctx: &Context, commit: gix::ObjectId, record: &PickRecord) -> 
 }
 
 /// The attempt, recorded before anything is built (as the round's dispatch).
+#[allow(clippy::too_many_arguments)]
 fn dispatch(
     ctx: &Context,
     store: &Store<'_>,
+    orders: &crate::orders::Orders,
     wo: &WorkOrder,
     base: gix::ObjectId,
     me: &Conductor,
@@ -736,6 +738,14 @@ fn dispatch(
                 wo.id
             ))
             .hint("wait for it, or 'git arbiter stop' it")
+            .into());
+        }
+        if let Some(holder) = crate::batch::claim_holder(ctx, txn, orders, wo, &me.name)? {
+            return Err(InputError::new(format!(
+                "work order '{}' could touch files of '{holder}', which another conductor is building now",
+                wo.id
+            ))
+            .hint(format!("race it once '{holder}' has settled ('git arbiter status' shows it)"))
             .into());
         }
         for dep in &wo.deps {

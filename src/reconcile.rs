@@ -33,6 +33,10 @@ pub struct Row {
     /// the order (that would replace the branch) until it is merged or removed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hand_made_branch: Option<String>,
+    /// The conductor building it, while it is in progress: its declared
+    /// files are claimed until it settles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -279,6 +283,10 @@ pub fn table(
             last_verdicts: record.verdicts.clone(),
             recovery,
             hand_made_branch,
+            claimed_by: record
+                .owner
+                .clone()
+                .filter(|_| status == Status::InProgress && !record.halted),
         });
         records.push(record);
     }

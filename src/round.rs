@@ -230,7 +230,7 @@ pub fn run(
             .iter()
             .filter_map(|p| orders.get(&p.wo_id))
             .collect();
-        let dispatched = dispatch(ctx, &store, &picked, round_base, &me, progress)?;
+        let dispatched = dispatch(ctx, &store, orders, &picked, round_base, &me, progress)?;
         let mut jobs = Vec::new();
         for &(wo, attempt) in &dispatched {
             let made = worktree::remove(ctx, &wo.id, &branch_of(&wo.id))
@@ -482,6 +482,7 @@ fn recover_once(
 fn dispatch<'a>(
     ctx: &Context,
     store: &Store<'_>,
+    orders: &Orders,
     picked: &[&'a WorkOrder],
     round_base: gix::ObjectId,
     me: &Conductor,
@@ -489,9 +490,10 @@ fn dispatch<'a>(
 ) -> Result<Vec<(&'a WorkOrder, u32)>> {
     let cap = ctx.retry_cap()?;
     crate::crash::point("dispatch.before");
-    let (go, capped) = store.transact("dispatch", |txn| -> Result<_> {
+    let (go, capped, claimed) = store.transact("dispatch", |txn| -> Result<_> {
         let mut go = Vec::new();
         let mut capped = Vec::new();
+        let mut claimed = Vec::new();
         for wo in picked {
             let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
             if record.halted || record.status == Status::Done {
@@ -501,6 +503,12 @@ fn dispatch<'a>(
                 && record.owner.as_deref() != Some(me.name.as_str())
             {
                 // Another live conductor got it first.
+                continue;
+            }
+            // Selection saw the claims of a moment ago; this transaction
+            // sees them as they are, so two conductors never both win.
+            if let Some(holder) = batch::claim_holder(ctx, txn, orders, wo, &me.name)? {
+                claimed.push((wo.id.clone(), holder));
                 continue;
             }
             record.cap = cap;
@@ -520,13 +528,23 @@ fn dispatch<'a>(
             go.push((*wo, record.attempts));
             txn.put(record);
         }
-        Ok((go, capped))
+        Ok((go, capped, claimed))
     })?;
     crate::crash::point("dispatch.after");
     for id in capped {
         progress.event(
             "halt",
             &[("wo", id), ("reason", "retry_cap_exhausted".into())],
+        );
+    }
+    for (id, holder) in claimed {
+        progress.event(
+            "defer",
+            &[
+                ("wo", id),
+                ("reason", batch::CLAIMED.into()),
+                ("conflicts_with", holder),
+            ],
         );
     }
     Ok(go)

@@ -791,3 +791,77 @@ fn the_next_round_ends_builders_a_killed_conductor_left_running() {
     assert_eq!(run.json()["done"], serde_json::json!(["wo-01", "wo-02"]));
     clean_afterwards(&env);
 }
+
+/// Issue 11, claims: two conductors on one repository picked batches
+/// independently, so `faq-1` and `faq-2` (both declaring `FAQ.md`) were
+/// built at once and one halted `merge_conflict`. An order in progress
+/// claims its declared files: the second conductor defers `faq-2` as
+/// `claimed` (naming `faq-1`) and builds what is free; `faq-2` runs later.
+#[test]
+fn a_second_conductor_defers_orders_claimed_by_the_first() {
+    let env = TestEnv::new();
+    env.write("FAQ.md", "faq\n");
+    env.work_order("faq-1", "FAQ one", &[], &["FAQ.md"]);
+    env.work_order("faq-2", "FAQ two", &[], &["FAQ.md"]);
+    env.work_order("other", "Other", &[], &["other.md"]);
+    env.commit_all("init");
+    let started = env.root.join("started");
+    let go = env.root.join("go");
+    let build = format!(
+        "case $ARBITER_WO in \
+           faq-1) touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; echo one >> FAQ.md;; \
+           faq-2) echo two >> FAQ.md;; \
+           *) echo o > other.md;; esac",
+        started = started.display(),
+        go = go.display()
+    );
+    // The first conductor builds only faq-1 (and waits in its build).
+    let first = env
+        .command_in(
+            &env.repo,
+            &["round", "--max", "1", "--once", "--build", &build],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("first conductor");
+    for _ in 0..600 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(started.exists(), "faq-1 never started");
+
+    let batch = env.run(&["batch", "--json"]).success().json();
+    assert_eq!(batch["deferred"][0]["wo_id"], "faq-2", "{batch}");
+    assert_eq!(batch["deferred"][0]["reason"], "claimed", "{batch}");
+    assert_eq!(
+        batch["deferred"][0]["conflicts_with"][0], "faq-1",
+        "{batch}"
+    );
+    let status = env.run(&["status", "--json"]).success().json();
+    assert!(
+        status["orders"][0]["claimed_by"].is_string(),
+        "faq-1 shows its conductor: {status}"
+    );
+
+    let second = env.run(&["round", "--json", "--build", &build]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(!second.stderr.contains("wo=faq-2"), "{}", second.stderr);
+    assert_eq!(env.git(&["show", "main:other.md"]), "o\n");
+
+    std::fs::write(&go, "").expect("go");
+    let out = first.wait_with_output().expect("first conductor");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    env.run(&["round", "--build", &build]).success();
+    assert_eq!(env.git(&["show", "main:FAQ.md"]), "faq\none\ntwo\n");
+    let log = env.git(&["log", "--first-parent", "--format=%B", "main"]);
+    assert_eq!(log.matches("Arbiter-WO: faq-1").count(), 1);
+    assert_eq!(log.matches("Arbiter-WO: faq-2").count(), 1);
+    env.fsck();
+}
