@@ -449,6 +449,7 @@ pub(crate) fn recover(
                 scope: DriftScope::Own,
                 extra_note: None,
                 owner: None,
+                retry: false,
             },
         )?;
         progress.event(
@@ -745,6 +746,7 @@ fn settle(
                 },
                 extra_note: Some(serde_json::json!({ "verdicts": verdicts })),
                 owner: Some(owner),
+                retry: false,
             };
             let outcome = merges.merge_back(ctx, store, &request)?;
             match &outcome {

@@ -19,6 +19,7 @@ mod merge_back;
 mod pick;
 mod progress;
 mod race;
+mod retry;
 mod round;
 mod slot;
 mod status;
@@ -71,6 +72,7 @@ pub enum Command {
     MergeBack(merge_back::MergeBackArgs),
     Batch(batch::BatchArgs),
     Clear(clear::ClearArgs),
+    Retry(retry::RetryArgs),
     Halt(halt::HaltArgs),
     Slot(slot::SlotArgs),
     Stop(stop::StopArgs),
@@ -175,6 +177,7 @@ pub fn run() -> i32 {
         Command::MergeBack(args) => merge_back::cmd_merge_back(&env, args),
         Command::Batch(args) => batch::cmd_batch(&env, args),
         Command::Clear(args) => clear::cmd_clear(&env, args),
+        Command::Retry(args) => retry::cmd_retry(&env, args),
         Command::Halt(args) => halt::cmd_halt(&env, args),
         Command::Slot(args) => slot::cmd_slot(&env, args),
         Command::Stop(args) => stop::cmd_stop(&env, args),
