@@ -184,3 +184,65 @@ fn clear_prints_how_to_restore_the_dropped_branch() {
     env.git(&["branch", "arbiter/wo-01", &kept]);
     assert_eq!(rev(&env, "arbiter/wo-01"), kept);
 }
+
+/// Fails its first attempt, passes the next.
+const FLAKY: &str = "test \"$ARBITER_ATTEMPT\" -ge 2 && mkdir -p src && echo fixed > src/a.rs";
+
+fn event_at(log: &serde_json::Value, name: &str, attempt: u32) -> i64 {
+    log["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["event"] == name && e["attempt"] == attempt)
+        .and_then(|e| e["at"].as_i64())
+        .unwrap_or_else(|| panic!("no {name} event of attempt {attempt}: {log}"))
+}
+
+#[test]
+fn retry_delay_waits_before_rebuilding_a_failed_order() {
+    let env = setup();
+    env.git(&["config", "arbiter.retryDelay", "2s"]);
+    let run = env.run(&["round", "--build", FLAKY]).success();
+    assert!(
+        run.stderr.contains("arbiter wait wo=wo-01"),
+        "{}",
+        run.stderr
+    );
+    let log = env.run(&["log", "--json", "wo-01"]).success().json();
+    let failed = event_at(&log, "needs_rework", 1);
+    let again = event_at(&log, "dispatch", 2);
+    assert!(again - failed >= 2, "rebuilt after {}s", again - failed);
+    env.run(&["status", "--json"]).success();
+    assert_eq!(order(&env)["status"], "done");
+}
+
+#[test]
+fn retry_delay_default_rebuilds_at_once_and_bad_values_are_refused() {
+    let env = setup();
+    let run = env.run(&["round", "--build", FLAKY]).success();
+    assert!(!run.stderr.contains("arbiter wait"), "{}", run.stderr);
+    env.git(&["config", "arbiter.retryDelay", "soon"]);
+    let run = env.run(&["round", "--build", FLAKY]).code(2);
+    assert!(run.stderr.contains("arbiter.retryDelay"), "{}", run.stderr);
+}
+
+#[test]
+fn stop_ends_a_round_waiting_out_the_retry_delay() {
+    let env = setup();
+    env.git(&["config", "arbiter.retryDelay", "1h"]);
+    let child = env
+        .command_in(&env.repo, &["round", "--build", FLAKY])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !env.run(&["log", "wo-01"]).stdout.contains("needs_rework") {
+        assert!(std::time::Instant::now() < deadline, "no failed attempt");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    env.run(&["stop"]).success();
+    crate::common::assert_interrupted(child);
+    assert_eq!(order(&env)["status"], "needs_rework");
+    assert_eq!(order(&env)["attempts"], 1);
+}
