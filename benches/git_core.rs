@@ -284,6 +284,7 @@ fn main() {
                     scope: git_arbiter::merge::DriftScope::Own,
                     extra_note: None,
                     owner: None,
+                    retry: false,
                 };
                 let t = Instant::now();
                 let outcome = session

@@ -52,6 +52,9 @@ _git__arbiter() {
             git__arbiter,race)
                 cmd="git__arbiter__subcmd__race"
                 ;;
+            git__arbiter,retry)
+                cmd="git__arbiter__subcmd__retry"
+                ;;
             git__arbiter,round)
                 cmd="git__arbiter__subcmd__round"
                 ;;
@@ -102,6 +105,9 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help,race)
                 cmd="git__arbiter__subcmd__help__subcmd__race"
+                ;;
+            git__arbiter__subcmd__help,retry)
+                cmd="git__arbiter__subcmd__help__subcmd__retry"
                 ;;
             git__arbiter__subcmd__help,round)
                 cmd="git__arbiter__subcmd__help__subcmd__round"
@@ -182,7 +188,7 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch lint clear halt slot stop log doctor generate help"
+            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log doctor generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -226,7 +232,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__clear)
-            opts="-h --orders --help"
+            opts="-h --all --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -328,7 +334,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch lint clear halt slot stop log doctor generate help"
+            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log doctor generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -496,6 +502,20 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__race)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__retry)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -773,6 +793,28 @@ _git__arbiter() {
                     return 0
                     ;;
                 --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__retry)
+            opts="-h --rebuild --into --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --into)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

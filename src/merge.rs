@@ -69,7 +69,15 @@ pub struct Request<'a> {
     /// race); `None` for the standalone command. The branch moves only while
     /// the record still says that conductor holds that attempt.
     pub owner: Option<&'a str>,
+    /// A standalone `retry` of kept work (`owner` is `None`): an order halted
+    /// for one of [`RETRYABLE`] is merged after all, its halt lifted once the
+    /// merge is known clean, or halted again with the new reason and paths.
+    pub retry: bool,
 }
+
+/// The halts `git arbiter retry` re-checks without a rebuild: the work was
+/// built and passed its checks; only its merge onto the tip was refused.
+pub const RETRYABLE: [&str; 3] = [HALT_DRIFT, HALT_CONFLICT, HALT_CHECKOUT_BLOCKED];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -234,9 +242,13 @@ fn merge_back_in(
                 false
             }
             None => {
+                let liftable = |reason: Option<&str>| {
+                    reason == Some(HALT_CHECKOUT_BLOCKED)
+                        || (req.retry && reason.is_some_and(|r| RETRYABLE.contains(&r)))
+                };
                 if let Some(r) = record
                     .as_ref()
-                    .filter(|r| r.halted && r.halt_reason.as_deref() != Some(HALT_CHECKOUT_BLOCKED))
+                    .filter(|r| r.halted && !liftable(r.halt_reason.as_deref()))
                 {
                     return Err(halted_error(id, r.halt_reason.as_deref()));
                 }
@@ -248,9 +260,12 @@ fn merge_back_in(
                 }
                 // Recovery needs the WO in progress with a first-parent bound
                 // to search back to (see the module docs).
-                record
-                    .as_ref()
-                    .is_none_or(|r| r.status != Status::InProgress || r.checkpoint_before.is_none())
+                // A retry lifts the halt in that start, so recovery can finish it.
+                record.as_ref().is_none_or(|r| {
+                    r.status != Status::InProgress
+                        || r.checkpoint_before.is_none()
+                        || (req.retry && r.halted)
+                })
             }
         };
 
@@ -272,6 +287,9 @@ fn merge_back_in(
                 &format!("merge-back {id}: up to date"),
                 |txn| -> Result<()> {
                     let mut r = txn.record(id, has_deps)?;
+                    if req.retry && r.halted {
+                        r.lift_halt();
+                    }
                     r.status = Status::Done;
                     r.owner = None;
                     r.log("merged", Some(format!("up to date at {tip}")));
@@ -300,7 +318,7 @@ fn merge_back_in(
                 .collect();
             paths.sort();
             paths.dedup();
-            halt(store, id, has_deps, HALT_CONFLICT, &paths, "merge")?;
+            halt(store, req, HALT_CONFLICT, &paths, "merge")?;
             return Ok(Outcome::Conflict { paths });
         }
         // The plain tree editor: gix's checks every entry of each written
@@ -315,7 +333,7 @@ fn merge_back_in(
         let changed = drift::changed_paths(repo, tip_tree, tree)?;
         let uncovered = drift::uncovered(req.wo, &req.scope, &changed);
         if !uncovered.is_empty() {
-            halt(store, id, has_deps, HALT_DRIFT, &uncovered, "drift")?;
+            halt(store, req, HALT_DRIFT, &uncovered, "drift")?;
             return Ok(Outcome::Drift { paths: uncovered });
         }
         // Refuse before anything moves if a checked-out copy has local work
@@ -328,8 +346,7 @@ fn merge_back_in(
                 Err(blocked) if req.owner.is_some() => {
                     halt(
                         store,
-                        id,
-                        has_deps,
+                        req,
                         HALT_CHECKOUT_BLOCKED,
                         &blocked.paths,
                         "checkout",
@@ -355,6 +372,9 @@ fn merge_back_in(
         if needs_start {
             store.transact(&format!("merge-back {id}: start"), |txn| -> Result<()> {
                 let mut r = txn.record(id, has_deps)?;
+                if req.retry && r.halted {
+                    r.lift_halt();
+                }
                 // A fresh start searches back to here only, never into an earlier merge of it.
                 if r.status != Status::InProgress || r.checkpoint_before.is_none() {
                     r.checkpoint_before = Some(tip.to_string());
@@ -576,20 +596,16 @@ fn merge_commits<'repo>(
     )
 }
 
-/// Terminal HALT with the paths behind it, plus a failed verdict.
-fn halt(
-    store: &Store,
-    id: &str,
-    has_deps: bool,
-    reason: &str,
-    paths: &[String],
-    kind: &str,
-) -> Result<()> {
+/// Terminal HALT with the paths behind it, plus a failed verdict. A retry
+/// replaces the halt it re-checked with what it found now.
+fn halt(store: &Store, req: &Request, reason: &str, paths: &[String], kind: &str) -> Result<()> {
+    let id = req.wo.id.as_str();
+    let has_deps = !req.wo.deps.is_empty();
     store.transact(
         &format!("merge-back {id}: halt {reason}"),
         |txn| -> Result<()> {
             let mut r = txn.record(id, has_deps)?;
-            if r.halted {
+            if r.halted && !req.retry {
                 return Err(halted_error(id, r.halt_reason.as_deref()));
             }
             r.verdicts.push(Verdict {

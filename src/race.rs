@@ -555,6 +555,7 @@ pub fn run(
                 "verdicts": job.verdicts,
             })),
             owner: Some(&me.name),
+            retry: false,
         };
         let (outcome, paths, sha) = match merges.merge_back(ctx, &store, &request)? {
             Outcome::Merged { sha, .. } => ("merged", Vec::new(), Some(sha)),

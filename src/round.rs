@@ -42,6 +42,9 @@ pub struct Options {
     pub once: bool,
     pub dry_run: bool,
     pub timeout: Option<Duration>,
+    /// How long an order whose last attempt failed waits before it is built
+    /// again (`arbiter.retryDelay`); zero builds it in the next round.
+    pub retry_delay: Duration,
     pub drift_batch_scope: bool,
 }
 
@@ -110,6 +113,9 @@ enum JobOutcome {
 }
 
 /// Why an order was given back unbuilt: see [`JobOutcome::NotStarted`].
+/// The history event of an attempt that failed its build or gates: the
+/// clock of `arbiter.retryDelay` starts there.
+const FAILED_EVENT: &str = "needs_rework";
 const NOT_STARTED: &str = "not started: a command of another order could not run";
 
 pub fn log_path(ctx: &Context, id: &str, attempt: u32) -> PathBuf {
@@ -194,6 +200,11 @@ pub fn run(
                 break;
             }
         }
+        let cooling = cooling(&store, &rows, opts.retry_delay)?;
+        let rows: Vec<reconcile::Row> = rows
+            .into_iter()
+            .filter(|r| !cooling.iter().any(|(id, _)| *id == r.id))
+            .collect();
         let selected = batch::select(orders, &rows, opts.max);
         progress.event(
             "batch",
@@ -205,7 +216,22 @@ pub fn run(
             ],
         );
         if selected.batch.is_empty() {
-            break;
+            // Nothing else to do: wait for the first order to cool down
+            // rather than leave it for another run.
+            let Some((id, at)) = cooling.iter().min_by_key(|(_, at)| *at) else {
+                break;
+            };
+            progress.event(
+                "wait",
+                &[
+                    ("wo", id.clone()),
+                    ("seconds", (at - crate::state::now()).max(0).to_string()),
+                ],
+            );
+            while crate::state::now() < *at && !me.should_stop() {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            continue;
         }
         summary.rounds += 1;
         let round_base = ctx.branch_tip(&branch)?;
@@ -380,6 +406,41 @@ pub fn run(
     Ok(summary)
 }
 
+/// The orders whose last attempt failed less than `delay` ago, each with the
+/// time (seconds since the epoch) it may be built again.
+fn cooling(
+    store: &Store<'_>,
+    rows: &[reconcile::Row],
+    delay: Duration,
+) -> Result<Vec<(String, i64)>> {
+    if delay.is_zero() {
+        return Ok(Vec::new());
+    }
+    let delay = i64::try_from(delay.as_secs()).unwrap_or(i64::MAX);
+    let now = crate::state::now();
+    let mut snapshot = store.snapshot()?;
+    let mut out = Vec::new();
+    for row in rows
+        .iter()
+        .filter(|r| r.status == Status::NeedsRework && !r.terminal)
+    {
+        let Some(record) = snapshot.record(&row.id)? else {
+            continue;
+        };
+        let failed = record
+            .history
+            .iter()
+            .rev()
+            .find(|e| e.event == FAILED_EVENT);
+        if let Some(at) = failed.map(|e| e.at.saturating_add(delay)) {
+            if at > now {
+                out.push((row.id.clone(), at));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Local edits in a checked-out copy of the integration branch would stop
 /// every merge-back: say so before any builder spends its time.
 pub(crate) fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Result<()> {
@@ -449,6 +510,7 @@ pub(crate) fn recover(
                 scope: DriftScope::Own,
                 extra_note: None,
                 owner: None,
+                retry: false,
             },
         )?;
         progress.event(
@@ -763,6 +825,7 @@ fn settle(
                 },
                 extra_note: Some(serde_json::json!({ "verdicts": verdicts })),
                 owner: Some(owner),
+                retry: false,
             };
             let outcome = merges.merge_back(ctx, store, &request)?;
             match &outcome {
@@ -855,7 +918,7 @@ fn settle(
                     }
                     None => {
                         record.status = Status::NeedsRework;
-                        record.log("needs_rework", Some(event.clone()));
+                        record.log(FAILED_EVENT, Some(event.clone()));
                     }
                 }
                 txn.put(record);

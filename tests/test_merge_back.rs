@@ -703,6 +703,7 @@ fn attributes_committed_between_merge_backs_count() {
             scope: DriftScope::Own,
             extra_note: None,
             owner: None,
+            retry: false,
         };
         session
             .borrow_mut()

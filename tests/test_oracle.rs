@@ -114,6 +114,7 @@ fn merge_and_compare(env: &TestEnv, ctx: &Context, store: &Store, id: &str) {
             scope: DriftScope::Union(vec![Entry::parse("**").unwrap()]),
             extra_note: None,
             owner: None,
+            retry: false,
         },
     )
     .unwrap();

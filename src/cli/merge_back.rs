@@ -87,6 +87,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             scope,
             extra_note: None,
             owner: None,
+            retry: false,
         },
     )?;
     let id = &args.id;

@@ -20,6 +20,7 @@ mod merge_back;
 mod pick;
 mod progress;
 mod race;
+mod retry;
 mod round;
 mod slot;
 mod status;
@@ -73,6 +74,7 @@ pub enum Command {
     Batch(batch::BatchArgs),
     Lint(lint::LintArgs),
     Clear(clear::ClearArgs),
+    Retry(retry::RetryArgs),
     Halt(halt::HaltArgs),
     Slot(slot::SlotArgs),
     Stop(stop::StopArgs),
@@ -178,6 +180,7 @@ pub fn run() -> i32 {
         Command::Batch(args) => batch::cmd_batch(&env, args),
         Command::Lint(args) => lint::cmd_lint(&env, args),
         Command::Clear(args) => clear::cmd_clear(&env, args),
+        Command::Retry(args) => retry::cmd_retry(&env, args),
         Command::Halt(args) => halt::cmd_halt(&env, args),
         Command::Slot(args) => slot::cmd_slot(&env, args),
         Command::Stop(args) => stop::cmd_stop(&env, args),

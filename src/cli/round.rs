@@ -144,6 +144,21 @@ pub fn timeout_or_config(
         .transpose()
 }
 
+/// `arbiter.retryDelay`: how long an order whose last attempt failed waits
+/// before it is built again (none by default).
+fn retry_delay(ctx: &git_arbiter::context::Context) -> Result<Duration, Error> {
+    ctx.config_string("arbiter.retryDelay")
+        .map(|v| {
+            parse_duration(&v).map_err(|e| {
+                InputError::new(format!("config arbiter.retryDelay: {e}"))
+                    .hint("e.g. 'git config arbiter.retryDelay 5m'")
+                    .into()
+            })
+        })
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
 pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
@@ -174,6 +189,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         once: args.once,
         dry_run: args.dry_run,
         timeout,
+        retry_delay: retry_delay(&ctx)?,
         drift_batch_scope: args.drift_scope == "batch",
     };
     let progress = progress::for_stderr();
