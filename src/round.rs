@@ -747,6 +747,10 @@ fn build_one(
         }
     });
     drop(slot);
+    if matches!(job.outcome, JobOutcome::Clean) {
+        // Merges come after the whole batch is built: say so meanwhile.
+        progress.phase(&job.wo.id, "waiting to merge");
+    }
     progress.slots(running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
 }
 
