@@ -82,6 +82,8 @@ struct Job<'a> {
     worktree: PathBuf,
     log: PathBuf,
     verdicts: Vec<Verdict>,
+    /// How long it waited for a machine-wide slot.
+    queue_wait: Option<Duration>,
     outcome: JobOutcome,
 }
 
@@ -252,6 +254,7 @@ pub fn run(
                 worktree: path,
                 log: log_path(ctx, &wo.id, attempt),
                 verdicts: Vec::new(),
+                queue_wait: None,
                 outcome: JobOutcome::Pending,
             });
         }
@@ -510,12 +513,12 @@ fn dispatch<'a>(
                 txn.put(record);
                 continue;
             }
+            record.start_attempt();
             record.attempts += 1;
             record.status = Status::InProgress;
             record.owner = Some(me.name.clone());
             record.checkpoint_before = Some(round_base.to_string());
             record.checkpoint_after = None;
-            record.verdicts.clear();
             record.log("dispatch", Some(format!("round_base={round_base}")));
             go.push((*wo, record.attempts));
             txn.put(record);
@@ -548,7 +551,10 @@ fn build_one(
 ) {
     let id = job.wo.id.clone();
     progress.phase(&id, "slot");
-    let slot = match host.take_slot(slot_dir, cap, &id, me, progress) {
+    let waiting = Instant::now();
+    let slot = host.take_slot(slot_dir, cap, &id, me, progress);
+    job.queue_wait = Some(waiting.elapsed());
+    let slot = match slot {
         Ok(Some(slot)) => slot,
         Ok(None) => {
             job.outcome = JobOutcome::Interrupted;
@@ -582,19 +588,22 @@ fn build_one(
     let worktree = job.worktree.clone();
     let log = job.log.clone();
     // Build, gates and critics all run in the worktree, logged to one file.
-    let run_here = |command: &str| {
-        exec::run(
+    let run_here = |kind: &str, command: &str| {
+        let started = Instant::now();
+        let exit = exec::run(
             &exec::Spec {
                 command,
                 cwd: &worktree,
                 env: &env,
                 log: &log,
+                kind: Some(kind),
                 stdout_to: None,
                 timeout: opts.timeout,
                 groups: Some(&me.groups_dir()),
             },
             &stop,
-        )
+        );
+        exit.map(|exit| (exit, started.elapsed()))
     };
     let not_runnable = |exit: &Exit, kind: &'static str, command: &str| {
         let failed = NotRunnable::of(exit, &id, kind, command, &worktree, &log)?;
@@ -602,11 +611,16 @@ fn build_one(
         Some(JobOutcome::NotRunnable(failed))
     };
     let started = Instant::now();
+    exec::note(
+        &log,
+        &attempt_header(&id, job.attempt, round_base, job.queue_wait),
+    );
     crate::crash::point("build.started");
-    let exit = run_here(&opts.build);
+    let exit = run_here("build", &opts.build);
     let outcome = (|| -> std::result::Result<JobOutcome, String> {
-        let exit = exit.map_err(|e| format!("cannot run the build command: {e}"))?;
-        job.verdicts.push(verdict("build", &opts.build, &exit));
+        let (exit, wall) = exit.map_err(|e| format!("cannot run the build command: {e}"))?;
+        job.verdicts
+            .push(verdict("build", &opts.build, &exit, wall));
         report_build(progress, &id, &exit, started);
         if let Some(outcome) = not_runnable(&exit, "build", &opts.build) {
             return Ok(outcome);
@@ -631,8 +645,9 @@ fn build_one(
         for (kind, commands) in [("gate", &opts.gates), ("critic", &opts.critics)] {
             for cmd in commands.iter() {
                 progress.phase(&id, kind);
-                let exit = run_here(cmd).map_err(|e| format!("cannot run {kind} '{cmd}': {e}"))?;
-                job.verdicts.push(verdict(kind, cmd, &exit));
+                let (exit, wall) =
+                    run_here(kind, cmd).map_err(|e| format!("cannot run {kind} '{cmd}': {e}"))?;
+                job.verdicts.push(verdict(kind, cmd, &exit, wall));
                 progress.event(
                     kind,
                     &[
@@ -666,8 +681,56 @@ fn build_one(
             JobOutcome::Retry(why)
         }
     });
+    exec::note(
+        &log,
+        &attempt_footer(job.attempt, &job.outcome.describe(), started.elapsed()),
+    );
     drop(slot);
     progress.slots(running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
+}
+
+impl JobOutcome {
+    /// How the attempt ended, for its log's footer.
+    fn describe(&self) -> String {
+        match self {
+            JobOutcome::Pending => "not finished".into(),
+            JobOutcome::Clean => "passed".into(),
+            JobOutcome::Retry(why)
+            | JobOutcome::Blocked(why)
+            | JobOutcome::DiskFull(why)
+            | JobOutcome::CommitFailed(why) => why.clone(),
+            JobOutcome::Interrupted => "interrupted".into(),
+            JobOutcome::NotRunnable(failed) => failed.describe(),
+            JobOutcome::NotStarted => NOT_STARTED.into(),
+        }
+    }
+}
+
+/// The first line of an attempt's log: which order, attempt and base, when.
+pub(crate) fn attempt_header(
+    label: &str,
+    attempt: u32,
+    base: gix::ObjectId,
+    queue_wait: Option<Duration>,
+) -> String {
+    let waited = queue_wait.map_or(String::new(), |w| {
+        format!(
+            " after waiting {} for a slot",
+            crate::state::format_ms(w.as_millis() as u64)
+        )
+    });
+    format!(
+        "order {label} attempt {attempt} base {base} started {} UTC{waited}",
+        crate::state::format_time(crate::state::now())
+    )
+}
+
+/// The last line of an attempt's log: how it ended and its wall time.
+pub(crate) fn attempt_footer(attempt: u32, outcome: &str, wall: Duration) -> String {
+    format!(
+        "end of attempt {attempt}: {outcome}, wall time {}",
+        crate::state::format_ms(wall.as_millis() as u64)
+    )
 }
 
 /// Where a job's work stays when committing it failed.
@@ -703,6 +766,7 @@ fn settle(
     let id = &job.wo.id;
     let wo_branch = branch_of(id);
     let verdicts = job.verdicts.clone();
+    let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
     let log = job.log.display().to_string();
     let mut keep_branch = false;
     match &job.outcome {
@@ -717,6 +781,7 @@ fn settle(
                     return Ok(false);
                 }
                 record.verdicts = verdicts.clone();
+                record.queue_wait_ms = queue_wait_ms;
                 record.log("built", Some(log.clone()));
                 txn.put(record);
                 Ok(true)
@@ -807,6 +872,7 @@ fn settle(
                     return Ok(false);
                 }
                 record.verdicts = verdicts.clone();
+                record.queue_wait_ms = queue_wait_ms;
                 record.owner = None;
                 match halt {
                     Some(reason) => {
@@ -1084,12 +1150,14 @@ fn final_gate(
         ("ARBITER_REPO".to_string(), repo_top.display().to_string()),
     ];
     let stop = || me.should_stop();
+    let started = Instant::now();
     let exit = exec::run(
         &exec::Spec {
             command: cmd,
             cwd: &path,
             env: &env,
             log: &log,
+            kind: Some("final gate"),
             stdout_to: None,
             timeout,
             groups: Some(&me.groups_dir()),
@@ -1105,7 +1173,7 @@ fn final_gate(
             ("log", log.display().to_string()),
         ],
     );
-    let mut v = verdict("final_gate", cmd, &exit);
+    let mut v = verdict("final_gate", cmd, &exit, started.elapsed());
     v.detail = Some(log.display().to_string());
     Ok(v)
 }

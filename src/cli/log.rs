@@ -1,5 +1,5 @@
 use clap::Args;
-use git_arbiter::state::{read_note, Store};
+use git_arbiter::state::{format_time, read_note, Store};
 use git_arbiter::{Error, ExitCode};
 use serde::Serialize;
 
@@ -102,40 +102,4 @@ fn pick_record(repo: &gix::Repository, detail: Option<&str>) -> Option<serde_jso
     let id = gix::ObjectId::from_hex(sha.as_bytes()).ok()?;
     let bytes = read_note(repo, git_arbiter::race::PICKS_REF, &id).ok()??;
     serde_json::from_slice(&bytes).ok()
-}
-
-/// `YYYY-MM-DD HH:MM:SS` UTC, without pulling in a date crate for one format.
-fn format_time(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn formats_utc() {
-        assert_eq!(super::format_time(0), "1970-01-01 00:00:00");
-        assert_eq!(super::format_time(1_767_225_600), "2026-01-01 00:00:00");
-        assert_eq!(
-            super::format_time(951_782_400 + 3661),
-            "2000-02-29 01:01:01"
-        );
-    }
 }

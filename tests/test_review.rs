@@ -1,0 +1,101 @@
+//! Reviewing and recovering work: attempt logs, durations, `log`, `show`.
+
+use crate::common::{Run, TestEnv};
+
+fn repo() -> TestEnv {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.work_order("wo-01", "One", &[], &["one.txt"]);
+    env.work_order("wo-02", "Two", &[], &["two.txt"]);
+    env.commit_all("init");
+    env
+}
+
+/// Writes the order's declared file (`one.txt` for wo-01, `two.txt` for wo-02).
+const WRITE_OWN: &str =
+    "echo \"$ARBITER_WO\" > $(echo $ARBITER_WO | sed 's/wo-01/one/;s/wo-02/two/').txt";
+
+fn round(env: &TestEnv, extra: &[&str]) -> Run {
+    let mut args = vec!["round", "--max-total", "4"];
+    args.extend_from_slice(extra);
+    env.run(&args)
+}
+
+fn attempt_log(env: &TestEnv, id: &str, attempt: u32) -> String {
+    std::fs::read_to_string(
+        env.repo
+            .join(format!(".git/arbiter/logs/{id}/attempt-{attempt}.log")),
+    )
+    .expect("attempt log")
+}
+
+/// Wall times vary: `1.2s` becomes `[T]`, a UTC time `[TIME]`.
+fn redact_times(text: &str) -> String {
+    let mut out = String::new();
+    for word in text.split_inclusive([' ', '\n', ',', '(', ')']) {
+        let (core, tail) = word.split_at(word.trim_end_matches([' ', '\n', ',', '(', ')']).len());
+        let is_wall = core
+            .strip_suffix('s')
+            .is_some_and(|n| !n.is_empty() && n.parse::<f64>().is_ok());
+        let is_date = core.len() == 10 && core.as_bytes()[4] == b'-' && core.as_bytes()[7] == b'-';
+        let is_clock = core.len() == 8 && core.as_bytes()[2] == b':' && core.as_bytes()[5] == b':';
+        if is_wall {
+            out.push_str("[T]");
+        } else if is_date || is_clock {
+            out.push_str("[TIME]");
+        } else {
+            out.push_str(core);
+        }
+        out.push_str(tail);
+    }
+    out.replace("[TIME] [TIME]", "[TIME]")
+}
+
+#[test]
+fn an_attempt_log_has_a_header_markers_and_a_footer() {
+    let env = repo();
+    round(
+        &env,
+        &[
+            "--build",
+            &format!("echo building; {WRITE_OWN}"),
+            "--gate",
+            "echo gating",
+            "--critic",
+            "true",
+        ],
+    )
+    .success();
+    let log = env.redact(&redact_times(&attempt_log(&env, "wo-01", 1)));
+    insta::assert_snapshot!(log, @r#"
+    [git-arbiter] order wo-01 attempt 1 base [SHA] started [TIME] UTC after waiting [T] for a slot
+    [git-arbiter] build: echo building; echo "$ARBITER_WO" > $(echo $ARBITER_WO | sed 's/wo-01/one/;s/wo-02/two/').txt
+    building
+    [git-arbiter] build ended: exit 0, wall time [T]
+    [git-arbiter] gate: echo gating
+    gating
+    [git-arbiter] gate ended: exit 0, wall time [T]
+    [git-arbiter] critic: true
+    [git-arbiter] critic ended: exit 0, wall time [T]
+    [git-arbiter] end of attempt 1: passed, wall time [T]
+    "#);
+}
+
+#[test]
+fn a_timeout_says_so_in_the_log() {
+    let env = repo();
+    round(
+        &env,
+        &["--build", "sleep 5", "--timeout", "300ms", "--once"],
+    )
+    .code(0);
+    let log = redact_times(&attempt_log(&env, "wo-01", 1));
+    assert!(
+        log.contains("[git-arbiter] build ended: timed out (the timeout is [T]), wall time [T]\n"),
+        "{log}"
+    );
+    assert!(
+        log.contains("[git-arbiter] end of attempt 1: build timed out, wall time [T]\n"),
+        "{log}"
+    );
+}
