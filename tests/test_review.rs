@@ -99,3 +99,69 @@ fn a_timeout_says_so_in_the_log() {
         "{log}"
     );
 }
+
+fn events(env: &TestEnv, args: &[&str]) -> Vec<(String, String)> {
+    let mut all = vec!["log", "--json"];
+    all.extend_from_slice(args);
+    env.run(&all).success().json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| {
+            (
+                e["wo"].as_str().expect("wo").to_owned(),
+                e["event"].as_str().expect("event").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn log_lists_events_in_the_order_they_happened() {
+    let env = repo();
+    round(&env, &["--build", WRITE_OWN]).success();
+    let seen = events(&env, &[]);
+    let pairs: Vec<(&str, &str)> = seen.iter().map(|(w, e)| (w.as_str(), e.as_str())).collect();
+    // Both are dispatched in one transition, then settled one after the
+    // other: not all of wo-01's events before wo-02's.
+    assert_eq!(
+        pairs,
+        [
+            ("wo-01", "dispatch"),
+            ("wo-02", "dispatch"),
+            ("wo-01", "built"),
+            ("wo-01", "merged"),
+            ("wo-02", "built"),
+            ("wo-02", "merged"),
+        ]
+    );
+    // Columns are as wide as the longest id and event, no wider.
+    let text = env.run(&["log"]).success().stdout;
+    let first = text.lines().next().expect("a line");
+    assert!(
+        env.redact(first)
+            .ends_with("  wo-01  dispatch  attempt=1  round_base=[SHA]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn log_of_an_unknown_order_is_an_input_error() {
+    let env = repo();
+    insta::assert_snapshot!(env.run(&["log", "wo-99"]).snapshot(&env), @r"
+    [stderr]
+    error: unknown work order 'wo-99': it has no file in the orders directory and no record in refs/notes/arbiter
+    hint: 'git arbiter status' lists the work orders; 'git arbiter log' shows every order's events
+    [exit status: 2]
+    ");
+}
+
+#[test]
+fn log_reads_the_state_without_the_orders_directory() {
+    let env = repo();
+    round(&env, &["--build", WRITE_OWN]).success();
+    std::fs::remove_dir_all(env.repo.join("work-orders")).expect("remove orders");
+    assert_eq!(events(&env, &[]).len(), 6);
+    assert_eq!(events(&env, &["wo-02"]).len(), 3);
+    env.run(&["log", "wo-99"]).code(2);
+}
