@@ -52,6 +52,9 @@ _git__arbiter() {
             git__arbiter,round)
                 cmd="git__arbiter__subcmd__round"
                 ;;
+            git__arbiter,show)
+                cmd="git__arbiter__subcmd__show"
+                ;;
             git__arbiter,slot)
                 cmd="git__arbiter__subcmd__slot"
                 ;;
@@ -99,6 +102,9 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help,round)
                 cmd="git__arbiter__subcmd__help__subcmd__round"
+                ;;
+            git__arbiter__subcmd__help,show)
+                cmd="git__arbiter__subcmd__help__subcmd__show"
                 ;;
             git__arbiter__subcmd__help,slot)
                 cmd="git__arbiter__subcmd__help__subcmd__slot"
@@ -176,7 +182,7 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch clear halt slot stop log doctor generate help"
+            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch clear halt slot stop log show doctor generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -322,7 +328,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch clear halt slot stop log doctor generate help"
+            opts="round race pick demo status worktree merge-back batch clear halt slot stop log show doctor generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -490,6 +496,20 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__round)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -792,6 +812,24 @@ _git__arbiter() {
                     COMPREPLY=($(compgen -W "own batch" -- "${cur}"))
                     return 0
                     ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__show)
+            opts="-p -h --json --patch --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -32,8 +32,9 @@ fn attempt_log(env: &TestEnv, id: &str, attempt: u32) -> String {
 /// Wall times vary: `1.2s` becomes `[T]`, a UTC time `[TIME]`.
 fn redact_times(text: &str) -> String {
     let mut out = String::new();
-    for word in text.split_inclusive([' ', '\n', ',', '(', ')']) {
-        let (core, tail) = word.split_at(word.trim_end_matches([' ', '\n', ',', '(', ')']).len());
+    const ENDS: [char; 6] = [' ', '\n', ',', '(', ')', '"'];
+    for word in text.split_inclusive(ENDS) {
+        let (core, tail) = word.split_at(word.trim_end_matches(ENDS).len());
         let is_wall = core
             .strip_suffix('s')
             .is_some_and(|n| !n.is_empty() && n.parse::<f64>().is_ok());
@@ -164,4 +165,178 @@ fn log_reads_the_state_without_the_orders_directory() {
     assert_eq!(events(&env, &[]).len(), 6);
     assert_eq!(events(&env, &["wo-02"]).len(), 3);
     env.run(&["log", "wo-99"]).code(2);
+}
+
+/// JSON numbers of milliseconds vary from run to run.
+fn redact_ms(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("_ms\": ") {
+            Some(at) => format!(
+                "{}_ms\": [MS]{}",
+                &l[..at],
+                if l.ends_with(',') { "," } else { "" }
+            ),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn show_a_done_order() {
+    let env = repo();
+    round(&env, &["--build", WRITE_OWN, "--gate", "true"]).success();
+    let human = env.run(&["show", "wo-01"]).success();
+    insta::assert_snapshot!(redact_times(&human.snapshot(&env)), @r#"
+    wo-01  One
+    status:   done
+    attempts: 1 of 3
+
+    attempt 1 (waited [T] for a slot)
+      step   verdict  exit    wall  command
+      build  passed   exit 0  [T]  echo "$ARBITER_WO" > $(echo $ARBITER_WO | sed 's/wo-01/one/;s/wo-02/two/').txt
+      gate   passed   exit 0  [T]  true
+      drift  passed   -       -     merge-back --drift-scope own (1 changed paths, all declared)
+
+    changes: 1 file(s), merge [SHA] against its first parent [SHA]
+      one.txt  +1 -0  (added)
+    drift:   passed, every changed path is declared
+
+    log: $TEST_ENV/repo/.git/arbiter/logs/wo-01/attempt-1.log
+      | [git-arbiter] build: echo "$ARBITER_WO" > $(echo $ARBITER_WO | sed 's/wo-01/one/;s/wo-02/two/').txt
+      | [git-arbiter] build ended: exit 0, wall time [T]
+      | [git-arbiter] gate: true
+      | [git-arbiter] gate ended: exit 0, wall time [T]
+      | [git-arbiter] end of attempt 1: passed, wall time [T]
+    [stderr]
+    [exit status: 0]
+    "#);
+    let json = env.run(&["show", "wo-01", "--json"]).success();
+    insta::assert_snapshot!(redact_times(&redact_ms(&env.redact(&json.stdout))), @r#"
+    {
+      "version": 1,
+      "wo_id": "wo-01",
+      "title": "One",
+      "status": "done",
+      "halted": false,
+      "halt_reason": null,
+      "attempts": 1,
+      "cap": 3,
+      "runs": [
+        {
+          "attempt": 1,
+          "verdicts": [
+            {
+              "kind": "build",
+              "command": "echo \"$ARBITER_WO\" > $(echo $ARBITER_WO | sed 's/wo-01/one/;s/wo-02/two/').txt",
+              "passed": true,
+              "exit_code": 0,
+              "wall_ms": [MS]
+            },
+            {
+              "kind": "gate",
+              "command": "true",
+              "passed": true,
+              "exit_code": 0,
+              "wall_ms": [MS]
+            },
+            {
+              "kind": "drift",
+              "command": "merge-back --drift-scope own",
+              "passed": true,
+              "detail": "1 changed paths, all declared"
+            }
+          ],
+          "queue_wait_ms": [MS]
+        }
+      ],
+      "changes": {
+        "source": "merge",
+        "from": "[SHA]",
+        "to": "[SHA]",
+        "files": [
+          {
+            "path": "one.txt",
+            "kind": "added",
+            "added": 1,
+            "deleted": 0
+          }
+        ]
+      },
+      "drift": {
+        "passed": true,
+        "uncovered": []
+      },
+      "logs": [
+        {
+          "path": "$TEST_ENV/repo/.git/arbiter/logs/wo-01/attempt-1.log",
+          "last_lines": [
+            "[git-arbiter] build: echo \"$ARBITER_WO\" > $(echo $ARBITER_WO | sed 's/wo-01/one/;s/wo-02/two/').txt",
+            "[git-arbiter] build ended: exit 0, wall time [T]",
+            "[git-arbiter] gate: true",
+            "[git-arbiter] gate ended: exit 0, wall time [T]",
+            "[git-arbiter] end of attempt 1: passed, wall time [T]"
+          ]
+        }
+      ]
+    }
+    "#);
+    let patch = env.run(&["show", "wo-01", "-p"]).success().stdout;
+    assert!(
+        patch.contains("+++ b/one.txt\n@@ -0,0 +1 @@\n+wo-01\n"),
+        "{patch}"
+    );
+}
+
+#[test]
+fn show_a_halted_order_with_drift() {
+    let env = repo();
+    env.git(&["config", "arbiter.retryCap", "2"]);
+    round(
+        &env,
+        &[
+            "--build",
+            "echo no > one.txt; echo x > stray.txt",
+            "--max",
+            "1",
+            "--once",
+        ],
+    )
+    .code(1);
+    let human = env.run(&["show", "wo-01"]).success();
+    insta::assert_snapshot!(redact_times(&human.snapshot(&env)), @r#"
+    wo-01  One
+    status:   HALT undeclared_file_drift
+              stray.txt
+    attempts: 1 of 2
+
+    attempt 1 (waited [T] for a slot)
+      step   verdict  exit    wall  command
+      build  passed   exit 0  [T]  echo no > one.txt; echo x > stray.txt
+      drift  FAILED   -       -     merge-back (stray.txt)
+
+    changes: 2 file(s), kept branch at [SHA] against its base [SHA]
+      one.txt  +1 -0  (added)
+      stray.txt  +1 -0  (added)
+    drift:   FAILED, undeclared: stray.txt
+
+    log: $TEST_ENV/repo/.git/arbiter/logs/wo-01/attempt-1.log
+      | [git-arbiter] order wo-01 attempt 1 base [SHA] started [TIME] UTC after waiting [T] for a slot
+      | [git-arbiter] build: echo no > one.txt; echo x > stray.txt
+      | [git-arbiter] build ended: exit 0, wall time [T]
+      | [git-arbiter] end of attempt 1: passed, wall time [T]
+    [stderr]
+    [exit status: 0]
+    "#);
+}
+
+#[test]
+fn show_an_unknown_order_is_an_input_error() {
+    let env = repo();
+    let run = env.run(&["show", "wo-99"]).code(2);
+    assert!(
+        run.stderr.contains("unknown work order 'wo-99'"),
+        "{}",
+        run.stderr
+    );
 }
