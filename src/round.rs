@@ -4,7 +4,7 @@
 //! machine-wide slots → commit what the builder left → gates and critics →
 //! verdict → merge back one at a time → prune → next round off the new tip.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -73,6 +73,24 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
     pub integration_tip: Option<String>,
+    /// One row per work order dispatched by this run, in id order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub orders: Vec<OrderRow>,
+}
+
+/// How one work order of this run went: its last attempt's wall times.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct OrderRow {
+    pub wo_id: String,
+    /// `done`, `halted: <reason>`, or its status.
+    pub outcome: String,
+    pub attempts: u32,
+    pub build_ms: Option<u64>,
+    pub gate_ms: Option<u64>,
+    pub critic_ms: Option<u64>,
+    pub queue_wait_ms: Option<u64>,
+    /// Files its merge changed (done orders).
+    pub changed: Option<usize>,
 }
 
 /// One work order being built this round.
@@ -149,7 +167,7 @@ pub fn run(
                 &[("round", (i + 1).to_string()), ("batch", batch.join(","))],
             );
         }
-        finish(ctx, orders, &store, &branch, &mut summary)?;
+        finish(ctx, orders, &store, &branch, &BTreeSet::new(), &mut summary)?;
         summary.exit = 0;
         return Ok(summary);
     }
@@ -162,6 +180,7 @@ pub fn run(
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let host = Host::new(ctx)?;
     let mut merges = merge::Session::default();
+    let mut ran = BTreeSet::new();
     loop {
         // Reconcile and recover, as one transition.
         // Leftover worktrees go first: that frees disk space for the state writes.
@@ -233,6 +252,7 @@ pub fn run(
             .filter_map(|p| orders.get(&p.wo_id))
             .collect();
         let dispatched = dispatch(ctx, &store, &picked, round_base, &me, progress)?;
+        ran.extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
         let mut jobs = Vec::new();
         for &(wo, attempt) in &dispatched {
             let made = worktree::remove(ctx, &wo.id, &branch_of(&wo.id))
@@ -359,7 +379,7 @@ pub fn run(
             break;
         }
     }
-    finish(ctx, orders, &store, &branch, &mut summary)?;
+    finish(ctx, orders, &store, &branch, &ran, &mut summary)?;
     if summary.stopped.as_deref() == Some("stop requested") {
         summary.exit = 130;
         return Ok(summary);
@@ -1085,6 +1105,7 @@ fn finish(
     orders: &Orders,
     store: &Store<'_>,
     branch: &gix::refs::FullName,
+    ran: &BTreeSet<String>,
     summary: &mut Summary,
 ) -> Result<()> {
     let tip = ctx.branch_tip(branch).ok();
@@ -1122,6 +1143,41 @@ fn finish(
             summary.pending.push(row.id.clone());
         }
     }
+    for record in table.records.iter().filter(|r| ran.contains(&r.wo)) {
+        let wall = |kind: &str| {
+            let times: Vec<u64> = record
+                .verdicts
+                .iter()
+                .filter(|v| v.kind == kind)
+                .filter_map(|v| v.wall_ms)
+                .collect();
+            (!times.is_empty()).then(|| times.iter().sum())
+        };
+        let changed = match (&record.status, &record.checkpoint_after) {
+            (Status::Done, Some(sha)) => match gix::ObjectId::from_hex(sha.as_bytes()) {
+                Ok(merge) => snapshot
+                    .note(&merge)?
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                    .and_then(|note| Some(note.get("changed")?.as_array()?.len())),
+                Err(_) => None,
+            },
+            _ => None,
+        };
+        summary.orders.push(OrderRow {
+            wo_id: record.wo.clone(),
+            outcome: match &record.halt_reason {
+                Some(reason) if record.halted => format!("halted: {reason}"),
+                _ => record.status.to_string(),
+            },
+            attempts: record.attempts,
+            build_ms: wall("build"),
+            gate_ms: wall("gate"),
+            critic_ms: wall("critic"),
+            queue_wait_ms: record.queue_wait_ms,
+            changed,
+        });
+    }
+    summary.orders.sort_by(|a, b| a.wo_id.cmp(&b.wo_id));
     Ok(())
 }
 

@@ -340,3 +340,33 @@ fn show_an_unknown_order_is_an_input_error() {
         run.stderr
     );
 }
+
+#[test]
+fn the_round_summary_has_a_row_per_order_with_its_times() {
+    let env = repo();
+    let human = round(&env, &["--build", WRITE_OWN, "--gate", "true"]).success();
+    let text = redact_times(&human.stdout);
+    insta::assert_snapshot!(text, @r"
+    1 round(s): 2 done, 0 halted, 0 pending
+
+    order  outcome  attempts  wait  build  gates  critics  changed
+    wo-01  done     1         [T]  [T]   [T]   -        1
+    wo-02  done     1         [T]  [T]   [T]   -        1
+    ");
+    env.git(&["reset", "-q", "--hard"]);
+    env.work_order("wo-03", "Three", &[], &["three.txt"]);
+    env.commit_all("three");
+    let json = round(&env, &["--json", "--build", "echo 3 > three.txt"])
+        .success()
+        .json();
+    let rows = json["orders"].as_array().expect("orders");
+    assert_eq!(rows.len(), 1, "only the orders this run dispatched: {json}");
+    assert_eq!(rows[0]["wo_id"], "wo-03");
+    assert_eq!(rows[0]["outcome"], "done");
+    assert_eq!(rows[0]["changed"], 1);
+    assert!(
+        rows[0]["build_ms"].is_u64() && rows[0]["queue_wait_ms"].is_u64(),
+        "{json}"
+    );
+    assert!(rows[0]["gate_ms"].is_null());
+}
