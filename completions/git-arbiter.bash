@@ -58,6 +58,9 @@ _git__arbiter() {
             git__arbiter,round)
                 cmd="git__arbiter__subcmd__round"
                 ;;
+            git__arbiter,show)
+                cmd="git__arbiter__subcmd__show"
+                ;;
             git__arbiter,slot)
                 cmd="git__arbiter__subcmd__slot"
                 ;;
@@ -111,6 +114,9 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help,round)
                 cmd="git__arbiter__subcmd__help__subcmd__round"
+                ;;
+            git__arbiter__subcmd__help,show)
+                cmd="git__arbiter__subcmd__help__subcmd__show"
                 ;;
             git__arbiter__subcmd__help,slot)
                 cmd="git__arbiter__subcmd__help__subcmd__slot"
@@ -188,7 +194,7 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log doctor generate help"
+            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -334,7 +340,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log doctor generate help"
+            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -530,6 +536,20 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__round)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -876,6 +896,24 @@ _git__arbiter() {
                     COMPREPLY=($(compgen -W "own batch" -- "${cur}"))
                     return 0
                     ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__show)
+            opts="-p -h --json --patch --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

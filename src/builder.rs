@@ -310,7 +310,11 @@ fn last_line(log: &Path) -> Option<String> {
     let mut tail = Vec::new();
     file.read_to_end(&mut tail).ok()?;
     let text = String::from_utf8_lossy(&tail);
-    let line = text.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    // git-arbiter's own marker lines (see `exec::MARKER`) are not what the shell said.
+    let line = text
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !l.starts_with(exec::MARKER))?;
     Some(line.chars().take(200).collect())
 }
 
@@ -463,14 +467,15 @@ pub fn report_build(
     );
 }
 
-/// The recorded verdict of one command.
-pub fn verdict(kind: &str, command: &str, exit: &Exit) -> Verdict {
+/// The recorded verdict of one command that ran for `wall`.
+pub fn verdict(kind: &str, command: &str, exit: &Exit, wall: Duration) -> Verdict {
     Verdict {
         kind: kind.into(),
         command: command.into(),
         passed: exit.success(),
         exit_code: exit.code(),
         detail: (!exit.success()).then(|| exit.describe()),
+        wall_ms: Some(wall.as_millis().try_into().unwrap_or(u64::MAX)),
     }
 }
 

@@ -19,9 +19,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::state::format_ms;
+
 /// At most this much of one command's output goes to its log: the first and
 /// the last half, and between them a line saying how many bytes were cut.
 pub const LOG_CAP: usize = 8 << 20;
+
+/// The start of every line git-arbiter itself writes into a log (the
+/// attempt's header and footer, a marker before and after each command), so
+/// a reader can tell them from the command's own output.
+pub const MARKER: &str = "[git-arbiter] ";
 
 /// How long to wait, once the command's process group is gone, for the last
 /// of its output. Only a process that left the group (a daemon) can keep the
@@ -97,6 +104,10 @@ pub struct Spec<'a> {
     pub env: &'a [(String, String)],
     /// stdout and stderr are appended here, at most [`LOG_CAP`] bytes of them.
     pub log: &'a Path,
+    /// What the command is (`build`, `gate`, …): when set, the log gets a
+    /// [`MARKER`] line naming it and the command before its output, and one
+    /// with its exit and wall time after.
+    pub kind: Option<&'a str>,
     /// Capture stdout to this file instead of the log (stderr still goes to the log).
     pub stdout_to: Option<&'a Path>,
     pub timeout: Option<Duration>,
@@ -127,6 +138,10 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
     if let Some(dir) = spec.log.parent() {
         std::fs::create_dir_all(dir)?;
     }
+    if let Some(kind) = spec.kind {
+        note(spec.log, &format!("{kind}: {}", spec.command));
+    }
+    let started = Instant::now();
     let log = File::options().create(true).append(true).open(spec.log)?;
     // One pipe for both streams keeps their interleaving, as a shared file did.
     let (output, input) = std::io::pipe()?;
@@ -144,7 +159,31 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
     let _record = spec.groups.map(|dir| GroupRecord::new(dir, child.id()));
     let exit = wait(&mut child, spec.timeout, stop);
     drain.finish();
+    if let (Some(kind), Ok(exit)) = (spec.kind, &exit) {
+        let how = match (exit, spec.timeout) {
+            (Exit::TimedOut, Some(limit)) => format!(
+                "timed out (the timeout is {})",
+                format_ms(limit.as_millis() as u64)
+            ),
+            _ => exit.describe(),
+        };
+        let wall = format_ms(started.elapsed().as_millis() as u64);
+        note(spec.log, &format!("{kind} ended: {how}, wall time {wall}"));
+    }
     exit
+}
+
+/// Append one [`MARKER`] line to `log`. Best effort, as the log itself: no
+/// verdict depends on it.
+pub fn note(log: &Path, line: &str) {
+    if let Some(dir) = log.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .and_then(|mut f| f.write_all(format!("{MARKER}{line}\n").as_bytes()));
 }
 
 /// Wait for the command (and end its process group) as [`run`] says.
@@ -370,10 +409,44 @@ mod tests {
             cwd: dir,
             env: &[],
             log,
+            kind: None,
             stdout_to: None,
             timeout,
             groups: None,
         }
+    }
+
+    #[test]
+    fn a_named_command_is_marked_in_the_log_and_a_timeout_says_so() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = dir.path().join("x.log");
+        let mut s = spec("echo hi; exit 3", dir.path(), &log, None);
+        s.kind = Some("gate");
+        assert_eq!(run(&s, &|| false).expect("runs"), Exit::Code(3));
+        let mut s = spec(
+            "sleep 5",
+            dir.path(),
+            &log,
+            Some(Duration::from_millis(200)),
+        );
+        s.kind = Some("build");
+        assert_eq!(run(&s, &|| false).expect("runs"), Exit::TimedOut);
+        let text = std::fs::read_to_string(&log).expect("log");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 5, "{text}");
+        assert_eq!(lines[0], "[git-arbiter] gate: echo hi; exit 3");
+        assert_eq!(lines[1], "hi");
+        assert!(
+            lines[2].starts_with("[git-arbiter] gate ended: exit 3, wall time "),
+            "{text}"
+        );
+        assert_eq!(lines[3], "[git-arbiter] build: sleep 5");
+        assert!(
+            lines[4].starts_with(
+                "[git-arbiter] build ended: timed out (the timeout is 0.2s), wall time "
+            ),
+            "{text}"
+        );
     }
 
     #[test]

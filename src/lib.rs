@@ -23,6 +23,7 @@ pub mod promisor;
 pub mod race;
 pub mod reconcile;
 pub mod refguard;
+pub mod review;
 pub mod round;
 pub mod scope;
 pub mod select;

@@ -465,6 +465,7 @@ fn merge_back_in(
                     command: format!("merge-back --drift-scope {}", req.scope.name()),
                     passed: true,
                     exit_code: None,
+                    wall_ms: None,
                     detail: Some(format!(
                         "{} changed paths, all declared",
                         changed_text.len()
@@ -614,6 +615,7 @@ fn halt(store: &Store, req: &Request, reason: &str, paths: &[String], kind: &str
                 passed: false,
                 exit_code: None,
                 detail: Some(paths.join("\n")),
+                wall_ms: None,
             });
             r.owner = None;
             r.halt(reason, paths.to_vec());

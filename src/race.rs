@@ -771,12 +771,12 @@ fn dispatch(
             .hint("raise 'git config arbiter.retryCap', or 'git arbiter clear' it")
             .into());
         }
+        r.start_attempt();
         r.attempts += 1;
         r.status = Status::InProgress;
         r.owner = Some(me.name.clone());
         r.checkpoint_before = Some(base.to_string());
         r.checkpoint_after = None;
-        r.verdicts.clear();
         r.log(
             "race_dispatch",
             Some(format!("{run_id} n={n} round_base={base}")),
@@ -911,7 +911,10 @@ fn build_one(
 ) {
     let label = format!("{}#{}", wo.id, job.k);
     progress.phase(&label, "slot");
-    let slot = match host.take_slot(slot_dir, cap, &label, me, progress) {
+    let waiting = Instant::now();
+    let slot = host.take_slot(slot_dir, cap, &label, me, progress);
+    let queue_wait = waiting.elapsed();
+    let slot = match slot {
         Ok(Some(slot)) => slot,
         Ok(None) => {
             job.interrupted = true;
@@ -934,13 +937,18 @@ fn build_one(
     env.push(("ARBITER_INSTANCE".into(), job.k.to_string()));
     let stop = || me.should_stop() || halted.load(Ordering::Relaxed);
     let started = Instant::now();
-    let run = |command: &str, stdout_to: Option<&Path>| {
+    exec::note(
+        &job.log,
+        &crate::round::attempt_header(&label, attempt, base, Some(queue_wait)),
+    );
+    let run = |kind: &str, command: &str, stdout_to: Option<&Path>| {
         exec::run(
             &exec::Spec {
                 command,
                 cwd: &job.worktree,
                 env: &env,
                 log: &job.log,
+                kind: Some(kind),
                 stdout_to,
                 timeout: opts.timeout,
                 groups: Some(&me.groups_dir()),
@@ -961,7 +969,7 @@ fn build_one(
     // (verdict, reason, passed, score)
     let result = (|| -> (String, Option<String>, Vec<Verdict>, Option<i64>, bool) {
         let mut verdicts = Vec::new();
-        let exit = match run(&opts.build, None) {
+        let exit = match run("build", &opts.build, None) {
             Ok(e) => e,
             Err(e) => {
                 return (
@@ -973,7 +981,7 @@ fn build_one(
                 )
             }
         };
-        verdicts.push(verdict("build", &opts.build, &exit));
+        verdicts.push(verdict("build", &opts.build, &exit, started.elapsed()));
         report_build(progress, &label, &exit, started);
         if exit == Exit::Interrupted {
             return ("interrupted".into(), None, verdicts, None, true);
@@ -1018,7 +1026,8 @@ fn build_one(
         }
         for cmd in &opts.gates {
             progress.phase(&label, "gate");
-            let exit = match run(cmd, None) {
+            let gate_started = Instant::now();
+            let exit = match run("gate", cmd, None) {
                 Ok(e) => e,
                 Err(e) => {
                     return (
@@ -1030,7 +1039,7 @@ fn build_one(
                     )
                 }
             };
-            verdicts.push(verdict("gate", cmd, &exit));
+            verdicts.push(verdict("gate", cmd, &exit, gate_started.elapsed()));
             if exit == Exit::Interrupted {
                 return ("interrupted".into(), None, verdicts, None, true);
             }
@@ -1058,7 +1067,7 @@ fn build_one(
     job.interrupted = interrupted;
     if verdict_s == "passed" {
         progress.phase(&label, "score");
-        match run(&opts.score, Some(&job.score_out)) {
+        match run("score", &opts.score, Some(&job.score_out)) {
             Ok(Exit::Interrupted) => {
                 job.interrupted = true;
                 verdict_s = "interrupted".into();
@@ -1092,6 +1101,14 @@ fn build_one(
             }
         }
     }
+    let ended = match &reason {
+        Some(why) => format!("{verdict_s}: {why}"),
+        None => verdict_s.clone(),
+    };
+    exec::note(
+        &job.log,
+        &crate::round::attempt_footer(attempt, &ended, started.elapsed()),
+    );
     job.cand.verdict = verdict_s;
     job.cand.reason = reason;
     job.not_runnable = not_runnable;

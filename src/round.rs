@@ -4,7 +4,7 @@
 //! machine-wide slots → commit what the builder left → gates and critics →
 //! verdict → merge back one at a time → prune → next round off the new tip.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -76,6 +76,24 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
     pub integration_tip: Option<String>,
+    /// One row per work order dispatched by this run, in id order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub orders: Vec<OrderRow>,
+}
+
+/// How one work order of this run went: its last attempt's wall times.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct OrderRow {
+    pub wo_id: String,
+    /// `done`, `halted: <reason>`, or its status.
+    pub outcome: String,
+    pub attempts: u32,
+    pub build_ms: Option<u64>,
+    pub gate_ms: Option<u64>,
+    pub critic_ms: Option<u64>,
+    pub queue_wait_ms: Option<u64>,
+    /// Files its merge changed (done orders).
+    pub changed: Option<usize>,
 }
 
 /// One work order being built this round.
@@ -85,6 +103,8 @@ struct Job<'a> {
     worktree: PathBuf,
     log: PathBuf,
     verdicts: Vec<Verdict>,
+    /// How long it waited for a machine-wide slot.
+    queue_wait: Option<Duration>,
     outcome: JobOutcome,
 }
 
@@ -153,7 +173,7 @@ pub fn run(
                 &[("round", (i + 1).to_string()), ("batch", batch.join(","))],
             );
         }
-        finish(ctx, orders, &store, &branch, &mut summary)?;
+        finish(ctx, orders, &store, &branch, &BTreeSet::new(), &mut summary)?;
         summary.exit = 0;
         return Ok(summary);
     }
@@ -166,6 +186,7 @@ pub fn run(
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let host = Host::new(ctx)?;
     let mut merges = merge::Session::default();
+    let mut ran = BTreeSet::new();
     loop {
         // Reconcile and recover, as one transition.
         // Leftover worktrees go first: that frees disk space for the state writes.
@@ -257,6 +278,7 @@ pub fn run(
             .filter_map(|p| orders.get(&p.wo_id))
             .collect();
         let dispatched = dispatch(ctx, &store, orders, &picked, round_base, &me, progress)?;
+        ran.extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
         let mut jobs = Vec::new();
         for &(wo, attempt) in &dispatched {
             let made = worktree::remove(ctx, &wo.id, &branch_of(&wo.id))
@@ -278,6 +300,7 @@ pub fn run(
                 worktree: path,
                 log: log_path(ctx, &wo.id, attempt),
                 verdicts: Vec::new(),
+                queue_wait: None,
                 outcome: JobOutcome::Pending,
             });
         }
@@ -382,7 +405,7 @@ pub fn run(
             break;
         }
     }
-    finish(ctx, orders, &store, &branch, &mut summary)?;
+    finish(ctx, orders, &store, &branch, &ran, &mut summary)?;
     if summary.stopped.as_deref() == Some("stop requested") {
         summary.exit = 130;
         return Ok(summary);
@@ -580,12 +603,12 @@ fn dispatch<'a>(
                 txn.put(record);
                 continue;
             }
+            record.start_attempt();
             record.attempts += 1;
             record.status = Status::InProgress;
             record.owner = Some(me.name.clone());
             record.checkpoint_before = Some(round_base.to_string());
             record.checkpoint_after = None;
-            record.verdicts.clear();
             record.log("dispatch", Some(format!("round_base={round_base}")));
             go.push((*wo, record.attempts));
             txn.put(record);
@@ -628,7 +651,10 @@ fn build_one(
 ) {
     let id = job.wo.id.clone();
     progress.phase(&id, "slot");
-    let slot = match host.take_slot(slot_dir, cap, &id, me, progress) {
+    let waiting = Instant::now();
+    let slot = host.take_slot(slot_dir, cap, &id, me, progress);
+    job.queue_wait = Some(waiting.elapsed());
+    let slot = match slot {
         Ok(Some(slot)) => slot,
         Ok(None) => {
             job.outcome = JobOutcome::Interrupted;
@@ -662,19 +688,22 @@ fn build_one(
     let worktree = job.worktree.clone();
     let log = job.log.clone();
     // Build, gates and critics all run in the worktree, logged to one file.
-    let run_here = |command: &str| {
-        exec::run(
+    let run_here = |kind: &str, command: &str| {
+        let started = Instant::now();
+        let exit = exec::run(
             &exec::Spec {
                 command,
                 cwd: &worktree,
                 env: &env,
                 log: &log,
+                kind: Some(kind),
                 stdout_to: None,
                 timeout: opts.timeout,
                 groups: Some(&me.groups_dir()),
             },
             &stop,
-        )
+        );
+        exit.map(|exit| (exit, started.elapsed()))
     };
     let not_runnable = |exit: &Exit, kind: &'static str, command: &str| {
         let failed = NotRunnable::of(exit, &id, kind, command, &worktree, &log)?;
@@ -682,11 +711,16 @@ fn build_one(
         Some(JobOutcome::NotRunnable(failed))
     };
     let started = Instant::now();
+    exec::note(
+        &log,
+        &attempt_header(&id, job.attempt, round_base, job.queue_wait),
+    );
     crate::crash::point("build.started");
-    let exit = run_here(&opts.build);
+    let exit = run_here("build", &opts.build);
     let outcome = (|| -> std::result::Result<JobOutcome, String> {
-        let exit = exit.map_err(|e| format!("cannot run the build command: {e}"))?;
-        job.verdicts.push(verdict("build", &opts.build, &exit));
+        let (exit, wall) = exit.map_err(|e| format!("cannot run the build command: {e}"))?;
+        job.verdicts
+            .push(verdict("build", &opts.build, &exit, wall));
         report_build(progress, &id, &exit, started);
         if let Some(outcome) = not_runnable(&exit, "build", &opts.build) {
             return Ok(outcome);
@@ -711,8 +745,9 @@ fn build_one(
         for (kind, commands) in [("gate", &opts.gates), ("critic", &opts.critics)] {
             for cmd in commands.iter() {
                 progress.phase(&id, kind);
-                let exit = run_here(cmd).map_err(|e| format!("cannot run {kind} '{cmd}': {e}"))?;
-                job.verdicts.push(verdict(kind, cmd, &exit));
+                let (exit, wall) =
+                    run_here(kind, cmd).map_err(|e| format!("cannot run {kind} '{cmd}': {e}"))?;
+                job.verdicts.push(verdict(kind, cmd, &exit, wall));
                 progress.event(
                     kind,
                     &[
@@ -746,12 +781,60 @@ fn build_one(
             JobOutcome::Retry(why)
         }
     });
+    exec::note(
+        &log,
+        &attempt_footer(job.attempt, &job.outcome.describe(), started.elapsed()),
+    );
     drop(slot);
     if matches!(job.outcome, JobOutcome::Clean) {
         // Merges come after the whole batch is built: say so meanwhile.
         progress.phase(&job.wo.id, "waiting to merge");
     }
     progress.slots(running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
+}
+
+impl JobOutcome {
+    /// How the attempt ended, for its log's footer.
+    fn describe(&self) -> String {
+        match self {
+            JobOutcome::Pending => "not finished".into(),
+            JobOutcome::Clean => "passed".into(),
+            JobOutcome::Retry(why)
+            | JobOutcome::Blocked(why)
+            | JobOutcome::DiskFull(why)
+            | JobOutcome::CommitFailed(why) => why.clone(),
+            JobOutcome::Interrupted => "interrupted".into(),
+            JobOutcome::NotRunnable(failed) => failed.describe(),
+            JobOutcome::NotStarted => NOT_STARTED.into(),
+        }
+    }
+}
+
+/// The first line of an attempt's log: which order, attempt and base, when.
+pub(crate) fn attempt_header(
+    label: &str,
+    attempt: u32,
+    base: gix::ObjectId,
+    queue_wait: Option<Duration>,
+) -> String {
+    let waited = queue_wait.map_or(String::new(), |w| {
+        format!(
+            " after waiting {} for a slot",
+            crate::state::format_ms(w.as_millis() as u64)
+        )
+    });
+    format!(
+        "order {label} attempt {attempt} base {base} started {} UTC{waited}",
+        crate::state::format_time(crate::state::now())
+    )
+}
+
+/// The last line of an attempt's log: how it ended and its wall time.
+pub(crate) fn attempt_footer(attempt: u32, outcome: &str, wall: Duration) -> String {
+    format!(
+        "end of attempt {attempt}: {outcome}, wall time {}",
+        crate::state::format_ms(wall.as_millis() as u64)
+    )
 }
 
 /// Where a job's work stays when committing it failed.
@@ -787,6 +870,7 @@ fn settle(
     let id = &job.wo.id;
     let wo_branch = branch_of(id);
     let verdicts = job.verdicts.clone();
+    let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
     let log = job.log.display().to_string();
     let mut keep_branch = false;
     match &job.outcome {
@@ -801,6 +885,7 @@ fn settle(
                     return Ok(false);
                 }
                 record.verdicts = verdicts.clone();
+                record.queue_wait_ms = queue_wait_ms;
                 record.log("built", Some(log.clone()));
                 txn.put(record);
                 Ok(true)
@@ -892,6 +977,7 @@ fn settle(
                     return Ok(false);
                 }
                 record.verdicts = verdicts.clone();
+                record.queue_wait_ms = queue_wait_ms;
                 record.owner = None;
                 match halt {
                     Some(reason) => {
@@ -1104,6 +1190,7 @@ fn finish(
     orders: &Orders,
     store: &Store<'_>,
     branch: &gix::refs::FullName,
+    ran: &BTreeSet<String>,
     summary: &mut Summary,
 ) -> Result<()> {
     let tip = ctx.branch_tip(branch).ok();
@@ -1141,6 +1228,41 @@ fn finish(
             summary.pending.push(row.id.clone());
         }
     }
+    for record in table.records.iter().filter(|r| ran.contains(&r.wo)) {
+        let wall = |kind: &str| {
+            let times: Vec<u64> = record
+                .verdicts
+                .iter()
+                .filter(|v| v.kind == kind)
+                .filter_map(|v| v.wall_ms)
+                .collect();
+            (!times.is_empty()).then(|| times.iter().sum())
+        };
+        let changed = match (&record.status, &record.checkpoint_after) {
+            (Status::Done, Some(sha)) => match gix::ObjectId::from_hex(sha.as_bytes()) {
+                Ok(merge) => snapshot
+                    .note(&merge)?
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                    .and_then(|note| Some(note.get("changed")?.as_array()?.len())),
+                Err(_) => None,
+            },
+            _ => None,
+        };
+        summary.orders.push(OrderRow {
+            wo_id: record.wo.clone(),
+            outcome: match &record.halt_reason {
+                Some(reason) if record.halted => format!("halted: {reason}"),
+                _ => record.status.to_string(),
+            },
+            attempts: record.attempts,
+            build_ms: wall("build"),
+            gate_ms: wall("gate"),
+            critic_ms: wall("critic"),
+            queue_wait_ms: record.queue_wait_ms,
+            changed,
+        });
+    }
+    summary.orders.sort_by(|a, b| a.wo_id.cmp(&b.wo_id));
     Ok(())
 }
 
@@ -1169,12 +1291,14 @@ fn final_gate(
         ("ARBITER_REPO".to_string(), repo_top.display().to_string()),
     ];
     let stop = || me.should_stop();
+    let started = Instant::now();
     let exit = exec::run(
         &exec::Spec {
             command: cmd,
             cwd: &path,
             env: &env,
             log: &log,
+            kind: Some("final gate"),
             stdout_to: None,
             timeout,
             groups: Some(&me.groups_dir()),
@@ -1190,7 +1314,7 @@ fn final_gate(
             ("log", log.display().to_string()),
         ],
     );
-    let mut v = verdict("final_gate", cmd, &exit);
+    let mut v = verdict("final_gate", cmd, &exit, started.elapsed());
     v.detail = Some(log.display().to_string());
     Ok(v)
 }

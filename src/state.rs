@@ -69,6 +69,19 @@ pub struct Verdict {
     pub exit_code: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// How long the command ran, in milliseconds (absent in older notes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<u64>,
+}
+
+/// The verdicts of an attempt before the current one, kept when the next
+/// attempt starts so `show` can tell every attempt's story.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct PastAttempt {
+    pub attempt: u32,
+    pub verdicts: Vec<Verdict>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_wait_ms: Option<u64>,
 }
 
 /// One entry of the disposition history.
@@ -76,6 +89,10 @@ pub struct Verdict {
 pub struct Event {
     /// Seconds since the Unix epoch.
     pub at: i64,
+    /// Milliseconds past `at`: events of different orders within one second
+    /// are told apart by it (absent in older notes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u32>,
     pub event: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
@@ -107,6 +124,12 @@ pub struct Record {
     pub owner: Option<String>,
     #[serde(default)]
     pub verdicts: Vec<Verdict>,
+    /// How long the current attempt waited for a machine-wide slot, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_wait_ms: Option<u64>,
+    /// The verdicts of earlier attempts, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<PastAttempt>,
     #[serde(default)]
     pub history: Vec<Event>,
 }
@@ -131,13 +154,31 @@ impl Record {
             checkpoint_after: None,
             owner: None,
             verdicts: Vec::new(),
+            queue_wait_ms: None,
+            earlier: Vec::new(),
             history: Vec::new(),
         }
     }
 
+    /// Begin a new attempt's verdicts: the current ones (if any) are kept in
+    /// `earlier`. Call before `attempts` is incremented.
+    pub fn start_attempt(&mut self) {
+        let verdicts = std::mem::take(&mut self.verdicts);
+        let queue_wait_ms = self.queue_wait_ms.take();
+        if self.attempts > 0 && !verdicts.is_empty() {
+            self.earlier.push(PastAttempt {
+                attempt: self.attempts,
+                verdicts,
+                queue_wait_ms,
+            });
+        }
+    }
+
     pub fn log(&mut self, event: impl Into<String>, detail: Option<String>) {
+        let (at, ms) = now_ms();
         self.history.push(Event {
-            at: now(),
+            at,
+            ms: Some(ms),
             event: event.into(),
             attempt: (self.attempts > 0).then_some(self.attempts),
             detail,
@@ -199,10 +240,48 @@ impl Record {
 }
 
 pub fn now() -> i64 {
+    now_ms().0
+}
+
+/// Seconds since the Unix epoch, and milliseconds past them.
+fn now_ms() -> (i64, u32) {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+        .map(|d| (d.as_secs() as i64, d.subsec_millis()))
+        .unwrap_or((0, 0))
+}
+
+/// `YYYY-MM-DD HH:MM:SS` UTC, without pulling in a date crate for one format.
+pub fn format_time(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A wall time in milliseconds as `1.2s` (or `2m05s` from a minute on).
+pub fn format_ms(ms: u64) -> String {
+    if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        let secs = ms / 1000;
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -277,6 +356,34 @@ impl<'repo> Snapshot<'repo> {
             )),
             None => Ok(None),
         }
+    }
+
+    /// The ids of the work orders with a key under `wo-keys/` (every record
+    /// git-arbiter wrote), sorted: what the state knows without the orders.
+    pub fn ids(&self) -> Result<Vec<String>, Error> {
+        let Some(tip) = self.tip else {
+            return Ok(Vec::new());
+        };
+        let tree = self
+            .repo
+            .find_commit(tip)
+            .map_err(git_err)?
+            .tree()
+            .map_err(git_err)?;
+        let Some(keys) = tree.find_entry(KEYS_DIR) else {
+            return Ok(Vec::new());
+        };
+        let keys = keys
+            .object()
+            .map_err(git_err)?
+            .try_into_tree()
+            .map_err(git_err)?;
+        let mut ids: Vec<String> = keys
+            .iter()
+            .filter_map(|e| e.ok().map(|e| e.filename().to_string()))
+            .collect();
+        ids.sort();
+        Ok(ids)
     }
 
     /// The stored record of `wo`, or `None` when it has no note yet.
@@ -720,5 +827,47 @@ mod tests {
         assert!(json.contains("\"version\":1"));
         let back: Record = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn a_note_without_timings_still_parses() {
+        let old = r#"{"version":1,"wo":"wo-01","status":"done","halted":false,"halt_reason":null,"attempts":1,"cap":3,"checkpoint_before":null,"checkpoint_after":null,"verdicts":[{"kind":"build","command":"true","passed":true,"exit_code":0}],"history":[{"at":5,"event":"dispatch"}]}"#;
+        let r: Record = serde_json::from_str(old).expect("parses");
+        assert_eq!(r.verdicts[0].wall_ms, None);
+        assert_eq!(r.queue_wait_ms, None);
+        assert_eq!(r.history[0].ms, None);
+        assert!(!serde_json::to_string(&r).expect("json").contains("wall_ms"));
+    }
+
+    #[test]
+    fn a_new_attempt_keeps_the_last_ones_verdicts() {
+        let mut r = Record::new("wo-01", false, 3);
+        r.start_attempt();
+        assert!(r.earlier.is_empty());
+        r.attempts = 1;
+        r.queue_wait_ms = Some(7);
+        r.verdicts.push(Verdict {
+            kind: "build".into(),
+            command: "false".into(),
+            passed: false,
+            exit_code: Some(1),
+            detail: None,
+            wall_ms: Some(12),
+        });
+        r.start_attempt();
+        assert!(r.verdicts.is_empty() && r.queue_wait_ms.is_none());
+        assert_eq!(r.earlier.len(), 1);
+        assert_eq!(r.earlier[0].attempt, 1);
+        assert_eq!(r.earlier[0].queue_wait_ms, Some(7));
+        assert_eq!(r.earlier[0].verdicts[0].wall_ms, Some(12));
+    }
+
+    #[test]
+    fn formats_utc_and_wall_times() {
+        assert_eq!(format_time(0), "1970-01-01 00:00:00");
+        assert_eq!(format_time(1_767_225_600), "2026-01-01 00:00:00");
+        assert_eq!(format_time(951_782_400 + 3661), "2000-02-29 01:01:01");
+        assert_eq!(format_ms(1234), "1.2s");
+        assert_eq!(format_ms(125_000), "2m05s");
     }
 }

@@ -16,6 +16,7 @@ mod test_repo_checkout;
 mod test_repo_commit;
 mod test_repo_config;
 mod test_retry;
+mod test_review;
 mod test_round;
 mod test_slot;
 mod test_state;

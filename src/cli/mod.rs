@@ -22,6 +22,7 @@ mod progress;
 mod race;
 mod retry;
 mod round;
+mod show;
 mod slot;
 mod status;
 mod stop;
@@ -79,6 +80,7 @@ pub enum Command {
     Slot(slot::SlotArgs),
     Stop(stop::StopArgs),
     Log(log::LogArgs),
+    Show(show::ShowArgs),
     Doctor(doctor::DoctorArgs),
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -185,6 +187,7 @@ pub fn run() -> i32 {
         Command::Slot(args) => slot::cmd_slot(&env, args),
         Command::Stop(args) => stop::cmd_stop(&env, args),
         Command::Log(args) => log::cmd_log(&env, args),
+        Command::Show(args) => show::cmd_show(&env, args),
         Command::Doctor(args) => doctor::cmd_doctor(&env, args),
         Command::Generate(args) => generate::cmd_generate(args),
     };

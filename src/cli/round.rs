@@ -4,6 +4,7 @@ use clap::Args;
 use git_arbiter::error::InputError;
 use git_arbiter::orders::Orders;
 use git_arbiter::round::{self, Options, Summary};
+use git_arbiter::state::format_ms;
 use git_arbiter::{drift, merge, Error, ExitCode};
 
 use super::{json, out, progress, Env};
@@ -225,6 +226,33 @@ pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
         summary.halted.len(),
         summary.pending.len()
     ));
+    if !summary.orders.is_empty() {
+        let ms = |v: Option<u64>| v.map_or("-".to_owned(), format_ms);
+        let rows: Vec<Vec<String>> = summary
+            .orders
+            .iter()
+            .map(|o| {
+                vec![
+                    o.wo_id.clone(),
+                    o.outcome.clone(),
+                    o.attempts.to_string(),
+                    ms(o.queue_wait_ms),
+                    ms(o.build_ms),
+                    ms(o.gate_ms),
+                    ms(o.critic_ms),
+                    o.changed.map_or("-".to_owned(), |c| c.to_string()),
+                ]
+            })
+            .collect();
+        s.push('\n');
+        s.push_str(&super::table(
+            &[
+                "order", "outcome", "attempts", "wait", "build", "gates", "critics", "changed",
+            ],
+            &rows,
+        ));
+        s.push('\n');
+    }
     if let Some(why) = &summary.stopped {
         s.push_str(&format!("stopped: {why}\n"));
     }
