@@ -370,3 +370,35 @@ fn the_round_summary_has_a_row_per_order_with_its_times() {
     );
     assert!(rows[0]["gate_ms"].is_null());
 }
+
+/// Durations reach `log` too: the event that gave each attempt its verdict
+/// says how long it waited for a slot and ran its build, gates and critics.
+#[test]
+fn log_shows_each_attempts_times() {
+    let env = repo();
+    let gate = "test \"$ARBITER_WO.$ARBITER_ATTEMPT\" != wo-01.1";
+    round(&env, &["--build", WRITE_OWN, "--gate", gate]).success();
+    let human = env.run(&["log", "wo-01"]).success().stdout;
+    let verdicts: Vec<&str> = human
+        .lines()
+        .filter(|l| l.contains("needs_rework") || l.contains(" built "))
+        .collect();
+    assert_eq!(verdicts.len(), 2, "{human}");
+    for line in &verdicts {
+        assert!(
+            line.contains("(wait ") && line.contains("build ") && line.contains("gates "),
+            "{human}"
+        );
+    }
+    let json = env.run(&["log", "wo-01", "--json"]).success().json();
+    let timed: Vec<&serde_json::Value> = json["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e.get("times").is_some())
+        .collect();
+    assert_eq!(timed.len(), 2, "{json}");
+    assert_eq!(timed[0]["attempt"], 1);
+    assert_eq!(timed[1]["attempt"], 2);
+    assert!(timed[1]["times"]["build_ms"].is_u64(), "{json}");
+}

@@ -30,7 +30,62 @@ struct Line<'a> {
     /// For a `pick` event (a race's winner): its record from `refs/notes/arbiter-picks`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pick: Option<serde_json::Value>,
+    /// On the event that gave an attempt its verdict: how long it waited for
+    /// a slot and ran each kind of command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    times: Option<Times>,
 }
+
+/// Wall times of one attempt, in milliseconds.
+#[derive(Serialize, Default, Clone, Copy)]
+struct Times {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wait_ms: Option<u64>,
+    build_ms: u64,
+    gate_ms: u64,
+    critic_ms: u64,
+}
+
+impl Times {
+    fn of(queue_wait_ms: Option<u64>, verdicts: &[git_arbiter::state::Verdict]) -> Option<Times> {
+        let mut times = Times {
+            wait_ms: queue_wait_ms,
+            ..Times::default()
+        };
+        let mut timed = false;
+        for v in verdicts {
+            let Some(ms) = v.wall_ms else { continue };
+            let slot = match v.kind.as_str() {
+                "build" => &mut times.build_ms,
+                "gate" => &mut times.gate_ms,
+                "critic" => &mut times.critic_ms,
+                _ => continue,
+            };
+            *slot += ms;
+            timed = true;
+        }
+        timed.then_some(times)
+    }
+
+    fn human(&self) -> String {
+        let secs = |ms: u64| format!("{:.1}s", ms as f64 / 1000.0);
+        let mut parts = Vec::new();
+        if let Some(wait) = self.wait_ms {
+            parts.push(format!("wait {}", secs(wait)));
+        }
+        parts.push(format!("build {}", secs(self.build_ms)));
+        if self.gate_ms > 0 {
+            parts.push(format!("gates {}", secs(self.gate_ms)));
+        }
+        if self.critic_ms > 0 {
+            parts.push(format!("critics {}", secs(self.critic_ms)));
+        }
+        format!("({})", parts.join(", "))
+    }
+}
+
+/// The events that record an attempt's verdict (see `round::settle`).
+const VERDICT_EVENTS: &[&str] = &["built", "needs_rework", "halt"];
 
 pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
@@ -61,9 +116,29 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
                 attempt: e.attempt,
                 detail: e.detail.as_deref(),
                 pick: None,
+                times: None,
             })
         })
         .collect();
+    let mut times: std::collections::BTreeMap<(&str, u32), Times> = Default::default();
+    for r in &records {
+        for past in &r.earlier {
+            if let Some(t) = Times::of(past.queue_wait_ms, &past.verdicts) {
+                times.insert((r.wo.as_str(), past.attempt), t);
+            }
+        }
+        if let Some(t) = Times::of(r.queue_wait_ms, &r.verdicts) {
+            times.insert((r.wo.as_str(), r.attempts), t);
+        }
+    }
+    for l in lines
+        .iter_mut()
+        .filter(|l| VERDICT_EVENTS.contains(&l.event))
+    {
+        if let Some(attempt) = l.attempt {
+            l.times = times.remove(&(l.wo, attempt));
+        }
+    }
     for l in lines.iter_mut().filter(|l| l.event == "pick") {
         l.pick = pick_record(&ctx.repo, l.detail);
     }
@@ -97,6 +172,9 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
         }
         if let Some(d) = l.detail {
             line.push_str(&format!("  {d}"));
+        }
+        if let Some(t) = &l.times {
+            line.push_str(&format!("  {}", t.human()));
         }
         text.push_str(line.trim_end());
         text.push('\n');
