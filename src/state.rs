@@ -105,6 +105,10 @@ pub struct Record {
     /// live conductor's work is never "recovered" by another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The branch its merge landed on (short name), written with `done`;
+    /// records from before this field have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_into: Option<String>,
     #[serde(default)]
     pub verdicts: Vec<Verdict>,
     #[serde(default)]
@@ -130,6 +134,7 @@ impl Record {
             checkpoint_before: None,
             checkpoint_after: None,
             owner: None,
+            merged_into: None,
             verdicts: Vec::new(),
             history: Vec::new(),
         }

@@ -59,6 +59,9 @@ fn render(rows: &[reconcile::Row]) -> String {
             } else {
                 r.status.to_string()
             };
+            if let Some(into) = &r.merged_into {
+                status.push_str(&format!(" → {into}"));
+            }
             if let Some(Recovery::Error { .. }) = r.recovery {
                 status.push_str(" (recovery failed)");
             }
