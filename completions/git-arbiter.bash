@@ -250,16 +250,12 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__demo)
-            opts="-h --keep --orders --help"
+            opts="-h --keep --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -290,17 +286,13 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__generate)
-            opts="-h --out --orders --help man complete-bash complete-zsh complete-fish"
+            opts="-h --out --help man complete-bash complete-zsh complete-fish"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --out)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -736,17 +728,13 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__pick)
-            opts="-h --min-score --json --orders --help"
+            opts="-h --min-score --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --min-score)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -888,16 +876,12 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__slot)
-            opts="-h --orders --help status run help"
+            opts="-h --help status run help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -962,7 +946,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__slot__subcmd__run)
-            opts="-h --max-total --no-wait --label --orders --help"
+            opts="-h --max-total --no-wait --label --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -976,10 +960,6 @@ _git__arbiter() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -988,17 +968,13 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__slot__subcmd__status)
-            opts="-h --json --max-total --orders --help"
+            opts="-h --json --max-total --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --max-total)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1032,16 +1008,12 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__stop)
-            opts="-h --orders --help"
+            opts="-h --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1050,16 +1022,12 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__worktree)
-            opts="-h --orders --help add remove list help"
+            opts="-h --help add remove list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1068,7 +1036,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__worktree__subcmd__add)
-            opts="-h --base --into --orders --help"
+            opts="-h --base --into --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1079,10 +1047,6 @@ _git__arbiter() {
                     return 0
                     ;;
                 --into)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1164,16 +1128,12 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__worktree__subcmd__list)
-            opts="-h --json --orders --help"
+            opts="-h --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1182,16 +1142,12 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__worktree__subcmd__remove)
-            opts="-h --orders --help"
+            opts="-h --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;

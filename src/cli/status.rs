@@ -20,6 +20,8 @@ pub struct StatusArgs {
     /// The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 #[derive(Serialize)]
