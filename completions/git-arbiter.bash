@@ -28,9 +28,6 @@ _git__arbiter() {
             git__arbiter,doctor)
                 cmd="git__arbiter__subcmd__doctor"
                 ;;
-            git__arbiter,generate)
-                cmd="git__arbiter__subcmd__generate"
-                ;;
             git__arbiter,halt)
                 cmd="git__arbiter__subcmd__halt"
                 ;;
@@ -81,9 +78,6 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help,doctor)
                 cmd="git__arbiter__subcmd__help__subcmd__doctor"
-                ;;
-            git__arbiter__subcmd__help,generate)
-                cmd="git__arbiter__subcmd__help__subcmd__generate"
                 ;;
             git__arbiter__subcmd__help,halt)
                 cmd="git__arbiter__subcmd__help__subcmd__halt"
@@ -188,16 +182,12 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log doctor generate help"
+            opts="-h -V --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -234,7 +224,7 @@ _git__arbiter() {
         git__arbiter__subcmd__clear)
             opts="-h --all --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -246,7 +236,7 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__demo)
@@ -285,28 +275,10 @@ _git__arbiter() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__arbiter__subcmd__generate)
-            opts="-h --out --help man complete-bash complete-zsh complete-fish"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --out)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         git__arbiter__subcmd__halt)
             opts="-h --reason --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -322,11 +294,11 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log doctor generate help"
+            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -382,20 +354,6 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__doctor)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        git__arbiter__subcmd__help__subcmd__generate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -686,7 +644,7 @@ _git__arbiter() {
         git__arbiter__subcmd__log)
             opts="-h --json --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -698,13 +656,13 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__merge__subcmd__back)
             opts="-h --into --drift-scope --json --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -724,7 +682,7 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__pick)
@@ -748,7 +706,7 @@ _git__arbiter() {
         git__arbiter__subcmd__race)
             opts="-n -h --build --gate --score --min-score --keep-losers --into --max-total --timeout --json --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -792,13 +750,13 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__retry)
             opts="-h --rebuild --into --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -814,7 +772,7 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__round)
@@ -1163,6 +1121,11 @@ if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERS
 else
     complete -F _git__arbiter -o bashdefault -o default git-arbiter
 fi
+
+# The work orders of the repository at hand, for an id argument.
+__git_arbiter_ids() {
+    git arbiter complete-ids 2>/dev/null
+}
 
 # `git arbiter <TAB>` through git's own bash completion, which calls
 # _git_arbiter with COMP_WORDS holding the whole `git … arbiter …` line.

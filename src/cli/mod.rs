@@ -10,6 +10,7 @@ use git_arbiter::{Error, ExitCode};
 
 mod batch;
 mod clear;
+mod complete_ids;
 mod demo;
 mod doctor;
 mod generate;
@@ -86,6 +87,9 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
+    /// Called by the shell completions for a work-order argument.
+    #[command(hide = true, name = "complete-ids")]
+    CompleteIds(complete_ids::CompleteIdsArgs),
 }
 
 impl Command {
@@ -103,6 +107,7 @@ impl Command {
             Command::Halt(a) => Some(&a.orders),
             Command::Log(a) => Some(&a.orders),
             Command::Doctor(a) => Some(&a.orders),
+            Command::CompleteIds(a) => Some(&a.orders),
             // demo writes its own orders into a temporary repository.
             Command::Pick(_)
             | Command::Demo(_)
@@ -230,6 +235,7 @@ pub fn run() -> i32 {
         Command::Log(args) => log::cmd_log(&env, args),
         Command::Doctor(args) => doctor::cmd_doctor(&env, args),
         Command::Generate(args) => generate::cmd_generate(args),
+        Command::CompleteIds(_) => complete_ids::cmd_complete_ids(&env),
     };
     match result {
         Ok(code) => code.code(),
