@@ -28,9 +28,6 @@ _git__arbiter() {
             git__arbiter,doctor)
                 cmd="git__arbiter__subcmd__doctor"
                 ;;
-            git__arbiter,generate)
-                cmd="git__arbiter__subcmd__generate"
-                ;;
             git__arbiter,halt)
                 cmd="git__arbiter__subcmd__halt"
                 ;;
@@ -84,9 +81,6 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help,doctor)
                 cmd="git__arbiter__subcmd__help__subcmd__doctor"
-                ;;
-            git__arbiter__subcmd__help,generate)
-                cmd="git__arbiter__subcmd__help__subcmd__generate"
                 ;;
             git__arbiter__subcmd__help,halt)
                 cmd="git__arbiter__subcmd__help__subcmd__halt"
@@ -194,16 +188,12 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --orders --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help"
+            opts="-h -V --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -240,7 +230,7 @@ _git__arbiter() {
         git__arbiter__subcmd__clear)
             opts="-h --all --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -252,20 +242,16 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__demo)
-            opts="-h --keep --orders --help"
+            opts="-h --keep --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -295,32 +281,10 @@ _git__arbiter() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__arbiter__subcmd__generate)
-            opts="-h --out --orders --help man complete-bash complete-zsh complete-fish"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --out)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         git__arbiter__subcmd__halt)
             opts="-h --reason --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -336,11 +300,11 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help"
+            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -396,20 +360,6 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__doctor)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        git__arbiter__subcmd__help__subcmd__generate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -714,7 +664,7 @@ _git__arbiter() {
         git__arbiter__subcmd__log)
             opts="-h --json --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -726,13 +676,13 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__merge__subcmd__back)
             opts="-h --into --drift-scope --json --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -752,21 +702,17 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__pick)
-            opts="-h --min-score --json --orders --help"
+            opts="-h --min-score --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --min-score)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -780,7 +726,7 @@ _git__arbiter() {
         git__arbiter__subcmd__race)
             opts="-n -h --build --gate --score --min-score --keep-losers --into --max-total --timeout --json --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -824,13 +770,13 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__retry)
             opts="-h --rebuild --into --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -846,7 +792,7 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__round)
@@ -910,7 +856,7 @@ _git__arbiter() {
         git__arbiter__subcmd__show)
             opts="-p -h --json --patch --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
@@ -922,20 +868,16 @@ _git__arbiter() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__slot)
-            opts="-h --orders --help status run help"
+            opts="-h --help status run help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1000,7 +942,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__slot__subcmd__run)
-            opts="-h --max-total --no-wait --label --orders --help"
+            opts="-h --max-total --no-wait --label --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1014,10 +956,6 @@ _git__arbiter() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1026,17 +964,13 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__slot__subcmd__status)
-            opts="-h --json --max-total --orders --help"
+            opts="-h --json --max-total --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --max-total)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1070,16 +1004,12 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__stop)
-            opts="-h --orders --help"
+            opts="-h --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1088,16 +1018,12 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__worktree)
-            opts="-h --orders --help add remove list help"
+            opts="-h --help add remove list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1106,7 +1032,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__worktree__subcmd__add)
-            opts="-h --base --into --orders --help"
+            opts="-h --base --into --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1117,10 +1043,6 @@ _git__arbiter() {
                     return 0
                     ;;
                 --into)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1202,16 +1124,12 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__worktree__subcmd__list)
-            opts="-h --json --orders --help"
+            opts="-h --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1220,16 +1138,12 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__worktree__subcmd__remove)
-            opts="-h --orders --help"
+            opts="-h --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --orders)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1245,6 +1159,11 @@ if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERS
 else
     complete -F _git__arbiter -o bashdefault -o default git-arbiter
 fi
+
+# The work orders of the repository at hand, for an id argument.
+__git_arbiter_ids() {
+    git arbiter complete-ids 2>/dev/null
+}
 
 # `git arbiter <TAB>` through git's own bash completion, which calls
 # _git_arbiter with COMP_WORDS holding the whole `git … arbiter …` line.

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_git_arbiter_global_optspecs
-    string join \n orders= h/help V/version
+    string join \n h/help V/version
 end
 
 function __fish_git_arbiter_needs_command
@@ -24,8 +24,7 @@ function __fish_git_arbiter_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
-complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -s h -l help -d 'Print help'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -s V -l version -d 'Print version'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "round" -d 'Run work orders: rounds of disjoint batches, built concurrently, merged back one at a time'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "race" -d 'Best-of-N: build N instances of one work order, merge the best one back'
@@ -44,7 +43,6 @@ complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "stop" -d 'A
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "log" -d 'Show the disposition history of every work order, oldest first, from `refs/notes/arbiter`'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "show" -d 'Show the evidence for reviewing one work order'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "doctor" -d 'Find, and with --fix repair, what crashes and killed processes leave behind'
-complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "generate" -d 'Generate the man pages or a shell completion script from the command definitions'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l build -d 'Builder command, run via `sh -c` in each work order\'s worktree [default: `arbiter.build`]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l gate -d 'Gate command (repeatable): exit ≠ 0 discards the attempt for a retry [default: `arbiter.gate`]' -r
@@ -75,17 +73,14 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l keep-lo
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l json -d 'Print the summary (with the pick record) as versioned JSON on stdout'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pick" -l min-score -d 'Nothing below this score wins' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pick" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pick" -l json -d 'Print `{"version":1,"winner":<instance>|null,"order":[…]}`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pick" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand demo" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand demo" -l keep -d 'Keep the demo repository and print where it is'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l into -d 'The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l json -d 'Print `{"version":1,"orders":[…]}` instead of a table'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and not __fish_seen_subcommand_from add remove list help" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and not __fish_seen_subcommand_from add remove list help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and not __fish_seen_subcommand_from add remove list help" -f -a "add" -d 'Create branch `arbiter/<id>` at REV and a linked worktree for it'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and not __fish_seen_subcommand_from add remove list help" -f -a "remove" -d 'Remove the worktree of `<id>` (discarding what a builder left in it) and delete branch `arbiter/<id>`'
@@ -93,11 +88,8 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and no
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and not __fish_seen_subcommand_from add remove list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from add" -l base -d 'Start the branch here [default: the integration branch\'s tip]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from add" -l into -d 'The integration branch whose tip is the default base [default: the current branch]' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from add" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from remove" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from list" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from list" -l json -d 'Print `{"version":1,"worktrees":[{"name","path","branch","head","prunable"}]}`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from help" -f -a "add" -d 'Create branch `arbiter/<id>` at REV and a linked worktree for it'
@@ -129,24 +121,20 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand retry" -s h -l h
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand halt" -l reason -d 'Why it is halted (one line; shown by status and in the escalation)' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand halt" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand halt" -s h -l help -d 'Print help'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -f -a "status" -d 'Show the cap, the holders (pid, cap, since, work order, repo) and the waiters'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -f -a "run" -d 'Hold one slot while CMD runs, for hooks and scripts'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from status" -l max-total -d 'The cap to report [default: `arbiter.maxTotal`, else 6]' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from status" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from status" -l json -d 'Print `{"version":1,"dir":…,"cap":…,"used":…,"holders":[…],"waiters":[…]}`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from run" -l max-total -d 'The machine-wide cap [default: `arbiter.maxTotal`, else 6]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from run" -l label -d 'What `slot status` shows for this holder [default: CMD]' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from run" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from run" -l no-wait -d 'Exit 5 at once instead of waiting when no slot is free'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from help" -f -a "status" -d 'Show the cap, the holders (pid, cap, since, work order, repo) and the waiters'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from help" -f -a "run" -d 'Hold one slot while CMD runs, for hooks and scripts'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand stop" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand stop" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand log" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand log" -l json -d 'Print `{"version":1,"events":[…]}`'
@@ -160,28 +148,24 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand doctor" -l order
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand doctor" -l fix -d 'Repair what is provably git-arbiter\'s and not held by a live process'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand doctor" -l json -d 'Print the report as JSON'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand generate" -l out -d 'Write the file(s) into DIR (created if missing) instead of stdout. `man` writes `git-arbiter.1` plus one `git-arbiter-<subcommand>.1` per subcommand; on stdout it prints only `git-arbiter.1`' -r -F
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand generate" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "round" -d 'Run work orders: rounds of disjoint batches, built concurrently, merged back one at a time'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "race" -d 'Best-of-N: build N instances of one work order, merge the best one back'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "pick" -d 'Choose the best of N candidates read from stdin (the selection kernel)'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "demo" -d 'Run a full round on a built-in example, in a temporary repository'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "status" -d 'Show every work order\'s state: the reconcile table'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "worktree" -d 'Create, remove and list git-arbiter\'s linked worktrees'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "merge-back" -d 'Merge a work order\'s branch `arbiter/<id>` into the integration branch'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "batch" -d 'Select the next batch: eligible work orders whose declared files are pairwise disjoint'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "lint" -d 'Check the work orders: every error at once, and what is probably not meant'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "clear" -d 'Lift the HALT of work orders: the only way a halted order runs again'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "retry" -d 'Re-check the kept work of halted work orders after fixing them'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "halt" -d 'Halt a work order by hand: it is never selected, built or merged until `git arbiter clear`'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "slot" -d 'Machine-wide build slots: who holds them, or hold one around a command'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "stop" -d 'Ask the running conductors (`round`, `race`) of this repository to stop'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "log" -d 'Show the disposition history of every work order, oldest first, from `refs/notes/arbiter`'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "show" -d 'Show the evidence for reviewing one work order'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "doctor" -d 'Find, and with --fix repair, what crashes and killed processes leave behind'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "generate" -d 'Generate the man pages or a shell completion script from the command definitions'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "round" -d 'Run work orders: rounds of disjoint batches, built concurrently, merged back one at a time'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "race" -d 'Best-of-N: build N instances of one work order, merge the best one back'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "pick" -d 'Choose the best of N candidates read from stdin (the selection kernel)'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "demo" -d 'Run a full round on a built-in example, in a temporary repository'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "status" -d 'Show every work order\'s state: the reconcile table'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "worktree" -d 'Create, remove and list git-arbiter\'s linked worktrees'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "merge-back" -d 'Merge a work order\'s branch `arbiter/<id>` into the integration branch'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "batch" -d 'Select the next batch: eligible work orders whose declared files are pairwise disjoint'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "lint" -d 'Check the work orders: every error at once, and what is probably not meant'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "clear" -d 'Lift the HALT of work orders: the only way a halted order runs again'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "retry" -d 'Re-check the kept work of halted work orders after fixing them'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "halt" -d 'Halt a work order by hand: it is never selected, built or merged until `git arbiter clear`'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "slot" -d 'Machine-wide build slots: who holds them, or hold one around a command'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "stop" -d 'Ask the running conductors (`round`, `race`) of this repository to stop'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "log" -d 'Show the disposition history of every work order, oldest first, from `refs/notes/arbiter`'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "show" -d 'Show the evidence for reviewing one work order'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "doctor" -d 'Find, and with --fix repair, what crashes and killed processes leave behind'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and __fish_seen_subcommand_from worktree" -f -a "add" -d 'Create branch `arbiter/<id>` at REV and a linked worktree for it'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and __fish_seen_subcommand_from worktree" -f -a "remove" -d 'Remove the worktree of `<id>` (discarding what a builder left in it) and delete branch `arbiter/<id>`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and __fish_seen_subcommand_from worktree" -f -a "list" -d 'List git-arbiter\'s worktrees: name, branch, commit and path'

@@ -287,6 +287,7 @@ mod tests {
             recovery: None,
             hand_made_branch: None,
             claimed_by: None,
+            merged_into: None,
         }
     }
 

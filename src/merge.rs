@@ -292,6 +292,7 @@ fn merge_back_in(
                     }
                     r.status = Status::Done;
                     r.owner = None;
+                    r.merged_into = Some(req.into.shorten().to_string());
                     r.log("merged", Some(format!("up to date at {tip}")));
                     txn.put(r);
                     Ok(())
@@ -434,6 +435,7 @@ fn merge_back_in(
             "version": 1,
             "kind": "merge",
             "wo": id,
+            "into": req.into.shorten().to_string(),
             "title": req.wo.title,
             "attempt": req.attempt,
             "round_base": round_base.to_string(),
@@ -459,6 +461,7 @@ fn merge_back_in(
                 }
                 r.status = Status::Done;
                 r.owner = None;
+                r.merged_into = Some(req.into.shorten().to_string());
                 r.checkpoint_after = Some(sha.to_string());
                 r.verdicts.push(Verdict {
                     kind: "drift".into(),

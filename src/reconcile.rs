@@ -37,6 +37,10 @@ pub struct Row {
     /// files are claimed until it settles.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claimed_by: Option<String>,
+    /// The branch a `done` order was merged into, when its record says
+    /// (records written before this was kept do not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_into: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -287,6 +291,10 @@ pub fn table(
                 .owner
                 .clone()
                 .filter(|_| status == Status::InProgress && !record.halted),
+            merged_into: record
+                .merged_into
+                .clone()
+                .filter(|_| status == Status::Done),
         });
         records.push(record);
     }

@@ -122,6 +122,10 @@ pub struct Record {
     /// live conductor's work is never "recovered" by another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The branch its merge landed on (short name), written with `done`;
+    /// records from before this field have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_into: Option<String>,
     #[serde(default)]
     pub verdicts: Vec<Verdict>,
     /// How long the current attempt waited for a machine-wide slot, in milliseconds.
@@ -153,6 +157,7 @@ impl Record {
             checkpoint_before: None,
             checkpoint_after: None,
             owner: None,
+            merged_into: None,
             verdicts: Vec::new(),
             queue_wait_ms: None,
             earlier: Vec::new(),

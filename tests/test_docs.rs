@@ -203,11 +203,20 @@ complete_line() {{
         program.push_str(&format!("complete_line '{line}'\n"));
     }
     let env = TestEnv::new();
+    // Orders for the id completion, and `git arbiter` on PATH for it.
+    env.work_order("wo-01", "One", &[], &["a"]);
+    env.work_order("wo-02", "Two", &[], &["b"]);
+    let bin_dir = bin().parent().expect("bin dir").to_owned();
+    let path = std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
     let output = Command::new("bash")
         .arg("--norc")
         .arg("-c")
         .arg(&program)
         .current_dir(&env.repo)
+        .env("PATH", path)
         .env("HOME", &env.home)
         .env("GIT_CONFIG_GLOBAL", env.root.join("global.gitconfig"))
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -247,6 +256,36 @@ fn bash_completes_git_arbiter_lines() {
     );
     assert_eq!(replies[3], "--reason |");
     assert_eq!(replies[4], "--help |");
+}
+
+/// An id argument completes to the repository's work orders; the hidden
+/// subcommands are never offered.
+#[test]
+fn bash_completes_work_order_ids_and_hides_generate() {
+    let subs = [
+        "clear",
+        "halt",
+        "race",
+        "log",
+        "retry",
+        "merge-back",
+        "show",
+    ];
+    let lines: Vec<String> = subs.iter().map(|s| format!("git arbiter {s} ")).collect();
+    let mut all: Vec<&str> = lines.iter().map(String::as_str).collect();
+    all.push("git arbiter ");
+    all.push("git arbiter clear wo-0");
+    let replies = complete_bash(&all);
+    for (sub, reply) in subs.iter().zip(&replies) {
+        for id in ["wo-01 ", "wo-02 "] {
+            assert!(reply.split('|').any(|r| r == id), "{sub}: {reply}");
+        }
+    }
+    let top = &replies[subs.len()];
+    assert!(top.contains("status "), "{top}");
+    assert!(!top.contains("generate"), "{top}");
+    assert!(!top.contains("complete-ids"), "{top}");
+    assert_eq!(replies[subs.len() + 1], "wo-01 |wo-02 |");
 }
 
 #[test]

@@ -103,7 +103,11 @@ fn orders_dir_from_flag_and_config() {
     env.commit_all("init");
     let run = env.run(&["status"]).code(2);
     assert!(run.stderr.contains("work-orders"), "{}", run.stderr);
+    env.run(&["status", "--orders", "plans"]).success();
+    // The form before the subcommand still works; after it wins.
     env.run(&["--orders", "plans", "status"]).success();
+    env.run(&["--orders", "nowhere", "status", "--orders", "plans"])
+        .success();
     env.git(&["config", "arbiter.orders", "plans"]);
     let run = env.run_in(&env.repo.join("plans"), &["status"]).success();
     assert!(run.stdout.contains("x-1"), "{}", run.stdout);
@@ -249,4 +253,36 @@ fn a_glob_covers_the_files_it_matches_not_what_is_below_them() {
     assert_eq!(summary["done"], serde_json::json!(["wo-02"]));
     assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
     assert_eq!(summary["halted"][0]["reason"], "undeclared_file_drift");
+}
+
+/// `--orders` exists only where orders are read: not in the help of the
+/// others, and refused for them in either position.
+#[test]
+fn orders_flag_only_on_subcommands_that_read_orders() {
+    let env = TestEnv::new();
+    for sub in ["status", "batch", "round", "merge-back", "lint", "log"] {
+        let help = env.run(&[sub, "--help"]).success().stdout;
+        assert!(help.contains("--orders <DIR>"), "{sub}:\n{help}");
+    }
+    for sub in [
+        &["pick"][..],
+        &["stop"],
+        &["slot", "run"],
+        &["worktree", "add"],
+    ] {
+        let mut args = sub.to_vec();
+        args.push("--help");
+        let help = env.run(&args).success().stdout;
+        assert!(!help.contains("--orders"), "{sub:?}:\n{help}");
+    }
+    assert!(!env.run(&["--help"]).success().stdout.contains("--orders"));
+    let run = env.run(&["stop", "--orders", "plans"]).code(2);
+    assert!(run.stderr.contains("--orders"), "{}", run.stderr);
+    let run = env.run(&["--orders", "plans", "stop"]).code(2);
+    assert!(
+        run.stderr
+            .contains("--orders applies only to subcommands that read work orders"),
+        "{}",
+        run.stderr
+    );
 }

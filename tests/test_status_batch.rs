@@ -205,3 +205,46 @@ fn recovery_finds_a_merge_by_its_trailers() {
     assert_eq!(orders[2]["recovery"]["merge"], other_attempt.as_str());
     env.fsck();
 }
+
+/// A done order names the branch its merge landed on, in the table, the JSON
+/// and the merge commit's note; a record from before that was kept shows
+/// plain `done`.
+#[test]
+fn status_shows_the_branch_a_done_order_was_merged_into() {
+    let env = example();
+    env.git(&["branch", "integration"]);
+    env.run(&["worktree", "add", "wo-04"]).success();
+    let w = env.root.join("repo.arbiter").join("wo-04");
+    std::fs::create_dir_all(w.join("docs")).expect("mkdir");
+    std::fs::write(w.join("docs/a.md"), "a\n").expect("write");
+    env.git_in(&w, &["add", "-A"]);
+    env.git_in(&w, &["commit", "-q", "-m", "docs"]);
+    env.run(&["merge-back", "wo-04", "--into", "integration"])
+        .success();
+    let old_done = r#"{"version":1,"wo":"wo-05","status":"done","halted":false,"halt_reason":null,"attempts":1,"cap":3,"checkpoint_before":null,"checkpoint_after":null,"verdicts":[],"history":[]}"#;
+    env.write_record("wo-05", old_done);
+
+    let human = env.run(&["status"]).success().stdout;
+    let status_of = |id: &str| {
+        let line = human
+            .lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_else(|| panic!("no row {id}:\n{human}"));
+        line.split("  ")
+            .nth(1)
+            .map(str::trim)
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert_eq!(status_of("wo-04"), "done → integration", "{human}");
+    assert_eq!(status_of("wo-05"), "done", "{human}");
+
+    let json = env.run(&["status", "--json"]).success().json();
+    assert_eq!(json["orders"][3]["merged_into"], "integration");
+    assert!(json["orders"][4].get("merged_into").is_none());
+    let merge = env.git(&["rev-parse", "integration"]);
+    let note: serde_json::Value =
+        serde_json::from_str(&env.git(&["notes", "--ref=arbiter", "show", merge.trim()]))
+            .expect("note JSON");
+    assert_eq!(note["into"], "integration");
+}

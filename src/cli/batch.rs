@@ -21,6 +21,8 @@ pub struct BatchArgs {
     /// The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 pub fn cmd_batch(env: &Env, args: BatchArgs) -> Result<ExitCode, Error> {

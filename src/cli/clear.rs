@@ -28,6 +28,8 @@ pub struct ClearArgs {
     /// Clear every halted work order
     #[arg(long)]
     all: bool,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {

@@ -43,6 +43,8 @@ pub struct DoctorArgs {
     /// The integration branch [default: the current branch]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 #[derive(Serialize)]

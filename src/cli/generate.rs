@@ -96,11 +96,38 @@ fn completion(shell: Shell) -> Vec<u8> {
     // Completions key every subcommand on the binary's name; the help's
     // "git arbiter" (with a space) would name bash's case labels differently
     // from the function that dispatches to them.
-    let mut cmd = Cli::command().bin_name(BIN);
+    let mut cmd = completed_command().bin_name(BIN);
     let mut bytes = Vec::new();
     clap_complete::generate(shell, &mut cmd, BIN, &mut bytes);
     bytes
 }
+
+/// The command without what is hidden: clap_complete offers hidden
+/// subcommands and arguments (`generate`, `complete-ids`, the top-level
+/// `--orders`), and clap has no way to remove a subcommand, so the visible
+/// parts are copied into a fresh command.
+fn completed_command() -> clap::Command {
+    let full = Cli::command();
+    let mut cmd = clap::Command::new(BIN)
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommand_required(true);
+    if let Some(about) = full.get_about() {
+        cmd = cmd.about(about.clone());
+    }
+    cmd.args(full.get_arguments().filter(|a| !a.is_hide_set()).cloned())
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+}
+
+/// Subcommands whose first positional is a work-order id.
+const ID_SUBCOMMANDS: &[&str] = &[
+    "clear",
+    "halt",
+    "race",
+    "log",
+    "retry",
+    "merge-back",
+    "show",
+];
 
 /// clap's bash completion for `git-arbiter`, plus `_git_arbiter` for git's own
 /// bash completion, which calls `_git_<command>` for `git <command> <TAB>`.
@@ -112,6 +139,25 @@ fn bash() -> Vec<u8> {
     // would complete. Align the labels (tests/test_docs.rs completes
     // `git arbiter batch --` to catch a change on either side).
     let mut script = script.replace("git__subcmd__arbiter__subcmd__", "git__arbiter__subcmd__");
+    // Offer the ids next to the options of subcommands that take one (clap
+    // spells a dash in a subcommand name `__subcmd__` in its labels).
+    for sub in ID_SUBCOMMANDS {
+        let label = format!(
+            "        git__arbiter__subcmd__{})\n",
+            sub.replace('-', "__subcmd__")
+        );
+        let Some(start) = script.find(&label) else {
+            continue;
+        };
+        let end = script[start..]
+            .find("\n            ;;\n")
+            .map_or(script.len(), |e| start + e);
+        let block = script[start..end].replace(
+            r#"compgen -W "${opts}""#,
+            r#"compgen -W "${opts} $(__git_arbiter_ids)""#,
+        );
+        script.replace_range(start..end, &block);
+    }
     script.push_str(GIT_BASH_WRAPPER);
     script.into_bytes()
 }
@@ -122,6 +168,11 @@ fn bash() -> Vec<u8> {
 /// because git registers its completion with `-o nospace`, finished words get
 /// the trailing space that git's own `__gitcomp` would add.
 const GIT_BASH_WRAPPER: &str = r#"
+# The work orders of the repository at hand, for an id argument.
+__git_arbiter_ids() {
+    git arbiter complete-ids 2>/dev/null
+}
+
 # `git arbiter <TAB>` through git's own bash completion, which calls
 # _git_arbiter with COMP_WORDS holding the whole `git … arbiter …` line.
 _git_arbiter() {

@@ -14,6 +14,8 @@ pub struct HaltArgs {
     /// Why it is halted (one line; shown by status and in the escalation)
     #[arg(long, value_name = "R")]
     reason: String,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 pub fn cmd_halt(env: &Env, args: HaltArgs) -> Result<ExitCode, Error> {

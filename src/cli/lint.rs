@@ -24,6 +24,8 @@ pub struct LintArgs {
     /// The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 pub fn cmd_lint(env: &Env, args: LintArgs) -> Result<ExitCode, Error> {

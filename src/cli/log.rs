@@ -14,6 +14,8 @@ pub struct LogArgs {
     /// Only this work order
     #[arg(value_name = "ID")]
     id: Option<String>,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 #[derive(Serialize)]

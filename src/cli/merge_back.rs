@@ -34,6 +34,8 @@ pub struct MergeBackArgs {
     /// Print `{"version":1,"merged":…}` on stdout
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,12 +4,13 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use git_arbiter::context::Context;
 use git_arbiter::{Error, ExitCode};
 
 mod batch;
 mod clear;
+mod complete_ids;
 mod demo;
 mod doctor;
 mod generate;
@@ -49,16 +50,20 @@ mod worktree;
     max_term_width = 100
 )]
 pub struct Cli {
-    #[command(flatten)]
-    pub global: GlobalArgs,
+    /// The older spelling `git arbiter --orders DIR <subcommand>`, still
+    /// accepted for the subcommands that read orders; hidden so the help
+    /// documents one place for it, after the subcommand as git's own options.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub orders: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// `--orders`, on exactly the subcommands that read work orders.
 #[derive(Args, Debug, Clone)]
-pub struct GlobalArgs {
+pub struct OrdersArgs {
     /// Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     pub orders: Option<PathBuf>,
 }
 
@@ -84,11 +89,43 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
+    /// Called by the shell completions for a work-order argument.
+    #[command(hide = true, name = "complete-ids")]
+    CompleteIds(complete_ids::CompleteIdsArgs),
+}
+
+impl Command {
+    /// The `--orders` of a subcommand that reads work orders, `None` for the others.
+    fn orders_args(&self) -> Option<&OrdersArgs> {
+        match self {
+            Command::Round(a) => Some(&a.orders),
+            Command::Race(a) => Some(&a.orders),
+            Command::Status(a) => Some(&a.orders),
+            Command::MergeBack(a) => Some(&a.orders),
+            Command::Batch(a) => Some(&a.orders),
+            Command::Lint(a) => Some(&a.orders),
+            Command::Clear(a) => Some(&a.orders),
+            Command::Retry(a) => Some(&a.orders),
+            Command::Halt(a) => Some(&a.orders),
+            Command::Log(a) => Some(&a.orders),
+            Command::Show(a) => Some(&a.orders),
+            Command::Doctor(a) => Some(&a.orders),
+            Command::CompleteIds(a) => Some(&a.orders),
+            // demo writes its own orders into a temporary repository.
+            Command::Pick(_)
+            | Command::Demo(_)
+            | Command::Worktree(_)
+            | Command::Slot(_)
+            | Command::Stop(_)
+            | Command::Generate(_) => None,
+        }
+    }
 }
 
 /// Everything a subcommand needs from its surroundings.
 pub struct Env {
-    pub global: GlobalArgs,
+    /// `--orders`, from after the subcommand or else from before it.
+    pub orders: Option<PathBuf>,
     pub cwd: PathBuf,
 }
 
@@ -98,7 +135,7 @@ impl Env {
     }
 
     pub fn orders_flag(&self) -> Option<&Path> {
-        self.global.orders.as_deref()
+        self.orders.as_deref()
     }
 }
 
@@ -167,10 +204,22 @@ pub fn run() -> i32 {
             return ExitCode::Usage.code();
         }
     };
-    let env = Env {
-        global: cli.global,
-        cwd,
+    // After the subcommand wins over before it, as a later option does in git.
+    let orders = match (cli.command.orders_args(), cli.orders) {
+        (Some(args), before) => args.orders.clone().or(before),
+        (None, None) => None,
+        (None, Some(_)) => {
+            let mut cmd = Cli::command();
+            let _ = cmd
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "--orders applies only to subcommands that read work orders",
+                )
+                .print();
+            return ExitCode::Usage.code();
+        }
     };
+    let env = Env { orders, cwd };
     let result = match cli.command {
         Command::Round(args) => round::cmd_round(&env, args),
         Command::Race(args) => race::cmd_race(&env, args),
@@ -190,6 +239,7 @@ pub fn run() -> i32 {
         Command::Show(args) => show::cmd_show(&env, args),
         Command::Doctor(args) => doctor::cmd_doctor(&env, args),
         Command::Generate(args) => generate::cmd_generate(args),
+        Command::CompleteIds(_) => complete_ids::cmd_complete_ids(&env),
     };
     match result {
         Ok(code) => code.code(),

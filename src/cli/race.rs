@@ -64,6 +64,8 @@ pub struct RaceArgs {
     /// Print the summary (with the pick record) as versioned JSON on stdout
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {

@@ -31,6 +31,8 @@ pub struct RetryArgs {
     /// The integration branch [default: the current branch]
     #[arg(long, value_name = "BRANCH", conflicts_with = "rebuild")]
     into: Option<String>,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {

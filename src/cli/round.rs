@@ -74,6 +74,8 @@ pub struct RoundArgs {
     /// Drift scope: `own` (the work order's declared files) or `batch` (the union of the round's batch)
     #[arg(long, value_name = "SCOPE", default_value = "own", value_parser = ["own", "batch"])]
     drift_scope: String,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 /// A duration: seconds (`90`), or numbers with units `h`, `m`, `s`, `ms`,

@@ -23,6 +23,8 @@ pub struct ShowArgs {
     /// Add the full patch of the changes
     #[arg(short = 'p', long = "patch")]
     patch: bool,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 pub fn cmd_show(env: &Env, args: ShowArgs) -> Result<ExitCode, Error> {

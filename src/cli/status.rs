@@ -20,6 +20,8 @@ pub struct StatusArgs {
     /// The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
+    #[command(flatten)]
+    pub orders: super::OrdersArgs,
 }
 
 #[derive(Serialize)]
@@ -59,6 +61,9 @@ fn render(rows: &[reconcile::Row]) -> String {
             } else {
                 r.status.to_string()
             };
+            if let Some(into) = &r.merged_into {
+                status.push_str(&format!(" → {into}"));
+            }
             if let Some(Recovery::Error { .. }) = r.recovery {
                 status.push_str(" (recovery failed)");
             }
