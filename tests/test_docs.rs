@@ -288,6 +288,51 @@ fn bash_completes_work_order_ids_and_hides_generate() {
     assert_eq!(replies[subs.len() + 1], "wo-01 |wo-02 |");
 }
 
+/// zsh and fish are not installed where the tests run, so their scripts are
+/// checked as text: each id argument completes through `complete-ids`, and
+/// no hidden subcommand is offered.
+#[test]
+fn zsh_and_fish_complete_work_order_ids() {
+    let zsh = std::fs::read_to_string(manifest_dir().join("completions/_git-arbiter"))
+        .expect("zsh completion");
+    let fish = std::fs::read_to_string(manifest_dir().join("completions/git-arbiter.fish"))
+        .expect("fish completion");
+    assert!(zsh.contains("_git_arbiter_ids() {"), "zsh helper");
+    assert!(zsh.contains("git arbiter complete-ids"), "zsh helper");
+    for sub in [
+        "clear",
+        "halt",
+        "race",
+        "log",
+        "retry",
+        "merge-back",
+        "show",
+    ] {
+        let block = zsh
+            .split(&format!("\n({sub})\n"))
+            .nth(1)
+            .and_then(|rest| rest.split("\n;;\n").next())
+            .unwrap_or_else(|| panic!("zsh: no block for {sub}"));
+        assert!(
+            block.contains(":_git_arbiter_ids' \\"),
+            "zsh {sub}: {block}"
+        );
+        assert!(
+            fish.contains(&format!(
+                "__fish_git_arbiter_using_subcommand {sub}\" -f -a \"(git arbiter complete-ids"
+            )),
+            "fish {sub}"
+        );
+    }
+    for hidden in ["generate", "complete-ids"] {
+        assert!(!zsh.contains(&format!("'{hidden}:")), "zsh offers {hidden}");
+        assert!(
+            !fish.contains(&format!("-a \"{hidden}\"")),
+            "fish offers {hidden}"
+        );
+    }
+}
+
 #[test]
 fn bash_completes_the_plain_binary_name() {
     let script = manifest_dir().join("completions/git-arbiter.bash");

@@ -41,8 +41,8 @@ pub fn cmd_generate(args: GenerateArgs) -> Result<ExitCode, Error> {
     let files = match args.kind {
         Kind::Man => man_pages()?,
         Kind::CompleteBash => vec![(format!("{BIN}.bash"), bash())],
-        Kind::CompleteZsh => vec![(format!("_{BIN}"), completion(Shell::Zsh))],
-        Kind::CompleteFish => vec![(format!("{BIN}.fish"), completion(Shell::Fish))],
+        Kind::CompleteZsh => vec![(format!("_{BIN}"), zsh())],
+        Kind::CompleteFish => vec![(format!("{BIN}.fish"), fish())],
     };
     match args.out {
         Some(dir) => {
@@ -159,6 +159,58 @@ fn bash() -> Vec<u8> {
         script.replace_range(start..end, &block);
     }
     script.push_str(GIT_BASH_WRAPPER);
+    script.into_bytes()
+}
+
+/// clap's zsh completion, with work-order ids for the id argument of the
+/// subcommands that take one (clap offers `_default` there: file names).
+fn zsh() -> Vec<u8> {
+    let mut script = String::from_utf8(completion(Shell::Zsh)).expect("clap writes UTF-8");
+    for sub in ID_SUBCOMMANDS {
+        // The first block is the subcommand's own; later ones belong to `help`.
+        let label = format!("\n({sub})\n_arguments ");
+        let Some(start) = script.find(&label) else {
+            continue;
+        };
+        let end = script[start..]
+            .find("\n;;\n")
+            .map_or(script.len(), |e| start + e);
+        let block: Vec<String> = script[start..end]
+            .split('\n')
+            .map(|line| {
+                // A positional spec starts `':` or `'*:`; options start `'-` or `'(`.
+                let positional = line.starts_with("':") || line.starts_with("'*:");
+                if positional {
+                    line.replace(":_default' \\", ":_git_arbiter_ids' \\")
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect();
+        script.replace_range(start..end, &block.join("\n"));
+    }
+    let call = "if [ \"$funcstack[1]\" = \"_git-arbiter\" ]; then";
+    let ids = "# The work orders of the repository at hand, for an id argument.\n\
+               _git_arbiter_ids() {\n    \
+                   local -a ids\n    \
+                   ids=(${(f)\"$(git arbiter complete-ids 2>/dev/null)\"})\n    \
+                   _describe -t work-orders 'work order' ids\n\
+               }\n\n";
+    if let Some(at) = script.find(call) {
+        script.insert_str(at, ids);
+    }
+    script.into_bytes()
+}
+
+/// clap's fish completion, with work-order ids for the subcommands that take one.
+fn fish() -> Vec<u8> {
+    let mut script = String::from_utf8(completion(Shell::Fish)).expect("clap writes UTF-8");
+    for sub in ID_SUBCOMMANDS {
+        script.push_str(&format!(
+            "complete -c {BIN} -n \"__fish_{fn_name}_using_subcommand {sub}\" -f -a \"(git arbiter complete-ids 2>/dev/null)\" -d 'work order'\n",
+            fn_name = BIN.replace('-', "_"),
+        ));
+    }
     script.into_bytes()
 }
 
