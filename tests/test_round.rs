@@ -865,3 +865,36 @@ fn a_second_conductor_defers_orders_claimed_by_the_first() {
     assert_eq!(log.matches("Arbiter-WO: faq-2").count(), 1);
     env.fsck();
 }
+
+/// On a terminal the live view shows each order's phase, and an order whose
+/// checks passed while the rest of its batch still builds says it is
+/// `waiting to merge`; the event lines still scroll above it. (`script`
+/// gives the round a pseudo-terminal.)
+#[test]
+fn the_live_view_says_when_an_order_waits_to_merge() {
+    let env = TestEnv::new();
+    env.work_order("wo-a", "A", &[], &["a.txt"]);
+    env.work_order("wo-b", "B", &[], &["b.txt"]);
+    env.commit_all("init");
+    let bin = crate::common::bin();
+    let command = format!(
+        "{} round --build 'case $ARBITER_WO in wo-a) echo a > a.txt;; *) sleep 1; echo b > b.txt;; esac'",
+        bin.display()
+    );
+    // The hermetic environment the binary gets in every test.
+    let hermetic = env.command_in(&env.repo, &[]);
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(&env.repo)
+        .env_clear()
+        .envs(hermetic.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script (util-linux) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("wo-a  waiting to merge"), "{text}");
+    assert!(text.contains("arbiter merge wo=wo-b"), "{text}");
+    assert_eq!(env.git(&["show", "main:b.txt"]), "b\n");
+}
