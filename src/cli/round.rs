@@ -266,7 +266,7 @@ pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
         ));
     }
     if !summary.halted.is_empty() {
-        s.push_str("\nESCALATION: these work orders are halted and need a human (`git arbiter clear <id>` to retry):\n");
+        s.push_str("\nESCALATION: these work orders are halted and need a human:\n");
         for h in &summary.halted {
             s.push_str(&format!("  {}  {}", h.wo_id, h.reason));
             if !h.paths.is_empty() {
@@ -284,12 +284,10 @@ pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
             if let Some(b) = &h.branch {
                 s.push_str(&format!("      branch: {b}\n"));
             }
-            if h.reason == git_arbiter::merge::HALT_CHECKOUT_BLOCKED {
-                s.push_str(&format!(
-                    "      next:   move those untracked files out of the checkout, then `git arbiter merge-back {}`\n",
-                    h.wo_id
-                ));
-            }
+            s.push_str(&format!(
+                "      next:   {}\n",
+                next_step(&h.reason, &h.wo_id)
+            ));
             if let Some(l) = &h.log {
                 s.push_str(&format!("      log:    {l}\n"));
             }
@@ -301,10 +299,39 @@ pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
     s
 }
 
+/// What a human does about a halt of this reason.
+fn next_step(reason: &str, id: &str) -> String {
+    match reason {
+        merge::HALT_DRIFT => format!(
+            "declare those paths in the order (or take them out of its branch), then `git arbiter retry {id}`"
+        ),
+        merge::HALT_CONFLICT => format!(
+            "resolve the conflict on its branch, then `git arbiter retry {id}`; or `git arbiter retry --rebuild {id}`"
+        ),
+        merge::HALT_CHECKOUT_BLOCKED => format!(
+            "move those untracked files out of the checkout, then `git arbiter retry {id}`"
+        ),
+        _ => format!("when fixed, `git arbiter retry --rebuild {id}` builds it afresh"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_duration;
     use std::time::Duration;
+
+    #[test]
+    fn every_halt_says_what_to_do_next() {
+        use git_arbiter::merge;
+        for reason in merge::RETRYABLE {
+            assert!(
+                super::next_step(reason, "wo-1").ends_with("`git arbiter retry wo-1`")
+                    || super::next_step(reason, "wo-1").contains("`git arbiter retry wo-1`;"),
+                "{reason}"
+            );
+        }
+        assert!(super::next_step("blocking_critique", "wo-1").contains("retry --rebuild wo-1"));
+    }
 
     #[test]
     fn durations() {
