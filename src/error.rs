@@ -4,9 +4,10 @@
 
 use std::fmt;
 
-/// Exit codes of the public contract (DESIGN "Exit codes").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Exit codes of the public contract (DESIGN "Exit codes"); in JSON, the number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ExitCode {
+    #[default]
     Success = 0,
     /// A terminal work order remains.
     Escalation = 1,
@@ -24,6 +25,15 @@ pub enum ExitCode {
 impl ExitCode {
     pub fn code(self) -> i32 {
         self as i32
+    }
+}
+
+impl serde::Serialize for ExitCode {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_i32(self.code())
     }
 }
 

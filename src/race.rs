@@ -158,8 +158,8 @@ impl PickRecord {
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Summary {
     pub version: u32,
-    /// 0 merged, 1 escalation (no winner, or no instance could merge), 130 stopped.
-    pub exit: i32,
+    /// Success: merged; Escalation: no winner, or no instance could merge; Interrupted.
+    pub exit: crate::ExitCode,
     pub wo_id: String,
     pub run_id: String,
     pub base: String,
@@ -172,7 +172,7 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub escalation: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<String>,
+    pub stopped: Option<crate::round::Stopped>,
 }
 
 pub fn branch_of(id: &str, k: u32) -> String {
@@ -385,7 +385,7 @@ pub fn run(
     if halted[0].load(Ordering::Relaxed) {
         summary.escalation =
             Some("the work order was halted during the race; nothing was merged".into());
-        summary.exit = 1;
+        summary.exit = crate::ExitCode::Escalation;
         let keep_all = vec![true; jobs.len()];
         finish(ctx, id, &jobs, &keep_all, opts.keep_losers, &mut summary)?;
         release(&store, wo, &me.name, attempt, &run_id)?;
@@ -460,8 +460,8 @@ pub fn run(
             "race_interrupted",
             "interrupted",
         )?;
-        summary.stopped = Some("stop requested".into());
-        summary.exit = 130;
+        summary.stopped = Some(crate::round::Stopped::Requested);
+        summary.exit = crate::ExitCode::Interrupted;
         finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
         return Ok(summary);
     }
@@ -486,7 +486,7 @@ pub fn run(
             Some(floor) => format!("no instance passed with a valid score of at least {floor}"),
             None => "no instance passed with a valid score".into(),
         });
-        summary.exit = 1;
+        summary.exit = crate::ExitCode::Escalation;
         finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
         return Ok(summary);
     }
@@ -568,7 +568,7 @@ pub fn run(
                 // instance is kept for inspection.
                 summary.escalation =
                     Some(format!("the work order was {reason}; nothing was merged"));
-                summary.exit = 1;
+                summary.exit = crate::ExitCode::Escalation;
                 let keep_all = vec![true; jobs.len()];
                 finish(ctx, id, &jobs, &keep_all, opts.keep_losers, &mut summary)?;
                 release(&store, wo, &me.name, attempt, &run_id)?;
@@ -602,7 +602,7 @@ pub fn run(
             "no passing instance could be merged back (conflict, undeclared drift, or untracked files in the checkout); the work order is halted"
                 .into(),
         );
-        summary.exit = 1;
+        summary.exit = crate::ExitCode::Escalation;
         finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
         return Ok(summary);
     };
@@ -662,7 +662,7 @@ pub fn run(
     summary.winner = Some(winner.k);
     summary.merge_commit = Some(sha.to_string());
     summary.pick = Some(record);
-    summary.exit = 0;
+    summary.exit = crate::ExitCode::Success;
     // The winner is merged: its worktree goes like a round's.
     let mut keep_all = vec![opts.keep_losers; jobs.len()];
     keep_all[widx] = false;

@@ -18,7 +18,7 @@ use crate::builder::{
 use crate::conductor::{self, Conductor};
 use crate::context::Context;
 use crate::drift::DriftScope;
-use crate::error::{Error, GitContext, InputError, Result};
+use crate::error::{Error, ExitCode, GitContext, InputError, Result};
 use crate::exec::{self, Exit};
 use crate::merge::{self, Outcome};
 use crate::orders::{Orders, WorkOrder};
@@ -59,11 +59,38 @@ pub struct Escalated {
     pub log: Option<String>,
 }
 
+/// Why a run stopped before its work was done; in JSON, the sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// `git arbiter stop`, Ctrl-C, SIGTERM or SIGHUP.
+    Requested,
+    /// `--budget-cmd` exited non-zero (its status).
+    BudgetExhausted(String),
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stopped::Requested => f.write_str("stop requested"),
+            Stopped::BudgetExhausted(status) => write!(f, "--budget-cmd exited with {status}"),
+        }
+    }
+}
+
+impl Serialize for Stopped {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Summary {
     pub version: u32,
-    /// 0 all done, 1 escalation, 130 interrupted.
-    pub exit: i32,
+    /// Success: all done; Escalation; Interrupted.
+    pub exit: ExitCode,
     pub rounds: usize,
     pub done: Vec<String>,
     pub halted: Vec<Escalated>,
@@ -74,7 +101,7 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub final_gate: Option<Verdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<String>,
+    pub stopped: Option<Stopped>,
     pub integration_tip: Option<String>,
     /// One row per work order dispatched by this run, in id order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -174,7 +201,7 @@ pub fn run(
             );
         }
         finish(ctx, orders, &store, &branch, &BTreeSet::new(), &mut summary)?;
-        summary.exit = 0;
+        summary.exit = ExitCode::Success;
         return Ok(summary);
     }
     crate::checkout::sync_checked_out(ctx, &branch)?;
@@ -201,7 +228,7 @@ pub fn run(
         }
         let rows = recover(ctx, orders, &store, &branch, &me, progress)?;
         if me.should_stop() {
-            summary.stopped = Some("stop requested".into());
+            summary.stopped = Some(Stopped::Requested);
             break;
         }
         if let Some(cmd) = &opts.budget_cmd {
@@ -217,7 +244,7 @@ pub fn run(
                     "budget",
                     &[("exhausted", "true".into()), ("status", status.to_string())],
                 );
-                summary.stopped = Some(format!("--budget-cmd exited with {status}"));
+                summary.stopped = Some(Stopped::BudgetExhausted(status.to_string()));
                 break;
             }
         }
@@ -398,7 +425,7 @@ pub fn run(
             return Err(not_runnable_error(failed, &host.repo_top).into());
         }
         if me.should_stop() {
-            summary.stopped = Some("stop requested".into());
+            summary.stopped = Some(Stopped::Requested);
             break;
         }
         if opts.once {
@@ -406,12 +433,12 @@ pub fn run(
         }
     }
     finish(ctx, orders, &store, &branch, &ran, &mut summary)?;
-    if summary.stopped.as_deref() == Some("stop requested") {
-        summary.exit = 130;
+    if summary.stopped == Some(Stopped::Requested) {
+        summary.exit = ExitCode::Interrupted;
         return Ok(summary);
     }
     if summary.stopped.is_some() || !summary.halted.is_empty() {
-        summary.exit = 1;
+        summary.exit = ExitCode::Escalation;
         return Ok(summary);
     }
     if summary.pending.is_empty() {
@@ -420,12 +447,12 @@ pub fn run(
             let passed = verdict.passed;
             summary.final_gate = Some(verdict);
             if !passed {
-                summary.exit = 1;
+                summary.exit = ExitCode::Escalation;
                 return Ok(summary);
             }
         }
     }
-    summary.exit = 0;
+    summary.exit = ExitCode::Success;
     Ok(summary)
 }
 

@@ -109,11 +109,7 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
     } else {
         out(&render(&summary, &orders));
     }
-    Ok(match summary.exit {
-        0 => ExitCode::Success,
-        130 => ExitCode::Interrupted,
-        _ => ExitCode::Escalation,
-    })
+    Ok(summary.exit)
 }
 
 pub fn render(summary: &Summary, orders: &Orders) -> String {

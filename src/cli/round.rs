@@ -203,11 +203,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
     } else {
         out(&render(&summary, opts.dry_run, &orders));
     }
-    Ok(match summary.exit {
-        0 => ExitCode::Success,
-        130 => ExitCode::Interrupted,
-        _ => ExitCode::Escalation,
-    })
+    Ok(summary.exit)
 }
 
 pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
