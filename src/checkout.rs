@@ -686,16 +686,95 @@ fn write_files(
     };
     if !same_device(wt.git_dir(), dir) {
         // Renames cannot cross devices: write in place, as git does.
-        return checkout_into(wt, index, dir, options);
+        checkout_into(wt, index, dir, options)?;
+        return ident_as_git_writes_it(wt, index, dir);
     }
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir(&staging).map_err(Error::io(format!("creating {}", staging.display())))?;
     options.destination_is_initially_empty = true;
     options.overwrite_existing = false;
     let written = checkout_into(wt, index, &staging, options)
+        .and_then(|()| ident_as_git_writes_it(wt, index, &staging))
         .and_then(|()| move_into_place(index, &staging, dir));
     let _ = std::fs::remove_dir_all(&staging);
     written
+}
+
+/// gix 0.90's `ident` filter expands `$Id$` to `$Id: <sha>$` where git writes
+/// `$Id: <sha> $` (both read back as the same blob). Until gix agrees, each
+/// file just written into `root` whose attributes set `ident` gets git's
+/// form, so the checkout holds the bytes `git checkout` would write. Only
+/// files that contain `$Id: ` are looked up.
+fn ident_as_git_writes_it(
+    wt: &gix::Repository,
+    index: &gix::index::State,
+    root: &Path,
+) -> Result<()> {
+    use gix::index::entry::Flags;
+    let mut stack = None;
+    let mut outcome = None;
+    for entry in index.entries() {
+        if entry.flags.contains(Flags::SKIP_WORKTREE)
+            || !matches!(
+                entry.mode,
+                gix::index::entry::Mode::FILE | gix::index::entry::Mode::FILE_EXECUTABLE
+            )
+        {
+            continue;
+        }
+        let path = entry.path(index);
+        let file = root.join(rel_path(path.as_bytes())?);
+        let Ok(content) = std::fs::read(&file) else {
+            continue;
+        };
+        let Some(fixed) = git_ident_form(&content) else {
+            continue;
+        };
+        if stack.is_none() {
+            let s = wt
+                .attributes_only(
+                    index,
+                    gix::worktree::stack::state::attributes::Source::IdMapping,
+                )
+                .git_context("reading attributes")?;
+            outcome = Some(s.selected_attribute_matches(["ident"]));
+            stack = Some(s);
+        }
+        let (Some(stack), Some(outcome)) = (stack.as_mut(), outcome.as_mut()) else {
+            continue;
+        };
+        let platform = stack
+            .at_entry(path, Some(entry.mode))
+            .git_context(format!("reading the attributes of {path}"))?;
+        platform.matching_attributes(outcome);
+        let ident = outcome.iter_selected().any(|m| m.assignment.state.is_set());
+        if ident {
+            std::fs::write(&file, fixed)
+                .map_err(Error::io(format!("writing {}", file.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// `content` with each `$Id: <hex>$` written as git writes it, `$Id: <hex> $`;
+/// `None` when there is none.
+fn git_ident_form(content: &[u8]) -> Option<Vec<u8>> {
+    const OPEN: &[u8] = b"$Id: ";
+    let mut out = Vec::with_capacity(content.len() + 2);
+    let mut rest = content;
+    let mut changed = false;
+    while let Some(at) = rest.windows(OPEN.len()).position(|w| w == OPEN) {
+        let after = &rest[at + OPEN.len()..];
+        let hex = after.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+        out.extend_from_slice(&rest[..at + OPEN.len() + hex]);
+        rest = &after[hex..];
+        if (hex == 40 || hex == 64) && rest.first() == Some(&b'$') {
+            out.push(b' ');
+            changed = true;
+        }
+    }
+    out.extend_from_slice(rest);
+    changed.then_some(out)
 }
 
 /// gix's parallel checkout of the entries of `index` not marked SKIP_WORKTREE into `dest`.
@@ -1092,5 +1171,22 @@ fn preflight_untracked_only(
         ))
         .hint("move them away and run git arbiter again")
         .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ident_takes_the_form_git_writes() {
+        let sha = "a0749a0c2c0c92aeb7c5f5fa6ace589ef08aceeb";
+        assert_eq!(
+            super::git_ident_form(format!("/* $Id: {sha}$ */ $Id: {sha}$").as_bytes()),
+            Some(format!("/* $Id: {sha} $ */ $Id: {sha} $").into_bytes())
+        );
+        assert_eq!(
+            super::git_ident_form(format!("$Id: {sha} $").as_bytes()),
+            None
+        );
+        assert_eq!(super::git_ident_form(b"$Id$ and $Id: abc$"), None);
     }
 }
