@@ -226,6 +226,24 @@ impl Record {
                 .is_some_and(|e| e.event == MERGE_START_EVENT)
     }
 
+    /// `clear`: the order starts afresh, its halt lifted, no attempt spent,
+    /// `ready` (or `blocked` while it has dependencies), with `cap` attempts;
+    /// `dropped` names the kept branch dropped with it, for the history.
+    pub fn clear(&mut self, has_deps: bool, cap: u32, dropped: Option<String>) {
+        self.halted = false;
+        self.halt_reason = None;
+        self.halt_paths.clear();
+        self.attempts = 0;
+        self.cap = cap;
+        self.owner = None;
+        self.status = if has_deps {
+            Status::Blocked
+        } else {
+            Status::Ready
+        };
+        self.log("clear", dropped);
+    }
+
     /// Lift the HALT flag (its history stays).
     pub fn lift_halt(&mut self) {
         self.halted = false;

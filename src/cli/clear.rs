@@ -136,18 +136,7 @@ pub(super) fn clear_one(
             return Err(not_halted(id, true));
         }
         refuse_live_owner(ctx, &record)?;
-        record.halted = false;
-        record.halt_reason = None;
-        record.halt_paths.clear();
-        record.attempts = 0;
-        record.cap = cap;
-        record.owner = None;
-        record.status = if has_deps {
-            Status::Blocked
-        } else {
-            Status::Ready
-        };
-        record.log("clear", dropped.clone());
+        record.clear(has_deps, cap, dropped.clone());
         txn.put(record);
         Ok(())
     })?;
