@@ -1160,9 +1160,10 @@ else
     complete -F _git__arbiter -o bashdefault -o default git-arbiter
 fi
 
-# The work orders of the repository at hand, for an id argument.
+# The work orders of the repository at hand, for an id argument; through
+# git's completion, of the repository `git -C <dir>` names.
 __git_arbiter_ids() {
-    git arbiter complete-ids 2>/dev/null
+    git ${__git_C_args:+"${__git_C_args[@]}"} arbiter complete-ids 2>/dev/null
 }
 
 # `git arbiter <TAB>` through git's own bash completion, which calls

@@ -275,6 +275,10 @@ fn bash_completes_work_order_ids_and_hides_generate() {
     let mut all: Vec<&str> = lines.iter().map(String::as_str).collect();
     all.push("git arbiter ");
     all.push("git arbiter clear wo-0");
+    // The completions run in the repository; `-C ..` names its parent, which
+    // holds no repository: no ids (only through git's own completion,
+    // which parses `-C`).
+    all.push("git -C .. arbiter clear ");
     let replies = complete_bash(&all);
     for (sub, reply) in subs.iter().zip(&replies) {
         for id in ["wo-01 ", "wo-02 "] {
@@ -286,6 +290,10 @@ fn bash_completes_work_order_ids_and_hides_generate() {
     assert!(!top.contains("generate"), "{top}");
     assert!(!top.contains("complete-ids"), "{top}");
     assert_eq!(replies[subs.len() + 1], "wo-01 |wo-02 |");
+    if Path::new("/usr/share/bash-completion/completions/git").is_file() {
+        let elsewhere = &replies[subs.len() + 2];
+        assert!(!elsewhere.contains("wo-01"), "{elsewhere}");
+    }
 }
 
 /// zsh and fish are not installed where the tests run, so their scripts are

@@ -220,9 +220,10 @@ fn fish() -> Vec<u8> {
 /// because git registers its completion with `-o nospace`, finished words get
 /// the trailing space that git's own `__gitcomp` would add.
 const GIT_BASH_WRAPPER: &str = r#"
-# The work orders of the repository at hand, for an id argument.
+# The work orders of the repository at hand, for an id argument; through
+# git's completion, of the repository `git -C <dir>` names.
 __git_arbiter_ids() {
-    git arbiter complete-ids 2>/dev/null
+    git ${__git_C_args:+"${__git_C_args[@]}"} arbiter complete-ids 2>/dev/null
 }
 
 # `git arbiter <TAB>` through git's own bash completion, which calls
