@@ -845,6 +845,15 @@ fn a_second_conductor_defers_orders_claimed_by_the_first() {
         status["orders"][0]["claimed_by"].is_string(),
         "faq-1 shows its conductor: {status}"
     );
+    let conductor = status["orders"][0]["claimed_by"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let human = env.run(&["status"]).success().stdout;
+    assert!(
+        human.contains(&format!("in_progress ({conductor})")),
+        "{human}"
+    );
 
     let second = env.run(&["round", "--json", "--build", &build]);
     assert_eq!(second.code, 0, "{}", second.stderr);

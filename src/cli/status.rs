@@ -64,6 +64,9 @@ fn render(rows: &[reconcile::Row]) -> String {
             if let Some(into) = &r.merged_into {
                 status.push_str(&format!(" → {into}"));
             }
+            if let Some(conductor) = &r.claimed_by {
+                status.push_str(&format!(" ({conductor})"));
+            }
             if let Some(Recovery::Error { .. }) = r.recovery {
                 status.push_str(" (recovery failed)");
             }
