@@ -1,10 +1,11 @@
 //! What the round and the race share about running one builder: the
-//! environment it gets, the slot it holds, committing what it left, and
-//! turning an exit into a verdict.
+//! environment it gets, the slot it holds, and one pipeline for an attempt
+//! ([`Host::run_attempt`]): build → commit what the builder left → gates →
+//! critics, ending in a typed [`BuildOutcome`].
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::conductor::Conductor;
 use crate::context::Context;
@@ -516,5 +517,179 @@ pub fn watch_halts(
                 flag.store(true, Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// Which command of an attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Build,
+    Gate,
+    Critic,
+}
+
+/// How an attempt's pipeline ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildOutcome {
+    /// Built, its work committed, every gate and critic passed.
+    Passed,
+    /// A command failed (or could not be started): the builder's work or
+    /// the checks said no. A critic's no blocks; the others are retried.
+    Failed { step: Step, why: String },
+    /// A stop or a halt of this order ended it.
+    Interrupted,
+    /// The shell could not run a command: the configuration is wrong.
+    NotRunnable(NotRunnable),
+    /// The disk filled up: the machine's fault, no attempt is spent.
+    DiskFull(String),
+    /// git refused to commit what the builder left: configuration again.
+    CommitFailed(String),
+}
+
+/// One attempt of a work order (or of a race instance) in its worktree.
+pub struct Attempt<'a> {
+    /// The work order, or a race instance (`wo-01#2`), for reports.
+    pub label: &'a str,
+    pub wo: &'a WorkOrder,
+    pub attempt: u32,
+    pub base: gix::ObjectId,
+    pub worktree: &'a Path,
+    /// Its branch (`arbiter/<id>`, `arbiter-race/<id>/<k>`).
+    pub branch: &'a str,
+    pub log: &'a Path,
+    /// Trailers for the commit of what the builder left, beyond the order's.
+    pub trailers: &'a str,
+    pub env: &'a [(String, String)],
+}
+
+/// The commands of an attempt.
+pub struct Steps<'a> {
+    pub build: &'a str,
+    pub gates: &'a [String],
+    pub critics: &'a [String],
+    pub timeout: Option<Duration>,
+}
+
+impl Host {
+    /// Run an attempt's pipeline; the caller holds its slot. Every command's
+    /// verdict goes into `verdicts`, in order. A command the shell cannot
+    /// run sets `misconfigured`, so nothing more is started with it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_attempt(
+        &self,
+        at: &Attempt<'_>,
+        steps: &Steps<'_>,
+        me: &Conductor,
+        stop: &dyn Fn() -> bool,
+        misconfigured: &AtomicBool,
+        verdicts: &mut Vec<Verdict>,
+        progress: &dyn Progress,
+    ) -> BuildOutcome {
+        let run = |kind: &str, command: &str| {
+            let started = Instant::now();
+            exec::run(
+                &exec::Spec {
+                    command,
+                    cwd: at.worktree,
+                    env: at.env,
+                    log: at.log,
+                    kind: Some(kind),
+                    stdout_to: None,
+                    timeout: steps.timeout,
+                    groups: Some(&me.groups_dir()),
+                },
+                stop,
+            )
+            .map(|exit| (exit, started.elapsed()))
+        };
+        let not_runnable = |exit: &Exit, kind: &'static str, command: &str| {
+            let failed = NotRunnable::of(exit, at.label, kind, command, at.worktree, at.log)?;
+            misconfigured.store(true, Ordering::SeqCst);
+            Some(BuildOutcome::NotRunnable(failed))
+        };
+        progress.phase(at.label, "build");
+        crate::crash::point("build.started");
+        let started = Instant::now();
+        let (exit, wall) = match run("build", steps.build) {
+            Ok(ran) => ran,
+            Err(e) => {
+                return BuildOutcome::Failed {
+                    step: Step::Build,
+                    why: format!("cannot run the build command: {e}"),
+                }
+            }
+        };
+        verdicts.push(verdict("build", steps.build, &exit, wall));
+        report_build(progress, at.label, &exit, started);
+        if exit == Exit::Interrupted {
+            return BuildOutcome::Interrupted;
+        }
+        if let Some(outcome) = not_runnable(&exit, "build", steps.build) {
+            return outcome;
+        }
+        if !exit.success() {
+            return BuildOutcome::Failed {
+                step: Step::Build,
+                why: format!("build {}", exit.describe()),
+            };
+        }
+        crate::crash::point("leftovers.before");
+        if let Err(e) = self.commit_leftovers(at.worktree, at.wo, at.attempt, at.trailers) {
+            return if e.is_disk_full() {
+                BuildOutcome::DiskFull(e.to_string())
+            } else {
+                BuildOutcome::CommitFailed(e.to_string())
+            };
+        }
+        if let Err(why) = self.adopt_head(at.worktree, at.branch, at.base) {
+            return if crate::error::says_disk_full(&why) {
+                BuildOutcome::DiskFull(why)
+            } else {
+                BuildOutcome::Failed {
+                    step: Step::Build,
+                    why: format!("committing the builder's work: {why}"),
+                }
+            };
+        }
+        crate::crash::point("leftovers.after");
+        for (kind, step, commands) in [
+            ("gate", Step::Gate, steps.gates),
+            ("critic", Step::Critic, steps.critics),
+        ] {
+            for cmd in commands {
+                progress.phase(at.label, kind);
+                let (exit, wall) = match run(kind, cmd) {
+                    Ok(ran) => ran,
+                    Err(e) => {
+                        return BuildOutcome::Failed {
+                            step,
+                            why: format!("cannot run {kind} '{cmd}': {e}"),
+                        }
+                    }
+                };
+                verdicts.push(verdict(kind, cmd, &exit, wall));
+                progress.event(
+                    kind,
+                    &[
+                        ("wo", at.label.to_owned()),
+                        ("command", cmd.clone()),
+                        ("result", exit.describe()),
+                    ],
+                );
+                if exit == Exit::Interrupted {
+                    return BuildOutcome::Interrupted;
+                }
+                if let Some(outcome) = not_runnable(&exit, kind, cmd) {
+                    return outcome;
+                }
+                if !exit.success() {
+                    return BuildOutcome::Failed {
+                        step,
+                        why: format!("{kind} '{cmd}' {}", exit.describe()),
+                    };
+                }
+            }
+        }
+        BuildOutcome::Passed
     }
 }

@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::builder::{
-    kept_work_error, not_runnable_error, report_build, verdict, watch_halts, Host, KeptWork,
-    NotRunnable, NOT_RUNNABLE,
+    kept_work_error, not_runnable_error, verdict, watch_halts, Attempt, BuildOutcome, Host,
+    KeptWork, NotRunnable, Step, Steps, NOT_RUNNABLE,
 };
 use crate::conductor::{self, Conductor};
 use crate::context::Context;
 use crate::drift::DriftScope;
 use crate::error::{Error, ExitCode, GitContext, InputError, Result};
-use crate::exec::{self, Exit};
+use crate::exec;
 use crate::merge::{self, Outcome};
 use crate::orders::{Orders, WorkOrder};
 use crate::progress::Progress;
@@ -708,106 +708,52 @@ fn build_one(
             ("slots", format!("{in_use}/{cap}")),
         ],
     );
-    progress.phase(&id, "build");
     let env = host.env(job.wo, job.attempt, round_base, &job.worktree);
     // A `halt` of this order stops this build only.
     let stop = || me.should_stop() || halted.load(Ordering::Relaxed);
-    let worktree = job.worktree.clone();
     let log = job.log.clone();
-    // Build, gates and critics all run in the worktree, logged to one file.
-    let run_here = |kind: &str, command: &str| {
-        let started = Instant::now();
-        let exit = exec::run(
-            &exec::Spec {
-                command,
-                cwd: &worktree,
-                env: &env,
-                log: &log,
-                kind: Some(kind),
-                stdout_to: None,
-                timeout: opts.timeout,
-                groups: Some(&me.groups_dir()),
-            },
-            &stop,
-        );
-        exit.map(|exit| (exit, started.elapsed()))
-    };
-    let not_runnable = |exit: &Exit, kind: &'static str, command: &str| {
-        let failed = NotRunnable::of(exit, &id, kind, command, &worktree, &log)?;
-        misconfigured.store(true, Ordering::SeqCst);
-        Some(JobOutcome::NotRunnable(failed))
-    };
     let started = Instant::now();
     exec::note(
         &log,
         &attempt_header(&id, job.attempt, round_base, job.queue_wait),
     );
-    crate::crash::point("build.started");
-    let exit = run_here("build", &opts.build);
-    let outcome = (|| -> std::result::Result<JobOutcome, String> {
-        let (exit, wall) = exit.map_err(|e| format!("cannot run the build command: {e}"))?;
-        job.verdicts
-            .push(verdict("build", &opts.build, &exit, wall));
-        report_build(progress, &id, &exit, started);
-        if let Some(outcome) = not_runnable(&exit, "build", &opts.build) {
-            return Ok(outcome);
-        }
-        match exit {
-            Exit::Interrupted => return Ok(JobOutcome::Interrupted),
-            ref e if !e.success() => {
-                return Ok(JobOutcome::Retry(format!("build {}", e.describe())))
-            }
-            _ => {}
-        }
-        crate::crash::point("leftovers.before");
-        if let Err(e) = host.commit_leftovers(&job.worktree, job.wo, job.attempt, "") {
-            return Ok(if e.is_disk_full() {
-                JobOutcome::DiskFull(e.to_string())
-            } else {
-                JobOutcome::CommitFailed(e.to_string())
-            });
-        }
-        host.adopt_head(&job.worktree, &branch_of(&job.wo.id), round_base)?;
-        crate::crash::point("leftovers.after");
-        for (kind, commands) in [("gate", &opts.gates), ("critic", &opts.critics)] {
-            for cmd in commands.iter() {
-                progress.phase(&id, kind);
-                let (exit, wall) =
-                    run_here(kind, cmd).map_err(|e| format!("cannot run {kind} '{cmd}': {e}"))?;
-                job.verdicts.push(verdict(kind, cmd, &exit, wall));
-                progress.event(
-                    kind,
-                    &[
-                        ("wo", id.clone()),
-                        ("command", cmd.clone()),
-                        ("result", exit.describe()),
-                    ],
-                );
-                if exit == Exit::Interrupted {
-                    return Ok(JobOutcome::Interrupted);
-                }
-                if let Some(outcome) = not_runnable(&exit, kind, cmd) {
-                    return Ok(outcome);
-                }
-                if !exit.success() {
-                    return Ok(if kind == "gate" {
-                        JobOutcome::Retry(format!("gate '{cmd}' {}", exit.describe()))
-                    } else {
-                        JobOutcome::Blocked(format!("critic '{cmd}' {}", exit.describe()))
-                    });
-                }
-            }
-        }
-        Ok(JobOutcome::Clean)
-    })();
-    job.outcome = outcome.unwrap_or_else(|why| {
-        // The machine's fault, not the builder's: no attempt is spent on it.
-        if crate::error::says_disk_full(&why) {
-            JobOutcome::DiskFull(why)
-        } else {
-            JobOutcome::Retry(why)
-        }
-    });
+    let branch = branch_of(&job.wo.id);
+    let built = host.run_attempt(
+        &Attempt {
+            label: &id,
+            wo: job.wo,
+            attempt: job.attempt,
+            base: round_base,
+            worktree: &job.worktree,
+            branch: &branch,
+            log: &log,
+            trailers: "",
+            env: &env,
+        },
+        &Steps {
+            build: &opts.build,
+            gates: &opts.gates,
+            critics: &opts.critics,
+            timeout: opts.timeout,
+        },
+        me,
+        &stop,
+        misconfigured,
+        &mut job.verdicts,
+        progress,
+    );
+    job.outcome = match built {
+        BuildOutcome::Passed => JobOutcome::Clean,
+        BuildOutcome::Failed {
+            step: Step::Critic,
+            why,
+        } => JobOutcome::Blocked(why),
+        BuildOutcome::Failed { why, .. } => JobOutcome::Retry(why),
+        BuildOutcome::Interrupted => JobOutcome::Interrupted,
+        BuildOutcome::NotRunnable(failed) => JobOutcome::NotRunnable(failed),
+        BuildOutcome::DiskFull(why) => JobOutcome::DiskFull(why),
+        BuildOutcome::CommitFailed(why) => JobOutcome::CommitFailed(why),
+    };
     exec::note(
         &log,
         &attempt_footer(job.attempt, &job.outcome.describe(), started.elapsed()),

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::builder::{
-    kept_work_error, not_runnable_error, report_build, verdict, watch_halts, Host, KeptWork,
-    NotRunnable, NOT_RUNNABLE,
+    kept_work_error, not_runnable_error, watch_halts, Attempt, BuildOutcome, Host, KeptWork,
+    NotRunnable, Step, Steps, NOT_RUNNABLE,
 };
 use crate::conductor::Conductor;
 use crate::context::Context;
@@ -840,140 +840,87 @@ fn build_one(
         &job.log,
         &crate::round::attempt_header(&label, attempt, base, Some(queue_wait)),
     );
-    let run = |kind: &str, command: &str, stdout_to: Option<&Path>| {
+    // The score command writes its number to a file of its own.
+    let run_score = || {
         exec::run(
             &exec::Spec {
-                command,
+                command: &opts.score,
                 cwd: &job.worktree,
                 env: &env,
                 log: &job.log,
-                kind: Some(kind),
-                stdout_to,
+                kind: Some("score"),
+                stdout_to: Some(&job.score_out),
                 timeout: opts.timeout,
                 groups: Some(&me.groups_dir()),
             },
             &stop,
         )
     };
-    let mut not_runnable = None;
-    let mut check_runnable = |exit: &Exit, kind: &'static str, command: &str| {
-        let failed = NotRunnable::of(exit, &label, kind, command, &job.worktree, &job.log)?;
-        misconfigured.store(true, Ordering::SeqCst);
-        let reason = failed.describe();
-        not_runnable = Some(failed);
-        Some(reason)
-    };
-    progress.phase(&label, "build");
-    crate::crash::point("build.started");
-    // (verdict, reason, passed, score)
-    let result = (|| -> (String, Option<String>, Vec<Verdict>, Option<i64>, bool) {
-        let mut verdicts = Vec::new();
-        let exit = match run("build", &opts.build, None) {
-            Ok(e) => e,
-            Err(e) => {
-                return (
-                    "build_failed".into(),
-                    Some(format!("cannot run the build command: {e}")),
-                    verdicts,
-                    None,
-                    false,
-                )
-            }
-        };
-        verdicts.push(verdict("build", &opts.build, &exit, started.elapsed()));
-        report_build(progress, &label, &exit, started);
-        if exit == Exit::Interrupted {
-            return ("interrupted".into(), None, verdicts, None, true);
-        }
-        if let Some(reason) = check_runnable(&exit, "build", &opts.build) {
-            return (NOT_RUNNABLE.into(), Some(reason), verdicts, None, false);
-        }
-        if !exit.success() {
-            return (
-                "build_failed".into(),
-                Some(format!("build {}", exit.describe())),
-                verdicts,
-                None,
-                false,
-            );
-        }
-        crate::crash::point("leftovers.before");
-        let committed = match host.commit_leftovers(
-            &job.worktree,
+    let trailers = format!("Arbiter-Instance: {}\n", job.k);
+    let built = host.run_attempt(
+        &Attempt {
+            label: &label,
             wo,
             attempt,
-            &format!("Arbiter-Instance: {}\n", job.k),
-        ) {
-            // Not the builder's fault: see `Job::commit_failed`.
-            Err(e) if !e.is_disk_full() => {
-                return (
-                    COMMIT_FAILED.into(),
-                    Some(e.to_string()),
-                    verdicts,
-                    None,
-                    false,
-                )
-            }
-            Err(e) => Err(e.to_string()),
-            Ok(()) => host
-                .adopt_head(&job.worktree, &job.branch, base)
-                .map_err(|e| format!("committing the builder's work: {e}")),
-        };
-        crate::crash::point("leftovers.after");
-        if let Err(e) = committed {
-            return ("error".into(), Some(e), verdicts, None, false);
+            base,
+            worktree: &job.worktree,
+            branch: &job.branch,
+            log: &job.log,
+            trailers: &trailers,
+            env: &env,
+        },
+        &Steps {
+            build: &opts.build,
+            gates: &opts.gates,
+            critics: &[],
+            timeout: opts.timeout,
+        },
+        me,
+        &stop,
+        misconfigured,
+        &mut job.verdicts,
+        progress,
+    );
+    let mut not_runnable = None;
+    let (mut verdict_s, mut reason): (String, Option<String>) = match built {
+        BuildOutcome::Passed => ("passed".into(), None),
+        BuildOutcome::Failed {
+            step: Step::Build,
+            why,
+        } => ("build_failed".into(), Some(why)),
+        BuildOutcome::Failed { why, .. } => ("gate_failed".into(), Some(why)),
+        BuildOutcome::Interrupted => {
+            job.interrupted = true;
+            ("interrupted".into(), None)
         }
-        for cmd in &opts.gates {
-            progress.phase(&label, "gate");
-            let gate_started = Instant::now();
-            let exit = match run("gate", cmd, None) {
-                Ok(e) => e,
-                Err(e) => {
-                    return (
-                        "gate_failed".into(),
-                        Some(format!("cannot run gate '{cmd}': {e}")),
-                        verdicts,
-                        None,
-                        false,
-                    )
-                }
-            };
-            verdicts.push(verdict("gate", cmd, &exit, gate_started.elapsed()));
-            if exit == Exit::Interrupted {
-                return ("interrupted".into(), None, verdicts, None, true);
-            }
-            if let Some(reason) = check_runnable(&exit, "gate", cmd) {
-                return (NOT_RUNNABLE.into(), Some(reason), verdicts, None, false);
-            }
-            if !exit.success() {
-                return (
-                    "gate_failed".into(),
-                    Some(format!("gate '{cmd}' {}", exit.describe())),
-                    verdicts,
-                    None,
-                    false,
-                );
-            }
+        BuildOutcome::NotRunnable(failed) => {
+            let why = failed.describe();
+            not_runnable = Some(failed);
+            (NOT_RUNNABLE.into(), Some(why))
         }
-        ("passed".into(), None, verdicts, None, false)
-    })();
-    let (mut verdict_s, mut reason, verdicts, _, interrupted) = result;
-    if verdict_s == COMMIT_FAILED {
-        job.commit_failed = reason.clone();
-    }
+        // Given back by the race when it sees the disk full (`says_disk_full`).
+        BuildOutcome::DiskFull(why) => ("error".into(), Some(why)),
+        // Not the builder's fault: see `Job::commit_failed`.
+        BuildOutcome::CommitFailed(why) => {
+            job.commit_failed = Some(why.clone());
+            (COMMIT_FAILED.into(), Some(why))
+        }
+    };
     job.cand.finished_at = now_nanos();
-    job.verdicts = verdicts;
-    job.interrupted = interrupted;
     if verdict_s == "passed" {
         progress.phase(&label, "score");
-        match run("score", &opts.score, Some(&job.score_out)) {
+        match run_score() {
             Ok(Exit::Interrupted) => {
                 job.interrupted = true;
                 verdict_s = "interrupted".into();
             }
             Ok(exit) if exit.not_runnable() => {
                 verdict_s = NOT_RUNNABLE.into();
-                reason = check_runnable(&exit, "score", &opts.score);
+                let failed =
+                    NotRunnable::of(&exit, &label, "score", &opts.score, &job.worktree, &job.log);
+                misconfigured.store(true, Ordering::SeqCst);
+                reason = failed.as_ref().map(NotRunnable::describe);
+                not_runnable = failed;
             }
             Ok(exit) if !exit.success() => {
                 verdict_s = "invalid_score".into();
