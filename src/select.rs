@@ -6,6 +6,48 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
+/// How a race instance ended; in JSON and records, its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceVerdict {
+    /// Not finished (yet).
+    #[default]
+    Pending,
+    /// Built, committed, every gate passed (then scored).
+    Passed,
+    BuildFailed,
+    GateFailed,
+    /// The score command failed or printed no integer.
+    InvalidScore,
+    Interrupted,
+    /// Its slot or its branch could not be had (the reason says which).
+    Error,
+    /// A command of another instance could not run: this one never started.
+    NotStarted,
+    /// git refused to commit what its builder left.
+    CommitFailed,
+    /// The shell could not run one of its commands (126/127).
+    #[serde(rename = "command_not_runnable")]
+    NotRunnable,
+}
+
+impl std::fmt::Display for InstanceVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            InstanceVerdict::Pending => "pending",
+            InstanceVerdict::Passed => "passed",
+            InstanceVerdict::BuildFailed => "build_failed",
+            InstanceVerdict::GateFailed => "gate_failed",
+            InstanceVerdict::InvalidScore => "invalid_score",
+            InstanceVerdict::Interrupted => "interrupted",
+            InstanceVerdict::Error => "error",
+            InstanceVerdict::NotStarted => "not_started",
+            InstanceVerdict::CommitFailed => "commit_failed",
+            InstanceVerdict::NotRunnable => "command_not_runnable",
+        })
+    }
+}
+
 /// One instance of a race, as selection sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Candidate {
@@ -18,9 +60,8 @@ pub struct Candidate {
     pub score: Option<i64>,
     /// When its gates completed, nanoseconds since the Unix epoch.
     pub finished_at: u64,
-    /// `passed`, `build_failed`, `gate_failed`, `invalid_score`, …
     #[serde(default)]
-    pub verdict: String,
+    pub verdict: InstanceVerdict,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -61,6 +102,28 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn verdicts_keep_their_names_in_json_and_text() {
+        use InstanceVerdict::*;
+        for v in [
+            Pending,
+            Passed,
+            BuildFailed,
+            GateFailed,
+            InvalidScore,
+            Interrupted,
+            Error,
+            NotStarted,
+            CommitFailed,
+            NotRunnable,
+        ] {
+            let json = serde_json::to_string(&v).expect("serializes");
+            assert_eq!(json, format!("\"{v}\""));
+            assert_eq!(serde_json::from_str::<InstanceVerdict>(&json).ok(), Some(v));
+        }
+        assert_eq!(NotRunnable.to_string(), "command_not_runnable");
+    }
+
     /// The winner: the first of [`order`].
     fn pick(cands: &[Candidate], min_score: Option<i64>) -> Option<usize> {
         order(cands, min_score).into_iter().next()
@@ -72,7 +135,11 @@ mod tests {
             passed,
             score,
             finished_at,
-            verdict: if passed { "passed" } else { "gate_failed" }.into(),
+            verdict: if passed {
+                InstanceVerdict::Passed
+            } else {
+                InstanceVerdict::GateFailed
+            },
             reason: None,
         }
     }

@@ -30,15 +30,13 @@ use crate::exec::{self, Exit};
 use crate::merge::{self, Outcome};
 use crate::orders::{Orders, WorkOrder};
 use crate::progress::Progress;
-use crate::select::{self, Candidate};
+use crate::select::{self, Candidate, InstanceVerdict};
 use crate::state::{self, Status, Store, Verdict};
 use crate::{slots, worktree};
 
 mod pick;
 pub use pick::{store_pick, PickInstance, PickRecord, MERGE_POLICY, PICKS_REF};
 
-/// The verdict of an instance whose work could not be committed.
-const COMMIT_FAILED: &str = "commit_failed";
 /// The most instances one race may start.
 pub const MAX_INSTANCES: u32 = 64;
 
@@ -59,7 +57,7 @@ pub struct Options {
 #[derive(Debug, Clone, Serialize)]
 pub struct Instance {
     pub instance: u32,
-    pub verdict: String,
+    pub verdict: InstanceVerdict,
     pub score: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -248,7 +246,7 @@ pub fn run(
                 passed: false,
                 score: None,
                 finished_at: 0,
-                verdict: "pending".into(),
+                verdict: InstanceVerdict::Pending,
                 reason: None,
             },
             interrupted: false,
@@ -297,7 +295,7 @@ pub fn run(
             &[
                 ("wo", id.to_owned()),
                 ("instance", job.k.to_string()),
-                ("verdict", job.cand.verdict.clone()),
+                ("verdict", job.cand.verdict.to_string()),
                 (
                     "score",
                     job.cand.score.map_or("-".into(), |s| s.to_string()),
@@ -539,7 +537,7 @@ pub fn run(
         wo_id: id.to_owned(),
         winner_instance: winner.k,
         worktree_path: winner.worktree.display().to_string(),
-        verdict: winner.cand.verdict.clone(),
+        verdict: winner.cand.verdict,
         score: winner.cand.score.unwrap_or_default(),
         finished_at: winner.cand.finished_at,
         merge_policy: MERGE_POLICY.into(),
@@ -555,7 +553,7 @@ pub fn run(
             .iter()
             .map(|c| PickInstance {
                 instance: c.instance,
-                verdict: c.verdict.clone(),
+                verdict: c.verdict,
                 score: c.score,
                 reason: c.reason.clone(),
             })
@@ -769,7 +767,7 @@ fn finish(
         }
         summary.instances.push(Instance {
             instance: job.k,
-            verdict: job.cand.verdict.clone(),
+            verdict: job.cand.verdict,
             score: job.cand.score,
             reason: job.cand.reason.clone(),
             finished_at: job.cand.finished_at,
@@ -817,11 +815,11 @@ fn build_one(
         Ok(Some(slot)) => slot,
         Ok(None) => {
             job.interrupted = true;
-            job.cand.verdict = "interrupted".into();
+            job.cand.verdict = InstanceVerdict::Interrupted;
             return;
         }
         Err(why) => {
-            job.cand.verdict = "error".into();
+            job.cand.verdict = InstanceVerdict::Error;
             job.cand.reason = Some(why);
             return;
         }
@@ -829,7 +827,7 @@ fn build_one(
     // Another instance's command could not run: nothing more is started
     // with this configuration.
     if misconfigured.load(Ordering::SeqCst) {
-        job.cand.verdict = "not_started".into();
+        job.cand.verdict = InstanceVerdict::NotStarted;
         return;
     }
     let mut env = host.env(wo, attempt, base, &job.worktree);
@@ -882,40 +880,40 @@ fn build_one(
         progress,
     );
     let mut not_runnable = None;
-    let (mut verdict_s, mut reason): (String, Option<String>) = match built {
-        BuildOutcome::Passed => ("passed".into(), None),
+    let (mut verdict_s, mut reason): (InstanceVerdict, Option<String>) = match built {
+        BuildOutcome::Passed => (InstanceVerdict::Passed, None),
         BuildOutcome::Failed {
             step: Step::Build,
             why,
-        } => ("build_failed".into(), Some(why)),
-        BuildOutcome::Failed { why, .. } => ("gate_failed".into(), Some(why)),
+        } => (InstanceVerdict::BuildFailed, Some(why)),
+        BuildOutcome::Failed { why, .. } => (InstanceVerdict::GateFailed, Some(why)),
         BuildOutcome::Interrupted => {
             job.interrupted = true;
-            ("interrupted".into(), None)
+            (InstanceVerdict::Interrupted, None)
         }
         BuildOutcome::NotRunnable(failed) => {
             let why = failed.describe();
             not_runnable = Some(failed);
-            (NOT_RUNNABLE.into(), Some(why))
+            (InstanceVerdict::NotRunnable, Some(why))
         }
         // Given back by the race when it sees the disk full (`says_disk_full`).
-        BuildOutcome::DiskFull(why) => ("error".into(), Some(why)),
+        BuildOutcome::DiskFull(why) => (InstanceVerdict::Error, Some(why)),
         // Not the builder's fault: see `Job::commit_failed`.
         BuildOutcome::CommitFailed(why) => {
             job.commit_failed = Some(why.clone());
-            (COMMIT_FAILED.into(), Some(why))
+            (InstanceVerdict::CommitFailed, Some(why))
         }
     };
     job.cand.finished_at = now_nanos();
-    if verdict_s == "passed" {
+    if verdict_s == InstanceVerdict::Passed {
         progress.phase(&label, "score");
         match run_score() {
             Ok(Exit::Interrupted) => {
                 job.interrupted = true;
-                verdict_s = "interrupted".into();
+                verdict_s = InstanceVerdict::Interrupted;
             }
             Ok(exit) if exit.not_runnable() => {
-                verdict_s = NOT_RUNNABLE.into();
+                verdict_s = InstanceVerdict::NotRunnable;
                 let failed =
                     NotRunnable::of(&exit, &label, "score", &opts.score, &job.worktree, &job.log);
                 misconfigured.store(true, Ordering::SeqCst);
@@ -923,7 +921,7 @@ fn build_one(
                 not_runnable = failed;
             }
             Ok(exit) if !exit.success() => {
-                verdict_s = "invalid_score".into();
+                verdict_s = InstanceVerdict::InvalidScore;
                 reason = Some(format!("score command {}", exit.describe()));
             }
             Ok(_) => {
@@ -936,20 +934,20 @@ fn build_one(
                         job.cand.passed = true;
                     }
                     Err(e) => {
-                        verdict_s = "invalid_score".into();
+                        verdict_s = InstanceVerdict::InvalidScore;
                         reason = Some(e);
                     }
                 }
             }
             Err(e) => {
-                verdict_s = "invalid_score".into();
+                verdict_s = InstanceVerdict::InvalidScore;
                 reason = Some(format!("cannot run the score command: {e}"));
             }
         }
     }
     let ended = match &reason {
         Some(why) => format!("{verdict_s}: {why}"),
-        None => verdict_s.clone(),
+        None => verdict_s.to_string(),
     };
     exec::note(
         &job.log,

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::Context;
 use crate::error::{InputError, Result};
+use crate::select::InstanceVerdict;
 use crate::state;
 
 /// Where pick records live (one note per winning merge commit).
@@ -13,7 +14,7 @@ pub const MERGE_POLICY: &str = "no-ff merge-back, drift scope own, no conflict a
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PickInstance {
     pub instance: u32,
-    pub verdict: String,
+    pub verdict: InstanceVerdict,
     pub score: Option<i64>,
     pub reason: Option<String>,
 }
@@ -25,7 +26,7 @@ pub struct PickRecord {
     pub wo_id: String,
     pub winner_instance: u32,
     pub worktree_path: String,
-    pub verdict: String,
+    pub verdict: InstanceVerdict,
     pub score: i64,
     pub finished_at: u64,
     pub merge_policy: String,
@@ -46,7 +47,6 @@ impl PickRecord {
         for (name, value) in [
             ("wo_id", &self.wo_id),
             ("worktree_path", &self.worktree_path),
-            ("verdict", &self.verdict),
             ("merge_policy", &self.merge_policy),
             ("run_id", &self.run_id),
             ("commit", &self.commit),
@@ -65,7 +65,7 @@ impl PickRecord {
                 self.winner_instance
             ));
         };
-        if winner.verdict != "passed" || winner.score != Some(self.score) {
+        if winner.verdict != InstanceVerdict::Passed || winner.score != Some(self.score) {
             return Err("the winner's verdict or score disagrees with its instance".into());
         }
         let mut expected: Vec<u32> = self
@@ -121,7 +121,7 @@ mod tests {
             wo_id: "wo-01".into(),
             winner_instance: 1,
             worktree_path: "/tmp/x".into(),
-            verdict: "passed".into(),
+            verdict: InstanceVerdict::Passed,
             score: 8,
             finished_at: 1,
             merge_policy: MERGE_POLICY.into(),
@@ -132,13 +132,13 @@ mod tests {
             instances: vec![
                 PickInstance {
                     instance: 0,
-                    verdict: "passed".into(),
+                    verdict: InstanceVerdict::Passed,
                     score: Some(5),
                     reason: None,
                 },
                 PickInstance {
                     instance: 1,
-                    verdict: "passed".into(),
+                    verdict: InstanceVerdict::Passed,
                     score: Some(8),
                     reason: None,
                 },
