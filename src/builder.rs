@@ -58,6 +58,9 @@ impl Host {
             ),
             ("ARBITER_TITLE".into(), wo.title.clone()),
             ("ARBITER_ATTEMPT".into(), attempt.to_string()),
+            // The commit this attempt starts from; `ARBITER_ROUND_BASE` is
+            // the same, its name from when every attempt of a round shared one.
+            ("ARBITER_BASE".into(), base.to_string()),
             ("ARBITER_ROUND_BASE".into(), base.to_string()),
             ("ARBITER_WORKTREE".into(), worktree.display().to_string()),
             ("ARBITER_REPO".into(), self.repo_top.display().to_string()),

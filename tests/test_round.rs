@@ -269,7 +269,7 @@ fn builder_env_is_set_and_git_env_is_not() {
     let mut env = repo();
     let out = env.root.join("env.txt");
     let build = format!(
-        "echo \"$ARBITER_WO|$ARBITER_TITLE|$ARBITER_ATTEMPT|${{ARBITER_ROUND_BASE:+base}}|$(basename $ARBITER_WORKTREE)|$(basename $ARBITER_WO_FILE)|${{GIT_DIR-unset}}|${{GIT_INDEX_FILE-unset}}|$(pwd -P | xargs basename)\" >> {}; {WRITE_OWN}",
+        "echo \"$ARBITER_WO|$ARBITER_TITLE|$ARBITER_ATTEMPT|${{ARBITER_ROUND_BASE:+base}}|$(test \"$ARBITER_BASE\" = \"$ARBITER_ROUND_BASE\" && git merge-base --is-ancestor $ARBITER_BASE HEAD && echo same)|$(basename $ARBITER_WORKTREE)|$(basename $ARBITER_WO_FILE)|${{GIT_DIR-unset}}|${{GIT_INDEX_FILE-unset}}|$(pwd -P | xargs basename)\" >> {}; {WRITE_OWN}",
         out.display()
     );
     // As from a hook: git's variables are set for the conductor itself.
@@ -281,7 +281,7 @@ fn builder_env_is_set_and_git_env_is_not() {
     env.run(&["round", "--build", &build, "--max", "1"])
         .success();
     let text = std::fs::read_to_string(&out).expect("env");
-    assert_eq!(text, "wo-01|One|1|base|wo-01|wo-01.md|unset|unset|wo-01\nwo-02|Two|1|base|wo-02|wo-02.md|unset|unset|wo-02\n");
+    assert_eq!(text, "wo-01|One|1|base|same|wo-01|wo-01.md|unset|unset|wo-01\nwo-02|Two|1|base|same|wo-02|wo-02.md|unset|unset|wo-02\n");
 }
 
 fn spawn_round(env: &TestEnv, dir: &Path, build: &str) -> std::process::Child {

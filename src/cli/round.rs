@@ -21,7 +21,8 @@ use super::{json, out, progress, Env};
 /// eligible.
 ///
 /// Builders run via `sh -c` in their worktree with ARBITER_WO, ARBITER_WO_FILE,
-/// ARBITER_TITLE, ARBITER_ATTEMPT, ARBITER_ROUND_BASE, ARBITER_WORKTREE and
+/// ARBITER_TITLE, ARBITER_ATTEMPT, ARBITER_BASE (and its older name
+/// ARBITER_ROUND_BASE), ARBITER_WORKTREE and
 /// ARBITER_REPO (the main worktree's top, or a bare repository's git dir) set
 /// and git's own variables (GIT_DIR, GIT_INDEX_FILE, …) removed; output goes
 /// to `.git/arbiter/logs/<id>/attempt-<n>.log`. Gates and critics run the
