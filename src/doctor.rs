@@ -270,6 +270,9 @@ fn fix(ctx: &Context, setup: &Setup, findings: &[Finding]) -> Result<Vec<String>
     let mut actions = Vec::new();
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     if wants(Kind::RefLock) {
+        if let Some(lock) = crate::refguard::clear_left_by_killed_edit(&ctx.repo) {
+            actions.push(format!("removed {}", lock.display()));
+        }
         // As ref_locks decides: without the orders, only while no conductor runs.
         let idle = live_conductors(ctx).is_empty();
         if setup.orders.is_some() || idle {
@@ -488,6 +491,17 @@ fn ref_locks(
                 } else {
                     finding.fixable(true)
                 }
+            } else if lock.locks == "packed-refs"
+                && crate::refguard::left_by_killed_edit(&ctx.repo).is_some()
+            {
+                Finding::new(
+                    Kind::RefLock,
+                    path,
+                    format!(
+                        "lock on packed-refs, {age} old, left by a killed git-arbiter ref edit"
+                    ),
+                )
+                .fixable(true)
             } else if Some(lock.locks.as_str()) == branch.as_deref() {
                 Finding::new(
                     Kind::RefLock,

@@ -104,17 +104,27 @@ impl Drop for Marker {
     }
 }
 
-/// Remove `lock` if a killed edit of ours left it (see the module docs), and
-/// the markers of killed edits once no lock needs them as evidence.
-fn clear_ours(dir: &Path, lock: &Path) {
+/// What the markers say about `lock`.
+struct Seen {
+    /// Markers of edits that are no longer running.
+    dead: Vec<PathBuf>,
+    /// `lock` exists and a killed edit of ours left it.
+    ours: bool,
+}
+
+fn inspect(dir: &Path, lock: &Path) -> Seen {
+    let mut seen = Seen {
+        dead: Vec::new(),
+        ours: false,
+    };
     let Ok(listing) = std::fs::read_dir(dir) else {
-        return;
+        return seen;
     };
     let locked_at = std::fs::symlink_metadata(lock)
         .and_then(|m| m.modified())
         .ok();
     let mut live = false;
-    let mut dead = Vec::new();
+    let mut left_by_dead = false;
     for entry in listing.flatten() {
         let path = entry.path();
         let Ok(file) = File::open(&path) else {
@@ -123,34 +133,47 @@ fn clear_ours(dir: &Path, lock: &Path) {
         match fs4::FileExt::try_lock(&file) {
             Ok(()) => {
                 let marked_at = file.metadata().and_then(|m| m.modified()).ok();
-                dead.push((path, marked_at));
+                if let (Some(locked_at), Some(marked_at)) = (locked_at, marked_at) {
+                    // Either way round: file times can be coarser than one edit.
+                    let apart = locked_at
+                        .duration_since(marked_at)
+                        .unwrap_or_else(|e| e.duration());
+                    left_by_dead |= apart <= WINDOW;
+                }
+                seen.dead.push(path);
             }
             Err(_) => live = true,
         }
     }
-    let Some(locked_at) = locked_at else {
-        for (path, _) in dead {
-            let _ = std::fs::remove_file(path);
-        }
-        return;
-    };
-    if live {
-        return;
-    }
-    let left_by_dead = dead.iter().any(|(_, marked_at)| {
-        marked_at.is_some_and(|marked_at| {
-            // Either way round: file times can be coarser than one edit.
-            let apart = locked_at
-                .duration_since(marked_at)
-                .unwrap_or_else(|e| e.duration());
-            apart <= WINDOW
-        })
-    });
-    if left_by_dead && std::fs::remove_file(lock).is_ok() {
-        for (path, _) in dead {
+    seen.ours = locked_at.is_some() && !live && left_by_dead;
+    seen
+}
+
+/// Remove `lock` if a killed edit of ours left it (see the module docs), and
+/// the markers of killed edits once no lock needs them as evidence. Returns
+/// whether it removed `lock`.
+fn clear_ours(dir: &Path, lock: &Path) -> bool {
+    let seen = inspect(dir, lock);
+    let removed = seen.ours && std::fs::remove_file(lock).is_ok();
+    if removed || !lock.exists() {
+        for path in seen.dead {
             let _ = std::fs::remove_file(path);
         }
     }
+    removed
+}
+
+/// The `packed-refs.lock` of `repo`, if a killed ref edit of git-arbiter left it.
+pub fn left_by_killed_edit(repo: &gix::Repository) -> Option<PathBuf> {
+    let lock = packed_refs_lock(repo);
+    inspect(&markers_dir(repo), &lock).ours.then_some(lock)
+}
+
+/// Remove the `packed-refs.lock` a killed ref edit of git-arbiter left, if
+/// any (`doctor --fix`); returns its path when it did.
+pub fn clear_left_by_killed_edit(repo: &gix::Repository) -> Option<PathBuf> {
+    let lock = packed_refs_lock(repo);
+    clear_ours(&markers_dir(repo), &lock).then_some(lock)
 }
 
 #[cfg(test)]

@@ -484,3 +484,35 @@ fn usage_errors_exit_2() {
         run.stderr
     );
 }
+
+/// A `packed-refs.lock` a killed ref edit of git-arbiter left (its marker
+/// under `.git/arbiter/ref-edits/` is there, unlocked) is provably ours:
+/// `--fix` removes it. Anyone else's stays reported only (above).
+#[test]
+fn a_packed_refs_lock_of_a_killed_edit_is_fixed() {
+    let env = setup();
+    env.git(&["pack-refs", "--all"]);
+    let gd = git_dir(&env);
+    let markers = gd.join("arbiter/ref-edits");
+    std::fs::create_dir_all(&markers).expect("markers");
+    std::fs::write(markers.join("4194303-0"), "").expect("marker");
+    let lock = gd.join("packed-refs.lock");
+    std::fs::write(&lock, "").expect("lock");
+    let run = env.run(&["doctor"]).code(1);
+    assert!(
+        run.stdout
+            .contains("left by a killed git-arbiter ref edit [fixable]"),
+        "{}",
+        run.stdout
+    );
+    let fixed = env.run(&["doctor", "--fix"]).success();
+    assert!(
+        fixed
+            .stdout
+            .contains("left by a killed git-arbiter ref edit [fixed]"),
+        "{}",
+        fixed.stdout
+    );
+    assert!(!lock.exists());
+    assert_eq!(std::fs::read_dir(&markers).expect("markers").count(), 0);
+}
