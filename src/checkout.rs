@@ -703,7 +703,8 @@ fn write_files(
 /// gix 0.90's `ident` filter expands `$Id$` to `$Id: <sha>$` where git writes
 /// `$Id: <sha> $` (both read back as the same blob). Until gix agrees, each
 /// file just written into `root` whose attributes set `ident` gets git's
-/// form, so the checkout holds the bytes `git checkout` would write. Only
+/// form, so the checkout holds the bytes `git checkout` would write. Nothing
+/// is read back unless some attributes file mentions `ident`, and then only
 /// files that contain `$Id: ` are looked up.
 fn ident_as_git_writes_it(
     wt: &gix::Repository,
@@ -711,6 +712,9 @@ fn ident_as_git_writes_it(
     root: &Path,
 ) -> Result<()> {
     use gix::index::entry::Flags;
+    if !may_set_ident(wt, index) {
+        return Ok(());
+    }
     let mut stack = None;
     let mut outcome = None;
     for entry in index.entries() {
@@ -754,6 +758,37 @@ fn ident_as_git_writes_it(
         }
     }
     Ok(())
+}
+
+/// git's `core.attributesFile` when unset: `$XDG_CONFIG_HOME/git/attributes`,
+/// else `~/.config/git/attributes`.
+fn default_attributes_file() -> Option<PathBuf> {
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(config.join("git/attributes"))
+}
+
+/// Could any attributes source set `ident`: a `.gitattributes` of `index`,
+/// `info/attributes` or `core.attributesFile`? A cheap textual test.
+fn may_set_ident(wt: &gix::Repository, index: &gix::index::State) -> bool {
+    let mentions = |bytes: &[u8]| bytes.windows(5).any(|w| w == b"ident");
+    let in_index = index.entries().iter().any(|e| {
+        let path = e.path(index);
+        (path == ".gitattributes" || path.ends_with(b"/.gitattributes"))
+            && wt.find_blob(e.id).is_ok_and(|blob| mentions(&blob.data))
+    });
+    let global = wt
+        .config_snapshot()
+        .trusted_path("core.attributesFile")
+        .ok()
+        .flatten()
+        .or_else(default_attributes_file)
+        .into_iter()
+        .chain([wt.common_dir().join("info/attributes")])
+        .any(|p| std::fs::read(p).is_ok_and(|b| mentions(&b)));
+    in_index || global
 }
 
 /// `content` with each `$Id: <hex>$` written as git writes it, `$Id: <hex> $`;

@@ -719,13 +719,15 @@ fn leftovers(
         .filter_map(|p| Some((p.base().ok()?, p.lock_reason()?.to_string())))
         .collect();
     let mut findings = Vec::new();
+    let tips = worktree::branch_tips(ctx)?;
     for (name, (info, branch)) in names {
         let owner = worktree::owner_of(orders, &name);
         let why = match owner {
             // Work made by hand is the user's, not a leftover (as cleanup_stale keeps it).
             Some(id)
                 if id == name
-                    && worktree::hand_made_work(ctx, id, records.get(id), tip)?.is_some() =>
+                    && worktree::hand_made_work(ctx, id, records.get(id), tip, &tips)?
+                        .is_some() =>
             {
                 continue
             }

@@ -243,12 +243,16 @@ pub fn table(
         })?,
         None => Default::default(),
     };
+    let tips = crate::worktree::branch_tips(ctx).map_err(|e| {
+        crate::state::Error::Git(format!("listing the arbiter branches: {e}").into())
+    })?;
     for (wo, record) in orders.iter().zip(stored) {
-        let hand_made_branch = crate::worktree::hand_made_work(ctx, &wo.id, record.as_ref(), tip)
-            .map_err(|e| {
-                crate::state::Error::Git(format!("reading the branch of {}: {e}", wo.id).into())
-            })?
-            .map(|sha| sha.to_string());
+        let hand_made_branch =
+            crate::worktree::hand_made_work(ctx, &wo.id, record.as_ref(), tip, &tips)
+                .map_err(|e| {
+                    crate::state::Error::Git(format!("reading the branch of {}: {e}", wo.id).into())
+                })?
+                .map(|sha| sha.to_string());
         let mut recovery = None;
         let record = record.unwrap_or_else(|| {
             let mut fresh = Record::new(&wo.id, !wo.deps.is_empty(), default_cap);

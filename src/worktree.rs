@@ -561,6 +561,32 @@ pub(crate) fn owner_of<'o>(orders: &'o Orders, name: &str) -> Option<&'o str> {
     orders.get(id).map(|wo| wo.id.as_str())
 }
 
+/// The tips of the `arbiter/<id>` branches, by id.
+pub type BranchTips = std::collections::BTreeMap<String, gix::ObjectId>;
+
+/// [`BranchTips`] in one listing of `refs/heads/arbiter/`, not a lookup per
+/// order (status reads every order's).
+pub fn branch_tips(ctx: &Context) -> Result<BranchTips> {
+    let mut tips = BranchTips::new();
+    let refs = ctx.repo.references().git_context("listing references")?;
+    for r in refs
+        .prefixed(BRANCH_PREFIX)
+        .git_context("listing arbiter branches")?
+    {
+        let mut r = r.git_context("reading a reference")?;
+        let name = r.name().as_bstr().to_string();
+        let Some(id) = name.strip_prefix(BRANCH_PREFIX).map(str::to_owned) else {
+            continue;
+        };
+        let head = r
+            .peel_to_id()
+            .git_context(format!("resolving {name}"))?
+            .detach();
+        tips.insert(id, head);
+    }
+    Ok(tips)
+}
+
 /// The tip of `arbiter/<id>` if it is someone's own work rather than a
 /// leftover: the order was never dispatched (no record, or one that counts no
 /// attempt) and the branch holds commits the integration branch (at `tip`)
@@ -569,11 +595,13 @@ pub(crate) fn owner_of<'o>(orders: &'o Orders, name: &str) -> Option<&'o str> {
 /// add`, `git branch`), to be merged with `merge-back`. Rounds leave it alone.
 /// Not so a branch kept after its commit failed ([`KEPT_UNCOMMITTED`]): its
 /// attempt was given back, but a round made it.
+/// `tips` is [`branch_tips`], read once for many orders.
 pub fn hand_made_work(
     ctx: &Context,
     id: &str,
     record: Option<&Record>,
     tip: Option<gix::ObjectId>,
+    tips: &BranchTips,
 ) -> Result<Option<gix::ObjectId>> {
     if record.is_some_and(|r| {
         r.attempts > 0
@@ -584,18 +612,9 @@ pub fn hand_made_work(
     }) {
         return Ok(None);
     }
-    let branch = branch_ref(id);
-    let Some(mut found) = ctx
-        .repo
-        .try_find_reference(branch.as_str())
-        .git_context(format!("reading {branch}"))?
-    else {
+    let Some(&head) = tips.get(id) else {
         return Ok(None);
     };
-    let head = found
-        .peel_to_id()
-        .git_context(format!("resolving {branch}"))?
-        .detach();
     let merged = match tip {
         Some(tip) => ctx.is_ancestor(head, tip)?,
         None => false,
@@ -651,6 +670,7 @@ pub fn cleanup_stale(
         }
     }
     let mut snapshot = store.snapshot()?;
+    let tips = branch_tips(ctx)?;
     report.extend(clear_stale_branch_locks(
         ctx,
         orders,
@@ -692,7 +712,7 @@ pub fn cleanup_stale(
             }
         }
         if name == wo {
-            if let Some(head) = hand_made_work(ctx, wo, record.as_ref(), tip)? {
+            if let Some(head) = hand_made_work(ctx, wo, record.as_ref(), tip, &tips)? {
                 report.push(format!(
                     "kept {}: it holds work no run of git-arbiter made (at {head}); \
                      merge it with 'git arbiter merge-back {wo}' or drop it with \

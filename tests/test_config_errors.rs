@@ -2,7 +2,7 @@
 //! where, spending no attempt): a command the shell cannot run, a missing git
 //! identity, an unusable `--timeout` or `--max`, and rerunning a done order.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::common::{Run, TestEnv};
 
@@ -22,16 +22,6 @@ fn counting_build(env: &TestEnv) -> String {
         "echo \"$ARBITER_WO\" >> {}; mkdir -p src && echo \"$ARBITER_WO\" > src/$(echo $ARBITER_WO | sed 's/wo-0//;s/1/one/;s/2/two/').txt",
         env.root.join("runs").display()
     )
-}
-
-fn runs(env: &TestEnv) -> usize {
-    std::fs::read_to_string(env.root.join("runs"))
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-fn worktree_root(env: &TestEnv) -> PathBuf {
-    env.root.join("repo.arbiter")
 }
 
 /// Every order ready again with no attempt spent, none halted.
@@ -116,7 +106,7 @@ fn a_relative_gate_script_stops_dispatch_and_arbiter_repo_reaches_it() {
         ])
         .code(2);
     names_the_command(&run, "../check.sh", "wo-0", "127");
-    assert_eq!(runs(&env), 1, "the second order is not built");
+    assert_eq!(env.runs(), 1, "the second order is not built");
     no_attempt_spent(&env);
     nothing_left(&env);
 
@@ -129,7 +119,7 @@ fn a_relative_gate_script_stops_dispatch_and_arbiter_repo_reaches_it() {
             "sh \"$ARBITER_REPO/check.sh\"",
         ])
         .success();
-    assert_eq!(runs(&env), 3, "{}", run.stderr);
+    assert_eq!(env.runs(), 3, "{}", run.stderr);
     let checks = std::fs::read_to_string(env.repo.join("checks"))
         .expect("the gate ran in the repository's script");
     let mut checks: Vec<&str> = checks.lines().collect();
@@ -229,7 +219,7 @@ fn a_critic_that_is_not_executable_halts_nothing() {
         .code(2);
     names_the_command(&run, "./critic.sh", "wo-01", "126");
     assert!(run.stderr.contains("not executable"), "{}", run.stderr);
-    assert_eq!(runs(&env), 1);
+    assert_eq!(env.runs(), 1);
     no_attempt_spent(&env);
     nothing_left(&env);
 }
@@ -256,18 +246,18 @@ fn a_race_whose_gate_or_score_cannot_run_spends_no_attempt() {
     };
     let run = race(&["--gate", "../check.sh", "--score", "echo 1"]).code(2);
     names_the_command(&run, "../check.sh", "wo-01#", "127");
-    assert_eq!(runs(&env), 1, "the second instance is not built");
+    assert_eq!(env.runs(), 1, "the second instance is not built");
     no_attempt_spent(&env);
     nothing_left(&env);
 
     let run = race(&["--score", "no-such-scorer"]).code(2);
     names_the_command(&run, "no-such-scorer", "wo-01#", "127");
-    assert_eq!(runs(&env), 2);
+    assert_eq!(env.runs(), 2);
     no_attempt_spent(&env);
     nothing_left(&env);
 
     race(&["--score", "echo 1"]).success();
-    assert_eq!(runs(&env), 4);
+    assert_eq!(env.runs(), 4);
     nothing_left(&env);
 }
 
@@ -377,7 +367,7 @@ fn compound_timeouts_are_accepted() {
         "race", "wo-02", "-n", "1", "--build", &build, "--score", "echo 1",
     ])
     .success();
-    assert_eq!(runs(&env), 2);
+    assert_eq!(env.runs(), 2);
     let run = env
         .run(&["round", "--build", "true", "--timeout", "30m1h"])
         .code(2);
@@ -459,5 +449,5 @@ fn race_clear_and_halt_agree_on_a_done_order() {
         hint(&race)
     );
     assert_eq!(env.notes_tip(), notes);
-    assert!(!worktree_root(&env).join("race-wo-01-0").exists());
+    assert!(!env.worktree_root().join("race-wo-01-0").exists());
 }

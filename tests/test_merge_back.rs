@@ -1,6 +1,6 @@
 //! `git arbiter merge-back`: outcomes, drift table, the checked-out branch, recovery.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::common::{event_names, TestEnv};
 
@@ -15,38 +15,24 @@ fn setup(files: &[&str]) -> TestEnv {
     env
 }
 
-fn wt(env: &TestEnv, id: &str) -> PathBuf {
-    env.run(&["worktree", "add", id]).success();
-    env.root.join("repo.arbiter").join(id)
-}
-
-fn commit_in(env: &TestEnv, dir: &Path, message: &str) {
-    env.git_in(dir, &["add", "-A"]);
-    env.git_in(dir, &["commit", "-q", "-m", message]);
-}
-
-fn rev(env: &TestEnv, r: &str) -> String {
-    env.git(&["rev-parse", r]).trim().to_owned()
-}
-
 #[test]
 fn merged_human_and_json_output() {
     let env = setup(&["src/**"]);
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
     std::fs::write(w.join("src/new.rs"), "n\n").unwrap();
-    commit_in(&env, &w, "work");
-    let before = rev(&env, "main");
+    env.commit_in(&w, "work");
+    let before = env.rev("main");
     insta::assert_snapshot!(env.run(&["merge-back", "wo-01"]).snapshot(&env), @r"
     Merged wo-01 into main as [SHA] (2 paths changed)
     [stderr]
     arbiter merge-back wo=wo-01 outcome=merged sha=[SHA] changed=2
     [exit status: 0]
     ");
-    let after = rev(&env, "main");
+    let after = env.rev("main");
     // Two parents: the pre-merge tip and the WO branch.
-    assert_eq!(rev(&env, "main^1"), before);
-    assert_eq!(rev(&env, "main^2"), rev(&env, "arbiter/wo-01"));
+    assert_eq!(env.rev("main^1"), before);
+    assert_eq!(env.rev("main^2"), env.rev("arbiter/wo-01"));
     let msg = env.git(&["log", "-1", "--format=%B", "main"]);
     assert!(msg.starts_with("Merge wo-01: Login form\n\n"), "{msg}");
     let trailers = env.git(&["log", "-1", "--format=%(trailers:only,unfold)", "main"]);
@@ -86,16 +72,16 @@ fn merged_human_and_json_output() {
     let json = env.run(&["merge-back", "wo-01", "--json"]).success().json();
     assert_eq!(json["merged"], false);
     assert_eq!(json["up_to_date"], true);
-    assert_eq!(rev(&env, "main"), after);
+    assert_eq!(env.rev("main"), after);
     env.fsck();
 }
 
 #[test]
 fn merged_json_envelope() {
     let env = setup(&["src/a.rs"]);
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
-    commit_in(&env, &w, "work");
+    env.commit_in(&w, "work");
     insta::assert_snapshot!(env.run(&["merge-back", "wo-01", "--json"]).snapshot(&env), @r#"
     {
       "changed": [
@@ -116,9 +102,9 @@ fn merged_json_envelope() {
 #[test]
 fn conflict_halts_and_leaves_the_branch() {
     let env = setup(&["b.txt"]);
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     std::fs::write(w.join("b.txt"), "theirs\n").unwrap();
-    commit_in(&env, &w, "work");
+    env.commit_in(&w, "work");
     env.write("b.txt", "ours\n");
     let tip = env.commit_all("main moves");
     let refs_before = env.git(&["show-ref", "--heads"]);
@@ -129,7 +115,7 @@ fn conflict_halts_and_leaves_the_branch() {
     arbiter merge-back wo=wo-01 outcome=conflict paths=1
     [exit status: 3]
     ");
-    assert_eq!(rev(&env, "main"), tip);
+    assert_eq!(env.rev("main"), tip);
     assert_eq!(env.git(&["show-ref", "--heads"]), refs_before);
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     let status = env.run(&["status", "--json"]).success().json();
@@ -285,10 +271,10 @@ const CASES: &[Case] = &[
 fn drift_table() {
     for case in CASES {
         let env = setup(case.declared);
-        let w = wt(&env, "wo-01");
+        let w = env.add_worktree("wo-01");
         (case.act)(&env, &w);
-        commit_in(&env, &w, case.name);
-        let before = rev(&env, "main");
+        env.commit_in(&w, case.name);
+        let before = env.rev("main");
         let run = env.run(&["merge-back", "wo-01", "--json"]);
         let json = run.json();
         if case.drift.is_empty() {
@@ -308,7 +294,7 @@ fn drift_table() {
                 "{}",
                 case.name
             );
-            assert_eq!(rev(&env, "main"), before, "{}: the branch moved", case.name);
+            assert_eq!(env.rev("main"), before, "{}: the branch moved", case.name);
             let status = env.run(&["status", "--json"]).success().json();
             assert_eq!(status["orders"][0]["halt_reason"], "undeclared_file_drift");
         }
@@ -319,10 +305,10 @@ fn drift_table() {
 #[test]
 fn drift_human_output() {
     let env = setup(&["src/a.rs"]);
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
     std::fs::write(w.join("b.txt"), "b2\n").unwrap();
-    commit_in(&env, &w, "work");
+    env.commit_in(&w, "work");
     insta::assert_snapshot!(env.run(&["merge-back", "wo-01"]).snapshot(&env), @r"
     DRIFT: arbiter/wo-01 changes files its work order does not declare; wo-01 is halted (undeclared_file_drift), main is unchanged:
       b.txt
@@ -339,9 +325,9 @@ fn drift_scope_batch_is_the_looser_union() {
         let env = setup(&["src/a.rs"]);
         env.work_order("wo-02", "Other", &[], &["b.txt"]);
         env.commit_all("wo-02");
-        let w = wt(&env, "wo-01");
+        let w = env.add_worktree("wo-01");
         std::fs::write(w.join("b.txt"), "touched by wo-01\n").unwrap();
-        commit_in(&env, &w, "work");
+        env.commit_in(&w, "work");
         env.run(&["merge-back", "wo-01", "--drift-scope", scope])
             .code(code);
         env.fsck();
@@ -377,13 +363,13 @@ fn checked_out_in_a_linked_worktree_follows() {
         side.to_str().unwrap(),
         "integration",
     ]);
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     sh(
         &env,
         &w,
         "rm dir/c.txt && mkdir -p new/deep && echo n > new/deep/n.txt && echo d > dir/d.txt",
     );
-    commit_in(&env, &w, "work");
+    env.commit_in(&w, "work");
     env.run(&["merge-back", "wo-01", "--into", "integration"])
         .success();
     assert_eq!(env.git_in(&side, &["status", "--porcelain"]), "");
@@ -405,11 +391,11 @@ fn checked_out_in_a_linked_worktree_follows() {
 #[test]
 fn local_changes_in_the_checked_out_branch_refuse_before_anything_moves() {
     let env = setup(&["src/**"]);
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
     std::fs::write(w.join("src/new.rs"), "theirs\n").unwrap();
-    commit_in(&env, &w, "work");
-    let before = rev(&env, "main");
+    env.commit_in(&w, "work");
+    let before = env.rev("main");
     let notes_before = env.notes_tip();
 
     // A user's edit of a tracked file.
@@ -420,7 +406,7 @@ fn local_changes_in_the_checked_out_branch_refuse_before_anything_moves() {
         "{}",
         run.stderr
     );
-    assert_eq!(rev(&env, "main"), before);
+    assert_eq!(env.rev("main"), before);
     assert_eq!(
         std::fs::read_to_string(env.repo.join("b.txt")).unwrap(),
         "my edit\n"
@@ -436,7 +422,7 @@ fn local_changes_in_the_checked_out_branch_refuse_before_anything_moves() {
         "{}",
         run.stderr
     );
-    assert_eq!(rev(&env, "main"), before);
+    assert_eq!(env.rev("main"), before);
     assert_eq!(
         std::fs::read_to_string(env.repo.join("src/new.rs")).unwrap(),
         "mine\n"
@@ -474,11 +460,11 @@ fn move_main_under_the_worktree(env: &TestEnv, old: &str) {
 fn recovery_syncs_a_worktree_left_behind() {
     use git_arbiter::context::Context;
     let env = setup(&["src/**"]);
-    let old = rev(&env, "main");
+    let old = env.rev("main");
     // Build an arbiter-style merge with plumbing and move main under the worktree's feet.
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     sh(&env, &w, "echo a2 > src/a.rs && echo n > src/n.rs");
-    commit_in(&env, &w, "work");
+    env.commit_in(&w, "work");
     move_main_under_the_worktree(&env, &old);
     assert_ne!(env.git(&["status", "--porcelain"]), "");
 
@@ -500,10 +486,10 @@ fn recovery_syncs_a_worktree_left_behind() {
 fn recovery_never_overwrites_an_edit() {
     use git_arbiter::context::Context;
     let env = setup(&["src/**"]);
-    let old = rev(&env, "main");
-    let w = wt(&env, "wo-01");
+    let old = env.rev("main");
+    let w = env.add_worktree("wo-01");
     sh(&env, &w, "echo a2 > src/a.rs");
-    commit_in(&env, &w, "work");
+    env.commit_in(&w, "work");
     move_main_under_the_worktree(&env, &old);
     env.write("src/a.rs", "user edit\n");
     let ctx = Context::open(&env.repo).unwrap();
@@ -522,14 +508,14 @@ fn recovery_never_overwrites_an_edit() {
 #[test]
 fn checked_out_main_follows_type_changes() {
     let env = setup(&["src/**", "dir/**", "b.txt", "b.txt/**"]);
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     sh(
         &env,
         &w,
         "rm -r dir && rm b.txt && mkdir b.txt && echo x > b.txt/x \
          && chmod +x src/a.rs && ln -s a.rs src/link && echo n > src/n.rs",
     );
-    commit_in(&env, &w, "work");
+    env.commit_in(&w, "work");
     let untouched_before = std::fs::metadata(env.repo.join("work-orders/wo-01.md"))
         .unwrap()
         .modified()
@@ -571,10 +557,10 @@ fn checked_out_main_follows_type_changes() {
 #[test]
 fn staged_change_in_the_checked_out_branch_refuses() {
     let env = setup(&["src/**"]);
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
-    commit_in(&env, &w, "work");
-    let before = rev(&env, "main");
+    env.commit_in(&w, "work");
+    let before = env.rev("main");
     env.write("dir/c.txt", "staged\n");
     env.git(&["add", "dir/c.txt"]);
     let run = env.run(&["merge-back", "wo-01"]).code(2);
@@ -583,7 +569,7 @@ fn staged_change_in_the_checked_out_branch_refuses() {
         "{}",
         run.stderr
     );
-    assert_eq!(rev(&env, "main"), before);
+    assert_eq!(env.rev("main"), before);
     // A new staged file counts too.
     env.git(&["reset", "-q", "--hard"]);
     env.write("new.txt", "new\n");
@@ -594,7 +580,7 @@ fn staged_change_in_the_checked_out_branch_refuses() {
         "{}",
         run.stderr
     );
-    assert_eq!(rev(&env, "main"), before);
+    assert_eq!(env.rev("main"), before);
     env.git(&["rm", "-q", "--cached", "new.txt"]);
     std::fs::remove_file(env.repo.join("new.txt")).unwrap();
     env.run(&["merge-back", "wo-01"]).success();
@@ -625,7 +611,7 @@ fn concurrent_merge_backs_all_land_in_one_chain() {
             &format!("arbiter/{id}"),
         ]);
         std::fs::write(w.join(format!("f{i}.txt")), format!("{i}\n")).expect("write");
-        commit_in(&env, &w, &format!("work {i}"));
+        env.commit_in(&w, &format!("work {i}"));
     }
     let go = env.root.join("go");
     let children: Vec<_> = (0..6)
@@ -693,7 +679,7 @@ fn attributes_committed_between_merge_backs_count() {
     // attributes committed in between.
     let session = std::cell::RefCell::new(git_arbiter::merge::Session::default());
     let merge = |id: &str| {
-        let source = rev(&env, &format!("arbiter/{id}"));
+        let source = env.rev(&format!("arbiter/{id}"));
         let request = Request {
             wo: orders.get(id).expect("order"),
             into: &into,
@@ -731,10 +717,10 @@ fn attributes_committed_between_merge_backs_count() {
 #[test]
 fn no_identity_is_a_usage_error_and_changes_nothing() {
     let env = setup(&["src/a.rs"]);
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     std::fs::write(w.join("src/a.rs"), "a2\n").expect("write");
-    commit_in(&env, &w, "work");
-    let before = rev(&env, "main");
+    env.commit_in(&w, "work");
+    let before = env.rev("main");
     let out = env
         .command_in(&env.repo, &["merge-back", "wo-01"])
         .env_remove("GIT_AUTHOR_NAME")
@@ -749,6 +735,6 @@ fn no_identity_is_a_usage_error_and_changes_nothing() {
     error: no author identity is configured
     hint: set user.name and user.email with 'git config'
     ");
-    assert_eq!(rev(&env, "main"), before);
+    assert_eq!(env.rev("main"), before);
     assert!(env.notes_tip().is_none(), "no state was written");
 }

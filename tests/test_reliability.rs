@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::common::{Run, TestEnv};
+use crate::common::{wait_for, Run, TestEnv};
 
 fn repo() -> TestEnv {
     let env = TestEnv::new();
@@ -21,31 +21,6 @@ const WRITE_OWN: &str = "mkdir -p src && echo \"$ARBITER_WO\" > src/$(echo $ARBI
 
 fn round(env: &TestEnv, build: &str) -> Run {
     env.run(&["round", "--json", "--max-total", "4", "--build", build])
-}
-
-/// How many merges on main's first-parent chain carry `Arbiter-WO: <id>`.
-fn merges_of(env: &TestEnv, dir: &Path, id: &str) -> usize {
-    env.git_in(
-        dir,
-        &["log", "--first-parent", "--merges", "--format=%B", "main"],
-    )
-    .lines()
-    .filter(|l| *l == format!("Arbiter-WO: {id}"))
-    .count()
-}
-
-fn worktree_root(env: &TestEnv) -> PathBuf {
-    env.root.join("repo.arbiter")
-}
-
-fn wait_for(path: &Path) {
-    for _ in 0..600 {
-        if path.exists() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{} never appeared", path.display());
 }
 
 /// No worktree but the main one, no arbiter branch, no lock file, fsck clean,
@@ -75,8 +50,8 @@ fn a_merge_back_killed_before_its_record_is_never_merged_again() {
     // Exactly the state a kill between the branch move and the record leaves.
     env.git(&["update-ref", "refs/notes/arbiter", "refs/notes/arbiter~1"]);
     round(&env, WRITE_OWN).success();
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
-    assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-02"), 1);
     assert_eq!(
         std::fs::read_to_string(env.repo.join("src/one.txt")).expect("file"),
         "by hand\n"
@@ -97,8 +72,8 @@ fn a_fresh_clone_reconstructs_what_landed_instead_of_landing_it_twice() {
         .success()
         .json();
     assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
-    assert_eq!(merges_of(&env, &clone, "wo-01"), 1);
-    assert_eq!(merges_of(&env, &clone, "wo-02"), 1);
+    assert_eq!(env.merges_in(&clone, "main", "wo-01"), 1);
+    assert_eq!(env.merges_in(&clone, "main", "wo-02"), 1);
     let log = env
         .run_in(&clone, &["log", "--json", "wo-01"])
         .success()
@@ -114,8 +89,8 @@ fn a_fresh_clone_reconstructs_what_landed_instead_of_landing_it_twice() {
     ]);
     env.git(&["update-ref", "refs/notes/arbiter", unrelated.trim()]);
     round(&env, "exit 1").success();
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
-    assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-02"), 1);
 }
 
 /// Holds `<common-dir>/arbiter/conductors/<name>.lock` with flock(1), as a
@@ -191,15 +166,15 @@ fn halt_during_a_build_stops_only_that_order() {
     assert_eq!(summary["done"], serde_json::json!(["wo-02"]));
     assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
     assert_eq!(summary["halted"][0]["branch"], "arbiter/wo-01");
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 0);
-    assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 0);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-02"), 1);
     // What the builder wrote before the halt is committed on its kept branch.
     assert_eq!(env.git(&["show", "arbiter/wo-01:src/one.txt"]), "wo-01\n");
-    assert!(worktree_root(&env).join("wo-01").is_dir());
+    assert!(env.worktree_root().join("wo-01").is_dir());
     // Then clear and a plain round land it exactly once.
     env.run(&["clear", "wo-01"]).success();
     round(&env, WRITE_OWN).success();
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     nothing_left(&env);
 }
 
@@ -218,7 +193,7 @@ fn halt_of_a_done_order_is_refused() {
 #[test]
 fn a_worktree_left_locked_while_initializing_does_not_wedge_rounds() {
     let env = repo();
-    let root = worktree_root(&env);
+    let root = env.worktree_root();
     std::fs::create_dir_all(&root).expect("root");
     env.git(&[
         "worktree",
@@ -233,7 +208,7 @@ fn a_worktree_left_locked_while_initializing_does_not_wedge_rounds() {
     std::fs::write(admin.join("locked"), "initializing\n").expect("lock");
     std::fs::remove_file(root.join("wo-01/README")).expect("half checked out");
     round(&env, WRITE_OWN).success();
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     nothing_left(&env);
 }
 
@@ -241,7 +216,7 @@ fn a_worktree_left_locked_while_initializing_does_not_wedge_rounds() {
 #[test]
 fn a_worktree_locked_by_hand_is_left_locked() {
     let env = repo();
-    let root = worktree_root(&env);
+    let root = env.worktree_root();
     std::fs::create_dir_all(&root).expect("root");
     let path = root.join("wo-01");
     env.git(&[
@@ -275,8 +250,8 @@ fn a_builder_that_switches_branch_keeps_its_work() {
     round(&env, &build).success();
     assert_eq!(env.git(&["show", "main:src/one.txt"]), "wo-01\n");
     assert_eq!(env.git(&["show", "main:src/two.txt"]), "wo-02\n");
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
-    assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-02"), 1);
 }
 
 /// Work that does not contain the order's branch cannot be told apart: the
@@ -290,7 +265,7 @@ fn a_builder_that_leaves_an_unrelated_head_fails_the_attempt() {
     let summary = round(&env, &build).code(1).json();
     assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
     assert_eq!(summary["halted"][0]["reason"], "retry_cap_exhausted");
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 0);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 0);
     let log = env.run(&["log", "wo-01"]).success();
     assert!(
         log.stdout.contains("does not contain arbiter/wo-01") || log.stdout.contains("no commit"),
@@ -320,7 +295,7 @@ fn a_held_index_lock_is_refused_before_the_branch_moves() {
     );
     std::fs::remove_file(&lock).expect("unlock");
     round(&env, WRITE_OWN).success();
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     nothing_left(&env);
 }
 
@@ -352,7 +327,7 @@ fn a_stale_lock_on_the_integration_branch_is_named() {
 #[test]
 fn a_killed_race_leaves_nothing_behind_after_the_next_round() {
     let env = repo();
-    let root = worktree_root(&env);
+    let root = env.worktree_root();
     std::fs::create_dir_all(&root).expect("root");
     for k in 0..2 {
         let path = root.join(format!("race-wo-01-{k}"));
@@ -411,7 +386,7 @@ fn a_stale_lock_on_an_arbiter_branch_is_cleared() {
         "{}",
         run.stderr
     );
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     assert!(!lock.exists());
 }
 
@@ -518,8 +493,19 @@ fn a_full_disk_during_the_checkout_update_leaves_no_truncated_file() {
             .len(),
         1_200_000
     );
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     env.fsck();
+}
+
+/// A build that writes 1.2 MB into `data.txt` and, the first time only,
+/// fills the small disk (`filler`) so that committing its work runs out of space.
+fn fills_the_disk_once(env: &TestEnv, filler: &Path) -> String {
+    format!(
+        "head -c 1200000 /dev/urandom > data.txt; if [ ! -e {done} ]; then touch {done}; free=$(df --output=avail -k {repo} | tail -1); dd if=/dev/zero of={filler} bs=1k count=$((free - 300)) 2>/dev/null; fi; true",
+        done = env.root.join("filled").display(),
+        repo = env.repo.display(),
+        filler = filler.display(),
+    )
 }
 
 /// Defect 11: a full disk says so and spends no attempt: the builder was
@@ -532,12 +518,7 @@ fn a_full_disk_while_committing_the_work_spends_no_attempt() {
         return;
     };
     let filler = env.repo.join(".git/filler");
-    let build = format!(
-        "head -c 1200000 /dev/urandom > data.txt; if [ ! -e {done} ]; then touch {done}; free=$(df --output=avail -k {repo} | tail -1); dd if=/dev/zero of={filler} bs=1k count=$((free - 300)) 2>/dev/null; fi; true",
-        done = env.root.join("filled").display(),
-        repo = env.repo.display(),
-        filler = filler.display(),
-    );
+    let build = fills_the_disk_once(&env, &filler);
     let run = env.run(&["round", "--build", &build]);
     assert_eq!(run.code, 128, "{}", run.stderr);
     assert!(
@@ -556,7 +537,7 @@ fn a_full_disk_while_committing_the_work_spends_no_attempt() {
     env.run(&["round", "--build", &build]).success();
     let status = env.run(&["status", "--json"]).success().json();
     assert_eq!(status["orders"][0]["attempts"], 1, "{status}");
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
 }
 
 /// A missing git identity was exit 128 with no hint from `halt`, `clear`,
@@ -609,8 +590,13 @@ fn a_round_leaves_work_made_by_hand_alone() {
 
     let run = round(&env, WRITE_OWN).success();
     let out = run.json();
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 0, "{}", run.stderr);
-    assert_eq!(merges_of(&env, &env.repo, "wo-02"), 1);
+    assert_eq!(
+        env.merges_in(&env.repo, "main", "wo-01"),
+        0,
+        "{}",
+        run.stderr
+    );
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-02"), 1);
     assert!(
         run.stderr
             .contains("branch arbiter/wo-01: it holds work no run of git-arbiter made"),
@@ -638,7 +624,7 @@ fn a_round_leaves_work_made_by_hand_alone() {
     std::fs::remove_file(path.join("notes.txt")).expect("rm");
     env.run(&["merge-back", "wo-01"]).success();
     round(&env, WRITE_OWN).success();
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     assert_eq!(env.git(&["show", "main:src/one.txt"]), "by hand\n");
     env.fsck();
 }
@@ -668,7 +654,7 @@ fn a_packed_refs_lock_left_by_a_killed_deletion_is_cleared() {
     std::fs::remove_file(&lock).expect("unlock");
     round(&env, WRITE_OWN).success();
     nothing_left(&env);
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
 
     // Exactly what a kill inside our deletion leaves: marker, then lock.
     env.work_order("wo-03", "Three", &[], &["src/three.txt"]);
@@ -681,7 +667,7 @@ fn a_packed_refs_lock_left_by_a_killed_deletion_is_cleared() {
     round(&env, "mkdir -p src && echo 3 > src/three.txt").success();
     assert!(!lock.exists());
     assert_eq!(std::fs::read_dir(&markers).expect("markers").count(), 0);
-    assert_eq!(merges_of(&env, &env.repo, "wo-03"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-03"), 1);
     nothing_left(&env);
 }
 
@@ -695,12 +681,7 @@ fn a_full_disk_during_a_race_spends_no_attempt() {
         return;
     };
     let filler = env.repo.join(".git/filler");
-    let build = format!(
-        "head -c 1200000 /dev/urandom > data.txt; if [ ! -e {done} ]; then touch {done}; free=$(df --output=avail -k {repo} | tail -1); dd if=/dev/zero of={filler} bs=1k count=$((free - 300)) 2>/dev/null; fi; true",
-        done = env.root.join("filled").display(),
-        repo = env.repo.display(),
-        filler = filler.display(),
-    );
+    let build = fills_the_disk_once(&env, &filler);
     let race = [
         "race", "wo-01", "-n", "1", "--score", "echo 1", "--build", &build,
     ];
@@ -717,5 +698,5 @@ fn a_full_disk_during_a_race_spends_no_attempt() {
     assert_eq!(row["terminal"], false, "{status}");
     std::fs::remove_file(&filler).expect("free the disk");
     env.run(&race).success();
-    assert_eq!(merges_of(&env, &env.repo, "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
 }

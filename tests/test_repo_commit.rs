@@ -23,27 +23,6 @@ fn counting_build(env: &TestEnv) -> String {
     )
 }
 
-fn runs(env: &TestEnv) -> usize {
-    std::fs::read_to_string(env.root.join("runs"))
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-fn worktree_root(env: &TestEnv) -> PathBuf {
-    env.root.join("repo.arbiter")
-}
-
-/// How many merges on `branch`'s first-parent chain carry `Arbiter-WO: <id>`.
-fn merges_of(env: &TestEnv, dir: &Path, branch: &str, id: &str) -> usize {
-    env.git_in(
-        dir,
-        &["log", "--first-parent", "--merges", "--format=%B", branch],
-    )
-    .lines()
-    .filter(|l| *l == format!("Arbiter-WO: {id}"))
-    .count()
-}
-
 fn attempts(env: &TestEnv, dir: &Path) -> serde_json::Value {
     let status = env.run_in(dir, &["status", "--json"]).success().json();
     status["orders"][0]["attempts"].clone()
@@ -65,7 +44,7 @@ fn nothing_left(env: &TestEnv, dir: &Path) {
 /// staged but not committed; the message names git's cause and the place.
 #[track_caller]
 fn kept(env: &TestEnv, run: &Run, name: &str, branch: &str, cause: &str) {
-    let wt = worktree_root(env).join(name);
+    let wt = env.worktree_root().join(name);
     assert!(run.stderr.contains(cause), "{}", run.stderr);
     assert!(
         run.stderr.contains(&wt.display().to_string()),
@@ -102,7 +81,7 @@ fn gpgsign_without_a_key_stops_the_round_and_keeps_the_work() {
     env.git(&["config", "gpg.program", "false"]);
     let build = counting_build(&env);
     let run = env.run(&["round", "--build", &build]).code(2);
-    assert_eq!(runs(&env), 1, "the round stops after the first build");
+    assert_eq!(env.runs(), 1, "the round stops after the first build");
     assert_eq!(attempts(&env, &env.repo), 0);
     kept(
         &env,
@@ -127,8 +106,8 @@ fn gpgsign_without_a_key_stops_the_round_and_keeps_the_work() {
         "{}",
         run.stderr
     );
-    assert_eq!(runs(&env), 2);
-    assert_eq!(merges_of(&env, &env.repo, "main", "wo-01"), 1);
+    assert_eq!(env.runs(), 2);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     assert_eq!(attempts(&env, &env.repo), 1);
     nothing_left(&env, &env.repo);
 }
@@ -156,7 +135,7 @@ fn a_failing_prepare_commit_msg_hook_stops_the_round_and_keeps_the_work() {
     let hook = failing_hook(&env);
     let build = counting_build(&env);
     let run = env.run(&["round", "--build", &build]).code(2);
-    assert_eq!(runs(&env), 1);
+    assert_eq!(env.runs(), 1);
     assert_eq!(attempts(&env, &env.repo), 0);
     kept(
         &env,
@@ -168,8 +147,8 @@ fn a_failing_prepare_commit_msg_hook_stops_the_round_and_keeps_the_work() {
 
     std::fs::remove_file(hook).expect("remove hook");
     env.run(&["round", "--build", &build]).success();
-    assert_eq!(runs(&env), 2);
-    assert_eq!(merges_of(&env, &env.repo, "main", "wo-01"), 1);
+    assert_eq!(env.runs(), 2);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     nothing_left(&env, &env.repo);
 }
 
@@ -189,8 +168,8 @@ fn a_kept_branch_with_the_builders_own_commits_is_rebuilt() {
     assert_eq!(attempts(&env, &env.repo), 0);
     env.git(&["config", "--unset", "commit.gpgsign"]);
     env.run(&["round", "--build", &build]).success();
-    assert_eq!(runs(&env), 2);
-    assert_eq!(merges_of(&env, &env.repo, "main", "wo-01"), 1);
+    assert_eq!(env.runs(), 2);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     assert_eq!(env.git(&["show", "main:src/one.txt"]), "more\n");
     nothing_left(&env, &env.repo);
 }
@@ -208,7 +187,7 @@ fn a_race_whose_commit_is_refused_keeps_the_work_and_spends_no_attempt() {
         ])
     };
     let run = race(&env).code(2);
-    assert_eq!(runs(&env), 2, "one build per instance");
+    assert_eq!(env.runs(), 2, "one build per instance");
     assert_eq!(attempts(&env, &env.repo), 0);
     for k in 0..2 {
         kept(
@@ -222,8 +201,8 @@ fn a_race_whose_commit_is_refused_keeps_the_work_and_spends_no_attempt() {
 
     env.git(&["config", "--unset", "commit.gpgsign"]);
     race(&env).success();
-    assert_eq!(runs(&env), 4);
-    assert_eq!(merges_of(&env, &env.repo, "main", "wo-01"), 1);
+    assert_eq!(env.runs(), 4);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     nothing_left(&env, &env.repo);
 }
 
@@ -262,8 +241,8 @@ fn a_partial_clone_fetches_the_blobs_its_worktree_needs() {
     );
     env.run_in(&clone, &["round", "--into", "dev", "--build", &build])
         .success();
-    assert_eq!(runs(&env), 1);
-    assert_eq!(merges_of(&env, &clone, "dev", "wo-01"), 1);
+    assert_eq!(env.runs(), 1);
+    assert_eq!(env.merges_in(&clone, "dev", "wo-01"), 1);
     let missing = env.git_in(&clone, &["rev-list", "--objects", "--missing=print", "dev"]);
     assert!(!missing.contains('?'), "{missing}");
     nothing_left(&env, &clone);
@@ -295,13 +274,13 @@ fn a_partial_clone_whose_promisor_remote_is_gone_is_refused_before_any_attempt()
             run.stderr
         );
         assert_eq!(attempts(&env, &clone), 0, "{args:?}");
-        assert_eq!(runs(&env), 0, "{args:?}");
+        assert_eq!(env.runs(), 0, "{args:?}");
         nothing_left(&env, &clone);
     }
 
     std::fs::rename(&moved, &env.repo).expect("bring the remote back");
     env.run_in(&clone, &["round", "--into", "dev", "--build", &build])
         .success();
-    assert_eq!(merges_of(&env, &clone, "dev", "wo-01"), 1);
+    assert_eq!(env.merges_in(&clone, "dev", "wo-01"), 1);
     nothing_left(&env, &clone);
 }

@@ -1,8 +1,6 @@
 //! `git arbiter retry`: re-checking kept work after fixing its order, `--rebuild`;
 //! `clear` of several orders and `--all`.
 
-use std::path::{Path, PathBuf};
-
 use crate::common::TestEnv;
 
 /// A repo with `src/a.rs` and `CHANGELOG.md`, and order `wo-01` declaring `src/**`.
@@ -15,27 +13,13 @@ fn setup() -> TestEnv {
     env
 }
 
-fn wt(env: &TestEnv, id: &str) -> PathBuf {
-    env.run(&["worktree", "add", id]).success();
-    env.root.join("repo.arbiter").join(id)
-}
-
-fn commit_in(env: &TestEnv, dir: &Path, message: &str) {
-    env.git_in(dir, &["add", "-A"]);
-    env.git_in(dir, &["commit", "-q", "-m", message]);
-}
-
-fn rev(env: &TestEnv, r: &str) -> String {
-    env.git(&["rev-parse", r]).trim().to_owned()
-}
-
 /// `wo-01`'s kept branch also touches `CHANGELOG.md`: its merge-back halts for drift.
 fn drift_halted() -> TestEnv {
     let env = setup();
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
     std::fs::write(w.join("CHANGELOG.md"), "log\nlogin\n").unwrap();
-    commit_in(&env, &w, "work");
+    env.commit_in(&w, "work");
     env.run(&["merge-back", "wo-01"]).code(4);
     env
 }
@@ -47,19 +31,19 @@ fn order(env: &TestEnv) -> serde_json::Value {
 #[test]
 fn retry_merges_kept_work_once_the_file_is_declared() {
     let env = drift_halted();
-    let kept = rev(&env, "arbiter/wo-01");
-    let tip = rev(&env, "main");
+    let kept = env.rev("arbiter/wo-01");
+    let tip = env.rev("main");
     // Still undeclared: halted again, exit 4, nothing moves.
     let run = env.run(&["retry", "wo-01"]).code(4);
     assert!(run.stdout.contains("CHANGELOG.md"), "{}", run.stdout);
-    assert_eq!(rev(&env, "main"), tip);
+    assert_eq!(env.rev("main"), tip);
     assert_eq!(order(&env)["halt_reason"], "undeclared_file_drift");
     // Declared now: merged without a rebuild, halt lifted, done.
     env.work_order("wo-01", "Login form", &[], &["src/**", "CHANGELOG.md"]);
     env.commit_all("declare the changelog");
     let run = env.run(&["retry", "wo-01"]).success();
     assert!(run.stdout.contains("wo-01 is done"), "{}", run.stdout);
-    assert_eq!(rev(&env, "main^2"), kept);
+    assert_eq!(env.rev("main^2"), kept);
     let o = order(&env);
     assert_eq!(o["status"], "done");
     assert_eq!(o["terminal"], false);
@@ -74,9 +58,9 @@ fn retry_merges_kept_work_once_the_file_is_declared() {
 #[test]
 fn retry_of_a_conflict_stays_halted_until_it_merges() {
     let env = setup();
-    let w = wt(&env, "wo-01");
+    let w = env.add_worktree("wo-01");
     std::fs::write(w.join("src/a.rs"), "theirs\n").unwrap();
-    commit_in(&env, &w, "work");
+    env.commit_in(&w, "work");
     env.write("src/a.rs", "ours\n");
     env.commit_all("main moves");
     env.run(&["merge-back", "wo-01"]).code(3);
@@ -118,7 +102,7 @@ fn retry_refuses_what_it_cannot_recheck() {
 #[test]
 fn retry_rebuild_lifts_any_halt_like_clear() {
     let env = drift_halted();
-    let kept = rev(&env, "arbiter/wo-01");
+    let kept = env.rev("arbiter/wo-01");
     let run = env.run(&["retry", "--rebuild", "wo-01"]).success();
     assert!(
         run.stdout
@@ -173,7 +157,7 @@ fn clear_takes_several_ids_and_all() {
 #[test]
 fn clear_prints_how_to_restore_the_dropped_branch() {
     let env = drift_halted();
-    let kept = rev(&env, "arbiter/wo-01");
+    let kept = env.rev("arbiter/wo-01");
     let run = env.run(&["clear", "--all"]).success();
     assert!(
         run.stdout
@@ -182,7 +166,7 @@ fn clear_prints_how_to_restore_the_dropped_branch() {
         run.stdout
     );
     env.git(&["branch", "arbiter/wo-01", &kept]);
-    assert_eq!(rev(&env, "arbiter/wo-01"), kept);
+    assert_eq!(env.rev("arbiter/wo-01"), kept);
 }
 
 /// Fails its first attempt, passes the next.

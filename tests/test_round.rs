@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use crate::common::{assert_interrupted, event_names, Run, TestEnv};
+use crate::common::{assert_interrupted, event_names, wait_for, Run, TestEnv};
 
 /// A repo with disjoint work orders and a builder script that writes the
 /// declared file of whichever WO it is building.
@@ -290,16 +290,6 @@ fn spawn_round(env: &TestEnv, dir: &Path, build: &str) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn round")
-}
-
-fn wait_for(path: &Path) {
-    for _ in 0..600 {
-        if path.exists() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("{} never appeared", path.display());
 }
 
 /// A round whose builders never finish, returned once one of them runs.
@@ -825,13 +815,7 @@ fn a_second_conductor_defers_orders_claimed_by_the_first() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("first conductor");
-    for _ in 0..600 {
-        if started.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(started.exists(), "faq-1 never started");
+    wait_for(&started);
 
     let batch = env.run(&["batch", "--json"]).success().json();
     assert_eq!(batch["deferred"][0]["wo_id"], "faq-2", "{batch}");

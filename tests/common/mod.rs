@@ -86,11 +86,64 @@ pub fn event_names(log: &serde_json::Value) -> Vec<&str> {
         .collect()
 }
 
+/// Wait (up to 30 s) until `path` exists.
+#[track_caller]
+pub fn wait_for(path: &Path) {
+    for _ in 0..600 {
+        if path.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{} never appeared", path.display());
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_git-arbiter"))
 }
 
 impl TestEnv {
+    /// Where git-arbiter puts its worktrees by default.
+    pub fn worktree_root(&self) -> PathBuf {
+        self.root.join("repo.arbiter")
+    }
+
+    /// `git arbiter worktree add <id>`: branch `arbiter/<id>` and its worktree's path.
+    pub fn add_worktree(&self, id: &str) -> PathBuf {
+        self.run(&["worktree", "add", id]).success();
+        self.worktree_root().join(id)
+    }
+
+    /// Stage everything in `dir` and commit it.
+    pub fn commit_in(&self, dir: &Path, message: &str) {
+        self.git_in(dir, &["add", "-A"]);
+        self.git_in(dir, &["commit", "-q", "-m", message]);
+    }
+
+    /// The commit `rev` names in the main repository.
+    pub fn rev(&self, rev: &str) -> String {
+        self.git(&["rev-parse", rev]).trim().to_owned()
+    }
+
+    /// How many merges on `branch`'s first-parent chain (in the repository
+    /// at `dir`) carry `Arbiter-WO: <id>`.
+    pub fn merges_in(&self, dir: &Path, branch: &str, id: &str) -> usize {
+        self.git_in(
+            dir,
+            &["log", "--first-parent", "--merges", "--format=%B", branch],
+        )
+        .lines()
+        .filter(|l| *l == format!("Arbiter-WO: {id}"))
+        .count()
+    }
+
+    /// How many builds ran, for builds that append a line to `<root>/runs`.
+    pub fn runs(&self) -> usize {
+        std::fs::read_to_string(self.root.join("runs"))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+
     /// A fresh environment with an initialized repository `repo` on branch `main`.
     pub fn new() -> TestEnv {
         let dir = tempfile::Builder::new()
