@@ -724,7 +724,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__race)
-            opts="-n -h --build --gate --score --min-score --keep-losers --into --max-total --timeout --json --orders --help"
+            opts="-n -h --build --gate --score --min-score --keep-losers --into --max-total --timeout --json --verify --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
@@ -762,6 +762,10 @@ _git__arbiter() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --verify)
+                    COMPREPLY=($(compgen -W "merged none" -- "${cur}"))
+                    return 0
+                    ;;
                 --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -796,7 +800,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__round)
-            opts="-h --build --gate --critic --final-gate --budget-cmd --into --max --max-total --once --dry-run --json --timeout --drift-scope --orders --help"
+            opts="-h --build --gate --critic --final-gate --budget-cmd --into --max --max-total --once --schedule --verify --dry-run --json --timeout --drift-scope --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -832,6 +836,14 @@ _git__arbiter() {
                     ;;
                 --max-total)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --schedule)
+                    COMPREPLY=($(compgen -W "continuous rounds" -- "${cur}"))
+                    return 0
+                    ;;
+                --verify)
+                    COMPREPLY=($(compgen -W "merged none" -- "${cur}"))
                     return 0
                     ;;
                 --timeout)

@@ -26,7 +26,7 @@ end
 
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -s h -l help -d 'Print help'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -s V -l version -d 'Print version'
-complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "round" -d 'Run work orders: rounds of disjoint batches, built concurrently, merged back one at a time'
+complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "round" -d 'Run work orders: built concurrently in their own worktrees, landed through a verified merge queue'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "race" -d 'Best-of-N: build N instances of one work order, merge the best one back'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "pick" -d 'Choose the best of N candidates read from stdin (the selection kernel)'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "demo" -d 'Run a full round on a built-in example, in a temporary repository'
@@ -50,13 +50,17 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l critic
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l final-gate -d 'Run once on the integration tip when every work order is done; failure escalates [default: `arbiter.finalGate`]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l budget-cmd -d 'Checked once per round; exit ≠ 0 stops with an escalation [default: `arbiter.budgetCmd`]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l into -d 'The integration branch [default: the current branch]' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l max -d 'At most N work orders per round [default: `arbiter.maxBatch`, else 8]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l max -d 'At most N work orders in flight for this conductor (per round with `--schedule rounds`) [default: `arbiter.maxBatch`, else 8]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l max-total -d 'Machine-wide cap on concurrent builds [default: `arbiter.maxTotal`, else 6]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l schedule -d '`continuous` (a freed slot takes the next order, passed orders land at once) or `rounds` (lockstep) [default: `arbiter.schedule`, else continuous]' -r -f -a "continuous\t''
+rounds\t''"
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l verify -d '`merged` (gates run on the merged result before the branch moves) or `none` [default: `arbiter.verify`, else merged when a gate is configured]' -r -f -a "merged\t''
+none\t''"
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l timeout -d 'Per-build time limit, e.g. `90s`, `10m`, `1h30m` [default: `arbiter.timeout`, else none]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l drift-scope -d 'Drift scope: `own` (the work order\'s declared files) or `batch` (the union of the round\'s batch)' -r -f -a "own\t''
 batch\t''"
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l once -d 'Run one round only'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l once -d 'Dispatch only what is eligible at the start (one round with `--schedule rounds`)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l dry-run -d 'Print the planned batches; build nothing, change nothing'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l json -d 'Print the final summary as versioned JSON on stdout'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -68,6 +72,8 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l min-sco
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l into -d 'The integration branch [default: the current branch]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l max-total -d 'Machine-wide cap on concurrent builds [default: `arbiter.maxTotal`, else 6]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l timeout -d 'Per-command time limit, e.g. `90s`, `10m`, `1h30m` [default: `arbiter.timeout`, else none]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l verify -d '`merged` (gates run on the winner merged onto the tip before the branch moves; failing, the next-best is tried) or `none` [default: `arbiter.verify`, else merged when a gate is configured]' -r -f -a "merged\t''
+none\t''"
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l keep-losers -d 'Keep the losers\' worktrees and branches'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l json -d 'Print the summary (with the pick record) as versioned JSON on stdout'
@@ -148,7 +154,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand doctor" -l order
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand doctor" -l fix -d 'Repair what is provably git-arbiter\'s and not held by a live process'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand doctor" -l json -d 'Print the report as JSON'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "round" -d 'Run work orders: rounds of disjoint batches, built concurrently, merged back one at a time'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "round" -d 'Run work orders: built concurrently in their own worktrees, landed through a verified merge queue'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "race" -d 'Best-of-N: build N instances of one work order, merge the best one back'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "pick" -d 'Choose the best of N candidates read from stdin (the selection kernel)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help" -f -a "demo" -d 'Run a full round on a built-in example, in a temporary repository'

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::conductor::Conductor;
@@ -483,41 +484,66 @@ pub fn verdict(kind: &str, command: &str, exit: &Exit, wall: Duration) -> Verdic
     }
 }
 
-/// Watch the state for a `halt` of the work orders `ids` (one flag each in
-/// `halted`) while this conductor (`owner`) builds them, so that only those
-/// builds stop. Polls the notes ref's tip; returns once `until` is set.
-pub fn watch_halts(
-    repo: &gix::ThreadSafeRepository,
-    ids: &[&str],
-    owner: &str,
-    halted: &[AtomicBool],
-    until: &AtomicBool,
-) {
-    const POLL: Duration = Duration::from_millis(200);
-    let repo = repo.to_thread_local();
-    let mut seen = None;
-    while !until.load(Ordering::Relaxed) {
-        std::thread::sleep(POLL);
-        let tip = repo
-            .try_find_reference(crate::state::NOTES_REF)
-            .ok()
-            .flatten()
-            .map(|r| r.target().into_owned());
-        if tip == seen {
-            continue;
-        }
-        seen = tip;
-        // Unreadable state is the round's to report; here it only means no halt is seen.
-        let Ok(records) = crate::state::Snapshot::read(&repo).and_then(|mut s| s.records(ids))
-        else {
-            continue;
-        };
-        for (record, flag) in records.iter().zip(halted) {
-            if record
-                .as_ref()
-                .is_some_and(|r| r.halted && r.owner.as_deref() == Some(owner))
-            {
-                flag.store(true, Ordering::Relaxed);
+/// The orders a conductor is building, each with the flag that stops its
+/// build when it is halted (`git arbiter halt`) while in flight.
+#[derive(Default)]
+pub struct HaltWatch {
+    watched: Mutex<Vec<(String, Arc<AtomicBool>)>>,
+}
+
+impl HaltWatch {
+    /// Watch `id` from now on; its flag is set once a halt of it is seen.
+    pub fn watch(&self, id: &str) -> Arc<AtomicBool> {
+        let flag = Arc::new(AtomicBool::new(false));
+        self.lock().push((id.to_owned(), flag.clone()));
+        flag
+    }
+
+    /// Stop watching `id` (its build ended).
+    pub fn forget(&self, id: &str) {
+        self.lock().retain(|(watched, _)| watched != id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Arc<AtomicBool>)>> {
+        // A panic elsewhere leaves the list as it was: still usable.
+        self.watched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Watch the state for halts of the watched orders that this conductor
+    /// (`owner`) holds, so that only those builds stop. Polls the notes
+    /// ref's tip; returns once `until` is set.
+    pub fn run(&self, repo: &gix::ThreadSafeRepository, owner: &str, until: &AtomicBool) {
+        const POLL: Duration = Duration::from_millis(200);
+        let repo = repo.to_thread_local();
+        let mut seen = None;
+        let mut seen_count = 0;
+        while !until.load(Ordering::Relaxed) {
+            std::thread::sleep(POLL);
+            let tip = repo
+                .try_find_reference(crate::state::NOTES_REF)
+                .ok()
+                .flatten()
+                .map(|r| r.target().into_owned());
+            let watched = self.lock().clone();
+            // A newly watched order may have been halted before it was watched.
+            if tip == seen && watched.len() == seen_count {
+                continue;
+            }
+            seen = tip;
+            seen_count = watched.len();
+            let ids: Vec<&str> = watched.iter().map(|(id, _)| id.as_str()).collect();
+            // Unreadable state is the run's to report; here it only means no halt is seen.
+            let Ok(records) = crate::state::Snapshot::read(&repo).and_then(|mut s| s.records(&ids))
+            else {
+                continue;
+            };
+            for (record, (_, flag)) in records.iter().zip(&watched) {
+                if record
+                    .as_ref()
+                    .is_some_and(|r| r.halted && r.owner.as_deref() == Some(owner))
+                {
+                    flag.store(true, Ordering::Relaxed);
+                }
             }
         }
     }

@@ -1209,6 +1209,28 @@ fn preflight_untracked_only(
     }
 }
 
+/// Local edits in a checked-out copy of the integration branch would stop
+/// every merge-back: say so before any builder spends its time.
+pub fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Result<()> {
+    for wt in worktrees_with_branch(ctx, branch)? {
+        let changes = local_changes(&wt)?;
+        if !changes.is_empty() {
+            let place = wt
+                .workdir()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            return Err(InputError::new(format!(
+                "{} is checked out in {place} with local changes: {}",
+                branch.shorten(),
+                changes.join(", ")
+            ))
+            .hint("commit or stash them first: git-arbiter never overwrites your edits")
+            .into());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -19,6 +19,8 @@ pub const POINTS: &[&str] = &[
     "leftovers.after",
     "verdict.before",
     "verdict.after",
+    // the merge queue's verification of a chain
+    "verify.started",
     // merge-back (round, race and the standalone command)
     "merge-start.after",
     "merge-commit.after",

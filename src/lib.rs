@@ -20,6 +20,7 @@ pub mod odb;
 pub mod orders;
 pub mod progress;
 pub mod promisor;
+pub mod queue;
 pub mod race;
 pub mod reconcile;
 pub mod refguard;

@@ -52,6 +52,7 @@ pub const HALT_CONFLICT: &str = "merge_conflict";
 pub const HALT_CHECKOUT_BLOCKED: &str = "checkout_blocked";
 pub const HALT_DRIFT: &str = "undeclared_file_drift";
 
+#[derive(Clone)]
 pub struct Request<'a> {
     pub wo: &'a WorkOrder,
     /// The integration branch (full name, e.g. `refs/heads/main`).
@@ -197,6 +198,38 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Merge `req.source` onto `onto` as the next link of a merge chain: the
+    /// merge commit is written, but no branch moves. A conflict or drift
+    /// halts the order, as a merge-back would.
+    pub fn link(
+        &mut self,
+        ctx: &Context,
+        store: &Store,
+        onto: ObjectId,
+        req: &Request,
+    ) -> Result<Linked> {
+        check_source(ctx, req)?;
+        let halted = |reason: &str, kind: &str, paths: Vec<String>| -> Result<Linked> {
+            Ok(match halt(store, req, reason, &paths, kind)? {
+                None if reason == HALT_CONFLICT => Linked::Conflict { paths },
+                None => Linked::Drift { paths },
+                Some(reason) => Linked::Withdrawn { reason },
+            })
+        };
+        match compute(ctx, &mut self.caches, onto, req)? {
+            Computed::UpToDate => Ok(Linked::UpToDate),
+            Computed::Conflict { paths } => halted(HALT_CONFLICT, "merge", paths),
+            Computed::Drift { paths } => halted(HALT_DRIFT, "drift", paths),
+            Computed::Clean(clean) => {
+                let link = write_link(ctx, onto, req, clean)?;
+                crate::crash::point("merge-commit.after");
+                Ok(Linked::Merge(link))
+            }
+        }
+    }
+}
+
 /// One merge-back in a session of its own.
 pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome> {
     Session::default().merge_back(ctx, store, req)
@@ -208,21 +241,9 @@ fn merge_back_in(
     req: &Request,
     caches: &mut Option<MergeCaches>,
 ) -> Result<Outcome> {
-    let repo = &ctx.repo;
     let id = req.wo.id.as_str();
     let has_deps = !req.wo.deps.is_empty();
-    repo.find_commit(req.source).map_err(|_| {
-        InputError::new(format!("{} is not a commit", req.source))
-            .hint(format!("the branch arbiter/{id} must point at a commit"))
-    })?;
-    let options = repo
-        .tree_merge_options()
-        .git_context("reading merge options")?;
-    let labels = gix::merge::blob::builtin_driver::text::Labels {
-        ancestor: None,
-        current: Some(req.into.shorten()),
-        other: Some("arbiter".into()),
-    };
+    check_source(ctx, req)?;
     let mut locked_in_a_row = 0;
     for _ in 0..MAX_CAS_RETRIES {
         let turn = take_turn(ctx)?;
@@ -270,104 +291,47 @@ fn merge_back_in(
         };
 
         let tip = ctx.branch_tip(req.into)?;
-        // One merge-base search answers all three questions: already merged?
-        // what to merge against? which round base to name?
-        let mut outcome =
-            merge_commits(ctx, caches, tip, req.source, labels, options.clone()).git_context(
-                format!("merging {} into {}", req.source, req.into.shorten()),
-            )?;
-        let merge_base = outcome.merge_bases.as_ref().map(|b| *b.first());
-        if req.source == tip
-            || outcome
-                .merge_bases
-                .as_ref()
-                .is_some_and(|b| b.iter().any(|c| *c == req.source))
-        {
-            store.transact(
-                &format!("merge-back {id}: up to date"),
-                |txn| -> Result<()> {
-                    let mut r = txn.record(id, has_deps)?;
-                    if req.retry && r.halted {
-                        r.lift_halt();
-                    }
-                    r.status = Status::Done;
-                    r.owner = None;
-                    r.merged_into = Some(req.into.shorten().to_string());
-                    r.log("merged", Some(format!("up to date at {tip}")));
-                    txn.put(r);
-                    Ok(())
-                },
-            )?;
-            return Ok(Outcome::UpToDate { tip });
-        }
-        let how = gix::merge::tree::TreatAsUnresolved::git();
-        if outcome.tree_merge.has_unresolved_conflicts(how) {
-            let mut paths: Vec<String> = outcome
-                .tree_merge
-                .conflicts
-                .iter()
-                .filter(|c| c.is_unresolved(how))
-                .flat_map(|c| {
-                    [
-                        c.ours.location(),
-                        c.ours.source_location(),
-                        c.theirs.location(),
-                        c.theirs.source_location(),
-                    ]
-                })
-                .map(|p| p.to_str_lossy().into_owned())
-                .collect();
-            paths.sort();
-            paths.dedup();
-            halt(store, req, HALT_CONFLICT, &paths, "merge")?;
-            return Ok(Outcome::Conflict { paths });
-        }
-        // The plain tree editor: gix's checks every entry of each written
-        // tree exists (a lookup per entry, ~150 here), but a clean merge only
-        // names objects from its input trees or blobs it just wrote.
-        let tree = outcome
-            .tree_merge
-            .tree
-            .write(|tree| repo.write_object(tree).map(|id| id.detach()))
-            .git_context("writing the merged tree")?;
-        let tip_tree = ctx.tree_of(tip)?;
-        let changed = drift::changed_paths(repo, tip_tree, tree)?;
-        let uncovered = drift::uncovered(req.wo, &req.scope, &changed);
-        if !uncovered.is_empty() {
-            halt(store, req, HALT_DRIFT, &uncovered, "drift")?;
-            return Ok(Outcome::Drift { paths: uncovered });
-        }
+        let clean = match compute(ctx, caches, tip, req)? {
+            Computed::UpToDate => {
+                record_up_to_date(store, req, tip)?;
+                return Ok(Outcome::UpToDate { tip });
+            }
+            Computed::Conflict { paths } => {
+                return Ok(match halt(store, req, HALT_CONFLICT, &paths, "merge")? {
+                    None => Outcome::Conflict { paths },
+                    Some(reason) => Outcome::Withdrawn { reason },
+                });
+            }
+            Computed::Drift { paths } => {
+                return Ok(match halt(store, req, HALT_DRIFT, &paths, "drift")? {
+                    None => Outcome::Drift { paths },
+                    Some(reason) => Outcome::Withdrawn { reason },
+                });
+            }
+            Computed::Clean(clean) => clean,
+        };
         // Refuse before anything moves if a checked-out copy has local work
         // or its index cannot be written.
         let mut prepared = Vec::with_capacity(worktrees.len());
         for wt in &worktrees {
-            match checkout::preflight(wt, tip_tree, tree, &changed)? {
+            match checkout::preflight(wt, clean.onto_tree, clean.tree, &clean.changed)? {
                 Ok(ready) => prepared.push(ready),
                 // Specific to this merge: a round goes on with the others.
                 Err(blocked) if req.owner.is_some() => {
-                    halt(
-                        store,
-                        req,
-                        HALT_CHECKOUT_BLOCKED,
-                        &blocked.paths,
-                        "checkout",
-                    )?;
-                    return Ok(Outcome::CheckoutBlocked {
-                        paths: blocked.paths,
-                    });
+                    let paths = blocked.paths;
+                    return Ok(
+                        match halt(store, req, HALT_CHECKOUT_BLOCKED, &paths, "checkout")? {
+                            None => Outcome::CheckoutBlocked { paths },
+                            Some(reason) => Outcome::Withdrawn { reason },
+                        },
+                    );
                 }
                 Err(blocked) => return Err(blocked.error),
             }
         }
 
         // (2) the merge commit, unreachable so far.
-        let round_base = req.round_base.or(merge_base).unwrap_or(tip);
-        let sha = crate::odb::write_signed_commit(
-            repo,
-            &message(req.wo, req.attempt, round_base),
-            tree,
-            [tip, req.source],
-        )?;
+        let link = write_link(ctx, tip, req, clean)?;
         crate::crash::point("merge-commit.after");
         // (1) for a standalone merge-back, now that the merge is clean.
         if needs_start {
@@ -393,90 +357,32 @@ fn merge_back_in(
         }
         // (3) compare-and-swap from the tip everything above was computed on.
         crate::crash::point("branch-cas.before");
-        let moved = crate::refguard::guarded(repo, || {
-            repo.reference(
-                req.into.as_ref(),
-                sha,
-                PreviousValue::MustExistAndMatch(Target::Object(tip)),
-                format!("arbiter: merge-back {id}"),
-            )
-        });
-        let lock = crate::refguard::blocking_lock(repo, &req.into.as_bstr().to_string());
-        match moved {
-            Ok(_) => {}
-            // gix waited `core.filesRefLockTimeout` already (and reports some
-            // lock timeouts as conflicts); a lock that stays is most likely
-            // left by a killed writer.
-            Err(e) if e.is_retryable() || lock.exists() => {
+        match move_branch(ctx, req.into, tip, link.sha, &format!("merge-back {id}"))? {
+            Cas::Moved => {}
+            Cas::Locked(lock) => {
                 locked_in_a_row += 1;
                 if locked_in_a_row >= MAX_LOCKED {
                     return Err(branch_locked(req.into, &lock));
                 }
                 continue;
             }
-            Err(e) if e.is_conflict() => continue,
-            Err(e) => return Err(e).git_context(format!("moving {}", req.into.as_bstr())),
+            Cas::Lost => continue,
         }
         crate::crash::point("branch-cas.after");
         // (4) keep checked-out copies in step; finish (5) even if this fails.
-        let mut sync_error = None;
-        let mut updated = Vec::new();
-        for (wt, prepared) in worktrees.iter().zip(prepared) {
-            match checkout::apply(wt, tip_tree, tree, &changed, prepared) {
-                Ok(()) => updated.extend(wt.workdir().map(std::path::Path::to_owned)),
-                Err(e) => {
-                    sync_error.get_or_insert(e);
-                }
-            }
-        }
+        let (updated, sync_error) = apply_checkouts(
+            &worktrees,
+            prepared,
+            link.onto_tree,
+            link.tree,
+            &link.changed,
+        );
         // (5) done, plus the merge commit's note.
-        let changed_text: Vec<String> = changed.iter().map(Changed::display).collect();
-        let note = json!({
-            "version": 1,
-            "kind": "merge",
-            "wo": id,
-            "into": req.into.shorten().to_string(),
-            "title": req.wo.title,
-            "attempt": req.attempt,
-            "round_base": round_base.to_string(),
-            "pre_merge_head": tip.to_string(),
-            "source": req.source.to_string(),
-            "declared": req.wo.file_strings(),
-            "drift": {
-                "scope": req.scope.name(),
-                "passed": true,
-                "uncovered": [],
-            },
-            "changed": changed_text,
-            "extra": req.extra_note,
-        });
-        let note_bytes = serde_json::to_vec_pretty(&note).expect("json values serialize");
         crate::crash::point("merge-recorded.before");
         store.transact(
-            &format!("merge-back {id}: merged {sha}"),
+            &format!("merge-back {id}: merged {}", link.sha),
             |txn| -> Result<()> {
-                let mut r = txn.record(id, has_deps)?;
-                if r.halted && r.halt_reason.as_deref() == Some(HALT_CHECKOUT_BLOCKED) {
-                    r.lift_halt();
-                }
-                r.status = Status::Done;
-                r.owner = None;
-                r.merged_into = Some(req.into.shorten().to_string());
-                r.checkpoint_after = Some(sha.to_string());
-                r.verdicts.push(Verdict {
-                    kind: "drift".into(),
-                    command: format!("merge-back --drift-scope {}", req.scope.name()),
-                    passed: true,
-                    exit_code: None,
-                    wall_ms: None,
-                    detail: Some(format!(
-                        "{} changed paths, all declared",
-                        changed_text.len()
-                    )),
-                });
-                r.log("merged", Some(sha.to_string()));
-                txn.put(r);
-                txn.put_note(sha, note_bytes.clone());
+                record_merged(txn, req, &link)?;
                 Ok(())
             },
         )?;
@@ -491,9 +397,9 @@ fn merge_back_in(
             return Err(e);
         }
         return Ok(Outcome::Merged {
-            sha,
+            sha: link.sha,
             pre_merge_head: tip,
-            changed: changed_text,
+            changed: link.changed_text(),
         });
     }
     Err(Error::Git {
@@ -503,6 +409,427 @@ fn merge_back_in(
         )
         .into(),
     })
+}
+
+fn check_source(ctx: &Context, req: &Request) -> Result<()> {
+    ctx.repo.find_commit(req.source).map_err(|_| {
+        InputError::new(format!("{} is not a commit", req.source)).hint(format!(
+            "the branch arbiter/{} must point at a commit",
+            req.wo.id
+        ))
+    })?;
+    Ok(())
+}
+
+/// An order's merge computed onto a commit, before anything is written
+/// beyond its tree.
+enum Computed {
+    /// The source is already contained in the commit merged onto.
+    UpToDate,
+    Conflict {
+        paths: Vec<String>,
+    },
+    Drift {
+        paths: Vec<String>,
+    },
+    Clean(CleanMerge),
+}
+
+struct CleanMerge {
+    onto: ObjectId,
+    onto_tree: ObjectId,
+    tree: ObjectId,
+    changed: Vec<Changed>,
+    merge_base: Option<ObjectId>,
+}
+
+/// Merge `req.source` onto `onto` in the object database and check it for
+/// conflicts and drift: nothing moves, nothing is recorded.
+fn compute(
+    ctx: &Context,
+    caches: &mut Option<MergeCaches>,
+    onto: ObjectId,
+    req: &Request,
+) -> Result<Computed> {
+    let repo = &ctx.repo;
+    let options = repo
+        .tree_merge_options()
+        .git_context("reading merge options")?;
+    let labels = gix::merge::blob::builtin_driver::text::Labels {
+        ancestor: None,
+        current: Some(req.into.shorten()),
+        other: Some("arbiter".into()),
+    };
+    // One merge-base search answers all three questions: already merged?
+    // what to merge against? which round base to name?
+    let mut outcome = merge_commits(ctx, caches, onto, req.source, labels, options).git_context(
+        format!("merging {} into {}", req.source, req.into.shorten()),
+    )?;
+    let merge_base = outcome.merge_bases.as_ref().map(|b| *b.first());
+    if req.source == onto
+        || outcome
+            .merge_bases
+            .as_ref()
+            .is_some_and(|b| b.iter().any(|c| *c == req.source))
+    {
+        return Ok(Computed::UpToDate);
+    }
+    let how = gix::merge::tree::TreatAsUnresolved::git();
+    if outcome.tree_merge.has_unresolved_conflicts(how) {
+        let mut paths: Vec<String> = outcome
+            .tree_merge
+            .conflicts
+            .iter()
+            .filter(|c| c.is_unresolved(how))
+            .flat_map(|c| {
+                [
+                    c.ours.location(),
+                    c.ours.source_location(),
+                    c.theirs.location(),
+                    c.theirs.source_location(),
+                ]
+            })
+            .map(|p| p.to_str_lossy().into_owned())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        return Ok(Computed::Conflict { paths });
+    }
+    // The plain tree editor: gix's checks every entry of each written
+    // tree exists (a lookup per entry, ~150 here), but a clean merge only
+    // names objects from its input trees or blobs it just wrote.
+    let tree = outcome
+        .tree_merge
+        .tree
+        .write(|tree| repo.write_object(tree).map(|id| id.detach()))
+        .git_context("writing the merged tree")?;
+    let onto_tree = ctx.tree_of(onto)?;
+    let changed = drift::changed_paths(repo, onto_tree, tree)?;
+    let uncovered = drift::uncovered(req.wo, &req.scope, &changed);
+    if !uncovered.is_empty() {
+        return Ok(Computed::Drift { paths: uncovered });
+    }
+    Ok(Computed::Clean(CleanMerge {
+        onto,
+        onto_tree,
+        tree,
+        changed,
+        merge_base,
+    }))
+}
+
+/// One order's merge commit, written onto `onto` (its first parent) but not
+/// on any branch yet: a link of a merge chain, or a single merge-back.
+#[derive(Debug, Clone)]
+pub struct Link {
+    pub sha: ObjectId,
+    pub tree: ObjectId,
+    pub onto: ObjectId,
+    pub onto_tree: ObjectId,
+    pub round_base: ObjectId,
+    pub source: ObjectId,
+    /// What the merge changed relative to `onto`.
+    pub changed: Vec<Changed>,
+}
+
+impl Link {
+    pub fn changed_text(&self) -> Vec<String> {
+        self.changed.iter().map(Changed::display).collect()
+    }
+}
+
+fn write_link(ctx: &Context, onto: ObjectId, req: &Request, clean: CleanMerge) -> Result<Link> {
+    let round_base = req.round_base.or(clean.merge_base).unwrap_or(onto);
+    let sha = crate::odb::write_signed_commit(
+        &ctx.repo,
+        &message(req.wo, req.attempt, round_base),
+        clean.tree,
+        [onto, req.source],
+    )?;
+    Ok(Link {
+        sha,
+        tree: clean.tree,
+        onto: clean.onto,
+        onto_tree: clean.onto_tree,
+        round_base,
+        source: req.source,
+        changed: clean.changed,
+    })
+}
+
+/// How a link of a chain came out.
+#[derive(Debug, Clone)]
+pub enum Linked {
+    Merge(Link),
+    /// The source is already in the commit it would be merged onto.
+    UpToDate,
+    /// Halted [`HALT_CONFLICT`].
+    Conflict {
+        paths: Vec<String>,
+    },
+    /// Halted [`HALT_DRIFT`].
+    Drift {
+        paths: Vec<String>,
+    },
+    /// Its owner no longer holds the attempt: nothing was written.
+    Withdrawn {
+        reason: String,
+    },
+}
+
+/// How landing a chain went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Landed {
+    /// The branch moved to the chain's last merge; every order is `done`.
+    Landed { sha: ObjectId },
+    /// The branch is no longer where the chain starts: nothing moved.
+    Moved,
+    /// The owner no longer holds the attempt of the order at `index`: nothing moved.
+    Withdrawn { index: usize, reason: String },
+    /// Untracked files in a checked-out copy of the branch are where the
+    /// orders at `indexes` put files: those are halted
+    /// [`HALT_CHECKOUT_BLOCKED`], nothing moved.
+    CheckoutBlocked {
+        indexes: Vec<usize>,
+        paths: Vec<String>,
+    },
+}
+
+/// Land a chain of merges ([`Session::link`], each onto the one before,
+/// the first onto `tip`) by one compare-and-swap of the branch from `tip`
+/// to the last, then one `done` transition for all of them. The protocol of
+/// a single merge-back (see the module docs) holds for each link: every
+/// merge is on the first-parent chain of the new tip, with its trailers, so
+/// recovery finds each one after a kill between the move and the record.
+pub fn land(
+    ctx: &Context,
+    store: &Store,
+    into: &FullName,
+    tip: ObjectId,
+    chain: &[(&Request, &Link)],
+) -> Result<Landed> {
+    let Some(&(_, last)) = chain.last() else {
+        return Ok(Landed::Landed { sha: tip });
+    };
+    let mut locked_in_a_row = 0;
+    loop {
+        let turn = take_turn(ctx)?;
+        let worktrees = checkout::worktrees_with_branch(ctx, into)?;
+        checkout::sync_worktrees(ctx, into, &worktrees)?;
+        if ctx.branch_tip(into)? != tip {
+            return Ok(Landed::Moved);
+        }
+        let mut snapshot = store.snapshot()?;
+        for (index, (req, _)) in chain.iter().enumerate() {
+            let owner = req.owner.unwrap_or_default();
+            let record = snapshot.record(&req.wo.id)?;
+            if let Some(reason) = not_held(record.as_ref(), owner, req.attempt) {
+                return Ok(Landed::Withdrawn { index, reason });
+            }
+        }
+        let tip_tree = ctx.tree_of(tip)?;
+        let changed = drift::changed_paths(&ctx.repo, tip_tree, last.tree)?;
+        let mut prepared = Vec::with_capacity(worktrees.len());
+        for wt in &worktrees {
+            match checkout::preflight(wt, tip_tree, last.tree, &changed)? {
+                Ok(ready) => prepared.push(ready),
+                Err(blocked) => {
+                    drop(turn);
+                    return halt_blocked(store, chain, blocked);
+                }
+            }
+        }
+        crate::crash::point("branch-cas.before");
+        let ids: Vec<&str> = chain.iter().map(|(req, _)| req.wo.id.as_str()).collect();
+        let what = format!("merge-back {}", ids.join(" "));
+        match move_branch(ctx, into, tip, last.sha, &what)? {
+            Cas::Moved => {}
+            Cas::Locked(lock) => {
+                locked_in_a_row += 1;
+                if locked_in_a_row >= MAX_LOCKED {
+                    return Err(branch_locked(into, &lock));
+                }
+                continue;
+            }
+            Cas::Lost => return Ok(Landed::Moved),
+        }
+        crate::crash::point("branch-cas.after");
+        let (updated, sync_error) =
+            apply_checkouts(&worktrees, prepared, tip_tree, last.tree, &changed);
+        crate::crash::point("merge-recorded.before");
+        store.transact(
+            &format!("{what}: merged {}", last.sha),
+            |txn| -> Result<()> {
+                for (req, link) in chain {
+                    record_merged(txn, req, link)?;
+                }
+                Ok(())
+            },
+        )?;
+        crate::crash::point("merge-recorded.after");
+        drop(turn);
+        for dir in &updated {
+            checkout::run_post_merge(dir);
+        }
+        if let Some(e) = sync_error {
+            return Err(e);
+        }
+        return Ok(Landed::Landed { sha: last.sha });
+    }
+}
+
+/// Halt the orders of `chain` whose merge puts files where `paths` (untracked
+/// files in a checked-out copy) are.
+fn halt_blocked(
+    store: &Store,
+    chain: &[(&Request, &Link)],
+    blocked: checkout::Blocked,
+) -> Result<Landed> {
+    let paths = blocked.paths;
+    let mut indexes = Vec::new();
+    for (index, (req, link)) in chain.iter().enumerate() {
+        let mine: Vec<String> = link
+            .changed_text()
+            .into_iter()
+            .filter(|p| paths.contains(p))
+            .collect();
+        if !mine.is_empty() {
+            halt(store, req, HALT_CHECKOUT_BLOCKED, &mine, "checkout")?;
+            indexes.push(index);
+        }
+    }
+    if indexes.is_empty() {
+        // Blocked by no path a merge of the chain writes: not theirs to halt.
+        return Err(blocked.error);
+    }
+    Ok(Landed::CheckoutBlocked { indexes, paths })
+}
+
+/// How a compare-and-swap of the integration branch went.
+enum Cas {
+    Moved,
+    /// The branch is not where the merge was computed on: redo it.
+    Lost,
+    /// Its lock file stays (the path): perhaps left by a killed writer.
+    Locked(std::path::PathBuf),
+}
+
+fn move_branch(
+    ctx: &Context,
+    into: &FullName,
+    from: ObjectId,
+    to: ObjectId,
+    what: &str,
+) -> Result<Cas> {
+    let repo = &ctx.repo;
+    let moved = crate::refguard::guarded(repo, || {
+        repo.reference(
+            into.as_ref(),
+            to,
+            PreviousValue::MustExistAndMatch(Target::Object(from)),
+            format!("arbiter: {what}"),
+        )
+    });
+    let lock = crate::refguard::blocking_lock(repo, &into.as_bstr().to_string());
+    match moved {
+        Ok(_) => Ok(Cas::Moved),
+        // gix waited `core.filesRefLockTimeout` already (and reports some
+        // lock timeouts as conflicts); a lock that stays is most likely
+        // left by a killed writer.
+        Err(e) if e.is_retryable() || lock.exists() => Ok(Cas::Locked(lock)),
+        Err(e) if e.is_conflict() => Ok(Cas::Lost),
+        Err(e) => Err(e).git_context(format!("moving {}", into.as_bstr())),
+    }
+}
+
+/// Bring the checked-out copies of the branch from `from` to `to`. Returns
+/// the worktrees updated and the first error (the others are still tried).
+fn apply_checkouts(
+    worktrees: &[gix::Repository],
+    prepared: Vec<checkout::Prepared>,
+    from: ObjectId,
+    to: ObjectId,
+    changed: &[Changed],
+) -> (Vec<std::path::PathBuf>, Option<Error>) {
+    let mut sync_error = None;
+    let mut updated = Vec::new();
+    for (wt, prepared) in worktrees.iter().zip(prepared) {
+        match checkout::apply(wt, from, to, changed, prepared) {
+            Ok(()) => updated.extend(wt.workdir().map(std::path::Path::to_owned)),
+            Err(e) => {
+                sync_error.get_or_insert(e);
+            }
+        }
+    }
+    (updated, sync_error)
+}
+
+/// The `done` transition of a merged order, plus its merge commit's note.
+fn record_merged(txn: &mut crate::state::Txn<'_, '_>, req: &Request, link: &Link) -> Result<()> {
+    let id = req.wo.id.as_str();
+    let changed_text = link.changed_text();
+    let note = json!({
+        "version": 1,
+        "kind": "merge",
+        "wo": id,
+        "into": req.into.shorten().to_string(),
+        "title": req.wo.title,
+        "attempt": req.attempt,
+        "round_base": link.round_base.to_string(),
+        "pre_merge_head": link.onto.to_string(),
+        "source": req.source.to_string(),
+        "declared": req.wo.file_strings(),
+        "drift": {
+            "scope": req.scope.name(),
+            "passed": true,
+            "uncovered": [],
+        },
+        "changed": changed_text,
+        "extra": req.extra_note,
+    });
+    let note_bytes = serde_json::to_vec_pretty(&note).expect("json values serialize");
+    let mut r = txn.record(id, !req.wo.deps.is_empty())?;
+    if r.halted && r.halt_reason.as_deref() == Some(HALT_CHECKOUT_BLOCKED) {
+        r.lift_halt();
+    }
+    r.status = Status::Done;
+    r.owner = None;
+    r.merged_into = Some(req.into.shorten().to_string());
+    r.checkpoint_after = Some(link.sha.to_string());
+    r.verdicts.push(Verdict {
+        kind: "drift".into(),
+        command: format!("merge-back --drift-scope {}", req.scope.name()),
+        passed: true,
+        exit_code: None,
+        wall_ms: None,
+        detail: Some(format!(
+            "{} changed paths, all declared",
+            changed_text.len()
+        )),
+    });
+    r.log("merged", Some(link.sha.to_string()));
+    txn.put(r);
+    txn.put_note(link.sha, note_bytes);
+    Ok(())
+}
+
+pub fn record_up_to_date(store: &Store, req: &Request, tip: ObjectId) -> Result<()> {
+    let id = req.wo.id.as_str();
+    store.transact(
+        &format!("merge-back {id}: up to date"),
+        |txn| -> Result<()> {
+            let mut r = txn.record(id, !req.wo.deps.is_empty())?;
+            if req.retry && r.halted {
+                r.lift_halt();
+            }
+            r.status = Status::Done;
+            r.owner = None;
+            r.merged_into = Some(req.into.shorten().to_string());
+            r.log("merged", Some(format!("up to date at {tip}")));
+            txn.put(r);
+            Ok(())
+        },
+    )
 }
 
 fn being_built(id: &str, owner: &str) -> Error {
@@ -601,13 +928,27 @@ fn merge_commits<'repo>(
 }
 
 /// Terminal HALT with the paths behind it, plus a failed verdict. A retry
-/// replaces the halt it re-checked with what it found now.
-fn halt(store: &Store, req: &Request, reason: &str, paths: &[String], kind: &str) -> Result<()> {
+/// replaces the halt it re-checked with what it found now. For a conductor's
+/// merge, only while it still holds the attempt: otherwise nothing is
+/// written and the reason it is no longer held is returned.
+fn halt(
+    store: &Store,
+    req: &Request,
+    reason: &str,
+    paths: &[String],
+    kind: &str,
+) -> Result<Option<String>> {
     let id = req.wo.id.as_str();
     let has_deps = !req.wo.deps.is_empty();
     store.transact(
         &format!("merge-back {id}: halt {reason}"),
-        |txn| -> Result<()> {
+        |txn| -> Result<Option<String>> {
+            if let Some(owner) = req.owner {
+                let stored = txn.stored(id)?;
+                if let Some(why) = not_held(stored.as_ref(), owner, req.attempt) {
+                    return Ok(Some(why));
+                }
+            }
             let mut r = txn.record(id, has_deps)?;
             if r.halted && !req.retry {
                 return Err(halted_error(id, r.halt_reason.as_deref()));
@@ -623,7 +964,7 @@ fn halt(store: &Store, req: &Request, reason: &str, paths: &[String], kind: &str
             r.owner = None;
             r.halt(reason, paths.to_vec());
             txn.put(r);
-            Ok(())
+            Ok(None)
         },
     )
 }

@@ -1,8 +1,14 @@
-//! The round (DESIGN "Porcelain"): reconcile and recover → kill switch →
-//! budget → batch → ROUND_BASE → worktrees → promote and cap (the attempt is
-//! recorded before the build starts) → build all concurrently within the
-//! machine-wide slots → commit what the builder left → gates and critics →
-//! verdict → merge back one at a time → prune → next round off the new tip.
+//! The conductor's run (DESIGN "Porcelain"), on one of two schedules:
+//! - continuous (the default): reconcile and recover → kill switch → budget
+//!   → the next eligible orders, as many as slots are free (id order,
+//!   dependencies done, disjoint from every claim) → claim and record the
+//!   attempt before the build starts → build within the machine-wide slots
+//!   → commit what the builder left → gates and critics → a passed order
+//!   enters the merge queue at once ([`crate::queue`]), which lands whatever
+//!   is waiting, verified as merged → the freed slot takes the next order,
+//!   off the new tip.
+//! - rounds (lockstep): the same steps, but a whole batch is built, then
+//!   landed as one chain, then the next round starts off the new tip.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -11,18 +17,21 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use std::sync::Arc;
+
 use crate::builder::{
-    kept_work_error, not_runnable_error, verdict, watch_halts, Attempt, BuildOutcome, Host,
-    KeptWork, NotRunnable, Step, Steps, NOT_RUNNABLE,
+    kept_work_error, not_runnable_error, verdict, Attempt, BuildOutcome, HaltWatch, Host, KeptWork,
+    NotRunnable, Step, Steps, NOT_RUNNABLE,
 };
 use crate::conductor::{self, Conductor};
 use crate::context::Context;
 use crate::drift::DriftScope;
 use crate::error::{Error, ExitCode, GitContext, InputError, Result};
 use crate::exec;
-use crate::merge::{self, Outcome};
+use crate::merge;
 use crate::orders::{Orders, WorkOrder};
 use crate::progress::Progress;
+use crate::queue::{self, Entry, Fate, Queue, Verify};
 use crate::reconcile::{self, Recovery};
 use crate::state::{Record, Status, Store, Verdict};
 use crate::worktree::{self, branch_of};
@@ -46,6 +55,36 @@ pub struct Options {
     /// again (`arbiter.retryDelay`); zero builds it in the next round.
     pub retry_delay: Duration,
     pub drift_batch_scope: bool,
+    pub schedule: Schedule,
+    pub verify: Verify,
+}
+
+/// When orders start and land (`--schedule`, `arbiter.schedule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Schedule {
+    /// Whenever a slot frees, the next eligible order starts; a passed
+    /// order enters the merge queue at once.
+    #[default]
+    Continuous,
+    /// Lockstep rounds: a batch is built, then landed, then the next.
+    Rounds,
+}
+
+impl Schedule {
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::Continuous => "continuous",
+            Schedule::Rounds => "rounds",
+        }
+    }
+
+    pub fn parse(value: &str) -> std::result::Result<Schedule, String> {
+        match value {
+            "continuous" => Ok(Schedule::Continuous),
+            "rounds" => Ok(Schedule::Rounds),
+            other => Err(format!("'{other}' is not 'continuous' or 'rounds'")),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -106,6 +145,21 @@ pub struct Summary {
     /// One row per work order dispatched by this run, in id order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub orders: Vec<OrderRow>,
+    /// `continuous` or `rounds` (not for `--dry-run`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<&'static str>,
+    /// `merged` or `none`: whether gates ran on the merged result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<&'static str>,
+    /// Batches the merge queue landed.
+    pub landed_batches: usize,
+    /// Gate runs spent verifying merged results (each runs every gate once).
+    pub gate_runs: usize,
+    /// Busy slot-seconds / (slots × wall time), when anything was built.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot_utilisation: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<u64>,
 }
 
 /// How one work order of this run went: its last attempt's wall times.
@@ -118,27 +172,36 @@ pub struct OrderRow {
     pub build_ms: Option<u64>,
     pub gate_ms: Option<u64>,
     pub critic_ms: Option<u64>,
+    /// How long it waited for a machine-wide slot.
     pub queue_wait_ms: Option<u64>,
+    /// How long it waited in the merge queue before it landed.
+    pub merge_wait_ms: Option<u64>,
     /// Files its merge changed (done orders).
     pub changed: Option<usize>,
 }
 
-/// One work order being built this round.
+/// One work order being built.
 struct Job<'a> {
     wo: &'a WorkOrder,
     attempt: u32,
+    /// The commit its attempt starts from.
+    base: gix::ObjectId,
     worktree: PathBuf,
     log: PathBuf,
     verdicts: Vec<Verdict>,
     /// How long it waited for a machine-wide slot.
     queue_wait: Option<Duration>,
+    /// How long it held its slot.
+    busy: Duration,
+    /// Set when the order is halted while in flight: stops this build only.
+    halted: Arc<AtomicBool>,
     outcome: JobOutcome,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 enum JobOutcome {
     Pending,
-    /// Build or gate failed: discard and retry next round (until the cap).
+    /// Build or gate failed: discard and retry (until the cap).
     Retry(String),
     /// A critic blocked it: terminal.
     Blocked(String),
@@ -159,10 +222,10 @@ enum JobOutcome {
     Clean,
 }
 
-/// Why an order was given back unbuilt: see [`JobOutcome::NotStarted`].
 /// The history event of an attempt that failed its build or gates: the
 /// clock of `arbiter.retryDelay` starts there.
 const FAILED_EVENT: &str = "needs_rework";
+/// Why an order was given back unbuilt: see [`JobOutcome::NotStarted`].
 const NOT_STARTED: &str = "not started: a command of another order could not run";
 
 pub fn log_path(ctx: &Context, id: &str, attempt: u32) -> PathBuf {
@@ -174,7 +237,45 @@ pub fn log_path(ctx: &Context, id: &str, attempt: u32) -> PathBuf {
         .join(format!("attempt-{attempt}.log"))
 }
 
-/// Run rounds until nothing is eligible (or once, or until stopped).
+/// What every build thread of a run shares.
+struct Shared<'a> {
+    host: &'a Host,
+    opts: &'a Options,
+    slot_dir: &'a Path,
+    cap: u32,
+    me: &'a Conductor,
+    /// A command could not run: nothing more is started.
+    misconfigured: AtomicBool,
+    /// Builds holding a slot now.
+    running: AtomicUsize,
+    /// The run failed: builds still running stop.
+    abort: AtomicBool,
+    progress: &'a dyn Progress,
+}
+
+/// One run of `git arbiter round`: what its loops share.
+struct Run<'a> {
+    ctx: &'a Context,
+    orders: &'a Orders,
+    opts: &'a Options,
+    store: &'a Store<'a>,
+    branch: &'a gix::refs::FullName,
+    me: &'a Conductor,
+    host: &'a Host,
+    queue: Queue<'a>,
+    progress: &'a dyn Progress,
+    /// Orders this run dispatched.
+    ran: BTreeSet<String>,
+    /// How long each landed order waited in the merge queue.
+    merge_waits: BTreeMap<String, u64>,
+    /// Slot-seconds spent building.
+    busy: Duration,
+    /// Recovery lines already reported.
+    reported: BTreeSet<String>,
+    summary: Summary,
+}
+
+/// Run work orders until nothing is eligible (or once, or until stopped).
 pub fn run(
     ctx: &Context,
     orders: &Orders,
@@ -205,255 +306,806 @@ pub fn run(
         return Ok(summary);
     }
     crate::checkout::sync_checked_out(ctx, &branch)?;
-    refuse_dirty_checkout(ctx, &branch)?;
+    crate::checkout::refuse_dirty_checkout(ctx, &branch)?;
     let me = Conductor::register(ctx)?;
     for line in crate::conductor::end_orphans(ctx)? {
         progress.event("recover", &[("detail", line)]);
     }
+    for line in queue::remove_dead_verifiers(ctx)? {
+        progress.event("recover", &[("detail", line)]);
+    }
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let host = Host::new(ctx)?;
-    let mut merges = merge::Session::default();
-    let mut ran = BTreeSet::new();
-    loop {
-        // Reconcile and recover, as one transition.
+    let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
+    let queue = Queue::new(
+        ctx,
+        &store,
+        &branch,
+        opts.verify,
+        &opts.gates,
+        opts.timeout,
+        &me,
+    )?;
+    summary.schedule = Some(opts.schedule.name());
+    summary.verify = Some(queue.verify().name());
+    let mut run = Run {
+        ctx,
+        orders,
+        opts,
+        store: &store,
+        branch: &branch,
+        me: &me,
+        host: &host,
+        queue,
+        progress,
+        ran: BTreeSet::new(),
+        merge_waits: BTreeMap::new(),
+        busy: Duration::ZERO,
+        reported: BTreeSet::new(),
+        summary,
+    };
+    let shared = Shared {
+        host: &host,
+        opts,
+        slot_dir: &slot_dir,
+        cap,
+        me: &me,
+        misconfigured: AtomicBool::new(false),
+        running: AtomicUsize::new(0),
+        abort: AtomicBool::new(false),
+        progress,
+    };
+    let started = Instant::now();
+    match opts.schedule {
+        Schedule::Rounds => run.rounds(&shared)?,
+        Schedule::Continuous => run.continuous(&shared)?,
+    }
+    let wall = started.elapsed();
+    let slots_used = (cap as usize).min(opts.max.max(1));
+    run.summary.gate_runs = run.queue.gate_runs;
+    run.summary.landed_batches = run.queue.batches;
+    if !run.ran.is_empty() && !wall.is_zero() {
+        let utilisation = run.busy.as_secs_f64() / (slots_used as f64 * wall.as_secs_f64());
+        run.summary.slot_utilisation = Some((utilisation * 1000.0).round() / 1000.0);
+    }
+    run.summary.wall_ms = Some(wall.as_millis() as u64);
+    run.conclude()
+}
+
+impl<'a> Run<'a> {
+    /// Leftovers, crash recovery, the stop request: before each dispatch.
+    /// `None` when the run is to stop.
+    fn prepare(&mut self) -> Result<Option<Vec<reconcile::Row>>> {
+        let (ctx, progress) = (self.ctx, self.progress);
         // Leftover worktrees go first: that frees disk space for the state writes.
         for line in worktree::cleanup_stale(
             ctx,
-            &store,
-            orders,
-            ctx.branch_tip(&branch).ok(),
+            self.store,
+            self.orders,
+            ctx.branch_tip(self.branch).ok(),
             &|r: &Record| owned_by_live(ctx, r),
         )? {
-            progress.event("recover", &[("detail", line)]);
-        }
-        let rows = recover(ctx, orders, &store, &branch, &me, progress)?;
-        if me.should_stop() {
-            summary.stopped = Some(Stopped::Requested);
-            break;
-        }
-        if let Some(cmd) = &opts.budget_cmd {
-            let status = exec::shell(
-                cmd,
-                ctx.workdir.as_deref().unwrap_or(ctx.repo.git_dir()),
-                &[],
-            )
-            .status()
-            .map_err(Error::io(format!("running --budget-cmd '{cmd}'")))?;
-            if !status.success() {
-                progress.event(
-                    "budget",
-                    &[("exhausted", "true".into()), ("status", status.to_string())],
-                );
-                summary.stopped = Some(Stopped::BudgetExhausted(status.to_string()));
-                break;
+            // A kept worktree is reported once, not at every dispatch.
+            if self.reported.insert(line.clone()) {
+                progress.event("recover", &[("detail", line)]);
             }
         }
-        let cooling = cooling(&store, &rows, opts.retry_delay)?;
-        let rows: Vec<reconcile::Row> = rows
-            .into_iter()
-            .filter(|r| !cooling.iter().any(|(id, _)| *id == r.id))
-            .collect();
-        let selected = batch::select(orders, &rows, opts.max);
-        progress.event(
-            "batch",
-            &[
-                ("ready", selected.ready.to_string()),
-                ("batch", selected.batch.len().to_string()),
-                ("deferred", selected.deferred.len().to_string()),
-                ("max", opts.max.to_string()),
-            ],
+        let rows = recover(ctx, self.orders, self.store, self.branch, self.me, progress)?;
+        if self.me.should_stop() {
+            self.summary.stopped = Some(Stopped::Requested);
+            return Ok(None);
+        }
+        Ok(Some(rows))
+    }
+
+    /// Does `--budget-cmd` refuse more work? Then the run stops.
+    fn budget_refused(&mut self) -> Result<bool> {
+        let Some(cmd) = &self.opts.budget_cmd else {
+            return Ok(false);
+        };
+        let ctx = self.ctx;
+        let status = exec::shell(
+            cmd,
+            ctx.workdir.as_deref().unwrap_or(ctx.repo.git_dir()),
+            &[],
+        )
+        .status()
+        .map_err(Error::io(format!("running --budget-cmd '{cmd}'")))?;
+        if status.success() {
+            return Ok(false);
+        }
+        self.progress.event(
+            "budget",
+            &[("exhausted", "true".into()), ("status", status.to_string())],
         );
-        if selected.batch.is_empty() {
-            // Nothing else to do: wait for the first order to cool down
-            // rather than leave it for another run.
-            let Some((id, at)) = cooling.iter().min_by_key(|(_, at)| *at) else {
+        self.summary.stopped = Some(Stopped::BudgetExhausted(status.to_string()));
+        Ok(true)
+    }
+
+    /// Lockstep rounds: a batch is built, then landed, then the next batch
+    /// starts off the new tip.
+    fn rounds(&mut self, shared: &Shared<'_>) -> Result<()> {
+        let (ctx, opts, progress) = (self.ctx, self.opts, self.progress);
+        loop {
+            let Some(rows) = self.prepare()? else {
                 break;
             };
+            if self.budget_refused()? {
+                break;
+            }
+            let cooling = cooling(self.store, &rows, opts.retry_delay)?;
+            let rows: Vec<reconcile::Row> = rows
+                .into_iter()
+                .filter(|r| !cooling.iter().any(|(id, _)| *id == r.id))
+                .collect();
+            let selected = batch::select(self.orders, &rows, opts.max);
+            report_batch(progress, &selected, opts.max);
+            if selected.batch.is_empty() {
+                // Nothing else to do: wait for the first order to cool down
+                // rather than leave it for another run.
+                if !self.wait_for_cooling(&cooling) {
+                    break;
+                }
+                continue;
+            }
+            self.summary.rounds += 1;
+            let base = ctx.branch_tip(self.branch)?;
             progress.event(
-                "wait",
+                "round",
                 &[
-                    ("wo", id.clone()),
-                    ("seconds", (at - crate::state::now()).max(0).to_string()),
+                    ("n", self.summary.rounds.to_string()),
+                    ("base", base.to_hex_with_len(12).to_string()),
+                    ("batch", batch_ids(&selected)),
                 ],
             );
-            while crate::state::now() < *at && !me.should_stop() {
-                std::thread::sleep(Duration::from_millis(200));
+            let picked: Vec<&WorkOrder> = selected
+                .batch
+                .iter()
+                .filter_map(|p| self.orders.get(&p.wo_id))
+                .collect();
+            let mut jobs = self.start(&picked, base)?;
+            let watch = HaltWatch::default();
+            for job in &mut jobs {
+                job.halted = watch.watch(&job.wo.id);
             }
-            continue;
+            let built = AtomicBool::new(false);
+            let shared_repo = ctx.repo.clone().into_sync();
+            std::thread::scope(|scope| {
+                let (watch, built, owner) = (&watch, &built, &self.me.name);
+                let shared_repo = &shared_repo;
+                scope.spawn(move || watch.run(shared_repo, owner, built));
+                let builds: Vec<_> = jobs
+                    .iter_mut()
+                    .map(|job| scope.spawn(move || build_one(shared, job)))
+                    .collect();
+                for build in builds {
+                    let _ = build.join();
+                }
+                built.store(true, Ordering::Relaxed);
+            });
+            let union: Vec<crate::scope::Entry> = picked
+                .iter()
+                .flat_map(|wo| wo.files.iter().cloned())
+                .collect();
+            self.settle_all(&jobs, &union)?;
+            stop_error(&jobs, self.me, self.host)?;
+            if self.me.should_stop() {
+                self.summary.stopped = Some(Stopped::Requested);
+                break;
+            }
+            if opts.once {
+                break;
+            }
         }
-        summary.rounds += 1;
-        let round_base = ctx.branch_tip(&branch)?;
-        progress.event(
-            "round",
-            &[
-                ("n", summary.rounds.to_string()),
-                ("base", round_base.to_hex_with_len(12).to_string()),
-                (
-                    "batch",
-                    selected
-                        .batch
-                        .iter()
-                        .map(|p| p.wo_id.as_str())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                ),
-            ],
-        );
-        let picked: Vec<&WorkOrder> = selected
+        Ok(())
+    }
+
+    /// Continuous dispatch: whenever a slot frees, the next eligible order
+    /// starts off the current tip; an order that passed enters the merge
+    /// queue at once, and the queue lands whatever is waiting.
+    fn continuous(&mut self, shared: &Shared<'_>) -> Result<()> {
+        let watch = HaltWatch::default();
+        let finished = AtomicBool::new(false);
+        let shared_repo = self.ctx.repo.clone().into_sync();
+        let me = self.me;
+        std::thread::scope(|scope| {
+            let (watch_ref, finished_ref, shared_repo) = (&watch, &finished, &shared_repo);
+            scope.spawn(move || watch_ref.run(shared_repo, &me.name, finished_ref));
+            let (tx, rx) = std::sync::mpsc::channel::<Job<'_>>();
+            let mut flow = Flow::default();
+            let result = loop {
+                if flow.should_dispatch(self.opts.max) {
+                    match self.dispatch_more(&mut flow, shared) {
+                        Ok(jobs) => {
+                            for mut job in jobs {
+                                job.halted = watch.watch(&job.wo.id);
+                                flow.in_flight += 1;
+                                let tx = tx.clone();
+                                scope.spawn(move || {
+                                    build_one(shared, &mut job);
+                                    let _ = tx.send(job);
+                                });
+                            }
+                        }
+                        Err(e) => flow.fail(e, shared),
+                    }
+                }
+                if flow.in_flight == 0 && flow.waiting.is_empty() {
+                    if flow.failed.is_some()
+                        || flow.stopping
+                        || flow.dispatched_once
+                        || flow.cooling.is_empty()
+                    {
+                        break Ok(());
+                    }
+                    let cooling = std::mem::take(&mut flow.cooling);
+                    if !self.wait_for_cooling(&cooling) {
+                        break Ok(());
+                    }
+                    flow.changed = true;
+                    continue;
+                }
+                let mut finished_jobs = Vec::new();
+                match rx.recv_timeout(Duration::from_millis(250)) {
+                    Ok(job) => finished_jobs.push(job),
+                    Err(_) => flow.poll(self.me),
+                }
+                finished_jobs.extend(rx.try_iter());
+                for job in finished_jobs {
+                    flow.in_flight -= 1;
+                    flow.changed = true;
+                    watch.forget(&job.wo.id);
+                    if let Err(e) = self.built(job, &mut flow) {
+                        flow.fail(e, shared);
+                    }
+                }
+                if flow.failed.is_some() {
+                    // Nothing more lands: what passed is given back with the rest.
+                    let waiting = std::mem::take(&mut flow.waiting);
+                    flow.unsettled
+                        .extend(waiting.into_iter().map(|(job, _)| job));
+                } else if !flow.waiting.is_empty() {
+                    let waiting = std::mem::take(&mut flow.waiting);
+                    if let Err(e) = self.land(&waiting) {
+                        flow.fail(e, shared);
+                        flow.unsettled
+                            .extend(waiting.into_iter().map(|(job, _)| job));
+                    }
+                }
+                flow.poll(self.me);
+            };
+            finished.store(true, Ordering::Relaxed);
+            if self.me.should_stop() {
+                self.summary.stopped = Some(Stopped::Requested);
+            }
+            if let Some(e) = flow.failed.take() {
+                let unsettled: Vec<(&WorkOrder, u32)> =
+                    flow.unsettled.iter().map(|j| (j.wo, j.attempt)).collect();
+                abandon(
+                    self.ctx,
+                    self.store,
+                    self.branch,
+                    &unsettled,
+                    &self.me.name,
+                    &e.to_string(),
+                )?;
+                return Err(e);
+            }
+            stop_error(&flow.stopped_by, self.me, self.host)?;
+            result
+        })
+    }
+
+    /// Dispatch what is eligible now, as many as this conductor may still
+    /// have in flight (`--max`).
+    fn dispatch_more(&mut self, flow: &mut Flow<'a>, shared: &Shared<'_>) -> Result<Vec<Job<'a>>> {
+        flow.changed = false;
+        flow.last_dispatch = Some(Instant::now());
+        let opts = self.opts;
+        let Some(rows) = self.prepare()? else {
+            flow.stopping = true;
+            return Ok(Vec::new());
+        };
+        flow.cooling = cooling(self.store, &rows, opts.retry_delay)?;
+        let rows: Vec<reconcile::Row> = rows
+            .into_iter()
+            .filter(|r| !flow.cooling.iter().any(|(id, _)| *id == r.id))
+            .collect();
+        let free = opts.max.saturating_sub(flow.in_flight);
+        let selected = batch::select(self.orders, &rows, free);
+        if selected.batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        if shared.misconfigured.load(Ordering::SeqCst) {
+            return Ok(Vec::new());
+        }
+        if self.budget_refused()? {
+            flow.stopping = true;
+            return Ok(Vec::new());
+        }
+        report_batch(self.progress, &selected, opts.max);
+        // `--once`: only what is eligible at the start is dispatched.
+        flow.dispatched_once = opts.once;
+        let base = self.ctx.branch_tip(self.branch)?;
+        let picked: Vec<&'a WorkOrder> = selected
             .batch
             .iter()
-            .filter_map(|p| orders.get(&p.wo_id))
+            .filter_map(|p| self.orders.get(&p.wo_id))
             .collect();
-        let dispatched = dispatch(ctx, &store, orders, &picked, round_base, &me, progress)?;
-        ran.extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
+        self.summary.rounds += 1;
+        self.start(&picked, base)
+    }
+
+    /// Dispatch `picked` off `base` and make their worktrees.
+    fn start(&mut self, picked: &[&'a WorkOrder], base: gix::ObjectId) -> Result<Vec<Job<'a>>> {
+        let (ctx, progress) = (self.ctx, self.progress);
+        let dispatched = dispatch(
+            ctx,
+            self.store,
+            self.orders,
+            picked,
+            base,
+            self.me,
+            progress,
+        )?;
+        self.ran
+            .extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
         let mut jobs = Vec::new();
         for &(wo, attempt) in &dispatched {
             let made = worktree::remove(ctx, &wo.id, &branch_of(&wo.id))
-                .and_then(|()| worktree::add(ctx, &wo.id, &branch_of(&wo.id), round_base));
+                .and_then(|()| worktree::add(ctx, &wo.id, &branch_of(&wo.id), base));
             let path = match made {
                 Ok(path) => path,
                 Err(e) => {
                     // Nothing was built: every dispatched order gets its attempt back.
                     if e.is_disk_full() {
-                        me.release_reserve();
+                        self.me.release_reserve();
                     }
-                    abandon(ctx, &store, &branch, &dispatched, &me.name, &e.to_string())?;
+                    abandon(
+                        ctx,
+                        self.store,
+                        self.branch,
+                        &dispatched,
+                        &self.me.name,
+                        &e.to_string(),
+                    )?;
                     return Err(e);
                 }
             };
+            progress.event(
+                "claim",
+                &[
+                    ("wo", wo.id.clone()),
+                    ("conductor", self.me.name.clone()),
+                    ("base", base.to_hex_with_len(12).to_string()),
+                    ("files", wo.file_strings().join(",")),
+                ],
+            );
             jobs.push(Job {
                 wo,
                 attempt,
+                base,
                 worktree: path,
                 log: log_path(ctx, &wo.id, attempt),
                 verdicts: Vec::new(),
                 queue_wait: None,
+                busy: Duration::ZERO,
+                halted: Arc::default(),
                 outcome: JobOutcome::Pending,
             });
         }
-        let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
-        let running = AtomicUsize::new(0);
-        let misconfigured = AtomicBool::new(false);
-        let halted: Vec<AtomicBool> = jobs.iter().map(|_| AtomicBool::new(false)).collect();
-        let built = AtomicBool::new(false);
-        let ids: Vec<&str> = jobs.iter().map(|j| j.wo.id.as_str()).collect();
-        let shared_repo = ctx.repo.clone().into_sync();
-        std::thread::scope(|scope| {
-            let (ids, halted_flags, built, owner) = (&ids, &halted, &built, &me.name);
-            let shared_repo = &shared_repo;
-            scope.spawn(move || watch_halts(shared_repo, ids, owner, halted_flags, built));
-            let builds: Vec<_> = jobs
-                .iter_mut()
-                .zip(&halted)
-                .map(|(job, halted)| {
-                    let (slot_dir, me, running, host) = (&slot_dir, &me, &running, &host);
-                    let misconfigured = &misconfigured;
-                    scope.spawn(move || {
-                        build_one(
-                            host,
-                            job,
-                            opts,
-                            round_base,
-                            slot_dir,
-                            cap,
-                            me,
-                            halted,
-                            misconfigured,
-                            running,
-                            progress,
-                        )
-                    })
-                })
-                .collect();
-            for build in builds {
-                let _ = build.join();
-            }
-            built.store(true, Ordering::Relaxed);
-        });
-        let union: Vec<crate::scope::Entry> = picked
-            .iter()
-            .flat_map(|wo| wo.files.iter().cloned())
-            .collect();
+        Ok(jobs)
+    }
+
+    /// A build of the continuous schedule ended: a passed one waits to land,
+    /// any other settles now.
+    fn built(&mut self, job: Job<'a>, flow: &mut Flow<'a>) -> Result<()> {
+        self.busy += job.busy;
+        if matches!(job.outcome, JobOutcome::DiskFull(_)) {
+            self.me.release_reserve();
+        }
+        if job.outcome == JobOutcome::Clean {
+            let scope = DriftScope::Own;
+            return match self.enqueue(&job, scope, flow.waiting.len() + 1) {
+                Ok(Some(entry)) => {
+                    flow.waiting.push((job, entry));
+                    Ok(())
+                }
+                Ok(None) => Ok(()),
+                Err(e) => {
+                    flow.unsettled.push(job);
+                    Err(e)
+                }
+            };
+        }
+        if let Err(e) = self.settle_failed(&job, &job.outcome) {
+            flow.unsettled.push(job);
+            return Err(e);
+        }
+        self.progress.finished(&job.wo.id);
+        if stops_the_run(&job.outcome) {
+            flow.stopping = true;
+            flow.stopped_by.push(job);
+        }
+        Ok(())
+    }
+
+    /// Settle a lockstep round's builds: failed ones now, passed ones through
+    /// the merge queue as one batch.
+    fn settle_all(&mut self, jobs: &[Job<'a>], union: &[crate::scope::Entry]) -> Result<()> {
+        self.busy += jobs.iter().map(|j| j.busy).sum::<Duration>();
         if jobs
             .iter()
             .any(|j| matches!(j.outcome, JobOutcome::DiskFull(_)))
         {
-            me.release_reserve();
+            self.me.release_reserve();
         }
+        let scope = if self.opts.drift_batch_scope {
+            DriftScope::Union(union.to_vec())
+        } else {
+            DriftScope::Own
+        };
+        let mut waiting = Vec::new();
         for (i, job) in jobs.iter().enumerate() {
-            if let Err(e) = settle(
-                ctx,
-                &host,
-                &store,
-                &branch,
-                job,
-                round_base,
-                opts,
-                &union,
-                &me.name,
-                &mut merges,
-                progress,
-            ) {
-                // E.g. the checked-out integration branch has local changes:
-                // nothing more can merge. The builders were not at fault, so
-                // the unsettled orders get their attempts back.
-                let unsettled: Vec<(&WorkOrder, u32)> =
-                    jobs[i..].iter().map(|j| (j.wo, j.attempt)).collect();
-                abandon(ctx, &store, &branch, &unsettled, &me.name, &e.to_string())?;
+            let settled = if job.outcome == JobOutcome::Clean {
+                self.enqueue(job, scope.clone(), waiting.len() + 1)
+                    .map(|entry| waiting.extend(entry.map(|e| (job, e))))
+            } else {
+                self.settle_failed(job, &job.outcome)
+                    .map(|()| self.progress.finished(&job.wo.id))
+            };
+            if let Err(e) = settled {
+                // E.g. the state cannot be written: the builders were not at
+                // fault, so the unsettled orders get their attempts back.
+                let unsettled: Vec<(&WorkOrder, u32)> = waiting
+                    .iter()
+                    .map(|(j, _): &(&Job, Entry)| (j.wo, j.attempt))
+                    .chain(jobs[i..].iter().map(|j| (j.wo, j.attempt)))
+                    .collect();
+                abandon(
+                    self.ctx,
+                    self.store,
+                    self.branch,
+                    &unsettled,
+                    &self.me.name,
+                    &e.to_string(),
+                )?;
                 return Err(e);
             }
-            progress.finished(&job.wo.id);
         }
-        if let Some(JobOutcome::DiskFull(why)) = jobs
+        let (jobs_waiting, entries): (Vec<&Job>, Vec<Entry>) = waiting.into_iter().unzip();
+        let paired: Vec<(&Job, Entry)> = jobs_waiting.iter().copied().zip(entries).collect();
+        self.land_refs(paired)
+    }
+
+    fn land(&mut self, waiting: &[(Job<'a>, Entry<'a>)]) -> Result<()> {
+        let paired: Vec<(&Job, Entry)> = waiting
             .iter()
-            .map(|j| &j.outcome)
-            .find(|o| matches!(o, JobOutcome::DiskFull(_)))
-        {
-            return Err(Error::Io {
-                context: why.clone(),
-                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
-            });
-        }
-        let kept: Vec<KeptWork> = jobs.iter().filter_map(kept_work).collect();
-        if !kept.is_empty() {
-            return Err(kept_work_error(&kept).into());
-        }
-        if let Some(failed) = jobs.iter().find_map(|j| match &j.outcome {
-            JobOutcome::NotRunnable(failed) => Some(failed),
-            _ => None,
-        }) {
-            return Err(not_runnable_error(failed, &host.repo_top).into());
-        }
-        if me.should_stop() {
-            summary.stopped = Some(Stopped::Requested);
-            break;
-        }
-        if opts.once {
-            break;
-        }
+            .map(|(job, entry)| (job, entry.clone()))
+            .collect();
+        self.land_refs(paired)
     }
-    finish(ctx, orders, &store, &branch, &ran, &mut summary)?;
-    if summary.stopped == Some(Stopped::Requested) {
-        summary.exit = ExitCode::Interrupted;
-        return Ok(summary);
+
+    /// Land the waiting orders as one batch and settle each by its fate.
+    fn land_refs(&mut self, waiting: Vec<(&Job<'_>, Entry<'_>)>) -> Result<()> {
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let (jobs, entries): (Vec<&Job>, Vec<Entry>) = waiting.into_iter().unzip();
+        let entered: BTreeMap<String, Instant> = entries
+            .iter()
+            .map(|e| (e.req.wo.id.clone(), e.entered))
+            .collect();
+        let result = self.queue.land(entries, self.progress);
+        let fates = match result {
+            Ok(fates) => fates,
+            Err(e) => {
+                // E.g. the checked-out integration branch has local changes:
+                // nothing more can merge. The builders were not at fault, so
+                // the unlanded orders get their attempts back.
+                let unsettled: Vec<(&WorkOrder, u32)> =
+                    jobs.iter().map(|j| (j.wo, j.attempt)).collect();
+                abandon(
+                    self.ctx,
+                    self.store,
+                    self.branch,
+                    &unsettled,
+                    &self.me.name,
+                    &e.to_string(),
+                )?;
+                return Err(e);
+            }
+        };
+        for (id, fate) in fates {
+            let Some(job) = jobs.iter().find(|j| j.wo.id == id) else {
+                continue;
+            };
+            if let (Fate::Landed { .. }, Some(at)) = (&fate, entered.get(&id)) {
+                self.merge_waits
+                    .insert(id.clone(), at.elapsed().as_millis() as u64);
+            }
+            self.after_landing(job, fate)?;
+            self.progress.finished(&id);
+        }
+        Ok(())
     }
-    if summary.stopped.is_some() || !summary.halted.is_empty() {
-        summary.exit = ExitCode::Escalation;
-        return Ok(summary);
+
+    /// A passed build's verdicts are recorded and it enters the merge
+    /// queue, while this conductor still holds its attempt (else it is let go).
+    fn enqueue(
+        &mut self,
+        job: &Job<'a>,
+        scope: DriftScope,
+        position: usize,
+    ) -> Result<Option<Entry<'a>>> {
+        let (ctx, id) = (self.ctx, &job.wo.id);
+        let owner = self.me.name.as_str();
+        let verdicts = job.verdicts.clone();
+        let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
+        let log = job.log.display().to_string();
+        crate::crash::point("verdict.before");
+        let held = self
+            .store
+            .transact(&format!("verdicts {id}"), |txn| -> Result<bool> {
+                let Some(mut record) = txn.stored(id)? else {
+                    return Ok(false);
+                };
+                if !record.held_by(owner, job.attempt) {
+                    return Ok(false);
+                }
+                record.verdicts = verdicts.clone();
+                record.queue_wait_ms = queue_wait_ms;
+                record.log("built", Some(log.clone()));
+                txn.put(record);
+                Ok(true)
+            })?;
+        crate::crash::point("verdict.after");
+        if !held {
+            let_go(self.host, self.store, job, owner, self.progress)?;
+            return Ok(None);
+        }
+        let wo_branch = branch_of(id);
+        let source = ctx
+            .repo
+            .find_reference(format!("refs/heads/{wo_branch}").as_str())
+            .git_context(format!("reading {wo_branch}"))?
+            .peel_to_id()
+            .git_context(format!("resolving {wo_branch}"))?
+            .detach();
+        self.progress.phase(id, "waiting to merge");
+        self.progress.event(
+            "queue",
+            &[("wo", id.clone()), ("position", position.to_string())],
+        );
+        Ok(Some(Entry {
+            req: merge::Request {
+                wo: job.wo,
+                into: self.branch,
+                source,
+                attempt: job.attempt,
+                round_base: Some(job.base),
+                scope,
+                extra_note: Some(serde_json::json!({ "verdicts": job.verdicts })),
+                owner: Some(&self.me.name),
+                retry: false,
+            },
+            entered: Instant::now(),
+        }))
     }
-    if summary.pending.is_empty() {
-        if let Some(cmd) = &opts.final_gate {
-            let verdict = final_gate(ctx, &branch, cmd, opts.timeout, &me, progress)?;
-            let passed = verdict.passed;
-            summary.final_gate = Some(verdict);
-            if !passed {
-                summary.exit = ExitCode::Escalation;
-                return Ok(summary);
+
+    /// Report how a queued order left the queue and tidy up after it.
+    fn after_landing(&mut self, job: &Job<'_>, fate: Fate) -> Result<()> {
+        let (id, progress) = (&job.wo.id, self.progress);
+        let mut keep_branch = false;
+        match fate {
+            Fate::Landed { sha, changed, .. } => progress.event(
+                "merge",
+                &[
+                    ("wo", id.clone()),
+                    ("sha", sha.to_hex_with_len(12).to_string()),
+                    ("changed", changed.to_string()),
+                ],
+            ),
+            Fate::UpToDate => progress.event(
+                "merge",
+                &[("wo", id.clone()), ("up_to_date", "true".into())],
+            ),
+            Fate::Halted { reason, paths } => {
+                keep_branch = true;
+                progress.event(
+                    "halt",
+                    &[
+                        ("wo", id.clone()),
+                        ("reason", reason),
+                        ("paths", paths.join(",")),
+                    ],
+                );
+            }
+            Fate::Withdrawn { .. } => {
+                return let_go(self.host, self.store, job, &self.me.name, progress)
+            }
+            // Back for rework: the queue recorded it; its work goes like a failed gate's.
+            Fate::GateFailed { .. } => {}
+            Fate::Interrupted => return self.settle_failed(job, &JobOutcome::Interrupted),
+        }
+        // A halted attempt's worktree and branch stay for inspection until `clear`.
+        if !keep_branch {
+            worktree::remove(self.ctx, id, &branch_of(id))?;
+        }
+        Ok(())
+    }
+
+    /// Wait until the first of `cooling` may be built again. `false` when
+    /// nothing is cooling (nothing to wait for).
+    fn wait_for_cooling(&self, cooling: &[(String, i64)]) -> bool {
+        let Some((id, at)) = cooling.iter().min_by_key(|(_, at)| *at) else {
+            return false;
+        };
+        self.progress.event(
+            "wait",
+            &[
+                ("wo", id.clone()),
+                ("seconds", (at - crate::state::now()).max(0).to_string()),
+            ],
+        );
+        while crate::state::now() < *at && !self.me.should_stop() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        true
+    }
+
+    /// Fill the summary from the final state, run the final gate, pick the exit code.
+    fn conclude(mut self) -> Result<Summary> {
+        let (ctx, opts) = (self.ctx, self.opts);
+        let mut summary = std::mem::take(&mut self.summary);
+        finish(
+            ctx,
+            self.orders,
+            self.store,
+            self.branch,
+            &self.ran,
+            &mut summary,
+        )?;
+        for row in &mut summary.orders {
+            row.merge_wait_ms = self.merge_waits.get(&row.wo_id).copied();
+        }
+        if summary.stopped == Some(Stopped::Requested) {
+            summary.exit = ExitCode::Interrupted;
+            return Ok(summary);
+        }
+        if summary.stopped.is_some() || !summary.halted.is_empty() {
+            summary.exit = ExitCode::Escalation;
+            return Ok(summary);
+        }
+        if summary.pending.is_empty() {
+            if let Some(cmd) = &opts.final_gate {
+                let verdict =
+                    final_gate(ctx, self.branch, cmd, opts.timeout, self.me, self.progress)?;
+                let passed = verdict.passed;
+                summary.final_gate = Some(verdict);
+                if !passed {
+                    summary.exit = ExitCode::Escalation;
+                    return Ok(summary);
+                }
+            }
+        }
+        summary.exit = ExitCode::Success;
+        Ok(summary)
+    }
+}
+
+/// The state of the continuous schedule's loop.
+#[derive(Default)]
+struct Flow<'a> {
+    in_flight: usize,
+    /// Passed, waiting to land.
+    waiting: Vec<(Job<'a>, Entry<'a>)>,
+    /// Something changed since the last dispatch (a build ended, an order landed).
+    changed: bool,
+    last_dispatch: Option<Instant>,
+    /// No more dispatches: stop requested, budget refused.
+    stopping: bool,
+    /// `--once` and its one dispatch happened: no more.
+    dispatched_once: bool,
+    /// Orders that failed recently, with when they may be built again.
+    cooling: Vec<(String, i64)>,
+    /// The run failed: nothing more is dispatched or landed.
+    failed: Option<Error>,
+    /// Builds that ended with something that stops the run once the others settle.
+    stopped_by: Vec<Job<'a>>,
+    /// Orders to give back when the run failed.
+    unsettled: Vec<Job<'a>>,
+}
+
+/// How often the continuous schedule looks for orders other conductors let
+/// go of while it has slots free.
+const RECHECK: Duration = Duration::from_secs(1);
+
+impl Flow<'_> {
+    fn should_dispatch(&self, max: usize) -> bool {
+        if self.stopping || self.dispatched_once || self.failed.is_some() || self.in_flight >= max {
+            return false;
+        }
+        let now = crate::state::now();
+        match self.last_dispatch {
+            None => true,
+            Some(at) => {
+                self.changed
+                    || at.elapsed() >= RECHECK
+                    || self.cooling.iter().any(|(_, until)| *until <= now)
             }
         }
     }
-    summary.exit = ExitCode::Success;
-    Ok(summary)
+
+    /// The run failed: nothing more starts, and running builds stop.
+    fn fail(&mut self, e: Error, shared: &Shared<'_>) {
+        self.failed.get_or_insert(e);
+        self.stopping = true;
+        shared.abort.store(true, Ordering::SeqCst);
+    }
+
+    fn poll(&mut self, me: &Conductor) {
+        if me.should_stop() {
+            self.stopping = true;
+        }
+    }
+}
+
+/// Outcomes after which nothing more starts and the run ends in an error
+/// once the other builds have settled (see [`stop_error`]).
+fn stops_the_run(outcome: &JobOutcome) -> bool {
+    matches!(
+        outcome,
+        JobOutcome::DiskFull(_) | JobOutcome::CommitFailed(_) | JobOutcome::NotRunnable(_)
+    )
+}
+
+/// The error a run ends with after builds that stop it: a full disk, work
+/// git refused to commit, a command that cannot run.
+fn stop_error(jobs: &[Job<'_>], me: &Conductor, host: &Host) -> Result<()> {
+    if let Some(JobOutcome::DiskFull(why)) = jobs
+        .iter()
+        .map(|j| &j.outcome)
+        .find(|o| matches!(o, JobOutcome::DiskFull(_)))
+    {
+        me.release_reserve();
+        return Err(Error::Io {
+            context: why.clone(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        });
+    }
+    let kept: Vec<KeptWork> = jobs.iter().filter_map(kept_work).collect();
+    if !kept.is_empty() {
+        return Err(kept_work_error(&kept).into());
+    }
+    if let Some(failed) = jobs.iter().find_map(|j| match &j.outcome {
+        JobOutcome::NotRunnable(failed) => Some(failed),
+        _ => None,
+    }) {
+        return Err(not_runnable_error(failed, &host.repo_top).into());
+    }
+    Ok(())
+}
+
+fn report_batch(progress: &dyn Progress, selected: &batch::Batch, max: usize) {
+    progress.event(
+        "batch",
+        &[
+            ("ready", selected.ready.to_string()),
+            ("batch", selected.batch.len().to_string()),
+            ("deferred", selected.deferred.len().to_string()),
+            ("max", max.to_string()),
+        ],
+    );
+}
+
+fn batch_ids(selected: &batch::Batch) -> String {
+    selected
+        .batch
+        .iter()
+        .map(|p| p.wo_id.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The orders whose last attempt failed less than `delay` ago, each with the
@@ -489,28 +1141,6 @@ fn cooling(
         }
     }
     Ok(out)
-}
-
-/// Local edits in a checked-out copy of the integration branch would stop
-/// every merge-back: say so before any builder spends its time.
-pub(crate) fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Result<()> {
-    for wt in crate::checkout::worktrees_with_branch(ctx, branch)? {
-        let changes = crate::checkout::local_changes(&wt)?;
-        if !changes.is_empty() {
-            let place = wt
-                .workdir()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            return Err(InputError::new(format!(
-                "{} is checked out in {place} with local changes: {}",
-                branch.shorten(),
-                changes.join(", ")
-            ))
-            .hint("commit or stash them first: git-arbiter never overwrites your edits")
-            .into());
-        }
-    }
-    Ok(())
 }
 
 fn owned_by_live(ctx: &Context, record: &Record) -> bool {
@@ -662,24 +1292,20 @@ fn dispatch<'a>(
     Ok(go)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build_one(
-    host: &Host,
-    job: &mut Job<'_>,
-    opts: &Options,
-    round_base: gix::ObjectId,
-    slot_dir: &Path,
-    cap: u32,
-    me: &Conductor,
-    halted: &AtomicBool,
-    misconfigured: &AtomicBool,
-    running: &AtomicUsize,
-    progress: &dyn Progress,
-) {
+/// Build one job within the machine-wide slots, through the one pipeline
+/// ([`Host::run_attempt`]).
+fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
+    let (host, me, progress, opts, cap) = (
+        shared.host,
+        shared.me,
+        shared.progress,
+        shared.opts,
+        shared.cap,
+    );
     let id = job.wo.id.clone();
     progress.phase(&id, "slot");
     let waiting = Instant::now();
-    let slot = host.take_slot(slot_dir, cap, &id, me, progress);
+    let slot = host.take_slot(shared.slot_dir, cap, &id, me, progress);
     job.queue_wait = Some(waiting.elapsed());
     let slot = match slot {
         Ok(Some(slot)) => slot,
@@ -694,11 +1320,12 @@ fn build_one(
     };
     // Another order's command could not run: nothing more is started with
     // this configuration.
-    if misconfigured.load(Ordering::SeqCst) {
+    if shared.misconfigured.load(Ordering::SeqCst) {
         job.outcome = JobOutcome::NotStarted;
         return;
     }
-    let in_use = running.fetch_add(1, Ordering::SeqCst) + 1;
+    let holding = Instant::now();
+    let in_use = shared.running.fetch_add(1, Ordering::SeqCst) + 1;
     progress.slots(in_use, cap);
     progress.event(
         "build",
@@ -708,14 +1335,17 @@ fn build_one(
             ("slots", format!("{in_use}/{cap}")),
         ],
     );
-    let env = host.env(job.wo, job.attempt, round_base, &job.worktree);
+    let env = host.env(job.wo, job.attempt, job.base, &job.worktree);
     // A `halt` of this order stops this build only.
-    let stop = || me.should_stop() || halted.load(Ordering::Relaxed);
+    let halted = job.halted.clone();
+    let stop = || {
+        me.should_stop() || halted.load(Ordering::Relaxed) || shared.abort.load(Ordering::Relaxed)
+    };
     let log = job.log.clone();
     let started = Instant::now();
     exec::note(
         &log,
-        &attempt_header(&id, job.attempt, round_base, job.queue_wait),
+        &attempt_header(&id, job.attempt, job.base, job.queue_wait),
     );
     let branch = branch_of(&job.wo.id);
     let built = host.run_attempt(
@@ -723,7 +1353,7 @@ fn build_one(
             label: &id,
             wo: job.wo,
             attempt: job.attempt,
-            base: round_base,
+            base: job.base,
             worktree: &job.worktree,
             branch: &branch,
             log: &log,
@@ -738,7 +1368,7 @@ fn build_one(
         },
         me,
         &stop,
-        misconfigured,
+        &shared.misconfigured,
         &mut job.verdicts,
         progress,
     );
@@ -759,11 +1389,8 @@ fn build_one(
         &attempt_footer(job.attempt, &job.outcome.describe(), started.elapsed()),
     );
     drop(slot);
-    if matches!(job.outcome, JobOutcome::Clean) {
-        // Merges come after the whole batch is built: say so meanwhile.
-        progress.phase(&job.wo.id, "waiting to merge");
-    }
-    progress.slots(running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
+    job.busy = holding.elapsed();
+    progress.slots(shared.running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
 }
 
 impl JobOutcome {
@@ -823,126 +1450,43 @@ fn kept_work(job: &Job<'_>) -> Option<KeptWork> {
     }
 }
 
-/// Turn a built job's verdicts into a transition, merging it back if clean.
-/// Every transition is conditional on `owner` still holding the attempt: a
-/// `halt` while it was in flight (or a takeover) wins, see [`let_go`].
-#[allow(clippy::too_many_arguments)]
-fn settle(
-    ctx: &Context,
-    host: &Host,
-    store: &Store<'_>,
-    branch: &gix::refs::FullName,
-    job: &Job<'_>,
-    round_base: gix::ObjectId,
-    opts: &Options,
-    union: &[crate::scope::Entry],
-    owner: &str,
-    merges: &mut merge::Session,
-    progress: &dyn Progress,
-) -> Result<()> {
-    let id = &job.wo.id;
-    let wo_branch = branch_of(id);
-    let verdicts = job.verdicts.clone();
-    let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
-    let log = job.log.display().to_string();
-    let mut keep_branch = false;
-    match &job.outcome {
-        JobOutcome::Clean => {
-            progress.phase(id, "merge");
-            crate::crash::point("verdict.before");
-            let held = store.transact(&format!("verdicts {id}"), |txn| -> Result<bool> {
-                let Some(mut record) = txn.stored(id)? else {
-                    return Ok(false);
-                };
-                if !record.held_by(owner, job.attempt) {
-                    return Ok(false);
-                }
-                record.verdicts = verdicts.clone();
-                record.queue_wait_ms = queue_wait_ms;
-                record.log("built", Some(log.clone()));
-                txn.put(record);
-                Ok(true)
-            })?;
-            crate::crash::point("verdict.after");
-            if !held {
-                return let_go(host, store, job, owner, progress);
-            }
-            let source = ctx
-                .repo
-                .find_reference(format!("refs/heads/{wo_branch}").as_str())
-                .git_context(format!("reading {wo_branch}"))?
-                .peel_to_id()
-                .git_context(format!("resolving {wo_branch}"))?
-                .detach();
-            let request = merge::Request {
-                wo: job.wo,
-                into: branch,
-                source,
-                attempt: job.attempt,
-                round_base: Some(round_base),
-                scope: if opts.drift_batch_scope {
-                    DriftScope::Union(union.to_vec())
-                } else {
-                    DriftScope::Own
-                },
-                extra_note: Some(serde_json::json!({ "verdicts": verdicts })),
-                owner: Some(owner),
-                retry: false,
-            };
-            let outcome = merges.merge_back(ctx, store, &request)?;
-            match &outcome {
-                Outcome::Merged { sha, changed, .. } => progress.event(
-                    "merge",
-                    &[
-                        ("wo", id.clone()),
-                        ("sha", sha.to_hex_with_len(12).to_string()),
-                        ("changed", changed.len().to_string()),
-                    ],
-                ),
-                Outcome::UpToDate { .. } => progress.event(
-                    "merge",
-                    &[("wo", id.clone()), ("up_to_date", "true".into())],
-                ),
-                Outcome::Conflict { paths }
-                | Outcome::Drift { paths }
-                | Outcome::CheckoutBlocked { paths } => {
-                    keep_branch = true;
-                    progress.event(
-                        "halt",
-                        &[
-                            ("wo", id.clone()),
-                            ("reason", outcome.name().into()),
-                            ("paths", paths.join(",")),
-                        ],
-                    );
-                }
-                Outcome::Withdrawn { .. } => return let_go(host, store, job, owner, progress),
-            }
-        }
-        outcome => {
-            let (event, halt) = match outcome {
-                JobOutcome::Retry(why) => (why.clone(), None),
-                JobOutcome::Blocked(why) => (why.clone(), Some("blocking_critique")),
-                JobOutcome::CommitFailed(why) => (why.clone(), None),
-                JobOutcome::NotRunnable(failed) => (failed.describe(), None),
-                JobOutcome::NotStarted => (NOT_STARTED.to_string(), None),
-                _ => ("interrupted".to_string(), None),
-            };
-            // The builder's work exists only in its worktree: kept, and
-            // recorded, because the next run removes it.
-            let kept = kept_work(job).map(|k| k.describe(&ctx.repo));
-            keep_branch = halt.is_some() || kept.is_some();
-            let interrupted = matches!(
-                outcome,
-                JobOutcome::Interrupted
-                    | JobOutcome::Pending
-                    | JobOutcome::DiskFull(_)
-                    | JobOutcome::CommitFailed(_)
-                    | JobOutcome::NotRunnable(_)
-                    | JobOutcome::NotStarted
-            );
-            crate::crash::point("verdict.before");
-            let held = store.transact(&format!("verdict {id}"), |txn| -> Result<bool> {
+impl Run<'_> {
+    /// Turn an attempt that did not pass into its transition: back for a
+    /// retry, halted (a critic), or given back (stopped, the disk, git's
+    /// configuration). Conditional on this conductor still holding the
+    /// attempt: a `halt` while it was in flight (or a takeover) wins, see
+    /// [`let_go`].
+    fn settle_failed(&mut self, job: &Job<'_>, outcome: &JobOutcome) -> Result<()> {
+        let (ctx, id, owner) = (self.ctx, &job.wo.id, self.me.name.as_str());
+        let verdicts = job.verdicts.clone();
+        let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
+        let log = job.log.display().to_string();
+        let (event, halt) = match outcome {
+            JobOutcome::Retry(why) => (why.clone(), None),
+            JobOutcome::Blocked(why) => (why.clone(), Some("blocking_critique")),
+            JobOutcome::CommitFailed(why) => (why.clone(), None),
+            JobOutcome::NotRunnable(failed) => (failed.describe(), None),
+            JobOutcome::NotStarted => (NOT_STARTED.to_string(), None),
+            _ => ("interrupted".to_string(), None),
+        };
+        // The builder's work exists only in its worktree: kept, and
+        // recorded, because the next run removes it.
+        let kept = kept_work(job).map(|k| k.describe(&ctx.repo));
+        let keep_branch = halt.is_some() || kept.is_some();
+        let interrupted = matches!(
+            outcome,
+            JobOutcome::Interrupted
+                | JobOutcome::Pending
+                | JobOutcome::Clean
+                | JobOutcome::DiskFull(_)
+                | JobOutcome::CommitFailed(_)
+                | JobOutcome::NotRunnable(_)
+                | JobOutcome::NotStarted
+        );
+        crate::crash::point("verdict.before");
+        let held = self
+            .store
+            .transact(&format!("verdict {id}"), |txn| -> Result<bool> {
                 let Some(mut record) = txn.stored(id)? else {
                     return Ok(false);
                 };
@@ -952,16 +1496,13 @@ fn settle(
                 record.verdicts = verdicts.clone();
                 record.queue_wait_ms = queue_wait_ms;
                 record.owner = None;
+                record.status = Status::NeedsRework;
                 match halt {
-                    Some(reason) => {
-                        record.status = Status::NeedsRework;
-                        record.halt(reason, vec![event.clone()]);
-                    }
+                    Some(reason) => record.halt(reason, vec![event.clone()]),
                     None if interrupted => {
                         // Stopped by the user, the disk, git's configuration or
                         // a command that cannot run, not failed by the builder:
                         // the attempt is given back.
-                        record.status = Status::NeedsRework;
                         record.attempts = record.attempts.saturating_sub(1);
                         match (outcome, &kept) {
                             (JobOutcome::DiskFull(why), _) => {
@@ -979,40 +1520,36 @@ fn settle(
                             _ => record.log("interrupted", Some(log.clone())),
                         }
                     }
-                    None => {
-                        record.status = Status::NeedsRework;
-                        record.log(FAILED_EVENT, Some(event.clone()));
-                    }
+                    None => record.log(FAILED_EVENT, Some(event.clone())),
                 }
                 txn.put(record);
                 Ok(true)
             })?;
-            crate::crash::point("verdict.after");
-            if !held {
-                return let_go(host, store, job, owner, progress);
-            }
-            let name = match (halt, &kept) {
-                (Some(_), _) => "halt",
-                (None, Some(_)) => "kept",
-                (None, None) => "rework",
-            };
-            let mut fields = vec![
-                ("wo", id.clone()),
-                ("reason", halt.map(str::to_owned).unwrap_or(event)),
-            ];
-            if kept.is_some() {
-                fields.push(("worktree", job.worktree.display().to_string()));
-                fields.push(("branch", wo_branch.clone()));
-            }
-            fields.push(("log", log.clone()));
-            progress.event(name, &fields);
+        crate::crash::point("verdict.after");
+        if !held {
+            return let_go(self.host, self.store, job, owner, self.progress);
         }
+        let name = match (halt, &kept) {
+            (Some(_), _) => "halt",
+            (None, Some(_)) => "kept",
+            (None, None) => "rework",
+        };
+        let mut fields = vec![
+            ("wo", id.clone()),
+            ("reason", halt.map(str::to_owned).unwrap_or(event)),
+        ];
+        if kept.is_some() {
+            fields.push(("worktree", job.worktree.display().to_string()));
+            fields.push(("branch", branch_of(id)));
+        }
+        fields.push(("log", log));
+        self.progress.event(name, &fields);
+        // A halted attempt's worktree and branch stay for inspection until `clear`.
+        if !keep_branch {
+            worktree::remove(ctx, id, &branch_of(id))?;
+        }
+        Ok(())
     }
-    // A halted attempt's worktree and branch stay for inspection until `clear`.
-    if !keep_branch {
-        worktree::remove(ctx, id, &wo_branch)?;
-    }
-    Ok(())
 }
 
 /// The attempt is no longer ours to settle. Halted while in flight (`git
@@ -1232,6 +1769,7 @@ fn finish(
             gate_ms: wall("gate"),
             critic_ms: wall("critic"),
             queue_wait_ms: record.queue_wait_ms,
+            merge_wait_ms: None,
             changed,
         });
     }

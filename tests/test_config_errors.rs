@@ -117,6 +117,9 @@ fn a_relative_gate_script_stops_dispatch_and_arbiter_repo_reaches_it() {
             &build,
             "--gate",
             "sh \"$ARBITER_REPO/check.sh\"",
+            // The gate once per order: not again on the merged result.
+            "--verify",
+            "none",
         ])
         .success();
     assert_eq!(env.runs(), 3, "{}", run.stderr);

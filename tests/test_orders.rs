@@ -249,7 +249,12 @@ fn a_glob_covers_the_files_it_matches_not_what_is_below_them() {
     assert_eq!(batch["deferred"], serde_json::json!([]));
     // And the drift check agrees: wo-01 may not edit the library.
     let build = "echo changed > crates/searcher/src/lib.rs";
-    let summary = round(&env, build).code(1).json();
+    // Lockstep, so wo-01 merges first: landed after wo-02, its identical
+    // edit would change nothing and so drift nowhere.
+    let summary = env
+        .run(&["round", "--json", "--schedule", "rounds", "--build", build])
+        .code(1)
+        .json();
     assert_eq!(summary["done"], serde_json::json!(["wo-02"]));
     assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
     assert_eq!(summary["halted"][0]["reason"], "undeclared_file_drift");

@@ -123,6 +123,9 @@ fn a_failed_gate_excludes_a_high_score() {
             BUILD,
             "--gate",
             "test $ARBITER_INSTANCE != 1",
+            // The gate names instances: on the merged result there is none.
+            "--verify",
+            "none",
             "--score",
             SCORE_587,
         ],
@@ -468,4 +471,41 @@ fn a_dirty_integration_checkout_is_refused_before_any_instance_runs() {
         std::fs::read_to_string(env.repo.join("README")).expect("README"),
         "my edit\n"
     );
+}
+
+#[test]
+fn a_winner_failing_the_gates_once_merged_falls_back_to_the_next_best() {
+    let env = TestEnv::new();
+    env.write("lib.txt", "greet\nwave\n");
+    env.work_order("wo-03", "Call a function", &[], &["app.txt"]);
+    env.commit_all("init");
+    // Each instance calls a function lib.txt defines; the gate checks that.
+    let build =
+        "if [ $ARBITER_INSTANCE = 0 ]; then echo greet > app.txt; else echo wave > app.txt; fi";
+    let gate = "grep -qx \"$(cat app.txt)\" lib.txt";
+    // Instance 0 scores best; while it is scored, main drops `greet`.
+    let score = format!(
+        "if [ $ARBITER_INSTANCE = 0 ]; then echo wave > {repo}/lib.txt && git -C {repo} commit -qam 'drop greet' && echo 9; else echo 5; fi",
+        repo = env.repo.display()
+    );
+    let summary = env
+        .run(&[
+            "race", "wo-03", "--json", "-n", "2", "--build", build, "--gate", gate, "--score",
+            &score,
+        ])
+        .success()
+        .json();
+    assert_eq!(summary["winner"], 1, "{summary}");
+    assert_eq!(summary["merges"][0]["outcome"], "merged_gate_failed");
+    assert_eq!(summary["gate_runs"], 2, "{summary}");
+    assert_eq!(env.git(&["show", "main:app.txt"]), "wave\n");
+    // Every first-parent commit of main passes the gate.
+    for sha in env.git(&["rev-list", "--first-parent", "main"]).lines() {
+        let app = env.git_try_in(&env.repo, &["show", &format!("{sha}:app.txt")]);
+        if app.code == 0 {
+            let lib = env.git(&["show", &format!("{sha}:lib.txt")]);
+            assert!(lib.lines().any(|l| l == app.stdout.trim()), "{sha}");
+        }
+    }
+    env.fsck();
 }

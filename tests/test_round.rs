@@ -93,9 +93,12 @@ fn all_pass_merges_each_and_exits_0() {
 fn gate_fails_then_passes_on_retry() {
     let env = repo();
     let gate = "test \"$ARBITER_ATTEMPT\" != 1";
-    let summary = round(&env, &["--build", WRITE_OWN, "--gate", gate])
-        .success()
-        .json();
+    let summary = round(
+        &env,
+        &["--schedule", "rounds", "--build", WRITE_OWN, "--gate", gate],
+    )
+    .success()
+    .json();
     assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
     assert_eq!(summary["rounds"], 2);
     assert_eq!(

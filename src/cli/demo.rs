@@ -77,6 +77,7 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
         gates: vec![GATE.to_owned()],
         max: 8,
         max_total: git_arbiter::slots::cap(Some(&ctx), None)?,
+        verify: git_arbiter::queue::Verify::Merged,
         ..Options::default()
     };
     let progress = progress::for_stderr();

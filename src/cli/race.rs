@@ -64,6 +64,9 @@ pub struct RaceArgs {
     /// Print the summary (with the pick record) as versioned JSON on stdout
     #[arg(long)]
     json: bool,
+    /// `merged` (gates run on the winner merged onto the tip before the branch moves; failing, the next-best is tried) or `none` [default: `arbiter.verify`, else merged when a gate is configured]
+    #[arg(long, value_name = "WHAT", value_parser = ["merged", "none"])]
+    verify: Option<String>,
     #[command(flatten)]
     pub orders: super::OrdersArgs,
 }
@@ -87,6 +90,7 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
     } else {
         args.gates
     };
+    let verify = super::round::verify_or_config(&ctx, args.verify.as_deref(), !gates.is_empty())?;
     let opts = Options {
         into: args.into,
         n: args.n,
@@ -100,6 +104,7 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
         keep_losers: args.keep_losers,
         max_total: git_arbiter::slots::cap(Some(&ctx), args.max_total)?,
         timeout,
+        verify,
     };
     let progress = progress::for_stderr();
     let summary = race::run(&ctx, &orders, &args.id, &opts, progress.as_ref())?;

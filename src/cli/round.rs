@@ -3,22 +3,34 @@ use std::time::Duration;
 use clap::Args;
 use git_arbiter::error::InputError;
 use git_arbiter::orders::Orders;
-use git_arbiter::round::{self, Options, Summary};
+use git_arbiter::queue::{self, Verify};
+use git_arbiter::round::{self, Options, Schedule, Summary};
 use git_arbiter::state::format_ms;
 use git_arbiter::{drift, merge, Error, ExitCode};
 
 use super::{json, out, progress, Env};
 
-/// Run work orders: rounds of disjoint batches, built concurrently, merged back one at a time.
+/// Run work orders: built concurrently in their own worktrees, landed through a verified merge queue.
 ///
-/// Each round: reconcile and recover, check the kill switch and budget, select
-/// a batch of eligible work orders with pairwise disjoint declared files, cut
-/// ROUND_BASE from the integration tip, create one worktree and branch
-/// `arbiter/<id>` per order, record the attempt, run the builders concurrently
-/// within the machine-wide slots, commit what each left uncommitted, run gates
-/// and critics, and merge the clean ones back one at a time (drift-checked
-/// before the branch moves). Rounds repeat off the new tip until nothing is
-/// eligible.
+/// Continuous schedule (the default): whenever a slot frees, the next eligible
+/// work order (id order, dependencies done, declared files disjoint from
+/// every order in progress on any conductor: its claim) is dispatched off
+/// the current integration tip: its attempt is recorded, a worktree and
+/// branch `arbiter/<id>` made, the builder run within the machine-wide
+/// slots, what it left uncommitted committed, gates and critics run. An
+/// order that passed enters the merge queue at once; the queue lands
+/// whatever is waiting as one batch: the merges are chained in the object
+/// database on top of the tip (each drift-checked against its own declared
+/// files), and with `--verify merged` the gates run once on the chain's tip
+/// in a scratch worktree before the branch moves to it by one
+/// compare-and-swap. If they fail, the chain is bisected (gates on
+/// prefixes): the prefix before the first failing merge lands, that order
+/// goes back for rework (`merged_gate_failed`, its attempt spent), the rest
+/// are chained again and verified again.
+///
+/// `--schedule rounds` runs lockstep rounds instead: a batch of pairwise
+/// disjoint orders is built, then its clean orders land as one chain, then
+/// the next round starts off the new tip.
 ///
 /// Builders run via `sh -c` in their worktree with ARBITER_WO, ARBITER_WO_FILE,
 /// ARBITER_TITLE, ARBITER_ATTEMPT, ARBITER_BASE (and its older name
@@ -54,15 +66,21 @@ pub struct RoundArgs {
     /// The integration branch [default: the current branch]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
-    /// At most N work orders per round [default: `arbiter.maxBatch`, else 8]
+    /// At most N work orders in flight for this conductor (per round with `--schedule rounds`) [default: `arbiter.maxBatch`, else 8]
     #[arg(long, value_name = "N")]
     max: Option<u32>,
     /// Machine-wide cap on concurrent builds [default: `arbiter.maxTotal`, else 6]
     #[arg(long, value_name = "N")]
     max_total: Option<u32>,
-    /// Run one round only
+    /// Dispatch only what is eligible at the start (one round with `--schedule rounds`)
     #[arg(long)]
     once: bool,
+    /// `continuous` (a freed slot takes the next order, passed orders land at once) or `rounds` (lockstep) [default: `arbiter.schedule`, else continuous]
+    #[arg(long, value_name = "SCHEDULE", value_parser = ["continuous", "rounds"])]
+    schedule: Option<String>,
+    /// `merged` (gates run on the merged result before the branch moves) or `none` [default: `arbiter.verify`, else merged when a gate is configured]
+    #[arg(long, value_name = "WHAT", value_parser = ["merged", "none"])]
+    verify: Option<String>,
     /// Print the planned batches; build nothing, change nothing
     #[arg(long)]
     dry_run: bool,
@@ -148,6 +166,21 @@ pub fn timeout_or_config(
         .transpose()
 }
 
+/// `--verify` if given, else `arbiter.verify`, else `merged` when a gate is configured.
+pub fn verify_or_config(
+    ctx: &git_arbiter::context::Context,
+    flag: Option<&str>,
+    has_gates: bool,
+) -> Result<Verify, Error> {
+    match flag {
+        Some(flag) => {
+            Verify::parse(Some(flag), has_gates).map_err(|e| queue::bad_verify("--verify", e))
+        }
+        None => Verify::parse(ctx.config_string("arbiter.verify").as_deref(), has_gates)
+            .map_err(|e| queue::bad_verify("config arbiter.verify", e)),
+    }
+}
+
 /// `arbiter.retryDelay`: how long an order whose last attempt failed waits
 /// before it is built again (none by default).
 fn retry_delay(ctx: &git_arbiter::context::Context) -> Result<Duration, Error> {
@@ -174,13 +207,27 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         }
     };
     let timeout = timeout_or_config(&ctx, args.timeout)?;
+    let gates = or_config(args.gates, "arbiter.gate");
+    let schedule = match args.schedule {
+        Some(flag) => {
+            Schedule::parse(&flag).map_err(|e| InputError::new(format!("--schedule: {e}")))?
+        }
+        None => match ctx.config_string("arbiter.schedule") {
+            Some(value) => Schedule::parse(&value).map_err(|e| {
+                InputError::new(format!("config arbiter.schedule: {e}"))
+                    .hint("e.g. 'git config arbiter.schedule rounds'")
+            })?,
+            None => Schedule::default(),
+        },
+    };
+    let verify = verify_or_config(&ctx, args.verify.as_deref(), !gates.is_empty())?;
     let opts = Options {
         into: args.into,
         build: args
             .build
             .or_else(|| ctx.config_string("arbiter.build"))
             .unwrap_or_default(),
-        gates: or_config(args.gates, "arbiter.gate"),
+        gates,
         critics: or_config(args.critics, "arbiter.critic"),
         final_gate: args
             .final_gate
@@ -195,6 +242,8 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         timeout,
         retry_delay: retry_delay(&ctx)?,
         drift_batch_scope: args.drift_scope == "batch",
+        schedule,
+        verify,
     };
     let progress = progress::for_stderr();
     let summary = round::run(&ctx, &orders, &opts, progress.as_ref())?;
@@ -218,13 +267,25 @@ pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
         }
         return s;
     }
+    let counted = match summary.schedule {
+        Some("continuous") => format!("{} landed batch(es)", summary.landed_batches),
+        _ => format!("{} round(s)", summary.rounds),
+    };
     s.push_str(&format!(
-        "{} round(s): {} done, {} halted, {} pending\n",
-        summary.rounds,
+        "{counted}: {} done, {} halted, {} pending\n",
         summary.done.len(),
         summary.halted.len(),
         summary.pending.len()
     ));
+    if summary.verify == Some("merged") {
+        s.push_str(&format!(
+            "verified as merged: {} gate run(s)\n",
+            summary.gate_runs
+        ));
+    }
+    if let Some(busy) = summary.slot_utilisation {
+        s.push_str(&format!("slots busy: {:.0}%\n", busy * 100.0));
+    }
     if !summary.orders.is_empty() {
         let ms = |v: Option<u64>| v.map_or("-".to_owned(), format_ms);
         let rows: Vec<Vec<String>> = summary
@@ -239,6 +300,7 @@ pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
                     ms(o.build_ms),
                     ms(o.gate_ms),
                     ms(o.critic_ms),
+                    ms(o.merge_wait_ms),
                     o.changed.map_or("-".to_owned(), |c| c.to_string()),
                 ]
             })
@@ -246,7 +308,8 @@ pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
         s.push('\n');
         s.push_str(&super::table(
             &[
-                "order", "outcome", "attempts", "wait", "build", "gates", "critics", "changed",
+                "order", "outcome", "attempts", "wait", "build", "gates", "critics", "queued",
+                "changed",
             ],
             &rows,
         ));

@@ -3,10 +3,12 @@
 //! in its own worktree `race-<id>-<k>` on branch `arbiter-race/<id>/<k>`,
 //! concurrently within the machine-wide slots. Each instance's leftovers are
 //! committed, its gates run, and — if it passed — its `--score` command. The
-//! selection kernel picks the winner (`select`), which is merged back exactly
-//! as a round merges (no-ff, drift checked against the work order's own
-//! declared set, conflicts never resolved); on conflict or drift the
-//! next-best passing instance is tried. A write-once pick record is stored as
+//! selection kernel picks the winner (`select`), which lands through the
+//! merge queue as a round's orders do (no-ff, drift checked against the work
+//! order's own declared set, conflicts never resolved, and with `--verify
+//! merged` the gates run on the merged result before the branch moves); on
+//! conflict, drift or gates failing on the merged result the next-best
+//! passing instance is tried. A write-once pick record is stored as
 //! a note on the merge commit in `refs/notes/arbiter-picks`.
 //!
 //! The whole race is one attempt of the work order: it is recorded in the
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::builder::{
-    kept_work_error, not_runnable_error, watch_halts, Attempt, BuildOutcome, Host, KeptWork,
+    kept_work_error, not_runnable_error, Attempt, BuildOutcome, HaltWatch, Host, KeptWork,
     NotRunnable, Step, Steps, NOT_RUNNABLE,
 };
 use crate::conductor::Conductor;
@@ -27,9 +29,10 @@ use crate::context::Context;
 use crate::drift::DriftScope;
 use crate::error::{GitContext, InputError, Result};
 use crate::exec::{self, Exit};
-use crate::merge::{self, Outcome};
+use crate::merge;
 use crate::orders::{Orders, WorkOrder};
 use crate::progress::Progress;
+use crate::queue::{self, Entry, Fate, Queue, Verify};
 use crate::select::{self, Candidate, InstanceVerdict};
 use crate::state::{self, Status, Store, Verdict};
 use crate::{slots, worktree};
@@ -51,6 +54,7 @@ pub struct Options {
     pub keep_losers: bool,
     pub max_total: u32,
     pub timeout: Option<Duration>,
+    pub verify: Verify,
 }
 
 /// One instance as reported.
@@ -97,6 +101,8 @@ pub struct Summary {
     pub escalation: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<crate::round::Stopped>,
+    /// Gate runs spent verifying merged results.
+    pub gate_runs: usize,
 }
 
 pub fn branch_of(id: &str, k: u32) -> String {
@@ -180,7 +186,7 @@ pub fn run(
     let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
     let host = Host::new(ctx)?;
     crate::checkout::sync_checked_out(ctx, &branch)?;
-    crate::round::refuse_dirty_checkout(ctx, &branch)?;
+    crate::checkout::refuse_dirty_checkout(ctx, &branch)?;
     // What a killed round or race left: its worktrees and branches, and
     // merges that landed without their record (never merged twice).
     let live = |r: &state::Record| crate::conductor::owns_live(ctx, r);
@@ -254,18 +260,19 @@ pub fn run(
             not_runnable: None,
         });
     }
-    let halted = [AtomicBool::new(false)];
+    let watch = HaltWatch::default();
+    let halted = watch.watch(id);
     let misconfigured = AtomicBool::new(false);
     let built = AtomicBool::new(false);
     let shared_repo = ctx.repo.clone().into_sync();
     std::thread::scope(|scope| {
-        let (halted, built, shared_repo, me) = (&halted, &built, &shared_repo, &me);
-        scope.spawn(move || watch_halts(shared_repo, &[id], &me.name, halted, built));
+        let (watch, built, shared_repo, me) = (&watch, &built, &shared_repo, &me);
+        scope.spawn(move || watch.run(shared_repo, &me.name, built));
         let builds: Vec<_> = jobs
             .iter_mut()
             .map(|job| {
                 let (host, slot_dir, misconfigured) = (&host, &slot_dir, &misconfigured);
-                let halted = &halted[0];
+                let halted = &*halted;
                 scope.spawn(move || {
                     build_one(
                         host,
@@ -306,7 +313,7 @@ pub fn run(
     let cands: Vec<Candidate> = jobs.iter().map(|j| j.cand.clone()).collect();
     let mut keep = vec![false; jobs.len()];
 
-    if halted[0].load(Ordering::Relaxed) {
+    if halted.load(Ordering::Relaxed) {
         summary.escalation =
             Some("the work order was halted during the race; nothing was merged".into());
         summary.exit = crate::ExitCode::Escalation;
@@ -415,15 +422,30 @@ pub fn run(
         return Ok(summary);
     }
 
-    // Merge the best; on conflict or drift fall back to the next-best passing one.
-    let mut merges = merge::Session::default();
+    // Land the best; on conflict, drift or failing merged gates fall back
+    // to the next-best passing one.
+    let mut queue = Queue::new(
+        ctx,
+        &store,
+        &branch,
+        opts.verify,
+        &opts.gates,
+        opts.timeout,
+        &me,
+    )?
+    .keeping_culprits();
     let mut merged: Option<(usize, gix::ObjectId)> = None;
+    // The last request tried, while the record still holds the attempt.
+    let mut unlanded: Option<merge::Request> = None;
     for (n, &idx) in order.iter().enumerate() {
         let job = &jobs[idx];
-        if n > 0 {
-            // merge_back halted the work order for the previous instance; a
+        let prev = summary.merges.last().cloned();
+        let prev_halted = prev
+            .as_ref()
+            .is_some_and(|p| p.outcome == merge::HALT_CONFLICT || p.outcome == merge::HALT_DRIFT);
+        if n > 0 && prev_halted {
+            // The merge halted the work order for the previous instance; a
             // later instance may still land, so lift that halt for this try.
-            let prev = summary.merges.last().cloned();
             let ours = store.transact(&format!("race {id}: fall back"), |txn| -> Result<bool> {
                 let mut r = txn.record(id, !wo.deps.is_empty())?;
                 // Only our own merge halt is lifted, never one set by hand since.
@@ -436,9 +458,7 @@ pub fn run(
                 if !our_halt {
                     return Ok(false);
                 }
-                r.halted = false;
-                r.halt_reason = None;
-                r.halt_paths.clear();
+                r.lift_halt();
                 r.status = Status::InProgress;
                 r.owner = Some(me.name.clone());
                 r.log(
@@ -481,13 +501,45 @@ pub fn run(
             owner: Some(&me.name),
             retry: false,
         };
-        let (outcome, paths, sha) = match merges.merge_back(ctx, &store, &request)? {
-            Outcome::Merged { sha, .. } => ("merged", Vec::new(), Some(sha)),
-            Outcome::UpToDate { tip } => ("up_to_date", Vec::new(), Some(tip)),
-            Outcome::Conflict { paths } => (merge::HALT_CONFLICT, paths, None),
-            Outcome::Drift { paths } => (merge::HALT_DRIFT, paths, None),
-            Outcome::CheckoutBlocked { paths } => (merge::HALT_CHECKOUT_BLOCKED, paths, None),
-            Outcome::Withdrawn { reason } => {
+        let fate = queue
+            .land(
+                vec![Entry {
+                    req: request.clone(),
+                    entered: Instant::now(),
+                }],
+                progress,
+            )?
+            .pop()
+            .map(|(_, fate)| fate);
+        let (outcome, paths, sha) = match fate {
+            Some(Fate::Landed { sha, .. }) => ("merged".to_owned(), Vec::new(), Some(sha)),
+            Some(Fate::UpToDate) => (
+                "up_to_date".to_owned(),
+                Vec::new(),
+                Some(ctx.branch_tip(&branch)?),
+            ),
+            Some(Fate::Halted { reason, paths }) => (reason, paths, None),
+            Some(Fate::GateFailed { .. }) => {
+                unlanded = Some(request);
+                (queue::MERGED_GATE_FAILED.to_owned(), Vec::new(), None)
+            }
+            Some(Fate::Interrupted) | None => {
+                // Stopped while verifying: nothing landed, the attempt is given back.
+                give_back(
+                    &store,
+                    wo,
+                    &me.name,
+                    attempt,
+                    &run_id,
+                    "race_interrupted",
+                    "interrupted while verifying the merged result",
+                )?;
+                summary.stopped = Some(crate::round::Stopped::Requested);
+                summary.exit = crate::ExitCode::Interrupted;
+                finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
+                return Ok(summary);
+            }
+            Some(Fate::Withdrawn { reason }) => {
                 // Halted (or taken over) during the race: nothing lands, every
                 // instance is kept for inspection.
                 summary.escalation =
@@ -504,13 +556,13 @@ pub fn run(
             &[
                 ("wo", id.to_owned()),
                 ("instance", job.k.to_string()),
-                ("outcome", outcome.into()),
+                ("outcome", outcome.clone()),
                 ("paths", paths.join(",")),
             ],
         );
         summary.merges.push(MergeTry {
             instance: job.k,
-            outcome: outcome.into(),
+            outcome,
             paths,
         });
         if let Some(sha) = sha {
@@ -520,10 +572,26 @@ pub fn run(
         // Kept for inspection unless a later instance lands.
         keep[idx] = true;
     }
+    summary.gate_runs = queue.gate_runs;
+    if merged.is_none() {
+        // The last try failed the gates as merged: the attempt is spent.
+        if let Some(request) = unlanded.filter(|_| {
+            summary
+                .merges
+                .last()
+                .is_some_and(|m| m.outcome == queue::MERGED_GATE_FAILED)
+        }) {
+            queue.reject(
+                &request,
+                "no passing instance passed the gates once merged".into(),
+                progress,
+            )?;
+        }
+    }
 
     let Some((widx, sha)) = merged else {
         summary.escalation = Some(
-            "no passing instance could be merged back (conflict, undeclared drift, or untracked files in the checkout); the work order is halted"
+            "no passing instance could be merged back (conflict, undeclared drift, untracked files in the checkout, or gates failing on the merged result); the work order is halted or back for rework"
                 .into(),
         );
         summary.exit = crate::ExitCode::Escalation;

@@ -1,0 +1,162 @@
+//! Continuous dispatch against lockstep rounds, side by side in one run:
+//! 24 work orders, 6 slots, builders that sleep log-normal times (median
+//! 1 s, σ 0.8, seeded), so a round waits for its slowest builder. Prints
+//! both wall times, the ratio, each schedule's slot utilisation, and the
+//! gate runs verification spent per landed batch (a `true` gate).
+//!
+//! Run: `cargo bench --bench schedule`. Never asserts a time: machines are
+//! noisy. Without `--bench` (as `cargo test --all-targets` runs it) it does
+//! one small smoke run with short sleeps, so the test suite checks that it
+//! still works.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const SLOTS: usize = 6;
+const SEED: u64 = 0x5eed_2026_1201;
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?} failed in {}", dir.display());
+}
+
+/// splitmix64: a seeded stream, so both schedules see the same durations.
+struct Stream(u64);
+
+impl Stream {
+    fn next_unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        // 53 random bits in (0, 1).
+        ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Log-normal with the given median and σ (Box–Muller).
+    fn log_normal(&mut self, median: f64, sigma: f64) -> f64 {
+        let (u1, u2) = (self.next_unit(), self.next_unit());
+        let normal = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        median * (sigma * normal).exp()
+    }
+}
+
+/// A repository with `orders` disjoint work orders and the seconds each
+/// one's builder sleeps, in `sleeps.txt` outside the repository.
+fn template(root: &Path, orders: usize, median: f64) -> PathBuf {
+    let repo = root.join("template");
+    std::fs::create_dir_all(repo.join("work-orders")).expect("mkdir");
+    std::fs::write(repo.join("README"), "bench\n").expect("write");
+    let mut stream = Stream(SEED);
+    let mut sleeps = String::new();
+    for i in 0..orders {
+        let id = format!("wo-{i:02}");
+        std::fs::write(
+            repo.join(format!("work-orders/{id}.md")),
+            format!("# Order {i}\n\n## Files to touch\n- out/{id}.txt\n\n## Task\nWrite it.\n"),
+        )
+        .expect("write");
+        sleeps.push_str(&format!("{id} {:.3}\n", stream.log_normal(median, 0.8)));
+    }
+    std::fs::write(root.join("sleeps.txt"), sleeps).expect("write");
+    git(root, &["init", "-q", "-b", "main", "template"]);
+    git(&repo, &["config", "user.name", "bench"]);
+    git(&repo, &["config", "user.email", "bench@example.com"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    repo
+}
+
+fn fresh(template: &Path, root: &Path, name: &str) -> PathBuf {
+    let dest = root.join(name);
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(template)
+        .arg(&dest)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    dest
+}
+
+struct Measured {
+    wall: Duration,
+    utilisation: f64,
+    landed_batches: u64,
+    gate_runs: u64,
+}
+
+fn run(repo: &Path, root: &Path, schedule: &str) -> Measured {
+    let sleeps = root.join("sleeps.txt");
+    let build = format!(
+        "sleep $(grep \"^$ARBITER_WO \" '{}' | cut -d' ' -f2); mkdir -p out && echo done > out/$ARBITER_WO.txt",
+        sleeps.display()
+    );
+    let start = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_git-arbiter"))
+        .current_dir(repo)
+        .env("ARBITER_SLOT_DIR", root.join(format!("slots-{schedule}")))
+        .args([
+            "round",
+            "--json",
+            "--schedule",
+            schedule,
+            "--max",
+            &SLOTS.to_string(),
+            "--max-total",
+            &SLOTS.to_string(),
+            "--gate",
+            "true",
+            "--build",
+            &build,
+        ])
+        .output()
+        .expect("git-arbiter runs");
+    let wall = start.elapsed();
+    assert!(
+        output.status.success(),
+        "{schedule} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+    Measured {
+        wall,
+        utilisation: summary["slot_utilisation"].as_f64().unwrap_or(0.0),
+        landed_batches: summary["landed_batches"].as_u64().unwrap_or(0),
+        gate_runs: summary["gate_runs"].as_u64().unwrap_or(0),
+    }
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let (orders, median) = if bench { (24, 1.0) } else { (8, 0.05) };
+    let root = tempfile::tempdir().expect("temp dir");
+    let root = root.path();
+    let template = template(root, orders, median);
+    let rounds = run(&fresh(&template, root, "rounds"), root, "rounds");
+    let continuous = run(&fresh(&template, root, "continuous"), root, "continuous");
+    println!(
+        "{orders} work orders, {SLOTS} slots, builders sleeping log-normal (median {median} s, sigma 0.8, seed {SEED:#x}):"
+    );
+    for (name, m) in [("rounds", &rounds), ("continuous", &continuous)] {
+        println!(
+            "  --schedule {name:<10}  wall {:>7.2} s  slots busy {:>5.1}%  landed batches {:>2}  verification gate runs {:>2}",
+            m.wall.as_secs_f64(),
+            m.utilisation * 100.0,
+            m.landed_batches,
+            m.gate_runs
+        );
+    }
+    println!(
+        "  continuous is {:.2}x faster than rounds (target >= 1.5x); utilisation {:.2} (target >= 0.7)",
+        rounds.wall.as_secs_f64() / continuous.wall.as_secs_f64(),
+        continuous.utilisation
+    );
+}

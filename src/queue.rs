@@ -1,0 +1,569 @@
+//! The merge queue: orders whose build and gates passed land here, as one
+//! batch, whatever is waiting. Their merges are chained in the object
+//! database on top of the integration tip (drift per order, own scope, as a
+//! merge-back checks it), then
+//! - [`Verify::Merged`]: the gates run once on the chain's tip in a scratch
+//!   worktree, and the branch moves to it by one compare-and-swap only if
+//!   they pass. On failure the chain is bisected (gates on prefixes) for the
+//!   first merge after which they fail: the prefix before it lands, that
+//!   order goes back for rework ([`MERGED_GATE_FAILED`], its attempt spent),
+//!   and the rest are chained again on the new tip and verified again. No
+//!   merge lands that the gates did not pass as merged.
+//! - [`Verify::None`]: each merge lands as it is chained, one merge-back at a
+//!   time.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use gix::refs::FullName;
+use gix::ObjectId;
+
+use crate::builder::NotRunnable;
+use crate::conductor::{self, Conductor};
+use crate::context::Context;
+use crate::error::{Error, InputError, Result};
+use crate::exec::{self, Exit};
+use crate::merge::{self, Landed, Link, Linked, Outcome, Request};
+use crate::progress::Progress;
+use crate::state::{Status, Store, Verdict};
+use crate::worktree;
+
+/// The history event (and reason) of an order whose merge broke the gates
+/// once merged with the others: it goes back for rework, its attempt spent.
+pub const MERGED_GATE_FAILED: &str = "merged_gate_failed";
+
+/// The worktree name prefix of a conductor's verification worktree.
+const VERIFY_PREFIX: &str = "verify-";
+
+/// Whether the gates run on the merged result before the branch moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verify {
+    /// Each merge lands as it is chained.
+    #[default]
+    None,
+    /// The gates pass on the chain's tip before it lands.
+    Merged,
+}
+
+impl Verify {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verify::None => "none",
+            Verify::Merged => "merged",
+        }
+    }
+
+    /// `--verify` or `arbiter.verify`: `merged` or `none`; unset is
+    /// `merged` whenever a gate is configured.
+    pub fn parse(value: Option<&str>, has_gates: bool) -> std::result::Result<Verify, String> {
+        match value {
+            Some("merged") => Ok(Verify::Merged),
+            Some("none") => Ok(Verify::None),
+            Some(other) => Err(format!("'{other}' is not 'merged' or 'none'")),
+            None if has_gates => Ok(Verify::Merged),
+            None => Ok(Verify::None),
+        }
+    }
+}
+
+/// An order waiting to land: its merge request and when it entered.
+#[derive(Clone)]
+pub struct Entry<'a> {
+    pub req: Request<'a>,
+    pub entered: Instant,
+}
+
+/// How an order left the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    /// Its merge is on the branch (`sha`, its own merge commit), landed in
+    /// this run's landing number `batch`.
+    Landed {
+        sha: ObjectId,
+        batch: usize,
+        /// Files its merge changed.
+        changed: usize,
+    },
+    /// Its work was already on the branch.
+    UpToDate,
+    /// Halted by its merge: `merge_conflict`, `undeclared_file_drift`, `checkout_blocked`.
+    Halted { reason: String, paths: Vec<String> },
+    /// No longer this conductor's (halted by hand, taken over).
+    Withdrawn { reason: String },
+    /// Its merge broke the gates once merged: back for rework.
+    GateFailed { detail: String },
+    /// A stop came while verifying: given back unmerged.
+    Interrupted,
+}
+
+/// The queue of one conductor: its merge session, its verification worktree
+/// and the counts the summary reports.
+pub struct Queue<'a> {
+    ctx: &'a Context,
+    store: &'a Store<'a>,
+    into: &'a FullName,
+    verify: Verify,
+    gates: &'a [String],
+    timeout: Option<Duration>,
+    me: &'a Conductor,
+    repo_top: PathBuf,
+    session: merge::Session,
+    /// Landings so far (the `batch` of [`Fate::Landed`]).
+    pub batches: usize,
+    /// Verification runs so far (each runs every gate once).
+    pub gate_runs: usize,
+    /// A merge that fails the gates goes back for rework; else (a race,
+    /// which falls back to its next-best instance) it is only reported.
+    rework_culprits: bool,
+}
+
+impl<'a> Queue<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        ctx: &'a Context,
+        store: &'a Store<'a>,
+        into: &'a FullName,
+        verify: Verify,
+        gates: &'a [String],
+        timeout: Option<Duration>,
+        me: &'a Conductor,
+    ) -> Result<Queue<'a>> {
+        Ok(Queue {
+            ctx,
+            store,
+            into,
+            // Nothing to verify with: the merged result is what the
+            // branch-level checks see.
+            verify: if gates.is_empty() {
+                Verify::None
+            } else {
+                verify
+            },
+            gates,
+            timeout,
+            me,
+            repo_top: worktree::main_top(ctx)?,
+            session: merge::Session::default(),
+            batches: 0,
+            gate_runs: 0,
+            rework_culprits: true,
+        })
+    }
+
+    /// A merge that fails the gates is reported ([`Fate::GateFailed`]) and
+    /// its record left held by its owner, who decides ([`Queue::reject`]).
+    pub fn keeping_culprits(mut self) -> Self {
+        self.rework_culprits = false;
+        self
+    }
+
+    /// What this queue does: [`Verify::None`] when there is no gate to verify with.
+    pub fn verify(&self) -> Verify {
+        self.verify
+    }
+
+    /// Land `entries` (in order), reporting each order's fate as it is known.
+    pub fn land(
+        &mut self,
+        entries: Vec<Entry<'_>>,
+        progress: &dyn Progress,
+    ) -> Result<Vec<(String, Fate)>> {
+        match self.verify {
+            Verify::None => self.land_one_by_one(entries, progress),
+            Verify::Merged => self.land_verified(entries, progress),
+        }
+    }
+
+    fn land_one_by_one(
+        &mut self,
+        entries: Vec<Entry<'_>>,
+        progress: &dyn Progress,
+    ) -> Result<Vec<(String, Fate)>> {
+        let mut fates = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let id = entry.req.wo.id.clone();
+            progress.phase(&id, "merge");
+            let fate = match self.session.merge_back(self.ctx, self.store, &entry.req)? {
+                Outcome::Merged { sha, changed, .. } => {
+                    self.batches += 1;
+                    report_land(progress, self.batches, sha, &[&id]);
+                    Fate::Landed {
+                        sha,
+                        batch: self.batches,
+                        changed: changed.len(),
+                    }
+                }
+                Outcome::UpToDate { .. } => Fate::UpToDate,
+                Outcome::Withdrawn { reason } => Fate::Withdrawn { reason },
+                halted @ (Outcome::Conflict { .. }
+                | Outcome::Drift { .. }
+                | Outcome::CheckoutBlocked { .. }) => Fate::Halted {
+                    reason: halted.name().into(),
+                    paths: match halted {
+                        Outcome::Conflict { paths }
+                        | Outcome::Drift { paths }
+                        | Outcome::CheckoutBlocked { paths } => paths,
+                        _ => Vec::new(),
+                    },
+                },
+            };
+            fates.push((id, fate));
+        }
+        Ok(fates)
+    }
+
+    fn land_verified(
+        &mut self,
+        entries: Vec<Entry<'_>>,
+        progress: &dyn Progress,
+    ) -> Result<Vec<(String, Fate)>> {
+        let mut fates = Vec::with_capacity(entries.len());
+        let mut pending = entries;
+        while !pending.is_empty() {
+            let tip = self.ctx.branch_tip(self.into)?;
+            let (chain, later) = self.chain(tip, pending, &mut fates, progress)?;
+            if chain.is_empty() {
+                pending = later;
+                continue;
+            }
+            let links: Vec<(&Request, &Link)> = chain.iter().map(|(e, l)| (&e.req, l)).collect();
+            let Some(good) = self.passing_prefix(&links, progress)? else {
+                for (entry, _) in &chain {
+                    fates.push((entry.req.wo.id.clone(), Fate::Interrupted));
+                }
+                for entry in &later {
+                    fates.push((entry.req.wo.id.clone(), Fate::Interrupted));
+                }
+                break;
+            };
+            match merge::land(self.ctx, self.store, self.into, tip, &links[..good])? {
+                Landed::Landed { sha } => {
+                    if good > 0 {
+                        self.batches += 1;
+                        let ids: Vec<&str> = links[..good]
+                            .iter()
+                            .map(|(r, _)| r.wo.id.as_str())
+                            .collect();
+                        report_land(progress, self.batches, sha, &ids);
+                    }
+                }
+                // Someone else's merge came first: the verdicts were on a
+                // chain that can no longer land. Chain again, verify again.
+                Landed::Moved => {
+                    pending = chain.into_iter().map(|(e, _)| e).chain(later).collect();
+                    continue;
+                }
+                Landed::Withdrawn { index, reason } => {
+                    let mut rest = Vec::new();
+                    for (i, (entry, _)) in chain.into_iter().enumerate() {
+                        if i == index {
+                            fates.push((
+                                entry.req.wo.id.clone(),
+                                Fate::Withdrawn {
+                                    reason: reason.clone(),
+                                },
+                            ));
+                        } else {
+                            rest.push(entry);
+                        }
+                    }
+                    pending = rest.into_iter().chain(later).collect();
+                    continue;
+                }
+                Landed::CheckoutBlocked { indexes, paths } => {
+                    let mut rest = Vec::new();
+                    for (i, (entry, _)) in chain.into_iter().enumerate() {
+                        if indexes.contains(&i) {
+                            fates.push((
+                                entry.req.wo.id.clone(),
+                                Fate::Halted {
+                                    reason: merge::HALT_CHECKOUT_BLOCKED.into(),
+                                    paths: paths.clone(),
+                                },
+                            ));
+                        } else {
+                            rest.push(entry);
+                        }
+                    }
+                    pending = rest.into_iter().chain(later).collect();
+                    continue;
+                }
+            }
+            let mut rest = Vec::new();
+            for (i, (entry, link)) in chain.into_iter().enumerate() {
+                if i < good {
+                    fates.push((
+                        entry.req.wo.id.clone(),
+                        Fate::Landed {
+                            sha: link.sha,
+                            batch: self.batches,
+                            changed: link.changed.len(),
+                        },
+                    ));
+                } else if i == good {
+                    let detail = culprit_detail(good);
+                    let fate = if self.rework_culprits {
+                        self.reject(&entry.req, detail, progress)?
+                    } else {
+                        Fate::GateFailed { detail }
+                    };
+                    fates.push((entry.req.wo.id.clone(), fate));
+                } else {
+                    rest.push(entry);
+                }
+            }
+            pending = rest.into_iter().chain(later).collect();
+        }
+        Ok(fates)
+    }
+
+    /// Chain the merges of `pending` onto `tip`. Orders that cannot be
+    /// chained get their fate in `fates`; an order already contained in an
+    /// earlier link is left for the next chain (`later`), on the landed tip.
+    #[allow(clippy::type_complexity)]
+    fn chain<'e>(
+        &mut self,
+        tip: ObjectId,
+        pending: Vec<Entry<'e>>,
+        fates: &mut Vec<(String, Fate)>,
+        progress: &dyn Progress,
+    ) -> Result<(Vec<(Entry<'e>, Link)>, Vec<Entry<'e>>)> {
+        let mut chain: Vec<(Entry<'e>, Link)> = Vec::new();
+        let mut later = Vec::new();
+        for entry in pending {
+            let onto = chain.last().map_or(tip, |(_, link)| link.sha);
+            let id = entry.req.wo.id.clone();
+            progress.phase(&id, "merge");
+            match self.session.link(self.ctx, self.store, onto, &entry.req)? {
+                Linked::Merge(link) => chain.push((entry, link)),
+                Linked::UpToDate if chain.is_empty() => {
+                    merge::record_up_to_date(self.store, &entry.req, tip)?;
+                    fates.push((id, Fate::UpToDate));
+                }
+                Linked::UpToDate => later.push(entry),
+                Linked::Conflict { paths } => fates.push((
+                    id,
+                    Fate::Halted {
+                        reason: merge::HALT_CONFLICT.into(),
+                        paths,
+                    },
+                )),
+                Linked::Drift { paths } => fates.push((
+                    id,
+                    Fate::Halted {
+                        reason: merge::HALT_DRIFT.into(),
+                        paths,
+                    },
+                )),
+                Linked::Withdrawn { reason } => fates.push((id, Fate::Withdrawn { reason })),
+            }
+        }
+        Ok((chain, later))
+    }
+
+    /// How many links of `links` land: all when the gates pass on the last,
+    /// else (bisecting on prefixes) those before the first link after which
+    /// they fail. `None` when a stop interrupted the gates.
+    fn passing_prefix(
+        &mut self,
+        links: &[(&Request, &Link)],
+        progress: &dyn Progress,
+    ) -> Result<Option<usize>> {
+        let n = links.len();
+        match self.gates_pass(links, n, progress)? {
+            None => return Ok(None),
+            Some(true) => return Ok(Some(n)),
+            Some(false) => {}
+        }
+        // The empty prefix (the tip) passed when it landed; the whole chain fails.
+        let (mut good, mut bad) = (0, n);
+        while bad - good > 1 {
+            let mid = good + (bad - good) / 2;
+            match self.gates_pass(links, mid, progress)? {
+                None => return Ok(None),
+                Some(true) => good = mid,
+                Some(false) => bad = mid,
+            }
+        }
+        Ok(Some(good))
+    }
+
+    /// Run every gate on the tip of the first `len` links. `None`: interrupted.
+    fn gates_pass(
+        &mut self,
+        links: &[(&Request, &Link)],
+        len: usize,
+        progress: &dyn Progress,
+    ) -> Result<Option<bool>> {
+        let at = links[len - 1].1.sha;
+        let ids: Vec<&str> = links[..len].iter().map(|(r, _)| r.wo.id.as_str()).collect();
+        self.gate_runs += 1;
+        let name = format!("{VERIFY_PREFIX}{}", self.me.name);
+        let branch = format!("arbiter-verify/{}", self.me.name);
+        let path = worktree::remove(self.ctx, &name, &branch)
+            .and_then(|()| worktree::add(self.ctx, &name, &branch, at))?;
+        crate::crash::point("verify.started");
+        let log = self
+            .ctx
+            .repo
+            .common_dir()
+            .join("arbiter")
+            .join("logs")
+            .join(format!("verify-{}.log", self.me.name));
+        exec::note(
+            &log,
+            &format!(
+                "verify {} (orders {}) started {} UTC",
+                at,
+                ids.join(","),
+                crate::state::format_time(crate::state::now())
+            ),
+        );
+        let env = vec![
+            ("ARBITER_BASE".to_string(), at.to_string()),
+            ("ARBITER_ROUND_BASE".to_string(), at.to_string()),
+            ("ARBITER_VERIFY_ORDERS".to_string(), ids.join(",")),
+            ("ARBITER_WORKTREE".to_string(), path.display().to_string()),
+            (
+                "ARBITER_REPO".to_string(),
+                self.repo_top.display().to_string(),
+            ),
+        ];
+        let stop = || self.me.should_stop();
+        let mut result = Some(true);
+        for cmd in self.gates {
+            let exit = exec::run(
+                &exec::Spec {
+                    command: cmd,
+                    cwd: &path,
+                    env: &env,
+                    log: &log,
+                    kind: Some("verify gate"),
+                    stdout_to: None,
+                    timeout: self.timeout,
+                    groups: Some(&self.me.groups_dir()),
+                },
+                &stop,
+            )
+            .map_err(Error::io(format!(
+                "running gate '{cmd}' on the merged result"
+            )))?;
+            if exit == Exit::Interrupted {
+                result = None;
+                break;
+            }
+            if let Some(failed) = NotRunnable::of(&exit, "verify", "gate", cmd, &path, &log) {
+                worktree::remove(self.ctx, &name, &branch)?;
+                return Err(crate::builder::not_runnable_error(&failed, &self.repo_top).into());
+            }
+            if !exit.success() {
+                result = Some(false);
+                break;
+            }
+        }
+        worktree::remove(self.ctx, &name, &branch)?;
+        progress.event(
+            "verify",
+            &[
+                ("tip", at.to_hex_with_len(12).to_string()),
+                ("orders", ids.join(",")),
+                (
+                    "result",
+                    match result {
+                        Some(true) => "passed",
+                        Some(false) => "failed",
+                        None => "interrupted",
+                    }
+                    .into(),
+                ),
+                ("gate_runs", self.gate_runs.to_string()),
+            ],
+        );
+        Ok(result)
+    }
+
+    /// The order whose merge broke the gates goes back for rework: its
+    /// attempt is spent, as a failed gate's would be.
+    pub fn reject(&self, req: &Request, detail: String, progress: &dyn Progress) -> Result<Fate> {
+        let id = req.wo.id.as_str();
+        let owner = req.owner.unwrap_or_default();
+        let held = self.store.transact(
+            &format!("{MERGED_GATE_FAILED} {id}"),
+            |txn| -> Result<bool> {
+                let Some(mut r) = txn.stored(id)? else {
+                    return Ok(false);
+                };
+                if !r.held_by(owner, req.attempt) {
+                    return Ok(false);
+                }
+                r.verdicts.push(Verdict {
+                    kind: "verify".into(),
+                    command: self.gates.join(" && "),
+                    passed: false,
+                    exit_code: None,
+                    wall_ms: None,
+                    detail: Some(detail.clone()),
+                });
+                r.owner = None;
+                r.status = Status::NeedsRework;
+                r.log(MERGED_GATE_FAILED, Some(detail.clone()));
+                txn.put(r);
+                Ok(true)
+            },
+        )?;
+        if !held {
+            return Ok(Fate::Withdrawn {
+                reason: "no longer held by this conductor".into(),
+            });
+        }
+        progress.event(
+            "rework",
+            &[("wo", id.to_owned()), ("reason", MERGED_GATE_FAILED.into())],
+        );
+        Ok(Fate::GateFailed { detail })
+    }
+}
+
+fn culprit_detail(good: usize) -> String {
+    format!(
+        "the gates passed on the merged result with the {good} merge(s) before it and failed once it was merged"
+    )
+}
+
+fn report_land(progress: &dyn Progress, batch: usize, sha: ObjectId, ids: &[&str]) {
+    progress.event(
+        "land",
+        &[
+            ("batch", batch.to_string()),
+            ("sha", sha.to_hex_with_len(12).to_string()),
+            ("orders", ids.join(",")),
+        ],
+    );
+}
+
+/// Remove the verification worktrees of conductors that are gone (killed
+/// while verifying). Returns one report line each.
+pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
+    let mut report = Vec::new();
+    for info in worktree::list(ctx)? {
+        let Some(name) = info.name.strip_prefix(VERIFY_PREFIX) else {
+            continue;
+        };
+        if conductor::is_live(ctx, name) {
+            continue;
+        }
+        worktree::remove(ctx, &info.name, &format!("arbiter-verify/{name}"))?;
+        report.push(format!(
+            "removed the verification worktree {} of conductor {name}, which is gone",
+            info.path.display()
+        ));
+    }
+    Ok(report)
+}
+
+/// An `InputError` for a bad `--verify` / `arbiter.verify`.
+pub fn bad_verify(what: &str, why: String) -> Error {
+    InputError::new(format!("{what}: {why}"))
+        .hint("use 'merged' (gates run on the merged result before it lands) or 'none'")
+        .into()
+}

@@ -1,0 +1,457 @@
+//! Continuous dispatch, claims across conductors, and the verified merge
+//! queue (issue 11): real processes on real repositories.
+
+use crate::common::TestEnv;
+
+/// The first-parent commits of `main` from the newest, as shas.
+fn first_parents(env: &TestEnv) -> Vec<String> {
+    env.git(&["rev-list", "--first-parent", "main"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// How many merges of `id` the first-parent chain of `main` holds.
+fn landed(env: &TestEnv, id: &str) -> usize {
+    env.git(&[
+        "log",
+        "--first-parent",
+        "--format=%(trailers:key=Arbiter-WO,valueonly)",
+        "main",
+    ])
+    .lines()
+    .filter(|l| l.trim() == id)
+    .count()
+}
+
+/// Does the gate `script` (run by `sh` in a checkout of `sha`) pass?
+fn gate_passes_at(env: &TestEnv, sha: &str, script: &str) -> bool {
+    let dir = env.root.join(format!("check-{sha}"));
+    env.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        dir.to_str().unwrap(),
+        sha,
+    ]);
+    let ok = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(&dir)
+        .status()
+        .expect("sh")
+        .success();
+    env.git(&["worktree", "remove", "--force", dir.to_str().unwrap()]);
+    ok
+}
+
+fn history_events(env: &TestEnv, id: &str) -> Vec<String> {
+    let log = env.run(&["log", "--json", id]).success().json();
+    log["events"]
+        .as_array()
+        .map(|h| {
+            h.iter()
+                .filter_map(|e| e["event"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn two_conductors_never_build_overlapping_orders_at_once() {
+    let env = TestEnv::new();
+    env.write("FAQ.md", "# FAQ\n");
+    env.work_order("faq-1", "First answer", &[], &["FAQ.md"]);
+    env.work_order("faq-2", "Second answer", &[], &["FAQ.md"]);
+    env.commit_all("init");
+    let times = env.root.join("times.log");
+    // Each builder records when it starts and ends, and edits the shared file.
+    let build = format!(
+        "echo \"$ARBITER_WO start $(date +%s%N)\" >> '{t}'; sleep 1; echo \"$ARBITER_WO\" >> FAQ.md; echo \"$ARBITER_WO end $(date +%s%N)\" >> '{t}'",
+        t = times.display()
+    );
+    let go = env.root.join("go");
+    let args = ["round", "--max-total", "4", "--build", build.as_str()];
+    let children = vec![
+        env.spawn_at_start_line(&env.repo, &args, &go),
+        env.spawn_at_start_line(&env.repo, &args, &go),
+    ];
+    env.release_all(&go, children);
+    // Both conductors may have finished with the other's order pending;
+    // a last run picks up whatever is left.
+    env.run(&["round", "--max-total", "4", "--build", build.as_str()])
+        .success();
+    let log = std::fs::read_to_string(&times).expect("times");
+    let mut spans: Vec<(u128, u128)> = Vec::new();
+    for id in ["faq-1", "faq-2"] {
+        let at = |what: &str| -> Vec<u128> {
+            log.lines()
+                .filter(|l| l.starts_with(&format!("{id} {what} ")))
+                .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+                .collect()
+        };
+        let (starts, ends) = (at("start"), at("end"));
+        assert_eq!(starts.len(), 1, "{id} built once:\n{log}");
+        assert_eq!(ends.len(), 1, "{id} built once:\n{log}");
+        spans.push((starts[0], ends[0]));
+    }
+    let (a, b) = (spans[0], spans[1]);
+    assert!(
+        a.1 <= b.0 || b.1 <= a.0,
+        "overlapping orders were built at the same time:\n{log}"
+    );
+    for id in ["faq-1", "faq-2"] {
+        assert_eq!(landed(&env, id), 1, "{id} lands exactly once");
+    }
+    let status = env.run(&["status", "--json"]).success().stdout;
+    assert!(!status.contains("merge_conflict"), "{status}");
+    env.fsck();
+}
+
+#[test]
+fn quick_orders_land_while_a_slow_build_runs() {
+    let env = TestEnv::new();
+    env.write("README", "x\n");
+    env.work_order("slow", "Slow", &[], &["slow.txt"]);
+    for i in 1..=5 {
+        env.work_order(&format!("q{i}"), "Quick", &[], &[&format!("q{i}.txt")]);
+    }
+    env.commit_all("init");
+    let build = "if [ \"$ARBITER_WO\" = slow ]; then sleep 4; else sleep 0.1; fi; echo done > \"$ARBITER_WO.txt\"";
+    let run = env
+        .run(&["round", "--json", "--max-total", "6", "--build", build])
+        .success();
+    let summary = run.json();
+    assert_eq!(summary["schedule"], "continuous");
+    assert_eq!(summary["done"].as_array().map(Vec::len), Some(6));
+    let slow_ended = run
+        .stderr
+        .find("arbiter build wo=slow result=")
+        .expect("the slow build's end is reported");
+    for i in 1..=5 {
+        let merged = run
+            .stderr
+            .find(&format!("arbiter merge wo=q{i} "))
+            .unwrap_or_else(|| panic!("q{i} merged:\n{}", run.stderr));
+        assert!(
+            merged < slow_ended,
+            "q{i} landed only after the slow build ended:\n{}",
+            run.stderr
+        );
+    }
+    env.fsck();
+}
+
+/// A library file whose one function the app's file must name: each
+/// order alone passes the gate, merged they do not.
+const GATE: &str = "! [ -f app.txt ] || grep -qx \"$(cat app.txt)\" lib.txt";
+
+fn breaking_pair() -> TestEnv {
+    let env = TestEnv::new();
+    env.write("lib.txt", "greet\n");
+    env.work_order("wo-a", "Rename greet to hello", &[], &["lib.txt"]);
+    env.work_order("wo-b", "Call greet", &[], &["app.txt"]);
+    env.commit_all("init");
+    env
+}
+
+const BREAKING_BUILD: &str =
+    "if [ \"$ARBITER_WO\" = wo-a ]; then echo hello > lib.txt; else echo greet > app.txt; fi";
+
+#[test]
+fn verified_merges_never_put_a_failing_merge_on_main() {
+    let env = breaking_pair();
+    let run = env
+        .run(&[
+            "round",
+            "--json",
+            "--schedule",
+            "rounds",
+            "--once",
+            "--verify",
+            "merged",
+            "--gate",
+            GATE,
+            "--build",
+            BREAKING_BUILD,
+        ])
+        .success();
+    let summary = run.json();
+    assert_eq!(
+        summary["done"],
+        serde_json::json!(["wo-a"]),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(summary["pending"], serde_json::json!(["wo-b"]));
+    assert!(
+        run.stderr
+            .contains("arbiter rework wo=wo-b reason=merged_gate_failed"),
+        "{}",
+        run.stderr
+    );
+    assert!(history_events(&env, "wo-b").contains(&"merged_gate_failed".to_owned()));
+    for sha in first_parents(&env) {
+        assert!(gate_passes_at(&env, &sha, GATE), "{sha} fails the gate");
+    }
+    assert_eq!(landed(&env, "wo-b"), 0);
+    env.fsck();
+}
+
+#[test]
+fn without_verification_both_land_and_main_breaks() {
+    let env = breaking_pair();
+    let run = env
+        .run(&[
+            "round",
+            "--json",
+            "--schedule",
+            "rounds",
+            "--once",
+            "--verify",
+            "none",
+            "--gate",
+            GATE,
+            "--build",
+            BREAKING_BUILD,
+        ])
+        .success();
+    assert_eq!(
+        run.json()["done"],
+        serde_json::json!(["wo-a", "wo-b"]),
+        "{}",
+        run.stderr
+    );
+    // What `--verify none` gives up: main's tip fails the gate every order passed.
+    let tip = env.rev("main");
+    assert!(!gate_passes_at(&env, &tip, GATE));
+}
+
+/// Eight orders: each adds `use-<n>.txt`, except the culprits, which change
+/// an API file the gate requires unchanged once anything uses it.
+fn eight_orders(culprits: &[usize]) -> TestEnv {
+    let env = TestEnv::new();
+    env.write("api1.txt", "ok\n");
+    env.write("api2.txt", "ok\n");
+    for n in 1..=8 {
+        let id = format!("wo-0{n}");
+        match culprits.iter().position(|&c| c == n) {
+            Some(k) => env.work_order(&id, "Change the API", &[], &[&format!("api{}.txt", k + 1)]),
+            None => env.work_order(&id, "Use the API", &[], &[&format!("use-{n}.txt")]),
+        }
+    }
+    env.commit_all("init");
+    env
+}
+
+const API_GATE: &str =
+    "! ls use-*.txt >/dev/null 2>&1 || { grep -qx ok api1.txt && grep -qx ok api2.txt; }";
+
+fn api_build(culprits: &[usize]) -> String {
+    let mut script = String::from("n=${ARBITER_WO#wo-0}; case $n in ");
+    for (k, c) in culprits.iter().enumerate() {
+        script.push_str(&format!("{c}) echo v2 > api{}.txt ;; ", k + 1));
+    }
+    script.push_str("*) echo uses > use-$n.txt ;; esac");
+    script
+}
+
+fn verify_runs(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("arbiter verify "))
+        .collect()
+}
+
+#[test]
+fn bisection_finds_one_culprit_among_eight() {
+    let env = eight_orders(&[5]);
+    let run = env
+        .run(&[
+            "round",
+            "--json",
+            "--schedule",
+            "rounds",
+            "--once",
+            "--max",
+            "8",
+            "--max-total",
+            "8",
+            "--gate",
+            API_GATE,
+            "--build",
+            &api_build(&[5]),
+        ])
+        .success();
+    let summary = run.json();
+    assert_eq!(
+        summary["verify"], "merged",
+        "a gate makes verification the default"
+    );
+    let done: Vec<&str> = summary["done"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(
+        done,
+        ["wo-01", "wo-02", "wo-03", "wo-04", "wo-06", "wo-07", "wo-08"],
+        "{}",
+        run.stderr
+    );
+    // The culprit is named after the full chain and ⌈log2 8⌉ prefixes…
+    let named = run
+        .stderr
+        .find("arbiter rework wo=wo-05 reason=merged_gate_failed")
+        .expect("the culprit is named");
+    assert!(
+        verify_runs(&run.stderr[..named]).len() <= 1 + 3,
+        "{}",
+        run.stderr
+    );
+    // …and the three after it are chained again and verified once more.
+    assert_eq!(summary["gate_runs"], 5, "{}", run.stderr);
+    for sha in first_parents(&env) {
+        assert!(gate_passes_at(&env, &sha, API_GATE), "{sha} fails the gate");
+    }
+    env.fsck();
+}
+
+#[test]
+fn bisection_with_two_culprits_lands_all_six_good_orders() {
+    let env = eight_orders(&[3, 6]);
+    let run = env
+        .run(&[
+            "round",
+            "--json",
+            "--schedule",
+            "rounds",
+            "--once",
+            "--max",
+            "8",
+            "--max-total",
+            "8",
+            "--gate",
+            API_GATE,
+            "--build",
+            &api_build(&[3, 6]),
+        ])
+        .success();
+    let summary = run.json();
+    let done: Vec<&str> = summary["done"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(
+        done,
+        ["wo-01", "wo-02", "wo-04", "wo-05", "wo-07", "wo-08"],
+        "{}",
+        run.stderr
+    );
+    for culprit in ["wo-03", "wo-06"] {
+        assert!(
+            run.stderr.contains(&format!(
+                "arbiter rework wo={culprit} reason=merged_gate_failed"
+            )),
+            "{}",
+            run.stderr
+        );
+    }
+    for sha in first_parents(&env) {
+        assert!(gate_passes_at(&env, &sha, API_GATE), "{sha} fails the gate");
+    }
+    env.fsck();
+}
+
+#[test]
+fn one_gate_run_per_landed_batch_when_nothing_fails() {
+    let env = TestEnv::new();
+    env.disjoint_orders(4);
+    let run = env
+        .run(&[
+            "round",
+            "--json",
+            "--schedule",
+            "rounds",
+            "--gate",
+            "true",
+            "--build",
+            "echo x > f${ARBITER_WO#wo-}.txt",
+        ])
+        .success();
+    let summary = run.json();
+    assert_eq!(summary["landed_batches"], 1, "{}", run.stderr);
+    assert_eq!(summary["gate_runs"], 1);
+    assert_eq!(summary["done"].as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn a_conductor_killed_while_verifying_lands_nothing_twice() {
+    for point in [
+        "verify.started",
+        "branch-cas.after",
+        "merge-recorded.before",
+    ] {
+        let mut env = TestEnv::new();
+        env.disjoint_orders(3);
+        let build = "echo x > f${ARBITER_WO#wo-}.txt";
+        env.set_env("ARBITER_CRASH_AT", point);
+        let killed = env.run(&[
+            "round",
+            "--schedule",
+            "rounds",
+            "--gate",
+            "true",
+            "--build",
+            build,
+        ]);
+        assert_ne!(
+            killed.code, 0,
+            "{point}: the run was killed\n{}",
+            killed.stderr
+        );
+        env.set_env("ARBITER_CRASH_AT", "");
+        let run = env
+            .run(&["round", "--json", "--gate", "true", "--build", build])
+            .success();
+        assert_eq!(
+            run.json()["done"].as_array().map(Vec::len),
+            Some(3),
+            "{point}: {}",
+            run.stderr
+        );
+        for i in 0..3 {
+            assert_eq!(
+                landed(&env, &format!("wo-{i}")),
+                1,
+                "{point}: wo-{i} lands once"
+            );
+        }
+        let worktrees = env.git(&["worktree", "list"]);
+        assert_eq!(
+            worktrees.lines().count(),
+            1,
+            "{point}: leftovers:\n{worktrees}"
+        );
+        assert!(!worktrees.contains("verify-"), "{point}");
+        env.fsck();
+    }
+}
+
+#[test]
+fn bad_schedule_and_verify_values_are_input_errors() {
+    let env = TestEnv::new();
+    env.disjoint_orders(1);
+    env.git(&["config", "arbiter.schedule", "sometimes"]);
+    let run = env.run(&["round", "--build", "true"]).code(2);
+    assert!(run.stderr.contains("arbiter.schedule"), "{}", run.stderr);
+    env.git(&["config", "--unset", "arbiter.schedule"]);
+    env.git(&["config", "arbiter.verify", "always"]);
+    let run = env.run(&["round", "--build", "true"]).code(2);
+    assert!(run.stderr.contains("arbiter.verify"), "{}", run.stderr);
+    assert!(first_parents(&env).len() == 1, "nothing changed");
+}
