@@ -374,9 +374,28 @@ pub fn run(
 
 impl<'a> Run<'a> {
     /// Leftovers, crash recovery, the stop request: before each dispatch.
-    /// `None` when the run is to stop.
-    fn prepare(&mut self) -> Result<Option<Vec<reconcile::Row>>> {
+    /// `None` when the run is to stop. Not `full`: only the table, for a
+    /// continuous run's dispatches between its recoveries.
+    fn prepare(&mut self, full: bool) -> Result<Option<Vec<reconcile::Row>>> {
         let (ctx, progress) = (self.ctx, self.progress);
+        if self.me.should_stop() {
+            self.summary.stopped = Some(Stopped::Requested);
+            return Ok(None);
+        }
+        if !full {
+            let tip = ctx.branch_tip(self.branch).ok();
+            let mut snapshot = self.store.snapshot()?;
+            let live = |r: &Record| owned_by_live(ctx, r);
+            let table = reconcile::table(
+                ctx,
+                self.orders,
+                &mut snapshot,
+                tip,
+                self.store.default_cap,
+                &live,
+            )?;
+            return Ok(Some(table.rows));
+        }
         // Leftover worktrees go first: that frees disk space for the state writes.
         for line in worktree::cleanup_stale(
             ctx,
@@ -427,7 +446,7 @@ impl<'a> Run<'a> {
     fn rounds(&mut self, shared: &Shared<'_>) -> Result<()> {
         let (ctx, opts, progress) = (self.ctx, self.opts, self.progress);
         loop {
-            let Some(rows) = self.prepare()? else {
+            let Some(rows) = self.prepare(true)? else {
                 break;
             };
             if self.budget_refused()? {
@@ -463,7 +482,20 @@ impl<'a> Run<'a> {
                 .iter()
                 .filter_map(|p| self.orders.get(&p.wo_id))
                 .collect();
-            let mut jobs = self.start(&picked, base)?;
+            let mut jobs = Vec::new();
+            if let Err(e) = self.start(&picked, base, &mut |job| jobs.push(job)) {
+                // None of them was built: they get their attempts back too.
+                let made: Vec<(&WorkOrder, u32)> = jobs.iter().map(|j| (j.wo, j.attempt)).collect();
+                abandon(
+                    ctx,
+                    self.store,
+                    self.branch,
+                    &made,
+                    &self.me.name,
+                    &e.to_string(),
+                )?;
+                return Err(e);
+            }
             let watch = HaltWatch::default();
             for job in &mut jobs {
                 job.halted = watch.watch(&job.wo.id);
@@ -515,22 +547,43 @@ impl<'a> Run<'a> {
             let mut flow = Flow::default();
             let result = loop {
                 if flow.should_dispatch(self.opts.max) {
-                    match self.dispatch_more(&mut flow, shared) {
-                        Ok(jobs) => {
-                            for mut job in jobs {
-                                job.halted = watch.watch(&job.wo.id);
-                                flow.in_flight += 1;
-                                let tx = tx.clone();
-                                scope.spawn(move || {
-                                    build_one(shared, &mut job);
-                                    let _ = tx.send(job);
-                                });
-                            }
-                        }
-                        Err(e) => flow.fail(e, shared),
+                    let mut launched = 0;
+                    let mut launch = |mut job: Job<'a>| {
+                        job.halted = watch.watch(&job.wo.id);
+                        launched += 1;
+                        let tx = tx.clone();
+                        scope.spawn(move || {
+                            build_one(shared, &mut job);
+                            let _ = tx.send(job);
+                        });
+                    };
+                    let dispatched = self.dispatch_more(&mut flow, shared, &mut launch);
+                    flow.in_flight += launched;
+                    if let Err(e) = dispatched {
+                        flow.fail(e, shared);
                     }
                 }
-                if flow.in_flight == 0 && flow.waiting.is_empty() {
+                // Freed slots were filled first: landing takes a while
+                // when it verifies, and the builders should not wait for it.
+                if flow.failed.is_some() {
+                    // Nothing more lands: what passed is given back with the rest.
+                    let passed = std::mem::take(&mut flow.passed);
+                    flow.unsettled.extend(passed);
+                } else if !flow.passed.is_empty() {
+                    let passed = std::mem::take(&mut flow.passed);
+                    let union: Vec<crate::scope::Entry> = passed
+                        .iter()
+                        .flat_map(|j| j.wo.files.iter().cloned())
+                        .collect();
+                    // What lands may be what other orders wait for. On an
+                    // error the orders were given back already.
+                    match self.settle_all(&passed, &union) {
+                        Ok(()) => flow.changed = true,
+                        Err(e) => flow.fail(e, shared),
+                    }
+                    continue;
+                }
+                if flow.in_flight == 0 && flow.passed.is_empty() {
                     if flow.failed.is_some()
                         || flow.stopping
                         || flow.dispatched_once
@@ -559,19 +612,6 @@ impl<'a> Run<'a> {
                         flow.fail(e, shared);
                     }
                 }
-                if flow.failed.is_some() {
-                    // Nothing more lands: what passed is given back with the rest.
-                    let waiting = std::mem::take(&mut flow.waiting);
-                    flow.unsettled
-                        .extend(waiting.into_iter().map(|(job, _)| job));
-                } else if !flow.waiting.is_empty() {
-                    let waiting = std::mem::take(&mut flow.waiting);
-                    if let Err(e) = self.land(&waiting) {
-                        flow.fail(e, shared);
-                        flow.unsettled
-                            .extend(waiting.into_iter().map(|(job, _)| job));
-                    }
-                }
                 flow.poll(self.me);
             };
             finished.store(true, Ordering::Relaxed);
@@ -598,13 +638,26 @@ impl<'a> Run<'a> {
 
     /// Dispatch what is eligible now, as many as this conductor may still
     /// have in flight (`--max`).
-    fn dispatch_more(&mut self, flow: &mut Flow<'a>, shared: &Shared<'_>) -> Result<Vec<Job<'a>>> {
+    fn dispatch_more(
+        &mut self,
+        flow: &mut Flow<'a>,
+        shared: &Shared<'_>,
+        launch: &mut dyn FnMut(Job<'a>),
+    ) -> Result<()> {
         flow.changed = false;
         flow.last_dispatch = Some(Instant::now());
+        // Recovery (leftovers, dead conductors' claims) now and then; the
+        // dispatches between only read the state.
+        let full = flow
+            .last_recovery
+            .is_none_or(|at| at.elapsed() >= RECOVERY_EVERY);
+        if full {
+            flow.last_recovery = Some(Instant::now());
+        }
         let opts = self.opts;
-        let Some(rows) = self.prepare()? else {
+        let Some(rows) = self.prepare(full)? else {
             flow.stopping = true;
-            return Ok(Vec::new());
+            return Ok(());
         };
         flow.cooling = cooling(self.store, &rows, opts.retry_delay)?;
         let rows: Vec<reconcile::Row> = rows
@@ -614,14 +667,14 @@ impl<'a> Run<'a> {
         let free = opts.max.saturating_sub(flow.in_flight);
         let selected = batch::select(self.orders, &rows, free);
         if selected.batch.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         if shared.misconfigured.load(Ordering::SeqCst) {
-            return Ok(Vec::new());
+            return Ok(());
         }
         if self.budget_refused()? {
             flow.stopping = true;
-            return Ok(Vec::new());
+            return Ok(());
         }
         report_batch(self.progress, &selected, opts.max);
         // `--once`: only what is eligible at the start is dispatched.
@@ -633,11 +686,18 @@ impl<'a> Run<'a> {
             .filter_map(|p| self.orders.get(&p.wo_id))
             .collect();
         self.summary.rounds += 1;
-        self.start(&picked, base)
+        self.start(&picked, base, launch)
     }
 
-    /// Dispatch `picked` off `base` and make their worktrees.
-    fn start(&mut self, picked: &[&'a WorkOrder], base: gix::ObjectId) -> Result<Vec<Job<'a>>> {
+    /// Dispatch `picked` off `base` and make their worktrees, handing each
+    /// job to `launch` as soon as its worktree exists. On an error the
+    /// orders not launched yet get their attempts back.
+    fn start(
+        &mut self,
+        picked: &[&'a WorkOrder],
+        base: gix::ObjectId,
+        launch: &mut dyn FnMut(Job<'a>),
+    ) -> Result<()> {
         let (ctx, progress) = (self.ctx, self.progress);
         let dispatched = dispatch(
             ctx,
@@ -650,8 +710,7 @@ impl<'a> Run<'a> {
         )?;
         self.ran
             .extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
-        let mut jobs = Vec::new();
-        for &(wo, attempt) in &dispatched {
+        for (i, &(wo, attempt)) in dispatched.iter().enumerate() {
             let made = worktree::remove(ctx, &wo.id, &branch_of(&wo.id))
                 .and_then(|()| worktree::add(ctx, &wo.id, &branch_of(&wo.id), base));
             let path = match made {
@@ -665,7 +724,7 @@ impl<'a> Run<'a> {
                         ctx,
                         self.store,
                         self.branch,
-                        &dispatched,
+                        &dispatched[i..],
                         &self.me.name,
                         &e.to_string(),
                     )?;
@@ -681,7 +740,7 @@ impl<'a> Run<'a> {
                     ("files", wo.file_strings().join(",")),
                 ],
             );
-            jobs.push(Job {
+            launch(Job {
                 wo,
                 attempt,
                 base,
@@ -694,29 +753,19 @@ impl<'a> Run<'a> {
                 outcome: JobOutcome::Pending,
             });
         }
-        Ok(jobs)
+        Ok(())
     }
 
-    /// A build of the continuous schedule ended: a passed one waits to land,
-    /// any other settles now.
+    /// A build of the continuous schedule ended: a passed one waits to land
+    /// (after the freed slot is filled), any other settles now.
     fn built(&mut self, job: Job<'a>, flow: &mut Flow<'a>) -> Result<()> {
+        if job.outcome == JobOutcome::Clean {
+            flow.passed.push(job);
+            return Ok(());
+        }
         self.busy += job.busy;
         if matches!(job.outcome, JobOutcome::DiskFull(_)) {
             self.me.release_reserve();
-        }
-        if job.outcome == JobOutcome::Clean {
-            let scope = DriftScope::Own;
-            return match self.enqueue(&job, scope, flow.waiting.len() + 1) {
-                Ok(Some(entry)) => {
-                    flow.waiting.push((job, entry));
-                    Ok(())
-                }
-                Ok(None) => Ok(()),
-                Err(e) => {
-                    flow.unsettled.push(job);
-                    Err(e)
-                }
-            };
         }
         if let Err(e) = self.settle_failed(&job, &job.outcome) {
             flow.unsettled.push(job);
@@ -730,8 +779,8 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Settle a lockstep round's builds: failed ones now, passed ones through
-    /// the merge queue as one batch.
+    /// Settle builds: failed ones now, passed ones through the merge queue
+    /// as one batch (a lockstep round's, or what waits in a continuous run).
     fn settle_all(&mut self, jobs: &[Job<'a>], union: &[crate::scope::Entry]) -> Result<()> {
         self.busy += jobs.iter().map(|j| j.busy).sum::<Duration>();
         if jobs
@@ -775,14 +824,6 @@ impl<'a> Run<'a> {
         }
         let (jobs_waiting, entries): (Vec<&Job>, Vec<Entry>) = waiting.into_iter().unzip();
         let paired: Vec<(&Job, Entry)> = jobs_waiting.iter().copied().zip(entries).collect();
-        self.land_refs(paired)
-    }
-
-    fn land(&mut self, waiting: &[(Job<'a>, Entry<'a>)]) -> Result<()> {
-        let paired: Vec<(&Job, Entry)> = waiting
-            .iter()
-            .map(|(job, entry)| (job, entry.clone()))
-            .collect();
         self.land_refs(paired)
     }
 
@@ -999,10 +1040,11 @@ impl<'a> Run<'a> {
 struct Flow<'a> {
     in_flight: usize,
     /// Passed, waiting to land.
-    waiting: Vec<(Job<'a>, Entry<'a>)>,
+    passed: Vec<Job<'a>>,
     /// Something changed since the last dispatch (a build ended, an order landed).
     changed: bool,
     last_dispatch: Option<Instant>,
+    last_recovery: Option<Instant>,
     /// No more dispatches: stop requested, budget refused.
     stopping: bool,
     /// `--once` and its one dispatch happened: no more.
@@ -1020,6 +1062,8 @@ struct Flow<'a> {
 /// How often the continuous schedule looks for orders other conductors let
 /// go of while it has slots free.
 const RECHECK: Duration = Duration::from_secs(1);
+/// How often the continuous schedule runs crash recovery before a dispatch.
+const RECOVERY_EVERY: Duration = Duration::from_secs(2);
 
 impl Flow<'_> {
     fn should_dispatch(&self, max: usize) -> bool {

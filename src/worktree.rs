@@ -347,21 +347,44 @@ fn ref_locked(what: &str, lock: &Path) -> Error {
         .into()
 }
 
+/// How often a branch deletion that lost to a concurrent ref edit is tried again.
+const DELETE_RETRIES: u32 = 25;
+
 fn delete_branch(repo: &gix::Repository, full: &FullName, expect: Option<ObjectId>) -> Result<()> {
     let expected = match expect {
         Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
         None => PreviousValue::MustExist,
     };
-    let deleted = crate::refguard::guarded(repo, || {
-        repo.edit_reference(RefEdit {
-            change: Change::Delete {
-                expected,
-                log: RefLog::AndReference,
-            },
-            name: full.clone(),
-            deref: false,
+    let delete = || {
+        crate::refguard::guarded(repo, || {
+            repo.edit_reference(RefEdit {
+                change: Change::Delete {
+                    expected: expected.clone(),
+                    log: RefLog::AndReference,
+                },
+                name: full.clone(),
+                deref: false,
+            })
         })
-    });
+    };
+    let mut deleted = delete();
+    // A deletion prepared while another ref edit holds `packed-refs.lock`
+    // (a builder's commit, a merge's compare-and-swap) and no `packed-refs`
+    // exists fails in gix 0.90 once that lock is gone ("Could not commit
+    // packed-ref transaction"): it is only that moment, so try again.
+    for _ in 0..DELETE_RETRIES {
+        if deleted.is_ok()
+            || repo
+                .try_find_reference(full.as_ref())
+                .ok()
+                .flatten()
+                .is_none()
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        deleted = delete();
+    }
     match deleted {
         Ok(_) => Ok(()),
         Err(e) => {

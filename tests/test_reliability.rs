@@ -700,3 +700,30 @@ fn a_full_disk_during_a_race_spends_no_attempt() {
     env.run(&race).success();
     assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
 }
+
+/// A branch deletion prepared while another ref edit held `packed-refs.lock`
+/// in a repository without `packed-refs` failed once that lock was gone
+/// ("Could not commit packed-ref transaction"): a continuous run deletes
+/// branches while builders commit, so it ended the run.
+#[test]
+fn a_branch_deletion_outlasts_a_concurrent_packed_refs_lock() {
+    let env = repo();
+    env.run(&["worktree", "add", "wo-01"]).success();
+    let lock = env.repo.join(".git/packed-refs.lock");
+    std::fs::write(&lock, "").expect("lock");
+    let remover = env
+        .command_in(&env.repo, &["worktree", "remove", "wo-01"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_file(&lock).expect("unlock");
+    let out = remover.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(env.git(&["branch", "--list", "arbiter/*"]), "");
+    env.fsck();
+}
