@@ -1036,8 +1036,7 @@ fn slot_dir(dir: &Path) -> Option<Finding> {
     if !meta.is_dir() {
         return Some(Finding::new(Kind::SlotDir, path, "is not a directory").hint(own));
     }
-    // SAFETY: geteuid(2) cannot fail and has no memory effects.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me {
         return Some(
             Finding::new(

@@ -130,7 +130,7 @@ impl Error {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
         while let Some(e) = source {
             if let Some(io) = e.downcast_ref::<std::io::Error>() {
-                if io.raw_os_error() == Some(libc::ENOSPC) {
+                if io.kind() == std::io::ErrorKind::StorageFull {
                     return true;
                 }
             }

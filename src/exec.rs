@@ -19,6 +19,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use rustix::process::{Pid, Signal};
+
 use crate::state::format_ms;
 
 /// At most this much of one command's output goes to its log: the first and
@@ -196,7 +198,7 @@ fn wait(
     loop {
         if let Some(status) = child.try_wait()? {
             // The shell is gone; end anything it left running in its group.
-            kill_group(child, libc::SIGKILL);
+            kill_group(child, Signal::KILL);
             use std::os::unix::process::ExitStatusExt;
             return Ok(match (status.code(), status.signal()) {
                 (Some(c), _) => Exit::Code(c),
@@ -377,7 +379,7 @@ fn start_time(pid: u32) -> Option<String> {
 
 /// SIGTERM the group, give it two seconds, then SIGKILL it.
 fn terminate(child: &mut Child) -> std::io::Result<()> {
-    kill_group(child, libc::SIGTERM);
+    kill_group(child, Signal::TERM);
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
         if child.try_wait()?.is_some() {
@@ -385,18 +387,15 @@ fn terminate(child: &mut Child) -> std::io::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    kill_group(child, libc::SIGKILL);
+    kill_group(child, Signal::KILL);
     child.wait()?;
     Ok(())
 }
 
-fn kill_group(child: &Child, signal: libc::c_int) {
-    let pgid = child.id() as libc::pid_t;
-    // SAFETY: kill(2) with a negative pid signals the process group we created
-    // with process_group(0); a vanished group yields ESRCH, which is fine.
-    unsafe {
-        libc::kill(-pgid, signal);
-    }
+/// Signal the process group we created with `process_group(0)`, whose id is
+/// the child's pid. A vanished group yields ESRCH, which is fine.
+fn kill_group(child: &Child, signal: Signal) {
+    let _ = rustix::process::kill_process_group(Pid::from_child(child), signal);
 }
 
 #[cfg(test)]
@@ -534,10 +533,8 @@ mod tests {
             .trim()
             .parse()
             .expect("pid number");
-        // SAFETY: kill(2) on the sleeper this test started.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-        }
+        // The sleeper this test started.
+        let _ = rustix::process::kill_process(Pid::from_raw(pid).expect("pid"), Signal::KILL);
         assert_eq!(exit, Exit::Code(0));
         assert!(elapsed < Duration::from_secs(20), "run waited {elapsed:?}");
         assert_eq!(std::fs::read_to_string(&log).expect("log"), "started\n");

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::context::{defaults, Context};
@@ -310,8 +311,7 @@ fn not_a_directory(dir: &Path) -> Error {
 }
 
 fn euid() -> u32 {
-    // SAFETY: geteuid(2) cannot fail and has no memory effects.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// `top`: the slot directory itself, which the user may reach through a
@@ -417,7 +417,7 @@ fn open_entry(path: &Path, create: Create) -> Result<File> {
         .read(true)
         .write(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW);
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
     match create {
         Create::No => {}
         Create::IfMissing => {
@@ -429,10 +429,10 @@ fn open_entry(path: &Path, create: Create) -> Result<File> {
     }
     let file = match options.open(path) {
         Ok(file) => file,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+        Err(e) if Errno::from_io_error(&e) == Some(Errno::LOOP) => {
             return Err(foreign_entry(path, "is a symbolic link"))
         }
-        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
+        Err(e) if Errno::from_io_error(&e) == Some(Errno::ISDIR) => {
             return Err(foreign_entry(path, "is not a regular file"))
         }
         Err(e) => return Err(Error::io(format!("opening {}", path.display()))(e)),
@@ -1016,9 +1016,12 @@ mod tests {
         let (_t, dir) = temp();
         prepare_dir(&dir).expect("prepare");
         let fifo = dir.join("slot-0");
-        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
-        // SAFETY: mkfifo(3) with a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .expect("mkfifo");
         let err = acquire(
             &dir,
             2,

@@ -340,8 +340,11 @@ fn merge_back_refuses_a_work_order_a_live_round_owns() {
 fn sigint_stops_like_stop() {
     let env = repo();
     let child = spawn_busy_round(&env);
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .expect("SIGINT to our own child");
     assert_interrupted(child);
     assert_eq!(status_of(&env, "wo-02")["status"], "needs_rework");
     round(&env, &["--build", WRITE_OWN]).success();
