@@ -321,8 +321,6 @@ pub fn current(ctx: &Context, orders: &Orders, into: Option<&str>) -> crate::Res
         store.default_cap,
         &|record| crate::conductor::owns_live(ctx, record),
     )?;
-    // The process usually ends right after: freeing the notes tree piece by piece would only delay it.
-    std::mem::forget(snapshot);
     Ok(table)
 }
 

@@ -40,8 +40,5 @@ pub fn cmd_batch(env: &Env, args: BatchArgs) -> Result<ExitCode, Error> {
     let _ = args.json;
     out(&json(&selected));
     eprintln!("{}", selected.summary_line());
-    // The process ends right after this: freeing hundreds of thousands of
-    // small allocations one by one would only delay the exit.
-    std::mem::forget((orders, table, selected));
     Ok(ExitCode::Success)
 }
