@@ -12,6 +12,7 @@
 //! [`sync_checked_out`] recognises that state and finishes the update.
 
 use std::collections::BTreeSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -988,19 +989,19 @@ pub fn run_post_merge(dir: &Path) {
         .stdin(std::process::Stdio::null())
         .stdout(std::io::stderr())
         .status();
-    match ran {
-        Ok(status) if !status.success() => {
-            eprintln!(
-                "arbiter hook post-merge dir={} status={status}",
-                dir.display()
-            )
-        }
-        Ok(_) => {}
-        Err(e) => eprintln!(
+    // Written, not eprintln!: a closed stderr must not turn into a panic.
+    let line = match ran {
+        Ok(status) if status.success() => return,
+        Ok(status) => format!(
+            "arbiter hook post-merge dir={} status={status}",
+            dir.display()
+        ),
+        Err(e) => format!(
             "arbiter hook post-merge dir={} error=\"{e}\"",
             dir.display()
         ),
-    }
+    };
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 /// The active sparse-checkout patterns of a worktree.

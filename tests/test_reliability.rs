@@ -3,6 +3,7 @@
 //! commands that showed it.
 
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::common::{wait_for, Run, TestEnv};
@@ -699,4 +700,62 @@ fn a_full_disk_during_a_race_spends_no_attempt() {
     std::fs::remove_file(&filler).expect("free the disk");
     env.run(&race).success();
     assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+}
+
+/// Output that never arrived is not success: `status > /dev/full` used to
+/// exit 0 with nothing written.
+#[test]
+fn stdout_on_a_full_disk_is_an_error() {
+    let env = repo();
+    for args in [&["status"][..], &["batch"], &["--help"]] {
+        let full = std::fs::File::options()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = env
+            .command_in(&env.repo, args)
+            .stdout(full)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(128), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("error: writing to standard output: No space left on device"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// A reader that left (`| head`) is no error: the command ends quietly.
+#[test]
+fn stdout_to_a_closed_pipe_ends_quietly() {
+    let env = repo();
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = env
+        .command_in(&env.repo, &["status"])
+        .stdout(writer)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+/// A closed stderr pipe is no reason to panic (exit 101): `batch` and
+/// `stop` end as they would with someone reading.
+#[test]
+fn stderr_to_a_closed_pipe_never_panics() {
+    let env = repo();
+    for args in [&["batch"][..], &["stop"], &["status", "--bogus"]] {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let status = env
+            .command_in(&env.repo, args)
+            .stdout(Stdio::null())
+            .stderr(writer)
+            .status()
+            .expect("run");
+        let want = if args.contains(&"--bogus") { 2 } else { 0 };
+        assert_eq!(status.code(), Some(want), "{args:?}");
+    }
 }

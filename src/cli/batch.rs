@@ -39,6 +39,6 @@ pub fn cmd_batch(env: &Env, args: BatchArgs) -> Result<ExitCode, Error> {
         .splice(0..0, warnings.iter().map(lint::Finding::located));
     let _ = args.json;
     out(&json(&selected));
-    eprintln!("{}", selected.summary_line());
+    say!("{}", selected.summary_line());
     Ok(ExitCode::Success)
 }

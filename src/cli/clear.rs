@@ -142,13 +142,13 @@ pub(super) fn clear_one(
     })?;
     match kept {
         Some(sha) => {
-            eprintln!("arbiter clear wo={id} dropped={branch}@{sha}");
+            say!("arbiter clear wo={id} dropped={branch}@{sha}");
             out(&format!(
                 "Cleared {id}; its kept branch is dropped, restore it with: git branch {branch} {sha}\n"
             ));
         }
         None => {
-            eprintln!("arbiter clear wo={id}");
+            say!("arbiter clear wo={id}");
             out(&format!("Cleared {id}\n"));
         }
     }

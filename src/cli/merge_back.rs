@@ -100,7 +100,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             pre_merge_head,
             changed,
         } => {
-            eprintln!(
+            say!(
                 "arbiter merge-back wo={id} outcome=merged sha={sha} changed={}",
                 changed.len()
             );
@@ -116,7 +116,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             )
         }
         Outcome::UpToDate { tip } => {
-            eprintln!("arbiter merge-back wo={id} outcome=up_to_date tip={tip}");
+            say!("arbiter merge-back wo={id} outcome=up_to_date tip={tip}");
             (
                 json!({"version": 1, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
                 format!("{id}: {target} already contains arbiter/{id}; nothing to merge\n"),
@@ -124,7 +124,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             )
         }
         Outcome::Conflict { paths } => {
-            eprintln!(
+            say!(
                 "arbiter merge-back wo={id} outcome=conflict paths={}",
                 paths.len()
             );
@@ -156,7 +156,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             )
         }
         Outcome::Drift { paths } => {
-            eprintln!(
+            say!(
                 "arbiter merge-back wo={id} outcome=drift paths={}",
                 paths.len()
             );

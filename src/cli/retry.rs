@@ -102,7 +102,7 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
                 retry: true,
             },
         )?;
-        eprintln!("arbiter retry wo={id} outcome={}", outcome.name());
+        say!("arbiter retry wo={id} outcome={}", outcome.name());
         match &outcome {
             Outcome::Merged { sha, .. } => {
                 // The kept work is in the merge now.

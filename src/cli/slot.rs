@@ -306,7 +306,7 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
         Wait::Block
     };
     let mut on_wait = |s: &WaitState| {
-        eprintln!(
+        say!(
             "arbiter slot waiting wo={} cap={} held={} ahead={}",
             kv(&label),
             s.cap,
