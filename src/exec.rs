@@ -598,24 +598,46 @@ mod tests {
         assert_eq!(identity, format!("{} {me}", boot_id().expect("boot id")));
     }
 
+    /// The `GIT_*` variables of [`GIT_ENV`] (a hook's git sets them) never
+    /// reach the command; the extra environment does. Setting them in this
+    /// process would race the other tests' threads, so the test runs itself
+    /// again in a child process that has them all set.
     #[test]
     fn extra_environment_is_added() {
+        const CHILD: &str = "ARBITER_EXEC_TEST_CHILD";
+        if std::env::var_os(CHILD).is_none() {
+            let mut child = Command::new(std::env::current_exe().expect("test binary"));
+            child
+                .args(["--exact", "exec::tests::extra_environment_is_added"])
+                .env(CHILD, "1");
+            for var in GIT_ENV {
+                child.env(var, "/leaked");
+            }
+            let out = child.output().expect("test binary runs");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{stdout}");
+            assert!(
+                stdout.contains("1 passed"),
+                "the child ran no test: {stdout}"
+            );
+            return;
+        }
+        assert_eq!(std::env::var("GIT_DIR").as_deref(), Ok("/leaked"));
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
         let out = dir.path().join("out");
-        let mut s = spec(
-            "echo \"dir=${GIT_DIR-unset} idx=${GIT_INDEX_FILE-unset} x=$X\"",
-            dir.path(),
-            &log,
-            None,
-        );
+        let mut s = spec("env", dir.path(), &log, None);
         let env = [("X".to_string(), "1".to_string())];
         s.env = &env;
         s.stdout_to = Some(&out);
         run(&s, &|| false).expect("runs");
-        assert_eq!(
-            std::fs::read_to_string(&out).expect("out"),
-            "dir=unset idx=unset x=1\n"
-        );
+        let seen = std::fs::read_to_string(&out).expect("out");
+        for var in GIT_ENV {
+            assert!(
+                !seen.lines().any(|l| l.starts_with(&format!("{var}="))),
+                "{var} reached the command:\n{seen}"
+            );
+        }
+        assert!(seen.lines().any(|l| l == "X=1"), "{seen}");
     }
 }

@@ -837,9 +837,26 @@ mod tests {
 
     #[test]
     fn key_is_the_blob_git_would_write() {
-        // `printf 'git-arbiter work order wo-01\n' | git hash-object --stdin`
-        assert_eq!(key_for("wo-01").to_string().len(), 40);
-        assert_ne!(key_for("wo-01"), key_for("wo-02"));
+        for wo in ["wo-01", "wo-02", "x"] {
+            let mut git = std::process::Command::new("git")
+                .args(["hash-object", "--stdin"])
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/nonexistent/arbiter-test-config")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("git");
+            std::io::Write::write_all(&mut git.stdin.take().expect("stdin"), &key_bytes(wo))
+                .expect("write");
+            let out = git.wait_with_output().expect("git hash-object");
+            assert!(out.status.success());
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).trim(),
+                key_for(wo).to_string(),
+                "{wo}"
+            );
+        }
+        assert_eq!(key_bytes("wo-01"), b"git-arbiter work order wo-01\n");
     }
 
     #[test]

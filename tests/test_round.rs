@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use crate::common::{assert_interrupted, event_names, wait_for, Run, TestEnv};
+use crate::common::{assert_interrupted, event_names, meet_second_start, wait_for, Run, TestEnv};
 
 /// A repo with disjoint work orders and a builder script that writes the
 /// declared file of whichever WO it is building.
@@ -355,8 +355,9 @@ fn two_repos_share_the_machine_wide_cap() {
     let env = TestEnv::new();
     let log = env.root.join("concurrency.log");
     let build = format!(
-        "echo \"start $(date +%s%N)\" >> {log}; sleep 1; echo \"end $(date +%s%N)\" >> {log}; echo x > $ARBITER_WO.txt",
-        log = log.display()
+        "echo \"start $(date +%s%N)\" >> {log}; {meet}; echo \"end $(date +%s%N)\" >> {log}; echo x > $ARBITER_WO.txt",
+        log = log.display(),
+        meet = meet_second_start(&log),
     );
     let second = env.root.join("repo2");
     env.git_in(&env.root, &["init", "-q", "-b", "main", "repo2"]);

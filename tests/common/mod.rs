@@ -98,6 +98,17 @@ pub fn wait_for(path: &Path) {
     panic!("{} never appeared", path.display());
 }
 
+/// A shell snippet for builds that append `start <time>` lines to `trace`:
+/// wait (up to 10 s) until a second build has started. Tests of a slot cap
+/// use it so that builds that may overlap always do, instead of hoping a
+/// sleep is long enough on a loaded machine.
+pub fn meet_second_start(trace: &Path) -> String {
+    format!(
+        "i=0; while [ \"$(grep -c '^start ' {t})\" -lt 2 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
+        t = trace.display()
+    )
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_git-arbiter"))
 }
