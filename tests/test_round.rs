@@ -563,14 +563,18 @@ fn a_merge_whose_record_was_lost_is_recovered_not_redone() {
 fn a_killed_conductor_is_recovered_by_the_next_round() {
     let env = repo();
     let started = env.root.join("started");
+    let killed = env.root.join("killed");
+    // The first attempt runs until the conductor is dead, whatever the load.
     let build = format!(
-        "if [ $ARBITER_ATTEMPT = 1 ]; then touch {}; sleep 1; exit 0; fi; {WRITE_OWN}",
-        started.display()
+        "if [ $ARBITER_ATTEMPT = 1 ]; then touch {}; while [ ! -e {} ]; do sleep 0.05; done; exit 0; fi; {WRITE_OWN}",
+        started.display(),
+        killed.display()
     );
     let mut child = spawn_round(&env, &env.repo, &build);
     wait_for(&started);
     child.kill().expect("SIGKILL the conductor");
     child.wait().expect("reap");
+    std::fs::write(&killed, "").expect("killed");
     assert_eq!(
         status_of(&env, "wo-01")["status"],
         "needs_rework",

@@ -220,8 +220,8 @@ impl TestEnv {
         shell
             .arg("-c")
             .arg(format!(
-                "while [ ! -e '{}' ]; do :; done; exec \"$0\" \"$@\"",
-                go.display()
+                ": > '{go}.ready.'$$; while [ ! -e '{go}' ]; do :; done; exec \"$0\" \"$@\"",
+                go = go.display()
             ))
             .arg(cmd.get_program())
             .args(cmd.get_args())
@@ -236,8 +236,26 @@ impl TestEnv {
     /// Release processes held by `spawn_at_start_line` and require that each succeeds.
     #[track_caller]
     pub fn release_all(&self, go: &Path, children: Vec<std::process::Child>) {
-        // Give every child time to reach the start line before the go.
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Every child at the start line (its ready file written) before the go.
+        let ready = format!("{}.ready.", go.file_name().expect("go").to_string_lossy());
+        let dir = go.parent().expect("go has a directory");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let at_line = std::fs::read_dir(dir)
+                .expect("go directory")
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&ready))
+                .count();
+            if at_line == children.len() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{at_line} of {} ready",
+                children.len()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         std::fs::write(go, "").expect("go");
         for child in children {
             let out = child.wait_with_output().expect("wait");
