@@ -171,6 +171,22 @@ impl Context {
         Self::discover(path)
     }
 
+    /// Open the repository at `path` with nothing from outside it: no `GIT_*`
+    /// variables, no system or global configuration (so no identity but its
+    /// own), and `overrides` (`key=value`, as with `git -c`) on top. For tests
+    /// and embedders that must not see the user's settings.
+    pub fn isolated(path: &Path, overrides: &[&str]) -> Result<Context> {
+        let options = gix::open::Options::isolated().config_overrides(overrides.iter().copied());
+        let mut repo = gix::open_opts(path, options)
+            .git_context(format!("opening the repository at {}", path.display()))?;
+        repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
+        Ok(Context {
+            workdir: repo.workdir().map(Path::to_owned),
+            cwd: path.to_owned(),
+            repo,
+        })
+    }
+
     /// Re-read configuration written by other processes.
     pub fn reload(&mut self) -> Result<()> {
         self.repo.reload().git_context("reloading configuration")?;

@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// The identity every commit of the harness is made with.
+pub const IDENTITY: &[&str] = &["user.name=Arbiter Test", "user.email=test@example.com"];
+
 pub struct TestEnv {
     _root: tempfile::TempDir,
     pub root: PathBuf,
@@ -176,6 +179,13 @@ impl TestEnv {
         };
         env.git_in(&env.root, &["init", "-q", "-b", "main", "repo"]);
         env
+    }
+
+    /// The repository opened in this process as the binary sees it, and
+    /// nothing of the user's: no global or system config, no `GIT_*`
+    /// variables, the harness's identity.
+    pub fn context(&self) -> git_arbiter::context::Context {
+        git_arbiter::context::Context::isolated(&self.repo, IDENTITY).expect("open the repository")
     }
 
     pub fn set_env(&mut self, key: &str, value: &str) {
