@@ -110,16 +110,11 @@ pub struct Slot {
     // Never read: holding the open file *is* holding the slot.
     _file: File,
     index: usize,
-    path: PathBuf,
 }
 
 impl Slot {
     pub fn index(&self) -> usize {
         self.index
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -474,7 +469,8 @@ fn is_gone(e: &Error) -> bool {
 
 /// Try to take the exclusive flock: Ok(true) taken, Ok(false) held elsewhere.
 fn try_lock(file: &File) -> std::io::Result<bool> {
-    // Explicitly fs4's trait: std's inherent `File::try_lock` would win otherwise (GIX-NOTES).
+    // Explicitly fs4's trait: std's inherent `File::try_lock` (Rust 1.89) would
+    // win otherwise, with another error type.
     match fs4::FileExt::try_lock(file) {
         Ok(()) => Ok(true),
         Err(fs4::TryLockError::WouldBlock) => Ok(false),
@@ -634,11 +630,7 @@ fn take_slot(dir: &Path, held: &[Held], cap: u32, info: &HolderInfo) -> Result<S
         file.set_len(0)
             .and_then(|_| file.write_all(text.as_bytes()))
             .map_err(Error::io(format!("writing {}", path.display())))?;
-        return Ok(Slot {
-            _file: file,
-            index,
-            path,
-        });
+        return Ok(Slot { _file: file, index });
     }
     Err(Error::io(format!("taking a slot in {}", dir.display()))(
         std::io::Error::other("every slot file is locked by something outside git-arbiter"),
@@ -833,7 +825,7 @@ mod tests {
         // A retaken slot shows the new holder's info only (the file was truncated).
         let c = take(&dir, 3, "c").expect("c");
         assert_eq!(c.index(), 0);
-        let text = fs::read_to_string(c.path()).expect("slot-0");
+        let text = fs::read_to_string(dir.join("slot-0")).expect("slot-0");
         assert!(!text.contains("wo-a"), "{text}");
     }
 

@@ -27,8 +27,9 @@ pub struct MergeBackArgs {
     /// The integration branch [default: the current branch]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
-    /// Check drift against the order's own declared files, or the union of
-    /// the batch `git arbiter batch` would select now (the reference's looser rule)
+    /// Check drift against the order's own declared files, or, more loosely,
+    /// against the union of the declared files of the batch `git arbiter batch`
+    /// would select now
     #[arg(long, value_enum, default_value_t = ScopeArg::Own, value_name = "SCOPE")]
     drift_scope: ScopeArg,
     /// Print `{"version":1,"merged":…}` on stdout
