@@ -2,6 +2,16 @@
 //!
 //! One module per kernel (DESIGN "The kernels"); the CLI in `src/cli/` is a
 //! thin layer that parses flags, calls these and renders the result.
+//!
+//! The modules form one stack, bottom up; each imports only modules below it
+//! (`tests/test_layers.rs` fails on an import cycle):
+//!
+//! 1. leaves: `scope`, `select`, `sign`, `refguard`, `crash`, `progress`,
+//!    then `odb` and `orders`;
+//! 2. state and plumbing: `state`, `error`, `exec`, `config_env`, `context`;
+//! 3. services on one repository: `conductor`, `slots`, `promisor`,
+//!    `worktree`, `builder`, `reconcile`, `batch`, `drift`, `lint`, `checkout`;
+//! 4. porcelain: `merge`, then `round`, `review`, `doctor` and `race`.
 
 pub mod batch;
 pub mod builder;
