@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 const RESERVE_BYTES: usize = 512 * 1024;
 
 pub fn dir(ctx: &Context) -> PathBuf {
-    ctx.repo.common_dir().join("arbiter").join("conductors")
+    crate::layout::conductors(&ctx.repo)
 }
 
 pub struct Conductor {
@@ -38,11 +38,7 @@ impl Conductor {
     pub fn register(ctx: &Context) -> Result<Conductor> {
         let dir = dir(ctx);
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let name = format!("{}-{nanos}", std::process::id());
+        let name = format!("{}-{}", std::process::id(), crate::state::now_nanos());
         let path = dir.join(format!("{name}.lock"));
         let mut lock = OpenOptions::new()
             .create(true)

@@ -112,9 +112,9 @@ impl Context {
     /// flock on `<git-common-dir>/arbiter/<what>.lock`: a killed holder
     /// releases it at once, so nothing can be wedged by a crash.
     pub fn take_turn(&self, what: &str) -> Result<std::fs::File> {
-        let dir = self.repo.common_dir().join("arbiter");
+        let dir = crate::layout::dir(&self.repo);
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
-        let path = dir.join(format!("{what}.lock"));
+        let path = crate::layout::turn(&self.repo, what);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)

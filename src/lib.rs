@@ -6,7 +6,8 @@
 //! The modules form one stack, bottom up; each imports only modules below it
 //! (`tests/test_layers.rs` fails on an import cycle):
 //!
-//! 1. leaves: `scope`, `select`, `sign`, `refguard`, `crash`, `progress`,
+//! 1. leaves: `scope`, `select`, `sign`, `layout`, `parallel`, `refguard`,
+//!    `crash`, `progress`,
 //!    then `odb` and `orders`;
 //! 2. state and plumbing: `state`, `error`, `exec`, `config_env`, `context`;
 //! 3. services on one repository: `conductor`, `slots`, `promisor`,
@@ -24,10 +25,12 @@ pub mod doctor;
 pub mod drift;
 pub mod error;
 pub mod exec;
+pub mod layout;
 pub mod lint;
 pub mod merge;
 pub mod odb;
 pub mod orders;
+pub mod parallel;
 pub mod progress;
 pub mod promisor;
 pub mod race;

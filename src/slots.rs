@@ -75,15 +75,9 @@ impl HolderInfo {
             pid: std::process::id(),
             repo: repo.into(),
             wo: wo.into(),
-            since: unix_now(),
+            since: crate::state::now(),
         }
     }
-}
-
-pub fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

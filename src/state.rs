@@ -262,16 +262,28 @@ impl Record {
     }
 }
 
+/// Time since the Unix epoch: the one reading of the clock behind every
+/// record, log line and name that carries a time.
+fn since_epoch() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// Seconds since the Unix epoch.
 pub fn now() -> i64 {
-    now_ms().0
+    since_epoch().as_secs() as i64
 }
 
 /// Seconds since the Unix epoch, and milliseconds past them.
 fn now_ms() -> (i64, u32) {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| (d.as_secs() as i64, d.subsec_millis()))
-        .unwrap_or((0, 0))
+    let now = since_epoch();
+    (now.as_secs() as i64, now.subsec_millis())
+}
+
+/// Nanoseconds since the Unix epoch.
+pub fn now_nanos() -> u64 {
+    since_epoch().as_nanos() as u64
 }
 
 /// `YYYY-MM-DD HH:MM:SS` UTC, without pulling in a date crate for one format.
@@ -436,11 +448,6 @@ impl<'repo> Snapshot<'repo> {
                 }
             }
         }
-        let workers = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(MAX_READERS)
-            .min(found.len().div_ceil(MIN_NOTES_PER_READER))
-            .max(1);
         let objects_dir = self.repo.objects.store_ref().path().to_owned();
         let read = |repo: &gix::Repository, chunk: &[(&str, ObjectId, Option<ObjectId>)]| {
             let mut out = Vec::with_capacity(chunk.len());
@@ -464,25 +471,11 @@ impl<'repo> Snapshot<'repo> {
             }
             out
         };
-        let parts: Vec<Vec<Result<Option<Record>, Error>>> = if workers == 1 {
-            vec![read(self.repo, &found)]
-        } else {
-            let chunk = found.len().div_ceil(workers);
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = found
-                    .chunks(chunk)
-                    .map(|part| {
-                        let repo = self.repo.clone();
-                        let read = &read;
-                        scope.spawn(move || read(&repo, part))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                    .collect()
-            })
-        };
+        // A repository handle per thread: one is not shared across threads.
+        let shared = self.repo.clone().into_sync();
+        let parts = crate::parallel::read_in_chunks(&found, MIN_NOTES_PER_READER, |chunk| {
+            read(&shared.to_thread_local(), chunk)
+        });
         let mut records = Vec::with_capacity(wos.len());
         for record in parts.into_iter().flatten() {
             records.push(record?);
@@ -494,8 +487,6 @@ impl<'repo> Snapshot<'repo> {
     }
 }
 
-/// At most this many threads read notes in [`Snapshot::records`].
-const MAX_READERS: usize = 4;
 /// Fewer notes than this per thread are not worth a thread.
 const MIN_NOTES_PER_READER: usize = 256;
 
@@ -823,11 +814,7 @@ pub fn read_note(
 
 fn jitter(base: Duration) -> Duration {
     // Enough randomness to break lock-step retries between processes.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0)
-        ^ std::process::id().wrapping_mul(2_654_435_761);
+    let nanos = since_epoch().subsec_nanos() ^ std::process::id().wrapping_mul(2_654_435_761);
     Duration::from_nanos(u64::from(nanos) % (base.as_nanos() as u64 + 1))
 }
 
