@@ -894,10 +894,7 @@ fn record_landed(
             } else {
                 "no record".into()
             };
-            record.status = Status::Done;
-            record.checkpoint_after = Some(merge.to_string());
-            record.owner = None;
-            record.log("reconstructed_done", Some(merge.to_string()));
+            record.mark_done("reconstructed_done", merge.to_string());
             txn.put(record);
             report.push(format!(
                 "recorded work order {id} as done (was {was}; merged in {merge})"

@@ -244,6 +244,31 @@ impl Record {
         self.log("clear", dropped);
     }
 
+    /// Done, its merge `merge` found on the branch (by recovery, or by
+    /// `doctor` for an order with no record), no conductor holding it; `event`
+    /// says how it was found.
+    pub fn mark_done(&mut self, event: &str, merge: String) {
+        self.status = Status::Done;
+        self.checkpoint_after = Some(merge.clone());
+        self.owner = None;
+        self.log(event, Some(merge));
+    }
+
+    /// Recovery of an attempt whose conductor died before merging it: the
+    /// order is to be built again, held by nobody.
+    pub fn requeue_for_rework(&mut self) {
+        self.status = Status::NeedsRework;
+        self.owner = None;
+        self.log("recovered_needs_rework", None);
+    }
+
+    /// Recovery that could not decide: HALT the order (`message` says why),
+    /// held by nobody, for the user to look at.
+    pub fn halt_unowned(&mut self, reason: &str, message: String) {
+        self.halt(reason, vec![message]);
+        self.owner = None;
+    }
+
     /// Lift the HALT flag (its history stays).
     pub fn lift_halt(&mut self) {
         self.halted = false;
@@ -844,6 +869,33 @@ mod tests {
             );
         }
         assert_eq!(key_bytes("wo-01"), b"git-arbiter work order wo-01\n");
+    }
+
+    #[test]
+    fn recovery_transitions_leave_no_owner() {
+        let taken = || {
+            let mut r = Record::new("wo-01", false, 3);
+            r.status = Status::InProgress;
+            r.owner = Some("c1".into());
+            r
+        };
+        let mut r = taken();
+        r.mark_done("recovered_done", "abc".into());
+        assert_eq!(
+            (r.status, r.owner.as_deref(), r.checkpoint_after.as_deref()),
+            (Status::Done, None, Some("abc"))
+        );
+        assert_eq!(
+            r.history.last().map(|e| e.event.as_str()),
+            Some("recovered_done")
+        );
+        let mut r = taken();
+        r.requeue_for_rework();
+        assert_eq!((r.status, r.owner.as_deref()), (Status::NeedsRework, None));
+        let mut r = taken();
+        r.halt_unowned("recovery_failed", "why".into());
+        assert!(r.halted && r.owner.is_none());
+        assert_eq!(r.halt_paths, ["why"]);
     }
 
     #[test]
