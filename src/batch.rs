@@ -172,9 +172,10 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
         out.ready += 1;
         if let Some(head) = &row.hand_made_branch {
             out.warnings.push(format!(
-                "{id} is not built: branch arbiter/{id} holds work made by hand ({head}); \
+                "{id} is not built: branch {branch} holds work made by hand ({head}); \
                  merge it with 'git arbiter merge-back {id}' or drop it with 'git arbiter worktree remove {id}'",
-                id = row.id
+                id = row.id,
+                branch = crate::worktree::branch_of(&row.id)
             ));
             out.deferred.push(Deferred {
                 wo_id: wo.id.clone(),

@@ -60,9 +60,12 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
         .try_find_reference(branch.as_str())
         .git_context(format!("reading {branch}"))?
         .ok_or_else(|| -> Error {
-            InputError::new(format!("branch 'arbiter/{}' does not exist", args.id))
-                .hint("create it with 'git arbiter worktree add <id>' and commit the work there")
-                .into()
+            InputError::new(format!(
+                "branch '{}' does not exist",
+                git_arbiter::worktree::branch_of(&args.id)
+            ))
+            .hint("create it with 'git arbiter worktree add <id>' and commit the work there")
+            .into()
         })?
         .peel_to_id()
         .git_context(format!("resolving {branch}"))?
@@ -120,7 +123,10 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             say!("arbiter merge-back wo={id} outcome=up_to_date tip={tip}");
             (
                 json!({"version": 1, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
-                format!("{id}: {target} already contains arbiter/{id}; nothing to merge\n"),
+                format!(
+                    "{id}: {target} already contains {}; nothing to merge\n",
+                    git_arbiter::worktree::branch_of(id)
+                ),
                 ExitCode::Success,
             )
         }
@@ -133,7 +139,8 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 json!({"version": 1, "merged": false, "halted": true,
                        "halt_reason": merge::HALT_CONFLICT, "paths": paths}),
                 format!(
-                    "CONFLICT: arbiter/{id} does not merge cleanly into {target}; {id} is halted ({}):\n{}",
+                    "CONFLICT: {} does not merge cleanly into {target}; {id} is halted ({}):\n{}",
+                    git_arbiter::worktree::branch_of(id),
                     merge::HALT_CONFLICT,
                     lines(paths, wo)
                 ),
@@ -165,7 +172,8 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 json!({"version": 1, "merged": false, "halted": true,
                        "halt_reason": merge::HALT_DRIFT, "paths": paths}),
                 format!(
-                    "DRIFT: arbiter/{id} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged:\n{}",
+                    "DRIFT: {} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged:\n{}",
+                    git_arbiter::worktree::branch_of(id),
                     merge::HALT_DRIFT,
                     lines(paths, wo)
                 ),
