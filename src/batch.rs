@@ -1,4 +1,4 @@
-//! Batch selection (DESIGN kernel 2): from the eligible work orders pick a set
+//! Batch selection: from the eligible work orders pick a set
 //! whose declared files are pairwise disjoint, at most `max`, deterministically.
 //!
 //! Order: by id. Eligible: not terminal, and `ready`, `needs_rework`, or

@@ -1,8 +1,8 @@
 //! `git arbiter doctor`: find what crashes and killed processes leave behind
 //! (lock files, worktrees, branches, records the integration branch
 //! contradicts) and what keeps the state from being shared, and repair what
-//! is provably git-arbiter's and held by no live process (DESIGN "Nothing
-//! unmerged is silently lost").
+//! is provably git-arbiter's and held by no live process (nothing unmerged
+//! is silently lost).
 //!
 //! A check never changes anything; [`run`] with `fix` applies the repairs and
 //! then checks again, so a finding counts as fixed only when it is gone.

@@ -1,4 +1,4 @@
-//! The drift check of merge-back (DESIGN kernel 4): every path a merge
+//! The drift check of merge-back: every path a merge
 //! changes on the integration branch must be covered by the work order's
 //! declared set ([`WorkOrder::covers`]: an order without declared files
 //! covers every path, a glob only the files it matches).

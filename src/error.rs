@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-/// Exit codes of the public contract (DESIGN "Exit codes"); in JSON, the number.
+/// Exit codes of the public contract (README "Exit codes"); in JSON, the number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ExitCode {
     #[default]

@@ -1,6 +1,6 @@
 //! git-arbiter: conduct parallel builders on one git repository.
 //!
-//! One module per kernel (DESIGN "The kernels"); the CLI in `src/cli/` is a
+//! One module per kernel; the CLI in `src/cli/` is a
 //! thin layer that parses flags, calls these and renders the result.
 //!
 //! The modules form one stack, bottom up; each imports only modules below it

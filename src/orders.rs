@@ -1,6 +1,6 @@
 //! Work orders: `<orders-dir>/<id>.md` files, parsed and validated as a set.
 //!
-//! Format (DESIGN "Concepts"): the title is the first level-1 heading;
+//! Format (README "Work orders"): the title is the first level-1 heading;
 //! `## Depends on` and `## Files to touch` hold bullet lists; `## Task` is the
 //! free text handed to the builder. Other `##` headings are text (kept in the
 //! task text after `## Task`), unless they look like a misspelt section name

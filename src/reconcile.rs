@@ -1,5 +1,5 @@
 //! Reconcile: one row per work order from the orders on disk and the state in
-//! notes, with the crash-recovery rule applied (DESIGN kernel 1).
+//! notes, with the crash-recovery rule applied.
 //!
 //! Read-only. A round runs the same computation and then writes the recovered
 //! statuses back as one transition.

@@ -1,4 +1,4 @@
-//! Machine-wide build slots (DESIGN kernel 5): a cap on concurrent builds
+//! Machine-wide build slots: a cap on concurrent builds
 //! shared by every git-arbiter process of the user, across repositories.
 //!
 //! Layout of the slot directory (owned by the user, writable by nobody else;
