@@ -100,8 +100,18 @@ fn highest_score_is_merged_with_a_pick_record() {
 #[test]
 fn a_tie_goes_to_the_earliest_finish() {
     let env = repo();
-    let build = format!("{BUILD}; if [ $ARBITER_INSTANCE = 0 ]; then sleep 1.5; fi");
-    let summary = race(&env, &["-n", "2", "--build", &build, "--score", "echo 8"])
+    // Instance 1's score runs after its finish is taken; instance 0's build
+    // ends only once that score has run, so it finishes second whatever the load.
+    let scored = env.root.join("scored-1");
+    let build = format!(
+        "{BUILD}; if [ $ARBITER_INSTANCE = 0 ]; then i=0; while [ ! -e {s} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; fi",
+        s = scored.display()
+    );
+    let score = format!(
+        "touch {}-$ARBITER_INSTANCE; echo 8",
+        env.root.join("scored").display()
+    );
+    let summary = race(&env, &["-n", "2", "--build", &build, "--score", &score])
         .success()
         .json();
     assert_eq!(summary["winner"], 1, "{summary}");
