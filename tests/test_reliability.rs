@@ -720,7 +720,9 @@ fn stdout_on_a_full_disk_is_an_error() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(128), "{args:?}: {stderr}");
         assert!(
-            stderr.contains("error: writing to standard output: No space left on device"),
+            stderr.ends_with(
+                "error: writing to standard output: No space left on device (os error 28)\n"
+            ),
             "{args:?}: {stderr}"
         );
     }

@@ -162,15 +162,15 @@ pub fn out(text: &str) {
     }
 }
 
-/// The exit code after a failed write to stdout, with the error rendered
-/// unless it is a closed pipe.
+/// The exit code after a failed write to stdout, with the error said
+/// unless it is a closed pipe. No hint: what the command did is done (a
+/// round's merges stay merged), only its report is lost.
 fn stdout_failed(e: std::io::Error) -> i32 {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         return ExitCode::Success.code();
     }
-    let e = Error::io("writing to standard output")(e);
-    render_error(&e);
-    e.exit_code().code()
+    say!("error: writing to standard output: {e}");
+    ExitCode::Fatal.code()
 }
 
 /// Columns padded to their widest cell, two spaces apart; the last is not padded.
