@@ -878,14 +878,20 @@ fn the_live_view_says_when_an_order_waits_to_merge() {
     env.work_order("wo-b", "B", &[], &["b.txt"]);
     env.commit_all("init");
     let bin = crate::common::bin();
+    // wo-b is built until the view has shown wo-a waiting (script flushes
+    // what the terminal got to `typescript` as it goes), not for a while.
+    let typescript = env.root.join("typescript");
     let command = format!(
-        "{} round --build 'case $ARBITER_WO in wo-a) echo a > a.txt;; *) sleep 1; echo b > b.txt;; esac'",
-        bin.display()
+        "{} round --build 'case $ARBITER_WO in wo-a) echo a > a.txt;; \
+         *) i=0; while ! grep -q \"wo-a  waiting to merge\" {} && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo b > b.txt;; esac'",
+        bin.display(),
+        typescript.display()
     );
     // The hermetic environment the binary gets in every test.
     let hermetic = env.command_in(&env.repo, &[]);
     let out = std::process::Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
+        .args(["-qfec", &command])
+        .arg(&typescript)
         .current_dir(&env.repo)
         .env_clear()
         .envs(hermetic.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
