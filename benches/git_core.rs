@@ -239,7 +239,7 @@ fn main() {
     );
 
     // The in-process side: the repository opened once, as the round does.
-    let ctx = git_arbiter::context::Context::open(&repo).expect("open repo");
+    let ctx = git_arbiter::context::Context::discover(&repo).expect("open repo");
     let orders = ctx.load_orders(None).expect("orders");
     let store = git_arbiter::state::Store::new(&ctx.repo, 3);
     // As in a round, each work order's dispatch (in progress, with the base it

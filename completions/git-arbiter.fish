@@ -103,7 +103,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from help" -f -a "list" -d 'List git-arbiter\'s worktrees: name, branch, commit and path'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l into -d 'The integration branch [default: the current branch]' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l drift-scope -d 'Check drift against the order\'s own declared files, or the union of the batch `git arbiter batch` would select now (the reference\'s looser rule)' -r -f -a "own\t''
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l drift-scope -d 'Check drift against the order\'s own declared files, or, more loosely, against the union of the declared files of the batch `git arbiter batch` would select now' -r -f -a "own\t''
 batch\t''"
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l json -d 'Print `{"version":1,"merged":…}` on stdout'

@@ -1,4 +1,4 @@
-//! Batch selection (DESIGN kernel 2): from the eligible work orders pick a set
+//! Batch selection: from the eligible work orders pick a set
 //! whose declared files are pairwise disjoint, at most `max`, deterministically.
 //!
 //! Order: by id. Eligible: not terminal, and `ready`, `needs_rework`, or
@@ -172,9 +172,10 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
         out.ready += 1;
         if let Some(head) = &row.hand_made_branch {
             out.warnings.push(format!(
-                "{id} is not built: branch arbiter/{id} holds work made by hand ({head}); \
+                "{id} is not built: branch {branch} holds work made by hand ({head}); \
                  merge it with 'git arbiter merge-back {id}' or drop it with 'git arbiter worktree remove {id}'",
-                id = row.id
+                id = row.id,
+                branch = crate::worktree::branch_of(&row.id)
             ));
             out.deferred.push(Deferred {
                 wo_id: wo.id.clone(),

@@ -12,6 +12,7 @@
 //! [`sync_checked_out`] recognises that state and finishes the update.
 
 use std::collections::BTreeSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -988,19 +989,19 @@ pub fn run_post_merge(dir: &Path) {
         .stdin(std::process::Stdio::null())
         .stdout(std::io::stderr())
         .status();
-    match ran {
-        Ok(status) if !status.success() => {
-            eprintln!(
-                "arbiter hook post-merge dir={} status={status}",
-                dir.display()
-            )
-        }
-        Ok(_) => {}
-        Err(e) => eprintln!(
+    // Written, not eprintln!: a closed stderr must not turn into a panic.
+    let line = match ran {
+        Ok(status) if status.success() => return,
+        Ok(status) => format!(
+            "arbiter hook post-merge dir={} status={status}",
+            dir.display()
+        ),
+        Err(e) => format!(
             "arbiter hook post-merge dir={} error=\"{e}\"",
             dir.display()
         ),
-    }
+    };
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 /// The active sparse-checkout patterns of a worktree.
@@ -1233,6 +1234,237 @@ pub fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Res
 
 #[cfg(test)]
 mod tests {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    use gix::ObjectId;
+
+    /// One entry of a generated tree.
+    #[derive(Clone, Debug)]
+    enum Entry {
+        File { text: String, executable: bool },
+        Link(String),
+    }
+
+    /// A tiny seeded generator (xorshift64*): the same trees on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// A random tree over a three-letter alphabet at most three deep, so that
+    /// two trees often turn a file into a folder and back. No path is both a
+    /// file and a prefix of another.
+    fn random_tree(rng: &mut Rng) -> Vec<(String, Entry)> {
+        let mut tree: Vec<(String, Entry)> = Vec::new();
+        for _ in 0..rng.below(12) + 1 {
+            let depth = rng.below(3) + 1;
+            let path: Vec<&str> = (0..depth)
+                .map(|_| ["a", "b", "c"][rng.below(3) as usize])
+                .collect();
+            let path = path.join("/");
+            let clashes = tree.iter().any(|(p, _)| {
+                *p == path
+                    || p.starts_with(&format!("{path}/"))
+                    || path.starts_with(&format!("{p}/"))
+            });
+            if clashes {
+                continue;
+            }
+            let entry = match rng.below(5) {
+                0 => Entry::Link(["a", "../b", "nowhere"][rng.below(3) as usize].into()),
+                k => Entry::File {
+                    text: format!("{}\n", rng.below(3)),
+                    executable: k == 1,
+                },
+            };
+            tree.push((path, entry));
+        }
+        tree
+    }
+
+    /// Stock git with nothing of the user's, in `dir`; panics on failure.
+    fn git(root: &Path, dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", root)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", root.join("global.gitconfig"))
+            .env("GIT_AUTHOR_NAME", "Arbiter Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Arbiter Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    /// Replace everything but `.git` in `dir` with `tree`; return the commit.
+    fn commit_tree(root: &Path, dir: &Path, tree: &[(String, Entry)], message: &str) -> String {
+        for entry in std::fs::read_dir(dir).expect("dir").flatten() {
+            if entry.file_name() != ".git" {
+                let path = entry.path();
+                if path.is_dir() && !path.is_symlink() {
+                    std::fs::remove_dir_all(&path).expect("rm -r");
+                } else {
+                    std::fs::remove_file(&path).expect("rm");
+                }
+            }
+        }
+        for (path, entry) in tree {
+            let path = dir.join(path);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            match entry {
+                Entry::File { text, executable } => {
+                    std::fs::write(&path, text).expect("write");
+                    let mode = if *executable { 0o755 } else { 0o644 };
+                    std::fs::set_permissions(
+                        &path,
+                        std::os::unix::fs::PermissionsExt::from_mode(mode),
+                    )
+                    .expect("chmod");
+                }
+                Entry::Link(target) => std::os::unix::fs::symlink(target, &path).expect("symlink"),
+            }
+        }
+        git(root, dir, &["add", "-A"]);
+        git(root, dir, &["commit", "-q", "--allow-empty", "-m", message]);
+        git(root, dir, &["rev-parse", "HEAD"]).trim().to_owned()
+    }
+
+    /// What a checkout left: the index (`git ls-files -s`), every file of the
+    /// worktree with its kind, mode and content, and whether git sees any
+    /// difference between index and files without rehashing (stale stat data).
+    fn outcome(root: &Path, dir: &Path) -> (String, Vec<String>, String) {
+        fn walk(top: &Path, dir: &Path, out: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).expect("dir").flatten() {
+                let path = entry.path();
+                let rel = path
+                    .strip_prefix(top)
+                    .expect("inside")
+                    .display()
+                    .to_string();
+                if rel == ".git" {
+                    continue;
+                }
+                let meta = std::fs::symlink_metadata(&path).expect("meta");
+                if meta.is_symlink() {
+                    let target = std::fs::read_link(&path).expect("link");
+                    out.push(format!("{rel} -> {}", target.display()));
+                } else if meta.is_dir() {
+                    out.push(format!("{rel}/"));
+                    walk(top, &path, out);
+                } else {
+                    let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111;
+                    let text = std::fs::read_to_string(&path).expect("read");
+                    out.push(format!("{rel} x={} {text:?}", mode != 0));
+                }
+            }
+        }
+        let mut files = Vec::new();
+        walk(dir, dir, &mut files);
+        files.sort();
+        let index = git(root, dir, &["ls-files", "-s"]);
+        let stale = git(root, dir, &["diff-files", "--name-status"]);
+        (index, files, stale)
+    }
+
+    /// Both ways of [`super::apply`] end where `git read-tree -m -u` does, on
+    /// random pairs of trees: same index, same files (kinds, modes, contents,
+    /// empty folders gone), and an index whose stat data matches the files.
+    #[test]
+    fn both_checkout_paths_match_git_read_tree() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().canonicalize().expect("canonical");
+        std::fs::write(root.join("global.gitconfig"), "").expect("global config");
+        let mut rng = Rng(0x005e_ed0f_a2b1_7e25);
+        let mut in_place = 0;
+        for case in 0..40 {
+            let (old, new) = (random_tree(&mut rng), random_tree(&mut rng));
+            let seed = root.join(format!("seed-{case}"));
+            std::fs::create_dir(&seed).expect("mkdir");
+            git(&root, &seed, &["init", "-q", "-b", "main"]);
+            let old_commit = commit_tree(&root, &seed, &old, "old");
+            let new_commit = commit_tree(&root, &seed, &new, "new");
+            git(&root, &seed, &["checkout", "-q", "-f", &old_commit]);
+            let copies: Vec<PathBuf> = ["git", "in-place", "from-tree"]
+                .iter()
+                .map(|way| {
+                    let copy = root.join(format!("{way}-{case}"));
+                    let status = Command::new("cp")
+                        .args(["-a"])
+                        .arg(&seed)
+                        .arg(&copy)
+                        .status()
+                        .expect("cp");
+                    assert!(status.success());
+                    // A copy has new inodes: let the index take their stat data.
+                    git(&root, &copy, &["update-index", "-q", "--refresh"]);
+                    copy
+                })
+                .collect();
+            git(
+                &root,
+                &copies[0],
+                &["read-tree", "-m", "-u", &old_commit, &new_commit],
+            );
+            let want = outcome(&root, &copies[0]);
+            assert_eq!(want.2, "", "git left stale entries");
+
+            for (k, copy) in copies[1..].iter().enumerate() {
+                let wt = gix::open_opts(copy, gix::open::Options::isolated()).expect("open");
+                let tree_of = |commit: &str| -> ObjectId {
+                    let id = ObjectId::from_hex(commit.as_bytes()).expect("sha");
+                    wt.find_commit(id)
+                        .expect("commit")
+                        .tree_id()
+                        .expect("tree")
+                        .detach()
+                };
+                let (old_tree, new_tree) = (tree_of(&old_commit), tree_of(&new_commit));
+                let changed = crate::drift::changed_paths(&wt, old_tree, new_tree).expect("diff");
+                let prepared = super::preflight(&wt, old_tree, new_tree, &changed)
+                    .expect("preflight")
+                    .unwrap_or_else(|b| panic!("blocked: {:?}", b.paths));
+                let lock = super::IndexLock::take(&wt).expect("lock");
+                if k == 0 {
+                    let index = prepared.index.expect("the index holds the old tree");
+                    match super::apply_in_place(&wt, index, new_tree, &changed).expect("in place") {
+                        super::InPlace::Done(index) => {
+                            in_place += 1;
+                            lock.commit(&index, copy).expect("write index")
+                        }
+                        super::InPlace::NotApplicable => continue,
+                    }
+                } else {
+                    super::apply_from_tree(&wt, old_tree, new_tree, lock).expect("from tree");
+                }
+                let got = outcome(&root, copy);
+                let way = ["in place", "from the tree"][k];
+                assert_eq!(got, want, "case {case}, {way}: {old:?} -> {new:?}");
+            }
+        }
+        // Type changes send some cases to the general path; most stay in place.
+        assert!(in_place >= 20, "only {in_place} of 40 cases went in place");
+    }
+
     #[test]
     fn ident_takes_the_form_git_writes() {
         let sha = "a0749a0c2c0c92aeb7c5f5fa6ace589ef08aceeb";

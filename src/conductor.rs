@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 const RESERVE_BYTES: usize = 512 * 1024;
 
 pub fn dir(ctx: &Context) -> PathBuf {
-    ctx.repo.common_dir().join("arbiter").join("conductors")
+    crate::layout::conductors(&ctx.repo)
 }
 
 pub struct Conductor {
@@ -38,11 +38,7 @@ impl Conductor {
     pub fn register(ctx: &Context) -> Result<Conductor> {
         let dir = dir(ctx);
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let name = format!("{}-{nanos}", std::process::id());
+        let name = format!("{}-{}", std::process::id(), crate::state::now_nanos());
         let path = dir.join(format!("{name}.lock"));
         let mut lock = OpenOptions::new()
             .create(true)
@@ -168,10 +164,12 @@ pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
             let ours = is_our_group(
                 recorded.trim(),
                 this_boot.as_deref(),
-                crate::exec::process_identity(pgid as u32).as_deref(),
+                crate::exec::process_identity(pgid.as_raw_pid() as u32).as_deref(),
             );
-            // SAFETY: kill(2) on a process group id; ESRCH (already gone) is fine.
-            if ours && unsafe { libc::kill(-pgid, libc::SIGKILL) } == 0 {
+            // ESRCH (already gone) is fine: nothing to report.
+            if ours
+                && rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL).is_ok()
+            {
                 report.push(format!(
                     "ended process group {pgid} left running by dead conductor {name}"
                 ));
@@ -189,8 +187,12 @@ pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
 
 /// The process group a record file names. Only ids above 1: `kill(-1)`
 /// would signal every process we may signal, and `kill(-0)` our own group.
-fn group_id(file_name: &str) -> Option<libc::pid_t> {
-    file_name.parse::<libc::pid_t>().ok().filter(|&id| id > 1)
+fn group_id(file_name: &str) -> Option<rustix::process::Pid> {
+    file_name
+        .parse::<i32>()
+        .ok()
+        .filter(|&id| id > 1)
+        .and_then(rustix::process::Pid::from_raw)
 }
 
 /// Is the group whose leader was `recorded` ([`crate::exec::process_identity`])
@@ -248,7 +250,7 @@ mod tests {
 
     #[test]
     fn a_record_names_a_group_only_by_an_id_above_1() {
-        assert_eq!(group_id("4242"), Some(4242));
+        assert_eq!(group_id("4242"), rustix::process::Pid::from_raw(4242));
         for bad in ["1", "0", "-1", "-4242", "", "abc", "42.tmp", " 42"] {
             assert_eq!(group_id(bad), None, "{bad:?}");
         }

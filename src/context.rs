@@ -112,9 +112,9 @@ impl Context {
     /// flock on `<git-common-dir>/arbiter/<what>.lock`: a killed holder
     /// releases it at once, so nothing can be wedged by a crash.
     pub fn take_turn(&self, what: &str) -> Result<std::fs::File> {
-        let dir = self.repo.common_dir().join("arbiter");
+        let dir = crate::layout::dir(&self.repo);
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
-        let path = dir.join(format!("{what}.lock"));
+        let path = crate::layout::turn(&self.repo, what);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -167,8 +167,20 @@ impl Context {
         })
     }
 
-    pub fn open(path: &Path) -> Result<Context> {
-        Self::discover(path)
+    /// Open the repository at `path` with nothing from outside it: no `GIT_*`
+    /// variables, no system or global configuration (so no identity but its
+    /// own), and `overrides` (`key=value`, as with `git -c`) on top. For tests
+    /// and embedders that must not see the user's settings.
+    pub fn isolated(path: &Path, overrides: &[&str]) -> Result<Context> {
+        let options = gix::open::Options::isolated().config_overrides(overrides.iter().copied());
+        let mut repo = gix::open_opts(path, options)
+            .git_context(format!("opening the repository at {}", path.display()))?;
+        repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
+        Ok(Context {
+            workdir: repo.workdir().map(Path::to_owned),
+            cwd: path.to_owned(),
+            repo,
+        })
     }
 
     /// Re-read configuration written by other processes.

@@ -52,6 +52,7 @@ pub fn point(name: &str) {
 
 #[cfg(debug_assertions)]
 mod armed {
+    use std::io::Write;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::OnceLock;
 
@@ -69,7 +70,8 @@ mod armed {
         });
         if let Some((point, nth)) = target {
             if point == name && HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
-                eprintln!("arbiter crash point={name}");
+                // Written, not eprintln!: with stderr closed, still abort here.
+                let _ = writeln!(std::io::stderr(), "arbiter crash point={name}");
                 std::process::abort();
             }
         }

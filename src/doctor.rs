@@ -1,8 +1,8 @@
 //! `git arbiter doctor`: find what crashes and killed processes leave behind
 //! (lock files, worktrees, branches, records the integration branch
 //! contradicts) and what keeps the state from being shared, and repair what
-//! is provably git-arbiter's and held by no live process (DESIGN "Nothing
-//! unmerged is silently lost").
+//! is provably git-arbiter's and held by no live process (nothing unmerged
+//! is silently lost).
 //!
 //! A check never changes anything; [`run`] with `fix` applies the repairs and
 //! then checks again, so a finding counts as fixed only when it is gone.
@@ -894,10 +894,7 @@ fn record_landed(
             } else {
                 "no record".into()
             };
-            record.status = Status::Done;
-            record.checkpoint_after = Some(merge.to_string());
-            record.owner = None;
-            record.log("reconstructed_done", Some(merge.to_string()));
+            record.mark_done("reconstructed_done", merge.to_string());
             txn.put(record);
             report.push(format!(
                 "recorded work order {id} as done (was {was}; merged in {merge})"
@@ -1036,8 +1033,7 @@ fn slot_dir(dir: &Path) -> Option<Finding> {
     if !meta.is_dir() {
         return Some(Finding::new(Kind::SlotDir, path, "is not a directory").hint(own));
     }
-    // SAFETY: geteuid(2) cannot fail and has no memory effects.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me {
         return Some(
             Finding::new(

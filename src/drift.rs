@@ -1,4 +1,4 @@
-//! The drift check of merge-back (DESIGN kernel 4): every path a merge
+//! The drift check of merge-back: every path a merge
 //! changes on the integration branch must be covered by the work order's
 //! declared set ([`WorkOrder::covers`]: an order without declared files
 //! covers every path, a glob only the files it matches).
@@ -25,7 +25,8 @@ use crate::state::{Status, Store};
 /// Which declared set the changed paths are checked against.
 #[derive(Debug, Clone)]
 pub enum DriftScope {
-    /// The work order's own declared set (the default; see reference defect 5).
+    /// The work order's own declared set (the default): a path another order
+    /// of the batch declares is still drift for this one.
     Own,
     /// A union of declared sets, e.g. the whole batch's (`--drift-scope batch`).
     Union(Vec<Entry>),
@@ -179,8 +180,8 @@ pub fn uncovered(wo: &WorkOrder, scope: &DriftScope, changed: &[Changed]) -> Vec
 /// The `batch` drift scope for a merge-back outside a round: the declared
 /// sets of the batch `git arbiter batch` would select right now (with work
 /// orders `in_progress` counted as eligible, since a round's batch is in
-/// progress while it merges), as the reference computes it. The work order's
-/// own set is always part of the union.
+/// progress while it merges). The work order's own set is always part of the
+/// union.
 pub fn batch_union(
     ctx: &Context,
     orders: &Orders,

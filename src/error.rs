@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-/// Exit codes of the public contract (DESIGN "Exit codes"); in JSON, the number.
+/// Exit codes of the public contract (README "Exit codes"); in JSON, the number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ExitCode {
     #[default]
@@ -130,7 +130,7 @@ impl Error {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
         while let Some(e) = source {
             if let Some(io) = e.downcast_ref::<std::io::Error>() {
-                if io.raw_os_error() == Some(libc::ENOSPC) {
+                if io.kind() == std::io::ErrorKind::StorageFull {
                     return true;
                 }
             }

@@ -19,6 +19,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use rustix::process::{Pid, Signal};
+
 use crate::state::format_ms;
 
 /// At most this much of one command's output goes to its log: the first and
@@ -196,7 +198,7 @@ fn wait(
     loop {
         if let Some(status) = child.try_wait()? {
             // The shell is gone; end anything it left running in its group.
-            kill_group(child, libc::SIGKILL);
+            kill_group(child, Signal::KILL);
             use std::os::unix::process::ExitStatusExt;
             return Ok(match (status.code(), status.signal()) {
                 (Some(c), _) => Exit::Code(c),
@@ -377,7 +379,7 @@ fn start_time(pid: u32) -> Option<String> {
 
 /// SIGTERM the group, give it two seconds, then SIGKILL it.
 fn terminate(child: &mut Child) -> std::io::Result<()> {
-    kill_group(child, libc::SIGTERM);
+    kill_group(child, Signal::TERM);
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
         if child.try_wait()?.is_some() {
@@ -385,18 +387,15 @@ fn terminate(child: &mut Child) -> std::io::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    kill_group(child, libc::SIGKILL);
+    kill_group(child, Signal::KILL);
     child.wait()?;
     Ok(())
 }
 
-fn kill_group(child: &Child, signal: libc::c_int) {
-    let pgid = child.id() as libc::pid_t;
-    // SAFETY: kill(2) with a negative pid signals the process group we created
-    // with process_group(0); a vanished group yields ESRCH, which is fine.
-    unsafe {
-        libc::kill(-pgid, signal);
-    }
+/// Signal the process group we created with `process_group(0)`, whose id is
+/// the child's pid. A vanished group yields ESRCH, which is fine.
+fn kill_group(child: &Child, signal: Signal) {
+    let _ = rustix::process::kill_process_group(Pid::from_child(child), signal);
 }
 
 #[cfg(test)]
@@ -534,10 +533,8 @@ mod tests {
             .trim()
             .parse()
             .expect("pid number");
-        // SAFETY: kill(2) on the sleeper this test started.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-        }
+        // The sleeper this test started.
+        let _ = rustix::process::kill_process(Pid::from_raw(pid).expect("pid"), Signal::KILL);
         assert_eq!(exit, Exit::Code(0));
         assert!(elapsed < Duration::from_secs(20), "run waited {elapsed:?}");
         assert_eq!(std::fs::read_to_string(&log).expect("log"), "started\n");
@@ -601,24 +598,46 @@ mod tests {
         assert_eq!(identity, format!("{} {me}", boot_id().expect("boot id")));
     }
 
+    /// The `GIT_*` variables of [`GIT_ENV`] (a hook's git sets them) never
+    /// reach the command; the extra environment does. Setting them in this
+    /// process would race the other tests' threads, so the test runs itself
+    /// again in a child process that has them all set.
     #[test]
     fn extra_environment_is_added() {
+        const CHILD: &str = "ARBITER_EXEC_TEST_CHILD";
+        if std::env::var_os(CHILD).is_none() {
+            let mut child = Command::new(std::env::current_exe().expect("test binary"));
+            child
+                .args(["--exact", "exec::tests::extra_environment_is_added"])
+                .env(CHILD, "1");
+            for var in GIT_ENV {
+                child.env(var, "/leaked");
+            }
+            let out = child.output().expect("test binary runs");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{stdout}");
+            assert!(
+                stdout.contains("1 passed"),
+                "the child ran no test: {stdout}"
+            );
+            return;
+        }
+        assert_eq!(std::env::var("GIT_DIR").as_deref(), Ok("/leaked"));
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
         let out = dir.path().join("out");
-        let mut s = spec(
-            "echo \"dir=${GIT_DIR-unset} idx=${GIT_INDEX_FILE-unset} x=$X\"",
-            dir.path(),
-            &log,
-            None,
-        );
+        let mut s = spec("env", dir.path(), &log, None);
         let env = [("X".to_string(), "1".to_string())];
         s.env = &env;
         s.stdout_to = Some(&out);
         run(&s, &|| false).expect("runs");
-        assert_eq!(
-            std::fs::read_to_string(&out).expect("out"),
-            "dir=unset idx=unset x=1\n"
-        );
+        let seen = std::fs::read_to_string(&out).expect("out");
+        for var in GIT_ENV {
+            assert!(
+                !seen.lines().any(|l| l.starts_with(&format!("{var}="))),
+                "{var} reached the command:\n{seen}"
+            );
+        }
+        assert!(seen.lines().any(|l| l == "X=1"), "{seen}");
     }
 }

@@ -1,7 +1,18 @@
 //! git-arbiter: conduct parallel builders on one git repository.
 //!
-//! One module per kernel (DESIGN "The kernels"); the CLI in `src/cli/` is a
+//! One module per kernel; the CLI in `src/cli/` is a
 //! thin layer that parses flags, calls these and renders the result.
+//!
+//! The modules form one stack, bottom up; each imports only modules below it
+//! (`tests/test_layers.rs` fails on an import cycle):
+//!
+//! 1. leaves: `scope`, `select`, `sign`, `layout`, `parallel`, `refguard`,
+//!    `crash`, `progress`,
+//!    then `odb` and `orders`;
+//! 2. state and plumbing: `state`, `error`, `exec`, `config_env`, `context`;
+//! 3. services on one repository: `conductor`, `slots`, `promisor`,
+//!    `worktree`, `builder`, `reconcile`, `batch`, `drift`, `lint`, `checkout`;
+//! 4. porcelain: `merge`, then `round`, `review`, `doctor` and `race`.
 
 pub mod batch;
 pub mod builder;
@@ -14,10 +25,12 @@ pub mod doctor;
 pub mod drift;
 pub mod error;
 pub mod exec;
+pub mod layout;
 pub mod lint;
 pub mod merge;
 pub mod odb;
 pub mod orders;
+pub mod parallel;
 pub mod progress;
 pub mod promisor;
 pub mod queue;

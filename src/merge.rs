@@ -1,7 +1,6 @@
-//! Merge-back (DESIGN kernel 4): merge `arbiter/<id>` into the integration
-//! branch as a two-parent commit computed in the object database, deciding
-//! conflicts and drift BEFORE the branch moves (reference defect 6 merged
-//! first and rolled back after).
+//! Merge-back: merge `arbiter/<id>` into the integration branch as a
+//! two-parent commit computed in the object database, deciding conflicts and
+//! drift BEFORE the branch moves (never merged first and rolled back after).
 //!
 //! Crash-safety protocol, which recovery (`reconcile`) relies on:
 //! 1. the WO is `in_progress` with a `checkpoint_before` on the branch (a

@@ -1,6 +1,6 @@
 //! Work orders: `<orders-dir>/<id>.md` files, parsed and validated as a set.
 //!
-//! Format (DESIGN "Concepts"): the title is the first level-1 heading;
+//! Format (README "Work orders"): the title is the first level-1 heading;
 //! `## Depends on` and `## Files to touch` hold bullet lists; `## Task` is the
 //! free text handed to the builder. Other `##` headings are text (kept in the
 //! task text after `## Task`), unless they look like a misspelt section name
@@ -566,8 +566,6 @@ fn is_order_file(path: &Path) -> bool {
         && !file_stem(path).eq_ignore_ascii_case("readme")
 }
 
-/// At most this many threads read and parse work orders in [`load`].
-const MAX_READERS: usize = 4;
 /// Fewer files than this per thread are not worth a thread.
 const MIN_FILES_PER_READER: usize = 256;
 
@@ -597,25 +595,7 @@ fn read_and_parse(paths: &[PathBuf], first_only: bool) -> Vec<Result<WorkOrder, 
         }
         out
     };
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(MAX_READERS)
-        .min(paths.len().div_ceil(MIN_FILES_PER_READER))
-        .max(1);
-    if workers == 1 {
-        return read(paths);
-    }
-    let chunk = paths.len().div_ceil(workers);
-    let parts: Vec<Vec<_>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = paths
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || read(part)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
+    let parts = crate::parallel::read_in_chunks(paths, MIN_FILES_PER_READER, read);
     let mut out = Vec::with_capacity(paths.len());
     for part in parts {
         let failed = part.last().is_some_and(Result::is_err);

@@ -403,13 +403,7 @@ impl<'a> Queue<'a> {
         let path = worktree::remove(self.ctx, &name, &branch)
             .and_then(|()| worktree::add(self.ctx, &name, &branch, at))?;
         crate::crash::point("verify.started");
-        let log = self
-            .ctx
-            .repo
-            .common_dir()
-            .join("arbiter")
-            .join("logs")
-            .join(format!("verify-{}.log", self.me.name));
+        let log = crate::layout::run_log(&self.ctx.repo, &format!("verify-{}.log", self.me.name));
         exec::note(
             &log,
             &format!(

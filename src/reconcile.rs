@@ -1,5 +1,5 @@
 //! Reconcile: one row per work order from the orders on disk and the state in
-//! notes, with the crash-recovery rule applied (DESIGN kernel 1).
+//! notes, with the crash-recovery rule applied.
 //!
 //! Read-only. A round runs the same computation and then writes the recovered
 //! statuses back as one transition.
@@ -321,8 +321,6 @@ pub fn current(ctx: &Context, orders: &Orders, into: Option<&str>) -> crate::Res
         store.default_cap,
         &|record| crate::conductor::owns_live(ctx, record),
     )?;
-    // The process usually ends right after: freeing the notes tree piece by piece would only delay it.
-    std::mem::forget(snapshot);
     Ok(table)
 }
 
@@ -370,9 +368,7 @@ pub fn recover_and_record(
                     if txn.stored(id)?.is_none() {
                         let has_deps = orders.get(id).is_some_and(|wo| !wo.deps.is_empty());
                         let mut record = txn.record(id, has_deps)?;
-                        record.status = Status::Done;
-                        record.checkpoint_after = Some(merge.clone());
-                        record.log("reconstructed_done", Some(merge.clone()));
+                        record.mark_done("reconstructed_done", merge.clone());
                         txn.put(record);
                         written.push((id.clone(), "reconstructed_done"));
                     }
@@ -387,24 +383,20 @@ pub fn recover_and_record(
                 }
                 let outcome = match recovery {
                     Recovery::Done { merge } => {
-                        record.status = Status::Done;
-                        record.checkpoint_after = Some(merge.clone());
-                        record.log("recovered_done", Some(merge.clone()));
+                        record.mark_done("recovered_done", merge.clone());
                         "done"
                     }
                     Recovery::NeedsRework => {
-                        record.status = Status::NeedsRework;
-                        record.log("recovered_needs_rework", None);
+                        record.requeue_for_rework();
                         "needs_rework"
                     }
                     Recovery::Error { message } => {
-                        record.halt("recovery_failed", vec![message.clone()]);
+                        record.halt_unowned("recovery_failed", message.clone());
                         "halted"
                     }
                     // Finished by a merge-back of its own (see `round::recover`).
                     Recovery::Reconstructed { .. } | Recovery::MergeBackPending { .. } => continue,
                 };
-                record.owner = None;
                 txn.put(record);
                 written.push((id.clone(), outcome));
             }

@@ -21,7 +21,7 @@ use std::time::Duration;
 const WINDOW: Duration = Duration::from_secs(10);
 
 fn markers_dir(repo: &gix::Repository) -> PathBuf {
-    repo.common_dir().join("arbiter").join("ref-edits")
+    crate::layout::ref_edits(repo)
 }
 
 fn packed_refs_lock(repo: &gix::Repository) -> PathBuf {

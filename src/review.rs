@@ -291,7 +291,7 @@ fn numstat(text: &str) -> BTreeMap<String, (Option<u64>, Option<u64>)> {
 
 /// Every log of `id` (round attempts, race instances), with its last lines.
 fn log_tails(ctx: &Context, id: &str) -> Vec<LogTail> {
-    let dir = ctx.repo.common_dir().join("arbiter").join("logs").join(id);
+    let dir = crate::layout::logs(&ctx.repo, id);
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };

@@ -1,4 +1,4 @@
-//! The conductor's run (DESIGN "Porcelain"), on one of two schedules:
+//! The conductor's run (`git arbiter round`), on one of two schedules:
 //! - continuous (the default): reconcile and recover → kill switch → budget
 //!   → the next eligible orders, as many as slots are free (id order,
 //!   dependencies done, disjoint from every claim) → claim and record the
@@ -229,12 +229,7 @@ const FAILED_EVENT: &str = "needs_rework";
 const NOT_STARTED: &str = "not started: a command of another order could not run";
 
 pub fn log_path(ctx: &Context, id: &str, attempt: u32) -> PathBuf {
-    ctx.repo
-        .common_dir()
-        .join("arbiter")
-        .join("logs")
-        .join(id)
-        .join(format!("attempt-{attempt}.log"))
+    crate::layout::logs(&ctx.repo, id).join(format!("attempt-{attempt}.log"))
 }
 
 /// What every build thread of a run shares.
@@ -1115,7 +1110,7 @@ fn stop_error(jobs: &[Job<'_>], me: &Conductor, host: &Host) -> Result<()> {
         me.release_reserve();
         return Err(Error::Io {
             context: why.clone(),
-            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()),
         });
     }
     let kept: Vec<KeptWork> = jobs.iter().filter_map(kept_work).collect();
@@ -1835,12 +1830,7 @@ fn final_gate(
     let name = format!("final-gate-{}", me.name);
     let wt_branch = format!("arbiter-final/{}", me.name);
     let path = worktree::add(ctx, &name, &wt_branch, tip)?;
-    let log = ctx
-        .repo
-        .common_dir()
-        .join("arbiter")
-        .join("logs")
-        .join(format!("final-gate-{}.log", me.name));
+    let log = crate::layout::run_log(&ctx.repo, &format!("final-gate-{}.log", me.name));
     let env = vec![
         ("ARBITER_ROUND_BASE".to_string(), tip.to_string()),
         ("ARBITER_REPO".to_string(), repo_top.display().to_string()),

@@ -1,4 +1,4 @@
-//! Selection, best-of-N (DESIGN kernel 6): candidates that passed their gates
+//! Selection, best-of-N: candidates that passed their gates
 //! and produced a valid score, highest score first, earliest finish breaking
 //! ties; below the floor (`--min-score`) nothing wins. Pure: no I/O.
 

@@ -244,6 +244,31 @@ impl Record {
         self.log("clear", dropped);
     }
 
+    /// Done, its merge `merge` found on the branch (by recovery, or by
+    /// `doctor` for an order with no record), no conductor holding it; `event`
+    /// says how it was found.
+    pub fn mark_done(&mut self, event: &str, merge: String) {
+        self.status = Status::Done;
+        self.checkpoint_after = Some(merge.clone());
+        self.owner = None;
+        self.log(event, Some(merge));
+    }
+
+    /// Recovery of an attempt whose conductor died before merging it: the
+    /// order is to be built again, held by nobody.
+    pub fn requeue_for_rework(&mut self) {
+        self.status = Status::NeedsRework;
+        self.owner = None;
+        self.log("recovered_needs_rework", None);
+    }
+
+    /// Recovery that could not decide: HALT the order (`message` says why),
+    /// held by nobody, for the user to look at.
+    pub fn halt_unowned(&mut self, reason: &str, message: String) {
+        self.halt(reason, vec![message]);
+        self.owner = None;
+    }
+
     /// Lift the HALT flag (its history stays).
     pub fn lift_halt(&mut self) {
         self.halted = false;
@@ -262,16 +287,28 @@ impl Record {
     }
 }
 
+/// Time since the Unix epoch: the one reading of the clock behind every
+/// record, log line and name that carries a time.
+fn since_epoch() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// Seconds since the Unix epoch.
 pub fn now() -> i64 {
-    now_ms().0
+    since_epoch().as_secs() as i64
 }
 
 /// Seconds since the Unix epoch, and milliseconds past them.
 fn now_ms() -> (i64, u32) {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| (d.as_secs() as i64, d.subsec_millis()))
-        .unwrap_or((0, 0))
+    let now = since_epoch();
+    (now.as_secs() as i64, now.subsec_millis())
+}
+
+/// Nanoseconds since the Unix epoch.
+pub fn now_nanos() -> u64 {
+    since_epoch().as_nanos() as u64
 }
 
 /// `YYYY-MM-DD HH:MM:SS` UTC, without pulling in a date crate for one format.
@@ -436,11 +473,6 @@ impl<'repo> Snapshot<'repo> {
                 }
             }
         }
-        let workers = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(MAX_READERS)
-            .min(found.len().div_ceil(MIN_NOTES_PER_READER))
-            .max(1);
         let objects_dir = self.repo.objects.store_ref().path().to_owned();
         let read = |repo: &gix::Repository, chunk: &[(&str, ObjectId, Option<ObjectId>)]| {
             let mut out = Vec::with_capacity(chunk.len());
@@ -464,25 +496,11 @@ impl<'repo> Snapshot<'repo> {
             }
             out
         };
-        let parts: Vec<Vec<Result<Option<Record>, Error>>> = if workers == 1 {
-            vec![read(self.repo, &found)]
-        } else {
-            let chunk = found.len().div_ceil(workers);
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = found
-                    .chunks(chunk)
-                    .map(|part| {
-                        let repo = self.repo.clone();
-                        let read = &read;
-                        scope.spawn(move || read(&repo, part))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                    .collect()
-            })
-        };
+        // A repository handle per thread: one is not shared across threads.
+        let shared = self.repo.clone().into_sync();
+        let parts = crate::parallel::read_in_chunks(&found, MIN_NOTES_PER_READER, |chunk| {
+            read(&shared.to_thread_local(), chunk)
+        });
         let mut records = Vec::with_capacity(wos.len());
         for record in parts.into_iter().flatten() {
             records.push(record?);
@@ -494,8 +512,6 @@ impl<'repo> Snapshot<'repo> {
     }
 }
 
-/// At most this many threads read notes in [`Snapshot::records`].
-const MAX_READERS: usize = 4;
 /// Fewer notes than this per thread are not worth a thread.
 const MIN_NOTES_PER_READER: usize = 256;
 
@@ -823,11 +839,7 @@ pub fn read_note(
 
 fn jitter(base: Duration) -> Duration {
     // Enough randomness to break lock-step retries between processes.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0)
-        ^ std::process::id().wrapping_mul(2_654_435_761);
+    let nanos = since_epoch().subsec_nanos() ^ std::process::id().wrapping_mul(2_654_435_761);
     Duration::from_nanos(u64::from(nanos) % (base.as_nanos() as u64 + 1))
 }
 
@@ -837,9 +849,53 @@ mod tests {
 
     #[test]
     fn key_is_the_blob_git_would_write() {
-        // `printf 'git-arbiter work order wo-01\n' | git hash-object --stdin`
-        assert_eq!(key_for("wo-01").to_string().len(), 40);
-        assert_ne!(key_for("wo-01"), key_for("wo-02"));
+        for wo in ["wo-01", "wo-02", "x"] {
+            let mut git = std::process::Command::new("git")
+                .args(["hash-object", "--stdin"])
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/nonexistent/arbiter-test-config")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("git");
+            std::io::Write::write_all(&mut git.stdin.take().expect("stdin"), &key_bytes(wo))
+                .expect("write");
+            let out = git.wait_with_output().expect("git hash-object");
+            assert!(out.status.success());
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).trim(),
+                key_for(wo).to_string(),
+                "{wo}"
+            );
+        }
+        assert_eq!(key_bytes("wo-01"), b"git-arbiter work order wo-01\n");
+    }
+
+    #[test]
+    fn recovery_transitions_leave_no_owner() {
+        let taken = || {
+            let mut r = Record::new("wo-01", false, 3);
+            r.status = Status::InProgress;
+            r.owner = Some("c1".into());
+            r
+        };
+        let mut r = taken();
+        r.mark_done("recovered_done", "abc".into());
+        assert_eq!(
+            (r.status, r.owner.as_deref(), r.checkpoint_after.as_deref()),
+            (Status::Done, None, Some("abc"))
+        );
+        assert_eq!(
+            r.history.last().map(|e| e.event.as_str()),
+            Some("recovered_done")
+        );
+        let mut r = taken();
+        r.requeue_for_rework();
+        assert_eq!((r.status, r.owner.as_deref()), (Status::NeedsRework, None));
+        let mut r = taken();
+        r.halt_unowned("recovery_failed", "why".into());
+        assert!(r.halted && r.owner.is_none());
+        assert_eq!(r.halt_paths, ["why"]);
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod test_config_errors;
 mod test_crash;
 mod test_docs;
 mod test_doctor;
+mod test_layers;
 mod test_lint;
 mod test_merge_back;
 mod test_oracle;

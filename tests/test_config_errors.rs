@@ -136,12 +136,16 @@ fn a_relative_gate_script_stops_dispatch_and_arbiter_repo_reaches_it() {
 #[test]
 fn builds_already_running_finish_and_merge() {
     let env = repo();
-    // wo-01 fails only once wo-02 is building.
+    // wo-01 fails only once wo-02 is building, and wo-02 goes on only once
+    // the conductor has seen wo-01 end (its log says so).
     let started = env.root.join("started");
+    let log = env.repo.join(".git/arbiter/logs/wo-01/attempt-1.log");
     let build = format!(
-        "case $ARBITER_WO in wo-01) while [ ! -e {s} ]; do sleep 0.1; done; arbiter-no-such-agent;; *) touch {s}; sleep 1; {};; esac",
+        "case $ARBITER_WO in wo-01) while [ ! -e {s} ]; do sleep 0.1; done; arbiter-no-such-agent;; \
+         *) touch {s}; i=0; while ! grep -q ' ended: ' {l} 2>/dev/null && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; {};; esac",
         counting_build(&env),
-        s = started.display()
+        s = started.display(),
+        l = log.display()
     );
     let run = env.run(&["round", "--build", &build]).code(2);
     names_the_command(&run, &build, "wo-01", "127");

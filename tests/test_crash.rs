@@ -35,7 +35,7 @@ struct Ended {
 
 impl Ended {
     fn crashed_at(&self, point: &str) -> bool {
-        self.signal == Some(libc::SIGABRT)
+        self.signal == Some(rustix::process::Signal::ABORT.as_raw())
             && self
                 .stderr
                 .contains(&format!("arbiter crash point={point}\n"))

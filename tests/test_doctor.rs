@@ -182,17 +182,15 @@ fn a_live_conductor_keeps_the_locks_of_its_work_and_of_the_notes() {
     let conductors = gd.join("arbiter/conductors");
     std::fs::create_dir_all(&conductors).expect("mkdir");
     // The shell becomes `sleep`, which keeps the locked descriptor: killing it frees the lock.
+    let locked = env.root.join("locked");
     let mut holder = std::process::Command::new("sh")
         .arg("-c")
-        .arg("exec 9>\"$0\"; flock 9; exec sleep 60")
+        .arg("exec 9>\"$0\"; flock 9; touch \"$1\"; exec sleep 60")
         .arg(conductors.join("c1.lock"))
+        .arg(&locked)
         .spawn()
         .expect("flock");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !conductors.join("c1.lock").exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    crate::common::wait_for(&locked);
     let run = env.run(&["doctor", "--fix", "--json"]).code(1);
     let json = run.json();
     for kept in [&its, &notes] {

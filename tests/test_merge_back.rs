@@ -458,7 +458,6 @@ fn move_main_under_the_worktree(env: &TestEnv, old: &str) {
 /// the next start finds the index at the old tip and finishes the update.
 #[test]
 fn recovery_syncs_a_worktree_left_behind() {
-    use git_arbiter::context::Context;
     let env = setup(&["src/**"]);
     let old = env.rev("main");
     // Build an arbiter-style merge with plumbing and move main under the worktree's feet.
@@ -468,7 +467,7 @@ fn recovery_syncs_a_worktree_left_behind() {
     move_main_under_the_worktree(&env, &old);
     assert_ne!(env.git(&["status", "--porcelain"]), "");
 
-    let ctx = Context::open(&env.repo).unwrap();
+    let ctx = env.context();
     let branch = ctx.integration_branch(None).unwrap();
     git_arbiter::checkout::sync_checked_out(&ctx, &branch).unwrap();
     assert_eq!(env.git(&["status", "--porcelain"]), "");
@@ -484,7 +483,6 @@ fn recovery_syncs_a_worktree_left_behind() {
 
 #[test]
 fn recovery_never_overwrites_an_edit() {
-    use git_arbiter::context::Context;
     let env = setup(&["src/**"]);
     let old = env.rev("main");
     let w = env.add_worktree("wo-01");
@@ -492,7 +490,7 @@ fn recovery_never_overwrites_an_edit() {
     env.commit_in(&w, "work");
     move_main_under_the_worktree(&env, &old);
     env.write("src/a.rs", "user edit\n");
-    let ctx = Context::open(&env.repo).unwrap();
+    let ctx = env.context();
     let branch = ctx.integration_branch(None).unwrap();
     let err = git_arbiter::checkout::sync_checked_out(&ctx, &branch).unwrap_err();
     assert_eq!(err.exit_code().code(), 2);
@@ -654,7 +652,6 @@ fn concurrent_merge_backs_all_land_in_one_chain() {
 /// as it does for `git merge-tree`.
 #[test]
 fn attributes_committed_between_merge_backs_count() {
-    use git_arbiter::context::Context;
     use git_arbiter::merge::{DriftScope, Outcome, Request};
     let env = TestEnv::new();
     env.write("a.txt", "a\n");
@@ -671,7 +668,7 @@ fn attributes_committed_between_merge_backs_count() {
         env.commit_all(id);
         env.git(&["checkout", "-q", "main"]);
     }
-    let ctx = Context::open(&env.repo).expect("open");
+    let ctx = env.context();
     let orders = ctx.load_orders(None).expect("orders");
     let store = git_arbiter::state::Store::new(&ctx.repo, 3);
     let into = gix::refs::FullName::try_from("refs/heads/main").expect("name");

@@ -184,7 +184,7 @@ fn check(base: Vec<Op>, ours: Vec<Op>, theirs: Vec<Op>, again: Vec<Op>) {
     }
     apply(&env, &env.repo, &ours);
 
-    let ctx = Context::open(&env.repo).unwrap();
+    let ctx = env.context();
     let store = Store::new(&ctx.repo, 3);
     merge_and_compare(&env, &ctx, &store, "wo-01");
     merge_and_compare(&env, &ctx, &store, "wo-02");

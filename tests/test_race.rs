@@ -1,7 +1,7 @@
 use std::io::Write;
 use std::process::Stdio;
 
-use crate::common::{assert_interrupted, Run, TestEnv};
+use crate::common::{assert_interrupted, meet_second_start, Run, TestEnv};
 
 fn repo() -> TestEnv {
     let env = TestEnv::new();
@@ -100,8 +100,18 @@ fn highest_score_is_merged_with_a_pick_record() {
 #[test]
 fn a_tie_goes_to_the_earliest_finish() {
     let env = repo();
-    let build = format!("{BUILD}; if [ $ARBITER_INSTANCE = 0 ]; then sleep 1.5; fi");
-    let summary = race(&env, &["-n", "2", "--build", &build, "--score", "echo 8"])
+    // Instance 1's score runs after its finish is taken; instance 0's build
+    // ends only once that score has run, so it finishes second whatever the load.
+    let scored = env.root.join("scored-1");
+    let build = format!(
+        "{BUILD}; if [ $ARBITER_INSTANCE = 0 ]; then i=0; while [ ! -e {s} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; fi",
+        s = scored.display()
+    );
+    let score = format!(
+        "touch {}-$ARBITER_INSTANCE; echo 8",
+        env.root.join("scored").display()
+    );
+    let summary = race(&env, &["-n", "2", "--build", &build, "--score", &score])
         .success()
         .json();
     assert_eq!(summary["winner"], 1, "{summary}");
@@ -257,9 +267,13 @@ fn drift_in_the_best_falls_back_to_the_next_best() {
 fn the_race_respects_the_slot_cap() {
     let env = repo();
     let trace = env.root.join("trace");
+    // Each build waits (up to 10 s) until a second one has started: with a
+    // cap of 2 the first two always meet, and a cap wrongly held at 1 shows
+    // as a peak of 1 instead of depending on how long a sleep overlaps.
     let build = format!(
-        "echo \"start $(date +%s%N)\" >> {t}; sleep 0.4; {BUILD}; echo \"end $(date +%s%N)\" >> {t}",
-        t = trace.display()
+        "echo \"start $(date +%s%N)\" >> {t}; {meet}; {BUILD}; echo \"end $(date +%s%N)\" >> {t}",
+        t = trace.display(),
+        meet = meet_second_start(&trace),
     );
     env.run(&[
         "race",
@@ -293,10 +307,7 @@ fn the_race_respects_the_slot_cap() {
         now += d;
         peak = peak.max(now);
     }
-    assert!(
-        (1..=2).contains(&peak),
-        "peak concurrency {peak} with cap 2:\n{text}"
-    );
+    assert_eq!(peak, 2, "peak concurrency with cap 2:\n{text}");
 }
 
 fn pick(env: &TestEnv, args: &[&str], stdin: &str) -> Run {

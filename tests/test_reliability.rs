@@ -3,6 +3,7 @@
 //! commands that showed it.
 
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::common::{wait_for, Run, TestEnv};
@@ -726,4 +727,64 @@ fn a_branch_deletion_outlasts_a_concurrent_packed_refs_lock() {
     );
     assert_eq!(env.git(&["branch", "--list", "arbiter/*"]), "");
     env.fsck();
+}
+
+/// Output that never arrived is not success: `status > /dev/full` used to
+/// exit 0 with nothing written.
+#[test]
+fn stdout_on_a_full_disk_is_an_error() {
+    let env = repo();
+    for args in [&["status"][..], &["batch"], &["--help"]] {
+        let full = std::fs::File::options()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = env
+            .command_in(&env.repo, args)
+            .stdout(full)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(128), "{args:?}: {stderr}");
+        assert!(
+            stderr.ends_with(
+                "error: writing to standard output: No space left on device (os error 28)\n"
+            ),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// A reader that left (`| head`) is no error: the command ends quietly.
+#[test]
+fn stdout_to_a_closed_pipe_ends_quietly() {
+    let env = repo();
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = env
+        .command_in(&env.repo, &["status"])
+        .stdout(writer)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+/// A closed stderr pipe is no reason to panic (exit 101): `batch` and
+/// `stop` end as they would with someone reading.
+#[test]
+fn stderr_to_a_closed_pipe_never_panics() {
+    let env = repo();
+    for args in [&["batch"][..], &["stop"], &["status", "--bogus"]] {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let status = env
+            .command_in(&env.repo, args)
+            .stdout(Stdio::null())
+            .stderr(writer)
+            .status()
+            .expect("run");
+        let want = if args.contains(&"--bogus") { 2 } else { 0 };
+        assert_eq!(status.code(), Some(want), "{args:?}");
+    }
 }

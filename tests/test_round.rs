@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use crate::common::{assert_interrupted, event_names, wait_for, Run, TestEnv};
+use crate::common::{assert_interrupted, event_names, meet_second_start, wait_for, Run, TestEnv};
 
 /// A repo with disjoint work orders and a builder script that writes the
 /// declared file of whichever WO it is building.
@@ -343,8 +343,11 @@ fn merge_back_refuses_a_work_order_a_live_round_owns() {
 fn sigint_stops_like_stop() {
     let env = repo();
     let child = spawn_busy_round(&env);
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .expect("SIGINT to our own child");
     assert_interrupted(child);
     assert_eq!(status_of(&env, "wo-02")["status"], "needs_rework");
     round(&env, &["--build", WRITE_OWN]).success();
@@ -355,8 +358,9 @@ fn two_repos_share_the_machine_wide_cap() {
     let env = TestEnv::new();
     let log = env.root.join("concurrency.log");
     let build = format!(
-        "echo \"start $(date +%s%N)\" >> {log}; sleep 1; echo \"end $(date +%s%N)\" >> {log}; echo x > $ARBITER_WO.txt",
-        log = log.display()
+        "echo \"start $(date +%s%N)\" >> {log}; {meet}; echo \"end $(date +%s%N)\" >> {log}; echo x > $ARBITER_WO.txt",
+        log = log.display(),
+        meet = meet_second_start(&log),
     );
     let second = env.root.join("repo2");
     env.git_in(&env.root, &["init", "-q", "-b", "main", "repo2"]);
@@ -562,14 +566,18 @@ fn a_merge_whose_record_was_lost_is_recovered_not_redone() {
 fn a_killed_conductor_is_recovered_by_the_next_round() {
     let env = repo();
     let started = env.root.join("started");
+    let killed = env.root.join("killed");
+    // The first attempt runs until the conductor is dead, whatever the load.
     let build = format!(
-        "if [ $ARBITER_ATTEMPT = 1 ]; then touch {}; sleep 1; exit 0; fi; {WRITE_OWN}",
-        started.display()
+        "if [ $ARBITER_ATTEMPT = 1 ]; then touch {}; while [ ! -e {} ]; do sleep 0.05; done; exit 0; fi; {WRITE_OWN}",
+        started.display(),
+        killed.display()
     );
     let mut child = spawn_round(&env, &env.repo, &build);
     wait_for(&started);
     child.kill().expect("SIGKILL the conductor");
     child.wait().expect("reap");
+    std::fs::write(&killed, "").expect("killed");
     assert_eq!(
         status_of(&env, "wo-01")["status"],
         "needs_rework",
@@ -873,14 +881,20 @@ fn the_live_view_says_when_an_order_waits_to_merge() {
     env.work_order("wo-b", "B", &[], &["b.txt"]);
     env.commit_all("init");
     let bin = crate::common::bin();
+    // wo-b is built until the view has shown wo-a waiting (script flushes
+    // what the terminal got to `typescript` as it goes), not for a while.
+    let typescript = env.root.join("typescript");
     let command = format!(
-        "{} round --build 'case $ARBITER_WO in wo-a) echo a > a.txt;; *) sleep 1; echo b > b.txt;; esac'",
-        bin.display()
+        "{} round --build 'case $ARBITER_WO in wo-a) echo a > a.txt;; \
+         *) i=0; while ! grep -q \"wo-a  waiting to merge\" {} && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo b > b.txt;; esac'",
+        bin.display(),
+        typescript.display()
     );
     // The hermetic environment the binary gets in every test.
     let hermetic = env.command_in(&env.repo, &[]);
     let out = std::process::Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
+        .args(["-qfec", &command])
+        .arg(&typescript)
         .current_dir(&env.repo)
         .env_clear()
         .envs(hermetic.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))

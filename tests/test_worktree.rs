@@ -220,7 +220,6 @@ fn remove_refuses_a_branch_checked_out_elsewhere() {
 
 #[test]
 fn cleanup_stale_removes_leftovers_and_keeps_halted_work() {
-    use git_arbiter::context::Context;
     use git_arbiter::state::{Status, Store};
     let env = setup();
     env.work_order("wo-02", "Halted", &[], &["b.txt"]);
@@ -233,7 +232,7 @@ fn cleanup_stale_removes_leftovers_and_keeps_halted_work() {
     env.run(&["halt", "wo-02", "--reason", "blocking_critique"])
         .success();
 
-    let ctx = Context::open(&env.repo).unwrap();
+    let ctx = env.context();
     let store = Store::new(&ctx.repo, 3);
     store
         .transact(

@@ -107,7 +107,7 @@ pub(super) fn clear_one(
     let branch = git_arbiter::worktree::branch_of(id);
     let kept = ctx
         .repo
-        .try_find_reference(format!("refs/heads/{branch}").as_str())
+        .try_find_reference(git_arbiter::worktree::branch_ref(id).as_str())
         .ok()
         .flatten()
         .and_then(|mut r| r.peel_to_id().ok().map(|id| id.detach()));
@@ -142,13 +142,13 @@ pub(super) fn clear_one(
     })?;
     match kept {
         Some(sha) => {
-            eprintln!("arbiter clear wo={id} dropped={branch}@{sha}");
+            say!("arbiter clear wo={id} dropped={branch}@{sha}");
             out(&format!(
                 "Cleared {id}; its kept branch is dropped, restore it with: git branch {branch} {sha}\n"
             ));
         }
         None => {
-            eprintln!("arbiter clear wo={id}");
+            say!("arbiter clear wo={id}");
             out(&format!("Cleared {id}\n"));
         }
     }

@@ -75,7 +75,7 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
     let opts = Options {
         build: format!("sh {}", root.join("builder.sh").display()),
         gates: vec![GATE.to_owned()],
-        max: 8,
+        max: ctx.max_batch(None)?,
         max_total: git_arbiter::slots::cap(Some(&ctx), None)?,
         verify: git_arbiter::queue::Verify::Merged,
         ..Options::default()

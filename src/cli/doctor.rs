@@ -74,7 +74,7 @@ pub fn cmd_doctor(env: &Env, args: DoctorArgs) -> Result<ExitCode, Error> {
         }));
     } else {
         for action in &report.actions {
-            eprintln!("arbiter doctor: {action}");
+            say!("arbiter doctor: {action}");
         }
         out(&render(&report, args.fix));
     }

@@ -57,11 +57,11 @@ pub fn cmd_halt(env: &Env, args: HaltArgs) -> Result<ExitCode, Error> {
     )?;
     match owner {
         // The conductor sees the halt, ends that build only, and keeps its worktree and branch.
-        Some(owner) => eprintln!(
+        Some(owner) => say!(
             "arbiter halt wo={} reason={reason} building_in={owner}",
             args.id
         ),
-        None => eprintln!("arbiter halt wo={} reason={reason}", args.id),
+        None => say!("arbiter halt wo={} reason={reason}", args.id),
     }
     Ok(ExitCode::Success)
 }

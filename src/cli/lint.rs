@@ -42,9 +42,10 @@ pub fn cmd_lint(env: &Env, args: LintArgs) -> Result<ExitCode, Error> {
             .collect();
         out(&text);
     }
-    eprintln!(
+    say!(
         "arbiter lint errors={} warnings={}",
-        report.errors, report.warnings
+        report.errors,
+        report.warnings
     );
     Ok(if report.errors > 0 {
         ExitCode::Usage

@@ -27,8 +27,9 @@ pub struct MergeBackArgs {
     /// The integration branch [default: the current branch]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
-    /// Check drift against the order's own declared files, or the union of
-    /// the batch `git arbiter batch` would select now (the reference's looser rule)
+    /// Check drift against the order's own declared files, or, more loosely,
+    /// against the union of the declared files of the batch `git arbiter batch`
+    /// would select now
     #[arg(long, value_enum, default_value_t = ScopeArg::Own, value_name = "SCOPE")]
     drift_scope: ScopeArg,
     /// Print `{"version":1,"merged":…}` on stdout
@@ -59,9 +60,12 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
         .try_find_reference(branch.as_str())
         .git_context(format!("reading {branch}"))?
         .ok_or_else(|| -> Error {
-            InputError::new(format!("branch 'arbiter/{}' does not exist", args.id))
-                .hint("create it with 'git arbiter worktree add <id>' and commit the work there")
-                .into()
+            InputError::new(format!(
+                "branch '{}' does not exist",
+                git_arbiter::worktree::branch_of(&args.id)
+            ))
+            .hint("create it with 'git arbiter worktree add <id>' and commit the work there")
+            .into()
         })?
         .peel_to_id()
         .git_context(format!("resolving {branch}"))?
@@ -100,7 +104,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             pre_merge_head,
             changed,
         } => {
-            eprintln!(
+            say!(
                 "arbiter merge-back wo={id} outcome=merged sha={sha} changed={}",
                 changed.len()
             );
@@ -116,15 +120,18 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             )
         }
         Outcome::UpToDate { tip } => {
-            eprintln!("arbiter merge-back wo={id} outcome=up_to_date tip={tip}");
+            say!("arbiter merge-back wo={id} outcome=up_to_date tip={tip}");
             (
                 json!({"version": 1, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
-                format!("{id}: {target} already contains arbiter/{id}; nothing to merge\n"),
+                format!(
+                    "{id}: {target} already contains {}; nothing to merge\n",
+                    git_arbiter::worktree::branch_of(id)
+                ),
                 ExitCode::Success,
             )
         }
         Outcome::Conflict { paths } => {
-            eprintln!(
+            say!(
                 "arbiter merge-back wo={id} outcome=conflict paths={}",
                 paths.len()
             );
@@ -132,7 +139,8 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 json!({"version": 1, "merged": false, "halted": true,
                        "halt_reason": merge::HALT_CONFLICT, "paths": paths}),
                 format!(
-                    "CONFLICT: arbiter/{id} does not merge cleanly into {target}; {id} is halted ({}):\n{}",
+                    "CONFLICT: {} does not merge cleanly into {target}; {id} is halted ({}):\n{}",
+                    git_arbiter::worktree::branch_of(id),
                     merge::HALT_CONFLICT,
                     lines(paths, wo)
                 ),
@@ -156,7 +164,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             )
         }
         Outcome::Drift { paths } => {
-            eprintln!(
+            say!(
                 "arbiter merge-back wo={id} outcome=drift paths={}",
                 paths.len()
             );
@@ -164,7 +172,8 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 json!({"version": 1, "merged": false, "halted": true,
                        "halt_reason": merge::HALT_DRIFT, "paths": paths}),
                 format!(
-                    "DRIFT: arbiter/{id} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged:\n{}",
+                    "DRIFT: {} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged:\n{}",
+                    git_arbiter::worktree::branch_of(id),
                     merge::HALT_DRIFT,
                     lines(paths, wo)
                 ),

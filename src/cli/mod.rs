@@ -8,6 +8,16 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use git_arbiter::context::Context;
 use git_arbiter::{Error, ExitCode};
 
+/// `eprintln!` that never panics: with stderr closed (`2>&-` on a pipe whose
+/// reader left) there is no one to tell, and what the command did must not
+/// turn into a panic because of it.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod batch;
 mod clear;
 mod complete_ids;
@@ -139,16 +149,28 @@ impl Env {
     }
 }
 
-/// Print to stdout; a closed pipe (`| head`) ends quietly, as in git and ripgrep.
+/// Print to stdout. A closed pipe (`| head`) ends quietly, as in git and
+/// ripgrep; any other failure (a full disk) ends with an error, so output
+/// that never arrived does not read as success.
 pub fn out(text: &str) {
     let mut stdout = std::io::stdout().lock();
-    if stdout
+    if let Err(e) = stdout
         .write_all(text.as_bytes())
         .and_then(|_| stdout.flush())
-        .is_err()
     {
-        std::process::exit(0);
+        std::process::exit(stdout_failed(e));
     }
+}
+
+/// The exit code after a failed write to stdout, with the error said
+/// unless it is a closed pipe. No hint: what the command did is done (a
+/// round's merges stay merged), only its report is lost.
+fn stdout_failed(e: std::io::Error) -> i32 {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return ExitCode::Success.code();
+    }
+    say!("error: writing to standard output: {e}");
+    ExitCode::Fatal.code()
 }
 
 /// Columns padded to their widest cell, two spaces apart; the last is not padded.
@@ -189,18 +211,19 @@ pub fn run() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
+            let printed = e.print();
             return if e.use_stderr() {
                 ExitCode::Usage.code()
             } else {
-                0
+                // --help and --version: their text is the output.
+                printed.map_or_else(stdout_failed, |()| ExitCode::Success.code())
             };
         }
     };
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
         Err(e) => {
-            eprintln!("error: cannot read the current directory: {e}");
+            say!("error: cannot read the current directory: {e}");
             return ExitCode::Usage.code();
         }
     };

@@ -69,7 +69,8 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
             .git_context(format!("reading {branch}"))?
             .ok_or_else(|| -> Error {
                 InputError::new(format!(
-                    "work order '{id}' has no kept branch arbiter/{id} to retry"
+                    "work order '{id}' has no kept branch {} to retry",
+                    git_arbiter::worktree::branch_of(id)
                 ))
                 .hint(format!(
                     "'git arbiter retry --rebuild {id}' builds it again"
@@ -102,7 +103,7 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
                 retry: true,
             },
         )?;
-        eprintln!("arbiter retry wo={id} outcome={}", outcome.name());
+        say!("arbiter retry wo={id} outcome={}", outcome.name());
         match &outcome {
             Outcome::Merged { sha, .. } => {
                 // The kept work is in the merge now.
@@ -114,7 +115,8 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
             Outcome::UpToDate { .. } => {
                 git_arbiter::worktree::remove(&ctx, id, &git_arbiter::worktree::branch_of(id))?;
                 out(&format!(
-                    "{id}: {target} already contains arbiter/{id}; {id} is done\n"
+                    "{id}: {target} already contains {}; {id} is done\n",
+                    git_arbiter::worktree::branch_of(id)
                 ));
             }
             Outcome::Conflict { paths } | Outcome::Drift { paths } => {

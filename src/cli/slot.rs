@@ -8,7 +8,9 @@ use clap::{Args, Subcommand};
 use git_arbiter::context::Context;
 use git_arbiter::slots::{self, HolderInfo, Wait, WaitState};
 use git_arbiter::{Error, ExitCode};
+use rustix::process::{Pid, Signal};
 use serde::Serialize;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::{json, out, render_error, table, Env};
 
@@ -289,11 +291,11 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
     // across exec, a handler is reset to the default there.
     let interrupt = Arc::new(AtomicBool::new(false));
     let forward = Arc::new(AtomicUsize::new(0));
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
         signal_hook::flag::register(signal, Arc::clone(&interrupt))
             .map_err(Error::io("installing the signal handler"))?;
     }
-    for signal in [libc::SIGTERM, libc::SIGHUP] {
+    for signal in [SIGTERM, SIGHUP] {
         signal_hook::flag::register_usize(signal, Arc::clone(&forward), signal as usize)
             .map_err(Error::io("installing the signal handler"))?;
     }
@@ -304,7 +306,7 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
         Wait::Block
     };
     let mut on_wait = |s: &WaitState| {
-        eprintln!(
+        say!(
             "arbiter slot waiting wo={} cap={} held={} ahead={}",
             kv(&label),
             s.cap,
@@ -348,13 +350,11 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
             Ok(None) => {}
             Err(e) => return Err(Error::io("waiting for the command")(e)),
         }
-        let signal = forward.swap(0, Ordering::SeqCst);
-        if signal != 0 {
-            // SAFETY: kill(2) on our own child's pid, which is not yet reaped
-            // (try_wait just said it runs), so the pid cannot have been reused.
-            unsafe {
-                libc::kill(child.id() as libc::pid_t, signal as libc::c_int);
-            }
+        let forwarded = i32::try_from(forward.swap(0, Ordering::SeqCst)).ok();
+        if let Some(signal) = forwarded.and_then(Signal::from_named_raw) {
+            // Our own child's pid, which is not yet reaped (try_wait just said
+            // it runs), so the pid cannot have been reused.
+            let _ = rustix::process::kill_process(Pid::from_child(&child), signal);
         }
         std::thread::sleep(Duration::from_millis(20));
     };

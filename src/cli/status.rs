@@ -43,9 +43,6 @@ pub fn cmd_status(env: &Env, args: StatusArgs) -> Result<ExitCode, Error> {
     } else {
         out(&render(&table.rows));
     }
-    // The process ends right after this: freeing hundreds of thousands of
-    // small allocations one by one would only delay the exit.
-    std::mem::forget((orders, table));
     Ok(ExitCode::Success)
 }
 

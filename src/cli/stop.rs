@@ -14,6 +14,6 @@ pub struct StopArgs {}
 pub fn cmd_stop(env: &Env, _args: StopArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let stopped = conductor::request_stop_all(&ctx)?;
-    eprintln!("arbiter stop conductors={}", stopped.len());
+    say!("arbiter stop conductors={}", stopped.len());
     Ok(ExitCode::Success)
 }

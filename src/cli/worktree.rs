@@ -113,7 +113,7 @@ pub fn cmd_worktree(env: &Env, cmd: WorktreeCommand) -> Result<ExitCode, Error> 
                 branch: branch.clone(),
                 base: base.to_string(),
             }));
-            eprintln!(
+            say!(
                 "arbiter worktree add wo={} branch={branch} base={base} path={}",
                 args.id,
                 path.display()
@@ -122,7 +122,7 @@ pub fn cmd_worktree(env: &Env, cmd: WorktreeCommand) -> Result<ExitCode, Error> 
         WorktreeCommand::Remove(args) => {
             check_id(&args.id)?;
             worktree::remove(&ctx, &args.id, &worktree::branch_of(&args.id))?;
-            eprintln!("arbiter worktree remove wo={}", args.id);
+            say!("arbiter worktree remove wo={}", args.id);
         }
         WorktreeCommand::List(args) => {
             let list = worktree::list(&ctx)?;

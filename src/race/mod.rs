@@ -1,4 +1,4 @@
-//! The race (DESIGN "Porcelain", `git arbiter race`): best-of-N. N instances
+//! The race (`git arbiter race`): best-of-N. N instances
 //! of one work order are built off the same base (the integration tip), each
 //! in its own worktree `race-<id>-<k>` on branch `arbiter-race/<id>/<k>`,
 //! concurrently within the machine-wide slots. Each instance's leftovers are
@@ -114,19 +114,7 @@ pub fn worktree_name(id: &str, k: u32) -> String {
 }
 
 fn log_path(ctx: &Context, id: &str, run_id: &str, k: u32) -> PathBuf {
-    ctx.repo
-        .common_dir()
-        .join("arbiter")
-        .join("logs")
-        .join(id)
-        .join(format!("{run_id}-{k}.log"))
-}
-
-fn now_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+    crate::layout::logs(&ctx.repo, id).join(format!("{run_id}-{k}.log"))
 }
 
 /// What an instance's thread needs (a `gix::Repository` is not `Sync`).
@@ -334,7 +322,7 @@ pub fn run(
         finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
         return Err(crate::Error::Io {
             context: why.to_owned(),
-            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()),
         });
     }
 
@@ -972,7 +960,7 @@ fn build_one(
             (InstanceVerdict::CommitFailed, Some(why))
         }
     };
-    job.cand.finished_at = now_nanos();
+    job.cand.finished_at = crate::state::now_nanos();
     if verdict_s == InstanceVerdict::Passed {
         progress.phase(&label, "score");
         match run_score() {

@@ -174,7 +174,11 @@ mod tests {
             .status()
             .expect("git init");
         assert!(status.success());
-        let ctx = Context::open(dir.path()).expect("open");
+        let ctx = Context::isolated(
+            dir.path(),
+            &["user.name=Arbiter Test", "user.email=test@example.com"],
+        )
+        .expect("open");
         let object = ctx.repo.write_blob(b"some object").expect("blob").detach();
         let first = record();
         store_pick(&ctx, object, &first).expect("first write");

@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// The identity every commit of the harness is made with.
+pub const IDENTITY: &[&str] = &["user.name=Arbiter Test", "user.email=test@example.com"];
+
 pub struct TestEnv {
     _root: tempfile::TempDir,
     pub root: PathBuf,
@@ -98,6 +101,17 @@ pub fn wait_for(path: &Path) {
     panic!("{} never appeared", path.display());
 }
 
+/// A shell snippet for builds that append `start <time>` lines to `trace`:
+/// wait (up to 10 s) until a second build has started. Tests of a slot cap
+/// use it so that builds that may overlap always do, instead of hoping a
+/// sleep is long enough on a loaded machine.
+pub fn meet_second_start(trace: &Path) -> String {
+    format!(
+        "i=0; while [ \"$(grep -c '^start ' {t})\" -lt 2 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
+        t = trace.display()
+    )
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_git-arbiter"))
 }
@@ -167,6 +181,13 @@ impl TestEnv {
         env
     }
 
+    /// The repository opened in this process as the binary sees it, and
+    /// nothing of the user's: no global or system config, no `GIT_*`
+    /// variables, the harness's identity.
+    pub fn context(&self) -> git_arbiter::context::Context {
+        git_arbiter::context::Context::isolated(&self.repo, IDENTITY).expect("open the repository")
+    }
+
     pub fn set_env(&mut self, key: &str, value: &str) {
         self.extra_env.insert(key.into(), value.into());
     }
@@ -209,8 +230,8 @@ impl TestEnv {
         shell
             .arg("-c")
             .arg(format!(
-                "while [ ! -e '{}' ]; do :; done; exec \"$0\" \"$@\"",
-                go.display()
+                ": > '{go}.ready.'$$; while [ ! -e '{go}' ]; do :; done; exec \"$0\" \"$@\"",
+                go = go.display()
             ))
             .arg(cmd.get_program())
             .args(cmd.get_args())
@@ -225,8 +246,26 @@ impl TestEnv {
     /// Release processes held by `spawn_at_start_line` and require that each succeeds.
     #[track_caller]
     pub fn release_all(&self, go: &Path, children: Vec<std::process::Child>) {
-        // Give every child time to reach the start line before the go.
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Every child at the start line (its ready file written) before the go.
+        let ready = format!("{}.ready.", go.file_name().expect("go").to_string_lossy());
+        let dir = go.parent().expect("go has a directory");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let at_line = std::fs::read_dir(dir)
+                .expect("go directory")
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&ready))
+                .count();
+            if at_line == children.len() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{at_line} of {} ready",
+                children.len()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         std::fs::write(go, "").expect("go");
         for child in children {
             let out = child.wait_with_output().expect("wait");

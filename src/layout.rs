@@ -1,0 +1,35 @@
+//! Where git-arbiter keeps its files in a repository: one directory,
+//! `<git-common-dir>/arbiter/`, shared by the main worktree and every linked
+//! one (a conductor in any of them sees the same logs, conductors and locks).
+
+use std::path::PathBuf;
+
+/// `<git-common-dir>/arbiter`.
+pub fn dir(repo: &gix::Repository) -> PathBuf {
+    repo.common_dir().join("arbiter")
+}
+
+/// `<dir>/logs/<id>`: the logs of one work order's builds, gates and critics.
+pub fn logs(repo: &gix::Repository, id: &str) -> PathBuf {
+    dir(repo).join("logs").join(id)
+}
+
+/// `<dir>/logs/<file>`: a log of the run itself (a verification, the final gate).
+pub fn run_log(repo: &gix::Repository, file: &str) -> PathBuf {
+    dir(repo).join("logs").join(file)
+}
+
+/// `<dir>/conductors`: one locked file per running conductor.
+pub fn conductors(repo: &gix::Repository) -> PathBuf {
+    dir(repo).join("conductors")
+}
+
+/// `<dir>/<what>.lock`: the file whose flock is the turn at `what`.
+pub fn turn(repo: &gix::Repository, what: &str) -> PathBuf {
+    dir(repo).join(format!("{what}.lock"))
+}
+
+/// `<dir>/ref-edits`: markers of ref edits in progress.
+pub fn ref_edits(repo: &gix::Repository) -> PathBuf {
+    dir(repo).join("ref-edits")
+}
