@@ -397,6 +397,27 @@ fn delete_branch(repo: &gix::Repository, full: &FullName, expect: Option<ObjectI
     }
 }
 
+/// Drop `<git-common-dir>/worktrees/<name>` when it points at no worktree:
+/// an `add` killed before it wrote `gitdir` (gix then does not list it, and
+/// the next `add` of that name registers `<name>1` beside it), or one whose
+/// folder is gone. Stock git's `worktree prune` drops such entries too.
+fn prune_registration(ctx: &Context, name: &str) -> Result<()> {
+    let registration = ctx.repo.common_dir().join("worktrees").join(name);
+    if !registration.is_dir() {
+        return Ok(());
+    }
+    let points_at_a_worktree = std::fs::read_to_string(registration.join("gitdir"))
+        .ok()
+        .is_some_and(|gitdir| Path::new(gitdir.trim()).exists());
+    if points_at_a_worktree {
+        return Ok(());
+    }
+    std::fs::remove_dir_all(&registration).map_err(Error::io(format!(
+        "removing the stale registration {}",
+        registration.display()
+    )))
+}
+
 /// The registered linked worktree at `path`, if any.
 fn find_registered<'r>(
     repo: &'r gix::Repository,
@@ -464,6 +485,7 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
             .git_context(format!("removing worktree {}", dest.display()))?;
         crate::crash::point("worktree-remove.after");
     }
+    prune_registration(ctx, name)?;
     if ctx
         .repo
         .try_find_reference(full.as_ref())

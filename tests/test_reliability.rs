@@ -788,3 +788,22 @@ fn stderr_to_a_closed_pipe_never_panics() {
         assert_eq!(status.code(), Some(want), "{args:?}");
     }
 }
+
+/// A worktree `add` killed before it wrote `gitdir` leaves a registration
+/// gix does not list: the next add of that name registered `wo-011` beside
+/// it, and the stale one stayed for good.
+#[test]
+fn a_half_registered_worktree_is_pruned_by_the_next_run() {
+    let env = repo();
+    let stale = env.repo.join(".git/worktrees/wo-01");
+    std::fs::create_dir_all(&stale).expect("mkdir");
+    std::fs::write(stale.join("commondir"), "../..\n").expect("commondir");
+    std::fs::write(stale.join("HEAD"), "ref: refs/heads/arbiter/wo-01\n").expect("HEAD");
+    round(&env, WRITE_OWN).success();
+    let left: Vec<_> = std::fs::read_dir(env.repo.join(".git/worktrees"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    env.fsck();
+}
