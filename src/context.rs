@@ -98,6 +98,23 @@ fn unsupported_format_at(cwd: &Path) -> Option<InputError> {
 /// Decoded objects kept in memory per repository handle.
 const OBJECT_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
+/// A [`Context`] that can cross threads; [`SharedContext::local`] opens it.
+pub struct SharedContext {
+    repo: gix::ThreadSafeRepository,
+    workdir: Option<PathBuf>,
+    cwd: PathBuf,
+}
+
+impl SharedContext {
+    pub fn local(&self) -> Context {
+        Context {
+            repo: self.repo.to_thread_local(),
+            workdir: self.workdir.clone(),
+            cwd: self.cwd.clone(),
+        }
+    }
+}
+
 pub struct Context {
     pub repo: gix::Repository,
     /// Top of the worktree we run in, if any (a bare repository has none).
@@ -181,6 +198,16 @@ impl Context {
             cwd: path.to_owned(),
             repo,
         })
+    }
+
+    /// What another thread needs to open this context again (a
+    /// `gix::Repository` is not `Sync`): same repository, overrides and worktree.
+    pub fn share(&self) -> SharedContext {
+        SharedContext {
+            repo: self.repo.clone().into_sync(),
+            workdir: self.workdir.clone(),
+            cwd: self.cwd.clone(),
+        }
     }
 
     /// Re-read configuration written by other processes.

@@ -24,7 +24,7 @@ use crate::builder::{
     NotRunnable, Step, Steps, NOT_RUNNABLE,
 };
 use crate::conductor::{self, Conductor};
-use crate::context::Context;
+use crate::context::{Context, SharedContext};
 use crate::drift::DriftScope;
 use crate::error::{Error, ExitCode, GitContext, InputError, Result};
 use crate::exec;
@@ -196,6 +196,9 @@ struct Job<'a> {
     /// Set when the order is halted while in flight: stops this build only.
     halted: Arc<AtomicBool>,
     outcome: JobOutcome,
+    /// Why its worktree could not be made ([`JobOutcome::NoWorktree`]): the
+    /// error the run ends with.
+    error: Option<Error>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -219,6 +222,9 @@ enum JobOutcome {
     NotRunnable(NotRunnable),
     /// Not built because another order's command could not run: given back.
     NotStarted,
+    /// Its worktree could not be made (the disk, a lock): given back, and
+    /// the run stops with that error once the builds running have settled.
+    NoWorktree(String),
     Clean,
 }
 
@@ -234,6 +240,8 @@ pub fn log_path(ctx: &Context, id: &str, attempt: u32) -> PathBuf {
 
 /// What every build thread of a run shares.
 struct Shared<'a> {
+    /// Each build makes its worktree from its own handle on the repository.
+    ctx: SharedContext,
     host: &'a Host,
     opts: &'a Options,
     slot_dir: &'a Path,
@@ -340,6 +348,7 @@ pub fn run(
         summary,
     };
     let shared = Shared {
+        ctx: ctx.share(),
         host: &host,
         opts,
         slot_dir: &slot_dir,
@@ -515,7 +524,7 @@ impl<'a> Run<'a> {
                 .flat_map(|wo| wo.files.iter().cloned())
                 .collect();
             self.settle_all(&jobs, &union)?;
-            stop_error(&jobs, self.me, self.host)?;
+            stop_error(&mut jobs, self.me, self.host)?;
             if self.me.should_stop() {
                 self.summary.stopped = Some(Stopped::Requested);
                 break;
@@ -579,6 +588,20 @@ impl<'a> Run<'a> {
                     continue;
                 }
                 if flow.in_flight == 0 && flow.passed.is_empty() {
+                    // Nothing more to do as far as a light pass can tell: a
+                    // full one (recovery, leftovers) has the last word.
+                    if !flow.last_pass_full && flow.failed.is_none() {
+                        if flow.stopping || flow.dispatched_once {
+                            if let Err(e) = self.prepare(true) {
+                                flow.fail(e, shared);
+                            }
+                        } else {
+                            flow.last_recovery = None;
+                            flow.changed = true;
+                        }
+                        flow.last_pass_full = true;
+                        continue;
+                    }
                     if flow.failed.is_some()
                         || flow.stopping
                         || flow.dispatched_once
@@ -626,7 +649,7 @@ impl<'a> Run<'a> {
                 )?;
                 return Err(e);
             }
-            stop_error(&flow.stopped_by, self.me, self.host)?;
+            stop_error(&mut flow.stopped_by, self.me, self.host)?;
             result
         })
     }
@@ -649,6 +672,7 @@ impl<'a> Run<'a> {
         if full {
             flow.last_recovery = Some(Instant::now());
         }
+        flow.last_pass_full = full;
         let opts = self.opts;
         let Some(rows) = self.prepare(full)? else {
             flow.stopping = true;
@@ -684,9 +708,8 @@ impl<'a> Run<'a> {
         self.start(&picked, base, launch)
     }
 
-    /// Dispatch `picked` off `base` and make their worktrees, handing each
-    /// job to `launch` as soon as its worktree exists. On an error the
-    /// orders not launched yet get their attempts back.
+    /// Dispatch `picked` off `base`, handing each job to `launch` (its build
+    /// thread makes its worktree).
     fn start(
         &mut self,
         picked: &[&'a WorkOrder],
@@ -705,27 +728,7 @@ impl<'a> Run<'a> {
         )?;
         self.ran
             .extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
-        for (i, &(wo, attempt)) in dispatched.iter().enumerate() {
-            let made = worktree::remove(ctx, &wo.id, &branch_of(&wo.id))
-                .and_then(|()| worktree::add(ctx, &wo.id, &branch_of(&wo.id), base));
-            let path = match made {
-                Ok(path) => path,
-                Err(e) => {
-                    // Nothing was built: every dispatched order gets its attempt back.
-                    if e.is_disk_full() {
-                        self.me.release_reserve();
-                    }
-                    abandon(
-                        ctx,
-                        self.store,
-                        self.branch,
-                        &dispatched[i..],
-                        &self.me.name,
-                        &e.to_string(),
-                    )?;
-                    return Err(e);
-                }
-            };
+        for &(wo, attempt) in &dispatched {
             progress.event(
                 "claim",
                 &[
@@ -739,13 +742,15 @@ impl<'a> Run<'a> {
                 wo,
                 attempt,
                 base,
-                worktree: path,
+                // Made by its build thread, so that orders' checkouts overlap.
+                worktree: worktree::root_dir(ctx)?.join(&wo.id),
                 log: log_path(ctx, &wo.id, attempt),
                 verdicts: Vec::new(),
                 queue_wait: None,
                 busy: Duration::ZERO,
                 halted: Arc::default(),
                 outcome: JobOutcome::Pending,
+                error: None,
             });
         }
         Ok(())
@@ -1040,6 +1045,8 @@ struct Flow<'a> {
     changed: bool,
     last_dispatch: Option<Instant>,
     last_recovery: Option<Instant>,
+    /// The last dispatch pass ran recovery too.
+    last_pass_full: bool,
     /// No more dispatches: stop requested, budget refused.
     stopping: bool,
     /// `--once` and its one dispatch happened: no more.
@@ -1095,13 +1102,20 @@ impl Flow<'_> {
 fn stops_the_run(outcome: &JobOutcome) -> bool {
     matches!(
         outcome,
-        JobOutcome::DiskFull(_) | JobOutcome::CommitFailed(_) | JobOutcome::NotRunnable(_)
+        JobOutcome::DiskFull(_)
+            | JobOutcome::CommitFailed(_)
+            | JobOutcome::NotRunnable(_)
+            | JobOutcome::NoWorktree(_)
     )
 }
 
-/// The error a run ends with after builds that stop it: a full disk, work
-/// git refused to commit, a command that cannot run.
-fn stop_error(jobs: &[Job<'_>], me: &Conductor, host: &Host) -> Result<()> {
+/// The error a run ends with after builds that stop it: a worktree that
+/// could not be made, a full disk, work git refused to commit, a command
+/// that cannot run.
+fn stop_error(jobs: &mut [Job<'_>], me: &Conductor, host: &Host) -> Result<()> {
+    if let Some(e) = jobs.iter_mut().find_map(|j| j.error.take()) {
+        return Err(e);
+    }
     if let Some(JobOutcome::DiskFull(why)) = jobs
         .iter()
         .map(|j| &j.outcome)
@@ -1331,6 +1345,30 @@ fn dispatch<'a>(
     Ok(go)
 }
 
+/// Make the job's worktree and branch, off its base, from this thread's
+/// own handle on the repository. On failure nothing more starts.
+fn make_worktree(shared: &Shared<'_>, job: &mut Job<'_>) -> bool {
+    let ctx = shared.ctx.local();
+    let (id, branch) = (&job.wo.id, branch_of(&job.wo.id));
+    let made = worktree::remove(&ctx, id, &branch)
+        .and_then(|()| worktree::add(&ctx, id, &branch, job.base));
+    match made {
+        Ok(path) => {
+            job.worktree = path;
+            true
+        }
+        Err(e) => {
+            if e.is_disk_full() {
+                shared.me.release_reserve();
+            }
+            shared.abort.store(true, Ordering::SeqCst);
+            job.outcome = JobOutcome::NoWorktree(e.to_string());
+            job.error = Some(e);
+            false
+        }
+    }
+}
+
 /// Build one job within the machine-wide slots, through the one pipeline
 /// ([`Host::run_attempt`]).
 fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
@@ -1342,6 +1380,9 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
         shared.cap,
     );
     let id = job.wo.id.clone();
+    if !make_worktree(shared, job) {
+        return;
+    }
     progress.phase(&id, "slot");
     let waiting = Instant::now();
     let slot = host.take_slot(shared.slot_dir, cap, &id, me, progress);
@@ -1445,6 +1486,7 @@ impl JobOutcome {
             JobOutcome::Interrupted => "interrupted".into(),
             JobOutcome::NotRunnable(failed) => failed.describe(),
             JobOutcome::NotStarted => NOT_STARTED.into(),
+            JobOutcome::NoWorktree(why) => why.clone(),
         }
     }
 }
@@ -1506,6 +1548,7 @@ impl Run<'_> {
             JobOutcome::CommitFailed(why) => (why.clone(), None),
             JobOutcome::NotRunnable(failed) => (failed.describe(), None),
             JobOutcome::NotStarted => (NOT_STARTED.to_string(), None),
+            JobOutcome::NoWorktree(why) => (why.clone(), None),
             _ => ("interrupted".to_string(), None),
         };
         // The builder's work exists only in its worktree: kept, and
@@ -1521,6 +1564,7 @@ impl Run<'_> {
                 | JobOutcome::CommitFailed(_)
                 | JobOutcome::NotRunnable(_)
                 | JobOutcome::NotStarted
+                | JobOutcome::NoWorktree(_)
         );
         crate::crash::point("verdict.before");
         let held = self
@@ -1552,6 +1596,9 @@ impl Run<'_> {
                             }
                             (JobOutcome::NotStarted, _) => {
                                 record.log("not_started", Some(event.clone()))
+                            }
+                            (JobOutcome::NoWorktree(_), _) => {
+                                record.log("abandoned", Some(event.clone()))
                             }
                             (_, Some(kept)) => {
                                 record.log(worktree::KEPT_UNCOMMITTED, Some(kept.clone()))
