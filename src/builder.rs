@@ -382,7 +382,7 @@ impl Host {
                 "the builder left the worktree on {where_}, which does not contain {branch}: its work cannot be told apart"
             ));
         }
-        crate::refguard::guarded(&repo, || {
+        crate::refguard::guarded(&repo, &full, || {
             repo.reference(
                 full.as_str(),
                 head_id,
@@ -398,7 +398,7 @@ impl Host {
         // The branch now holds exactly the checked-out commit: re-attaching
         // HEAD changes no file and no index entry.
         let head: gix::refs::FullName = "HEAD".try_into().map_err(|e| format!("HEAD: {e}"))?;
-        crate::refguard::guarded(&repo, || {
+        crate::refguard::guarded(&repo, "HEAD", || {
             repo.edit_reference(RefEdit {
                 change: Change::Update {
                     log: LogChange {

@@ -721,7 +721,7 @@ fn move_branch(
     what: &str,
 ) -> Result<Cas> {
     let repo = &ctx.repo;
-    let moved = crate::refguard::guarded(repo, || {
+    let moved = crate::refguard::guarded(repo, &into.as_bstr().to_string(), || {
         repo.reference(
             into.as_ref(),
             to,

@@ -21,7 +21,7 @@ use gix::ObjectId;
 use crate::builder::NotRunnable;
 use crate::conductor::{self, Conductor};
 use crate::context::Context;
-use crate::error::{Error, InputError, Result};
+use crate::error::{Error, GitContext, InputError, Result};
 use crate::exec::{self, Exit};
 use crate::merge::{self, Landed, Link, Linked, Outcome, Request};
 use crate::progress::Progress;
@@ -538,18 +538,63 @@ fn report_land(progress: &dyn Progress, batch: usize, sha: ObjectId, ids: &[&str
 /// Remove the verification worktrees of conductors that are gone (killed
 /// while verifying). Returns one report line each.
 pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
+    // Listed worktrees, and what a killed `add` may have left unlisted: a
+    // registration without `gitdir`, a folder, a branch.
+    let mut names: std::collections::BTreeSet<String> = worktree::list(ctx)?
+        .into_iter()
+        .map(|info| info.name)
+        .collect();
+    for dir in [
+        ctx.repo.common_dir().join("worktrees"),
+        worktree::root_dir(ctx)?,
+    ] {
+        if let Ok(listing) = std::fs::read_dir(&dir) {
+            names.extend(
+                listing
+                    .flatten()
+                    .filter_map(|e| e.file_name().into_string().ok()),
+            );
+        }
+    }
+    let branches = ctx
+        .repo
+        .references()
+        .git_context("listing references")?
+        .prefixed("refs/heads/arbiter-verify/")
+        .git_context("listing verification branches")?
+        .filter_map(|r| r.ok())
+        .filter_map(|r| {
+            let full = r.name().as_bstr().to_string();
+            full.strip_prefix("refs/heads/arbiter-verify/")
+                .map(|c| format!("{VERIFY_PREFIX}{c}"))
+        })
+        .collect::<Vec<_>>();
+    names.extend(branches);
+    // A branch lock with no branch: the add was killed creating it.
+    let locks = ctx.repo.common_dir().join("refs/heads/arbiter-verify");
+    if let Ok(listing) = std::fs::read_dir(&locks) {
+        names.extend(listing.flatten().filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(format!("{VERIFY_PREFIX}{}", name.strip_suffix(".lock")?))
+        }));
+    }
     let mut report = Vec::new();
-    for info in worktree::list(ctx)? {
-        let Some(name) = info.name.strip_prefix(VERIFY_PREFIX) else {
+    for name in names {
+        let Some(conductor) = name.strip_prefix(VERIFY_PREFIX) else {
             continue;
         };
-        if conductor::is_live(ctx, name) {
+        if conductor::is_live(ctx, conductor) {
             continue;
         }
-        worktree::remove(ctx, &info.name, &format!("arbiter-verify/{name}"))?;
+        // Only that conductor edits its branch: a lock on it is its own.
+        let lock = locks.join(format!("{conductor}.lock"));
+        if lock.exists() {
+            std::fs::remove_file(&lock)
+                .map_err(Error::io(format!("removing {}", lock.display())))?;
+        }
+        worktree::remove(ctx, &name, &format!("arbiter-verify/{conductor}"))?;
         report.push(format!(
-            "removed the verification worktree {} of conductor {name}, which is gone",
-            info.path.display()
+            "removed the verification worktree {name} of conductor {conductor}, which is gone"
         ));
     }
     Ok(report)

@@ -9,9 +9,14 @@
 //! marker nobody holds is a killed edit's. A `packed-refs.lock` taken just
 //! after such a marker, while no live edit of ours is marked, is that killed
 //! edit's and is removed; any other is someone else's and only named
-//! ([`blocking_lock`]).
+//! ([`blocking_lock`]). A marker also names the lock file of the ref it
+//! edits: that `<ref>.lock`, when a dead marker names it and no live one
+//! does, was left by the killed edit and is removed before the next edit of
+//! that ref (a conductor killed while it wrote the state or made a branch
+//! would otherwise stop every later run until someone removed it by hand).
 
 use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -28,15 +33,76 @@ fn packed_refs_lock(repo: &gix::Repository) -> PathBuf {
     repo.common_dir().join("packed-refs.lock")
 }
 
-/// Run `edit` (one ref transaction) marked as git-arbiter's, after clearing a
-/// `packed-refs.lock` a killed edit of ours left.
-pub fn guarded<T>(repo: &gix::Repository, edit: impl FnOnce() -> T) -> T {
+/// Run `edit` (one ref transaction on `reference`, a full name such as
+/// `refs/heads/main`, or `HEAD`) marked as git-arbiter's, after clearing the
+/// `packed-refs.lock` or `<reference>.lock` a killed edit of ours left.
+pub fn guarded<T>(repo: &gix::Repository, reference: &str, edit: impl FnOnce() -> T) -> T {
     let dir = markers_dir(repo);
     clear_ours(&dir, &packed_refs_lock(repo));
-    let marker = Marker::take(&dir);
+    let lock = ref_lock(repo, reference);
+    clear_named(&dir, &lock);
+    let marker = Marker::take(&dir, &lock);
     let out = edit();
     drop(marker);
     out
+}
+
+/// The lock file git and gix take to edit `reference`.
+fn ref_lock(repo: &gix::Repository, reference: &str) -> PathBuf {
+    // Refs outside `refs/` (HEAD) belong to their worktree.
+    let base = if reference.starts_with("refs/") {
+        repo.common_dir()
+    } else {
+        repo.git_dir()
+    };
+    base.join(format!("{reference}.lock"))
+}
+
+/// Remove `lock` when a dead marker names it and no live one does, and it
+/// was taken within [`WINDOW`] of that marker; then those dead markers.
+fn clear_named(dir: &Path, lock: &Path) {
+    let Ok(locked_at) = std::fs::symlink_metadata(lock).and_then(|m| m.modified()) else {
+        return;
+    };
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let named = lock.as_os_str().as_encoded_bytes();
+    let (mut dead, mut live, mut close) = (Vec::new(), false, false);
+    for entry in listing.flatten() {
+        let path = entry.path();
+        let Ok(content) = std::fs::read(&path) else {
+            continue;
+        };
+        if content != named {
+            continue;
+        }
+        let Ok(file) = File::open(&path) else {
+            continue;
+        };
+        match fs4::FileExt::try_lock(&file) {
+            Ok(()) => {
+                let marked_at = file.metadata().and_then(|m| m.modified()).ok();
+                close |= marked_at.is_some_and(|marked_at| {
+                    locked_at
+                        .duration_since(marked_at)
+                        .unwrap_or_else(|e| e.duration())
+                        <= WINDOW
+                });
+                dead.push(path);
+            }
+            Err(_) => live = true,
+        }
+    }
+    if live || dead.is_empty() {
+        return;
+    }
+    if close {
+        let _ = std::fs::remove_file(lock);
+    }
+    for path in dead {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// The lock file that stops edits of `reference` (`refs/notes/arbiter`, a
@@ -74,7 +140,8 @@ struct Marker {
 }
 
 impl Marker {
-    fn take(dir: &Path) -> Option<Marker> {
+    /// A marker of an edit that takes `lock`, named in it.
+    fn take(dir: &Path, lock: &Path) -> Option<Marker> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = format!(
             "{}-{}",
@@ -83,8 +150,12 @@ impl Marker {
         );
         std::fs::create_dir_all(dir).ok()?;
         let temp = dir.join(format!("{name}.new"));
-        let file = File::create(&temp).ok()?;
+        let mut file = File::create(&temp).ok()?;
         if fs4::FileExt::try_lock(&file).is_err() {
+            let _ = std::fs::remove_file(&temp);
+            return None;
+        }
+        if std::io::Write::write_all(&mut file, lock.as_os_str().as_encoded_bytes()).is_err() {
             let _ = std::fs::remove_file(&temp);
             return None;
         }
@@ -157,7 +228,13 @@ fn clear_ours(dir: &Path, lock: &Path) -> bool {
     let removed = seen.ours && std::fs::remove_file(lock).is_ok();
     if removed || !lock.exists() {
         for path in seen.dead {
-            let _ = std::fs::remove_file(path);
+            // Still the evidence for the ref lock it names ([`clear_named`]).
+            let names_a_lock = std::fs::read(&path).is_ok_and(|named| {
+                !named.is_empty() && Path::new(std::ffi::OsStr::from_bytes(&named)).exists()
+            });
+            if !names_a_lock {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
     removed
@@ -202,7 +279,7 @@ mod tests {
     fn a_lock_is_kept_while_a_marked_edit_runs() {
         let (_root, dir, lock) = setup();
         std::fs::write(dir.join("1-0"), "").expect("marker");
-        let running = Marker::take(&dir).expect("marker");
+        let running = Marker::take(&dir, &lock).expect("marker");
         std::fs::write(&lock, "").expect("lock");
         clear_ours(&dir, &lock);
         assert!(lock.exists(), "a live edit may hold it");
@@ -236,5 +313,35 @@ mod tests {
         std::fs::remove_file(&lock).expect("unlock");
         clear_ours(&dir, &lock);
         assert!(!marker.exists(), "dead markers go once no lock needs them");
+    }
+
+    #[test]
+    fn a_ref_lock_a_killed_edit_left_is_cleared_before_the_next_edit() {
+        let (root, dir, _) = setup();
+        let lock = root.path().join("refs/notes/arbiter.lock");
+        std::fs::create_dir_all(lock.parent().expect("parent")).expect("mkdir");
+        // A killed edit: its marker names the lock, nobody holds the marker.
+        std::fs::write(dir.join("7-0"), lock.as_os_str().as_encoded_bytes()).expect("marker");
+        std::fs::write(&lock, "").expect("lock");
+        clear_named(&dir, &lock);
+        assert!(!lock.exists());
+        assert!(!dir.join("7-0").exists());
+    }
+
+    #[test]
+    fn a_ref_lock_is_kept_while_the_edit_naming_it_runs() {
+        let (root, dir, _) = setup();
+        let lock = root.path().join("refs/heads/main.lock");
+        std::fs::create_dir_all(lock.parent().expect("parent")).expect("mkdir");
+        let running = Marker::take(&dir, &lock).expect("marker");
+        std::fs::write(&lock, "").expect("lock");
+        clear_named(&dir, &lock);
+        assert!(lock.exists(), "the running edit holds it");
+        // A lock no marker names is someone else's.
+        let other = root.path().join("refs/heads/other.lock");
+        std::fs::write(&other, "").expect("lock");
+        clear_named(&dir, &other);
+        assert!(other.exists());
+        drop(running);
     }
 }

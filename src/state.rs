@@ -709,7 +709,7 @@ impl<'repo> Store<'repo> {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
             None => PreviousValue::MustNotExist,
         };
-        match crate::refguard::guarded(repo, || {
+        match crate::refguard::guarded(repo, NOTES_REF, || {
             repo.reference(NOTES_REF, commit, expected, format!("arbiter: {message}"))
         }) {
             Ok(_) => Ok(Attempt::Committed),
@@ -760,7 +760,7 @@ pub fn write_note_once(
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
             None => PreviousValue::MustNotExist,
         };
-        match crate::refguard::guarded(repo, || {
+        match crate::refguard::guarded(repo, notes_ref, || {
             repo.reference(notes_ref, commit, expected, format!("arbiter: {message}"))
         }) {
             Ok(_) => return Ok(true),

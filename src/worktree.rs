@@ -231,7 +231,7 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
     // Re-check after creating the root: it must still resolve where we expect.
     check_destination(&root, &dest)?;
 
-    match crate::refguard::guarded(&ctx.repo, || {
+    match crate::refguard::guarded(&ctx.repo, &full.as_bstr().to_string(), || {
         ctx.repo.reference(
             full.as_ref(),
             base,
@@ -356,7 +356,7 @@ fn delete_branch(repo: &gix::Repository, full: &FullName, expect: Option<ObjectI
         None => PreviousValue::MustExist,
     };
     let delete = || {
-        crate::refguard::guarded(repo, || {
+        crate::refguard::guarded(repo, &full.as_bstr().to_string(), || {
             repo.edit_reference(RefEdit {
                 change: Change::Delete {
                     expected: expected.clone(),
@@ -416,6 +416,30 @@ fn prune_registration(ctx: &Context, name: &str) -> Result<()> {
         "removing the stale registration {}",
         registration.display()
     )))
+}
+
+/// Is `dest` (a folder of ours under the worktree dir that no registration
+/// names) what an `add` killed before registering it left: empty, or with a
+/// `.git` file naming a registration that is not there? Anything else in
+/// it may be a person's: it stays, and the add refuses with its path.
+fn half_made(ctx: &Context, dest: &Path) -> bool {
+    let Ok(mut entries) = std::fs::read_dir(dest) else {
+        return false;
+    };
+    if find_registered(&ctx.repo, dest).ok().flatten().is_some() {
+        return false;
+    }
+    if entries.next().is_none() {
+        return true;
+    }
+    let Ok(dot_git) = std::fs::read_to_string(dest.join(".git")) else {
+        return false;
+    };
+    let Some(gitdir) = dot_git.trim().strip_prefix("gitdir: ") else {
+        return false;
+    };
+    let gitdir = Path::new(gitdir);
+    gitdir.starts_with(ctx.repo.common_dir().join("worktrees")) && !gitdir.exists()
 }
 
 /// The registered linked worktree at `path`, if any.
@@ -486,6 +510,12 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
         crate::crash::point("worktree-remove.after");
     }
     prune_registration(ctx, name)?;
+    if half_made(ctx, &dest) {
+        std::fs::remove_dir_all(&dest).map_err(Error::io(format!(
+            "removing the half-made worktree {}",
+            dest.display()
+        )))?;
+    }
     if ctx
         .repo
         .try_find_reference(full.as_ref())
@@ -842,18 +872,34 @@ pub(crate) fn clear_stale_branch_locks(
                         continue;
                     }
                 }
-                let old = meta
+                // A lock of a run killed a moment ago (its builder's `git
+                // commit`) is waited out, not refused: it would stop the
+                // order's next branch. One still changing is someone's.
+                let age = meta
                     .modified()
                     .ok()
                     .and_then(|m| m.elapsed().ok())
-                    .is_some_and(|age| age >= STALE_LOCK_AGE);
-                if !old {
-                    continue;
+                    .unwrap_or_default();
+                if age < STALE_LOCK_AGE {
+                    std::thread::sleep(STALE_LOCK_AGE - age);
+                    let unchanged = std::fs::symlink_metadata(&path)
+                        .and_then(|now| now.modified())
+                        .ok()
+                        == meta.modified().ok();
+                    if !unchanged {
+                        continue;
+                    }
                 }
-                std::fs::remove_file(&path).map_err(Error::io(format!(
-                    "removing the stale lock file {}",
-                    path.display()
-                )))?;
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => {
+                        return Err(Error::Io {
+                            context: format!("removing the stale lock file {}", path.display()),
+                            source: e,
+                        })
+                    }
+                }
                 report.push(format!("removed stale lock file {}", path.display()));
             }
         }

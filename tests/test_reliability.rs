@@ -807,3 +807,18 @@ fn a_half_registered_worktree_is_pruned_by_the_next_run() {
     assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
     env.fsck();
 }
+
+/// A lock a killed run's builder left a moment ago on its order's branch
+/// stopped the next run ("cannot create branch … lock exists"): it is
+/// waited out now, then cleared.
+#[test]
+fn a_fresh_lock_a_killed_run_left_on_an_arbiter_branch_is_waited_out() {
+    let env = repo();
+    let dir = env.repo.join(".git/refs/heads/arbiter");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let lock = dir.join("wo-01.lock");
+    std::fs::write(&lock, "").expect("lock");
+    round(&env, WRITE_OWN).success();
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+    assert!(!lock.exists());
+}
