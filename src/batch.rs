@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::orders::{Orders, WorkOrder};
+use crate::progress::Event;
 use crate::reconcile::Row;
 use crate::scope::sets_overlap;
 use crate::state::Status;
@@ -95,15 +96,16 @@ pub struct Batch {
 }
 
 impl Batch {
-    /// The one compact stderr line of the kernel.
+    /// The one compact stderr line of the kernel: the event a round reports
+    /// for each batch it selects.
     pub fn summary_line(&self) -> String {
-        format!(
-            "arbiter batch ready={} batch={} deferred={} max={}",
-            self.ready,
-            self.batch.len(),
-            self.deferred.len(),
-            self.max
-        )
+        Event::Batch {
+            ready: self.ready,
+            batch: self.batch.len(),
+            deferred: self.deferred.len(),
+            max: self.max,
+        }
+        .to_string()
     }
 }
 

@@ -13,7 +13,7 @@ use crate::context::Context;
 use crate::error::{Error, InputError};
 use crate::exec::{self, Exit};
 use crate::orders::WorkOrder;
-use crate::progress::Progress;
+use crate::progress::{Check, Event, Progress};
 use crate::slots;
 use crate::state::Verdict;
 
@@ -80,16 +80,12 @@ impl Host {
     ) -> Result<Option<slots::Slot>, String> {
         let info = slots::HolderInfo::now(self.repo_label.clone(), label.to_owned());
         let mut on_wait = |state: &slots::WaitState| {
-            progress.event(
-                "slot",
-                &[
-                    ("wo", label.to_owned()),
-                    ("waiting", "true".into()),
-                    ("cap", state.cap.to_string()),
-                    ("held", state.held.to_string()),
-                    ("ahead", state.ahead.to_string()),
-                ],
-            );
+            progress.event(&Event::SlotWait {
+                wo: label.to_owned(),
+                cap: state.cap,
+                held: state.held,
+                ahead: state.ahead,
+            });
         };
         match slots::acquire(
             slot_dir,
@@ -459,17 +455,11 @@ pub fn report_build(
     exit: &Exit,
     started: std::time::Instant,
 ) {
-    progress.event(
-        "build",
-        &[
-            ("wo", label.to_owned()),
-            ("result", exit.describe()),
-            (
-                "elapsed",
-                format!("{:.1}s", started.elapsed().as_secs_f64()),
-            ),
-        ],
-    );
+    progress.event(&Event::BuildFinished {
+        wo: label.to_owned(),
+        result: exit.clone(),
+        elapsed: started.elapsed(),
+    });
 }
 
 /// The recorded verdict of one command that ran for `wall`.
@@ -681,10 +671,11 @@ impl Host {
             };
         }
         crate::crash::point("leftovers.after");
-        for (kind, step, commands) in [
-            ("gate", Step::Gate, steps.gates),
-            ("critic", Step::Critic, steps.critics),
+        for (check, step, commands) in [
+            (Check::Gate, Step::Gate, steps.gates),
+            (Check::Critic, Step::Critic, steps.critics),
         ] {
+            let kind = check.name();
             for cmd in commands {
                 progress.phase(at.label, kind);
                 let (exit, wall) = match run(kind, cmd) {
@@ -697,14 +688,12 @@ impl Host {
                     }
                 };
                 verdicts.push(verdict(kind, cmd, &exit, wall));
-                progress.event(
-                    kind,
-                    &[
-                        ("wo", at.label.to_owned()),
-                        ("command", cmd.clone()),
-                        ("result", exit.describe()),
-                    ],
-                );
+                progress.event(&Event::Checked {
+                    check,
+                    wo: at.label.to_owned(),
+                    command: cmd.clone(),
+                    result: exit.clone(),
+                });
                 if exit == Exit::Interrupted {
                     return BuildOutcome::Interrupted;
                 }

@@ -7,9 +7,10 @@
 //! (`tests/test_layers.rs` fails on an import cycle):
 //!
 //! 1. leaves: `scope`, `select`, `sign`, `layout`, `parallel`, `refguard`,
-//!    `crash`, `progress`,
+//!    `crash`,
 //!    then `odb` and `orders`;
-//! 2. state and plumbing: `state`, `error`, `exec`, `config_env`, `context`;
+//! 2. state and plumbing: `state`, `error`, `exec`, `progress` (its events
+//!    carry how a command exited), `config_env`, `context`;
 //! 3. services on one repository: `conductor`, `slots`, `promisor`,
 //!    `worktree`, `builder`, `reconcile`, `batch`, `drift`, `lint`, `checkout`;
 //! 4. porcelain: `merge`, then `round`, `review`, `doctor` and `race`.

@@ -24,7 +24,7 @@ use crate::context::Context;
 use crate::error::{Error, GitContext, InputError, Result};
 use crate::exec::{self, Exit};
 use crate::merge::{self, Landed, Link, Linked, Outcome, Request};
-use crate::progress::Progress;
+use crate::progress::{Event, Progress};
 use crate::state::{Status, Store, Verdict};
 use crate::worktree;
 
@@ -456,23 +456,12 @@ impl<'a> Queue<'a> {
             }
         }
         worktree::remove(self.ctx, &name, &branch)?;
-        progress.event(
-            "verify",
-            &[
-                ("tip", at.to_hex_with_len(12).to_string()),
-                ("orders", ids.join(",")),
-                (
-                    "result",
-                    match result {
-                        Some(true) => "passed",
-                        Some(false) => "failed",
-                        None => "interrupted",
-                    }
-                    .into(),
-                ),
-                ("gate_runs", self.gate_runs.to_string()),
-            ],
-        );
+        progress.event(&Event::Verify {
+            tip: at,
+            orders: ids.iter().map(|id| (*id).to_owned()).collect(),
+            passed: result,
+            gate_runs: self.gate_runs,
+        });
         Ok(result)
     }
 
@@ -510,10 +499,10 @@ impl<'a> Queue<'a> {
                 reason: "no longer held by this conductor".into(),
             });
         }
-        progress.event(
-            "rework",
-            &[("wo", id.to_owned()), ("reason", MERGED_GATE_FAILED.into())],
-        );
+        progress.event(&Event::Rejected {
+            wo: id.to_owned(),
+            reason: MERGED_GATE_FAILED.into(),
+        });
         Ok(Fate::GateFailed { detail })
     }
 }
@@ -525,14 +514,11 @@ fn culprit_detail(good: usize) -> String {
 }
 
 fn report_land(progress: &dyn Progress, batch: usize, sha: ObjectId, ids: &[&str]) {
-    progress.event(
-        "land",
-        &[
-            ("batch", batch.to_string()),
-            ("sha", sha.to_hex_with_len(12).to_string()),
-            ("orders", ids.join(",")),
-        ],
-    );
+    progress.event(&Event::Land {
+        batch,
+        sha,
+        orders: ids.iter().map(|id| (*id).to_owned()).collect(),
+    });
 }
 
 /// Remove the verification worktrees of conductors that are gone (killed

@@ -30,7 +30,7 @@ use crate::error::{Error, ExitCode, GitContext, InputError, Result};
 use crate::exec;
 use crate::merge;
 use crate::orders::{Orders, WorkOrder};
-use crate::progress::Progress;
+use crate::progress::{Event, Progress};
 use crate::queue::{self, Entry, Fate, Queue, Verify};
 use crate::reconcile::{self, Recovery};
 use crate::state::{Record, Status, Store, Verdict};
@@ -299,10 +299,10 @@ pub fn run(
     if opts.dry_run {
         summary.planned = plan(ctx, orders, &store, &branch, opts.max)?;
         for (i, batch) in summary.planned.iter().enumerate() {
-            progress.event(
-                "plan",
-                &[("round", (i + 1).to_string()), ("batch", batch.join(","))],
-            );
+            progress.event(&Event::Plan {
+                round: i + 1,
+                batch: batch.clone(),
+            });
         }
         finish(ctx, orders, &store, &branch, &BTreeSet::new(), &mut summary)?;
         summary.exit = ExitCode::Success;
@@ -312,10 +312,10 @@ pub fn run(
     crate::checkout::refuse_dirty_checkout(ctx, &branch)?;
     let me = Conductor::register(ctx)?;
     for line in crate::conductor::end_orphans(ctx)? {
-        progress.event("recover", &[("detail", line)]);
+        progress.event(&Event::Recovered { detail: line });
     }
     for line in queue::remove_dead_verifiers(ctx)? {
-        progress.event("recover", &[("detail", line)]);
+        progress.event(&Event::Recovered { detail: line });
     }
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let host = Host::new(ctx)?;
@@ -410,7 +410,7 @@ impl<'a> Run<'a> {
         )? {
             // A kept worktree is reported once, not at every dispatch.
             if self.reported.insert(line.clone()) {
-                progress.event("recover", &[("detail", line)]);
+                progress.event(&Event::Recovered { detail: line });
             }
         }
         let rows = recover(ctx, self.orders, self.store, self.branch, self.me, progress)?;
@@ -437,10 +437,7 @@ impl<'a> Run<'a> {
         if status.success() {
             return Ok(false);
         }
-        self.progress.event(
-            "budget",
-            &[("exhausted", "true".into()), ("status", status.to_string())],
-        );
+        self.progress.event(&Event::BudgetExhausted { status });
         self.summary.stopped = Some(Stopped::BudgetExhausted(status.to_string()));
         Ok(true)
     }
@@ -473,14 +470,11 @@ impl<'a> Run<'a> {
             }
             self.summary.rounds += 1;
             let base = ctx.branch_tip(self.branch)?;
-            progress.event(
-                "round",
-                &[
-                    ("n", self.summary.rounds.to_string()),
-                    ("base", base.to_hex_with_len(12).to_string()),
-                    ("batch", batch_ids(&selected)),
-                ],
-            );
+            progress.event(&Event::Round {
+                n: self.summary.rounds,
+                base,
+                batch: batch_ids(&selected),
+            });
             let picked: Vec<&WorkOrder> = selected
                 .batch
                 .iter()
@@ -729,15 +723,12 @@ impl<'a> Run<'a> {
         self.ran
             .extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
         for &(wo, attempt) in &dispatched {
-            progress.event(
-                "claim",
-                &[
-                    ("wo", wo.id.clone()),
-                    ("conductor", self.me.name.clone()),
-                    ("base", base.to_hex_with_len(12).to_string()),
-                    ("files", wo.file_strings().join(",")),
-                ],
-            );
+            progress.event(&Event::Claim {
+                wo: wo.id.clone(),
+                conductor: self.me.name.clone(),
+                base,
+                files: wo.file_strings(),
+            });
             launch(Job {
                 wo,
                 attempt,
@@ -914,10 +905,10 @@ impl<'a> Run<'a> {
             .git_context(format!("resolving {wo_branch}"))?
             .detach();
         self.progress.phase(id, "waiting to merge");
-        self.progress.event(
-            "queue",
-            &[("wo", id.clone()), ("position", position.to_string())],
-        );
+        self.progress.event(&Event::Queued {
+            wo: id.clone(),
+            position,
+        });
         Ok(Some(Entry {
             req: merge::Request {
                 wo: job.wo,
@@ -939,28 +930,19 @@ impl<'a> Run<'a> {
         let (id, progress) = (&job.wo.id, self.progress);
         let mut keep_branch = false;
         match fate {
-            Fate::Landed { sha, changed, .. } => progress.event(
-                "merge",
-                &[
-                    ("wo", id.clone()),
-                    ("sha", sha.to_hex_with_len(12).to_string()),
-                    ("changed", changed.to_string()),
-                ],
-            ),
-            Fate::UpToDate => progress.event(
-                "merge",
-                &[("wo", id.clone()), ("up_to_date", "true".into())],
-            ),
+            Fate::Landed { sha, changed, .. } => progress.event(&Event::Merged {
+                wo: id.clone(),
+                sha,
+                changed,
+            }),
+            Fate::UpToDate => progress.event(&Event::UpToDate { wo: id.clone() }),
             Fate::Halted { reason, paths } => {
                 keep_branch = true;
-                progress.event(
-                    "halt",
-                    &[
-                        ("wo", id.clone()),
-                        ("reason", reason),
-                        ("paths", paths.join(",")),
-                    ],
-                );
+                progress.event(&Event::MergeHalted {
+                    wo: id.clone(),
+                    reason,
+                    paths,
+                });
             }
             Fate::Withdrawn { .. } => {
                 return let_go(self.host, self.store, job, &self.me.name, progress)
@@ -982,13 +964,10 @@ impl<'a> Run<'a> {
         let Some((id, at)) = cooling.iter().min_by_key(|(_, at)| *at) else {
             return false;
         };
-        self.progress.event(
-            "wait",
-            &[
-                ("wo", id.clone()),
-                ("seconds", (at - crate::state::now()).max(0).to_string()),
-            ],
-        );
+        self.progress.event(&Event::Wait {
+            wo: id.clone(),
+            remaining: Duration::from_secs((at - crate::state::now()).max(0).unsigned_abs()),
+        });
         while crate::state::now() < *at && !self.me.should_stop() {
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -1141,24 +1120,16 @@ fn stop_error(jobs: &mut [Job<'_>], me: &Conductor, host: &Host) -> Result<()> {
 }
 
 fn report_batch(progress: &dyn Progress, selected: &batch::Batch, max: usize) {
-    progress.event(
-        "batch",
-        &[
-            ("ready", selected.ready.to_string()),
-            ("batch", selected.batch.len().to_string()),
-            ("deferred", selected.deferred.len().to_string()),
-            ("max", max.to_string()),
-        ],
-    );
+    progress.event(&Event::Batch {
+        ready: selected.ready,
+        batch: selected.batch.len(),
+        deferred: selected.deferred.len(),
+        max,
+    });
 }
 
-fn batch_ids(selected: &batch::Batch) -> String {
-    selected
-        .batch
-        .iter()
-        .map(|p| p.wo_id.as_str())
-        .collect::<Vec<_>>()
-        .join(",")
+fn batch_ids(selected: &batch::Batch) -> Vec<String> {
+    selected.batch.iter().map(|p| p.wo_id.clone()).collect()
 }
 
 /// The orders whose last attempt failed less than `delay` ago, each with the
@@ -1246,10 +1217,10 @@ pub(crate) fn recover(
                 retry: false,
             },
         )?;
-        progress.event(
-            "recover",
-            &[("wo", wo.id.clone()), ("merge_back", outcome.name().into())],
-        );
+        progress.event(&Event::RecoveredMergeBack {
+            wo: wo.id.clone(),
+            outcome: outcome.name(),
+        });
     }
     recover_once(ctx, orders, store, branch, me, progress)
 }
@@ -1267,7 +1238,7 @@ fn recover_once(
     let (rows, recovered) = reconcile::recover_and_record(ctx, orders, store, tip, &me.name)?;
     drop(turn);
     for (id, outcome) in recovered {
-        progress.event("recover", &[("wo", id), ("outcome", outcome.into())]);
+        progress.event(&Event::RecoveredRecord { wo: id, outcome });
     }
     Ok(rows)
 }
@@ -1327,20 +1298,17 @@ fn dispatch<'a>(
     })?;
     crate::crash::point("dispatch.after");
     for id in capped {
-        progress.event(
-            "halt",
-            &[("wo", id), ("reason", "retry_cap_exhausted".into())],
-        );
+        progress.event(&Event::Halt {
+            wo: id,
+            reason: "retry_cap_exhausted".into(),
+        });
     }
     for (id, holder) in claimed {
-        progress.event(
-            "defer",
-            &[
-                ("wo", id),
-                ("reason", batch::CLAIMED.into()),
-                ("conflicts_with", holder),
-            ],
-        );
+        progress.event(&Event::Defer {
+            wo: id,
+            reason: batch::CLAIMED.into(),
+            conflicts_with: holder,
+        });
     }
     Ok(go)
 }
@@ -1407,14 +1375,12 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
     let holding = Instant::now();
     let in_use = shared.running.fetch_add(1, Ordering::SeqCst) + 1;
     progress.slots(in_use, cap);
-    progress.event(
-        "build",
-        &[
-            ("wo", id.clone()),
-            ("attempt", job.attempt.to_string()),
-            ("slots", format!("{in_use}/{cap}")),
-        ],
-    );
+    progress.event(&Event::BuildStarted {
+        wo: id.clone(),
+        attempt: job.attempt,
+        in_use,
+        cap,
+    });
     let env = host.env(job.wo, job.attempt, job.base, &job.worktree);
     // A `halt` of this order stops this build only.
     let halted = job.halted.clone();
@@ -1615,21 +1581,26 @@ impl Run<'_> {
         if !held {
             return let_go(self.host, self.store, job, owner, self.progress);
         }
-        let name = match (halt, &kept) {
-            (Some(_), _) => "halt",
-            (None, Some(_)) => "kept",
-            (None, None) => "rework",
-        };
-        let mut fields = vec![
-            ("wo", id.clone()),
-            ("reason", halt.map(str::to_owned).unwrap_or(event)),
-        ];
-        if kept.is_some() {
-            fields.push(("worktree", job.worktree.display().to_string()));
-            fields.push(("branch", branch_of(id)));
-        }
-        fields.push(("log", log));
-        self.progress.event(name, &fields);
+        let (wo, log) = (id.clone(), job.log.clone());
+        self.progress.event(&match (halt, &kept) {
+            (Some(reason), _) => Event::Blocked {
+                wo,
+                reason: reason.to_owned(),
+                log,
+            },
+            (None, Some(_)) => Event::Kept {
+                wo,
+                reason: event,
+                worktree: job.worktree.clone(),
+                branch: branch_of(id),
+                log,
+            },
+            (None, None) => Event::Rework {
+                wo,
+                reason: event,
+                log,
+            },
+        });
         // A halted attempt's worktree and branch stay for inspection until `clear`.
         if !keep_branch {
             worktree::remove(ctx, id, &branch_of(id))?;
@@ -1658,13 +1629,10 @@ fn let_go(
         .is_some_and(|r| ours(&r) && r.halted);
     if halted && job.worktree.is_dir() {
         if let Err(e) = host.commit_leftovers(&job.worktree, job.wo, job.attempt, "") {
-            progress.event(
-                "warning",
-                &[
-                    ("wo", id.clone()),
-                    ("detail", format!("committing what the builder left: {e}")),
-                ],
-            );
+            progress.event(&Event::Warning {
+                wo: id.clone(),
+                detail: format!("committing what the builder left: {e}"),
+            });
         }
     }
     let log = job.log.display().to_string();
@@ -1683,24 +1651,15 @@ fn let_go(
         Ok(Some(reason))
     })?;
     match released {
-        Some(reason) => progress.event(
-            "halt",
-            &[
-                ("wo", id.clone()),
-                ("reason", reason),
-                ("kept", branch_of(id)),
-            ],
-        ),
-        None => progress.event(
-            "warning",
-            &[
-                ("wo", id.clone()),
-                (
-                    "detail",
-                    "taken over by another conductor; left alone".into(),
-                ),
-            ],
-        ),
+        Some(reason) => progress.event(&Event::HaltedInFlight {
+            wo: id.clone(),
+            reason,
+            kept: branch_of(id),
+        }),
+        None => progress.event(&Event::Warning {
+            wo: id.clone(),
+            detail: "taken over by another conductor; left alone".into(),
+        }),
     }
     Ok(())
 }
@@ -1899,13 +1858,10 @@ fn final_gate(
     );
     worktree::remove(ctx, &name, &wt_branch)?;
     let exit = exit.map_err(Error::io(format!("running --final-gate '{cmd}'")))?;
-    progress.event(
-        "final-gate",
-        &[
-            ("result", exit.describe()),
-            ("log", log.display().to_string()),
-        ],
-    );
+    progress.event(&Event::FinalGate {
+        result: exit.clone(),
+        log: log.clone(),
+    });
     let mut v = verdict("final_gate", cmd, &exit, started.elapsed());
     v.detail = Some(log.display().to_string());
     Ok(v)

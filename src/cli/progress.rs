@@ -7,32 +7,15 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use git_arbiter::progress::Progress;
+use git_arbiter::progress::{Event, Progress};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-
-/// Quote a value when it would break `key=value` splitting.
-pub fn field(value: &str) -> String {
-    if value.is_empty() || value.contains(|c: char| c.is_whitespace() || c == '"' || c == '=') {
-        format!("{value:?}")
-    } else {
-        value.to_owned()
-    }
-}
-
-pub fn line(kernel: &str, fields: &[(&str, String)]) -> String {
-    let mut s = format!("arbiter {kernel}");
-    for (k, v) in fields {
-        s.push_str(&format!(" {k}={}", field(v)));
-    }
-    s
-}
 
 pub struct Lines;
 
 impl Progress for Lines {
-    fn event(&self, kernel: &str, fields: &[(&str, String)]) {
+    fn event(&self, event: &Event) {
         let mut stderr = std::io::stderr().lock();
-        let _ = writeln!(stderr, "{}", line(kernel, fields));
+        let _ = writeln!(stderr, "{event}");
     }
     fn phase(&self, _wo: &str, _phase: &str) {}
     fn finished(&self, _wo: &str) {}
@@ -46,8 +29,8 @@ pub struct Live {
 }
 
 impl Live {
-    fn new() -> Live {
-        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+    fn new(target: ProgressDrawTarget) -> Live {
+        let multi = MultiProgress::with_draw_target(target);
         let header = multi.add(ProgressBar::new_spinner());
         header.set_style(ProgressStyle::with_template("{msg}").expect("static template is valid"));
         Live {
@@ -59,35 +42,33 @@ impl Live {
 }
 
 impl Progress for Live {
-    fn event(&self, kernel: &str, fields: &[(&str, String)]) {
-        // Slot and per-phase chatter is what the live lines already show.
-        if kernel == "slot" {
-            if let Some((_, wo)) = fields.iter().find(|(k, _)| *k == "wo") {
+    fn event(&self, event: &Event) {
+        match event {
+            // Waiting for a slot is what the order's live line already shows.
+            Event::SlotWait {
+                wo,
+                cap,
+                held,
+                ahead,
+            } => {
                 if let Some(bar) = self.bars.lock().expect("progress lock").get(wo) {
-                    let waiting = fields
-                        .iter()
-                        .find(|(k, _)| *k == "waiting")
-                        .map(|(_, v)| v.as_str())
-                        .unwrap_or("");
-                    bar.set_message(format!("{wo}  waiting for a slot ({waiting})"));
+                    bar.set_message(format!(
+                        "{wo}  waiting for a slot ({held}/{cap} held, {ahead} ahead)"
+                    ));
                 }
+                return;
             }
-            return;
-        }
-        if kernel == "build" {
-            if let Some((_, slots)) = fields.iter().find(|(k, _)| *k == "slots") {
+            Event::BuildStarted {
+                wo, in_use, cap, ..
+            } => {
                 self.multi.set_move_cursor(false);
-                let wo = fields
-                    .iter()
-                    .find(|(k, _)| *k == "wo")
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default();
-                if let Some(bar) = self.bars.lock().expect("progress lock").get(&wo) {
-                    bar.set_prefix(format!("slots {slots}"));
+                if let Some(bar) = self.bars.lock().expect("progress lock").get(wo) {
+                    bar.set_prefix(format!("slots {in_use}/{cap}"));
                 }
             }
+            _ => {}
         }
-        let _ = self.multi.println(line(kernel, fields));
+        let _ = self.multi.println(event.to_string());
     }
 
     fn phase(&self, wo: &str, phase: &str) {
@@ -121,8 +102,84 @@ impl Progress for Live {
 /// The live view on a terminal, plain lines otherwise.
 pub fn for_stderr() -> Box<dyn Progress> {
     if std::io::stderr().is_terminal() && std::env::var_os("TERM").is_some_and(|t| t != "dumb") {
-        Box::new(Live::new())
+        Box::new(Live::new(ProgressDrawTarget::stderr()))
     } else {
         Box::new(Lines)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use git_arbiter::exec::Exit;
+
+    /// A live view drawing nowhere: what it shows is read back from its bars.
+    fn live() -> Live {
+        Live::new(ProgressDrawTarget::hidden())
+    }
+
+    /// `wo` waits behind `ahead` others for one of two slots, both held.
+    fn waiting(wo: &str, ahead: u32) -> Event {
+        Event::SlotWait {
+            wo: wo.into(),
+            cap: 2,
+            held: 2,
+            ahead,
+        }
+    }
+
+    fn message(live: &Live, wo: &str) -> Option<String> {
+        let bars = live.bars.lock().expect("progress lock");
+        bars.get(wo).map(|bar| bar.message())
+    }
+
+    #[test]
+    fn waiting_for_a_slot_shows_on_the_orders_line() {
+        let live = live();
+        live.phase("wo-a", "slot");
+        live.event(&waiting("wo-a", 1));
+        assert_eq!(
+            message(&live, "wo-a").as_deref(),
+            Some("wo-a  waiting for a slot (2/2 held, 1 ahead)")
+        );
+        // An order with no line yet gets none from waiting alone.
+        live.event(&waiting("wo-b", 2));
+        assert_eq!(message(&live, "wo-b"), None);
+    }
+
+    #[test]
+    fn a_started_build_names_its_slots_and_the_phase_follows() {
+        let live = live();
+        live.phase("wo-a", "slot");
+        live.event(&Event::BuildStarted {
+            wo: "wo-a".into(),
+            attempt: 1,
+            in_use: 1,
+            cap: 2,
+        });
+        live.phase("wo-a", "build");
+        let bars = live.bars.lock().expect("progress lock");
+        let bar = bars.get("wo-a").expect("wo-a has a line");
+        assert_eq!(bar.prefix(), "slots 1/2");
+        assert_eq!(bar.message(), "wo-a  build");
+    }
+
+    #[test]
+    fn other_events_leave_the_lines_alone_and_a_finished_order_goes() {
+        let live = live();
+        live.phase("wo-a", "gate");
+        live.event(&Event::Checked {
+            check: git_arbiter::progress::Check::Gate,
+            wo: "wo-a".into(),
+            command: "make test".into(),
+            result: Exit::Code(0),
+        });
+        live.event(&Event::Queued {
+            wo: "wo-a".into(),
+            position: 1,
+        });
+        assert_eq!(message(&live, "wo-a").as_deref(), Some("wo-a  gate"));
+        live.finished("wo-a");
+        assert_eq!(message(&live, "wo-a"), None);
     }
 }

@@ -31,7 +31,7 @@ use crate::error::{GitContext, InputError, Result};
 use crate::exec::{self, Exit};
 use crate::merge;
 use crate::orders::{Orders, WorkOrder};
-use crate::progress::Progress;
+use crate::progress::{Event, Progress};
 use crate::queue::{self, Entry, Fate, Queue, Verify};
 use crate::select::{self, Candidate, InstanceVerdict};
 use crate::state::{self, Status, Store, Verdict};
@@ -168,7 +168,7 @@ pub fn run(
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     let me = Conductor::register(ctx)?;
     for line in crate::conductor::end_orphans(ctx)? {
-        progress.event("recover", &[("detail", line)]);
+        progress.event(&Event::Recovered { detail: line });
     }
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
@@ -180,21 +180,18 @@ pub fn run(
     let live = |r: &state::Record| crate::conductor::owns_live(ctx, r);
     let tip = ctx.branch_tip(&branch).ok();
     for line in worktree::cleanup_stale(ctx, &store, orders, tip, &live)? {
-        progress.event("recover", &[("detail", line)]);
+        progress.event(&Event::Recovered { detail: line });
     }
     crate::round::recover(ctx, orders, &store, &branch, &me, progress)?;
     let base = ctx.branch_tip(&branch)?;
     let run_id = format!("race-{}", me.name);
     let attempt = dispatch(ctx, &store, orders, wo, base, &me, &run_id, opts.n)?;
-    progress.event(
-        "race",
-        &[
-            ("wo", id.to_owned()),
-            ("n", opts.n.to_string()),
-            ("base", base.to_hex_with_len(12).to_string()),
-            ("attempt", attempt.to_string()),
-        ],
-    );
+    progress.event(&Event::Race {
+        wo: id.to_owned(),
+        n: opts.n,
+        base,
+        attempt,
+    });
     let mut summary = Summary {
         version: 1,
         wo_id: id.to_owned(),
@@ -285,18 +282,12 @@ pub fn run(
         built.store(true, Ordering::Relaxed);
     });
     for job in &jobs {
-        progress.event(
-            "instance",
-            &[
-                ("wo", id.to_owned()),
-                ("instance", job.k.to_string()),
-                ("verdict", job.cand.verdict.to_string()),
-                (
-                    "score",
-                    job.cand.score.map_or("-".into(), |s| s.to_string()),
-                ),
-            ],
-        );
+        progress.event(&Event::Instance {
+            wo: id.to_owned(),
+            instance: job.k,
+            verdict: job.cand.verdict,
+            score: job.cand.score,
+        });
     }
     let cands: Vec<Candidate> = jobs.iter().map(|j| j.cand.clone()).collect();
     let mut keep = vec![false; jobs.len()];
@@ -539,15 +530,12 @@ pub fn run(
                 return Ok(summary);
             }
         };
-        progress.event(
-            "merge",
-            &[
-                ("wo", id.to_owned()),
-                ("instance", job.k.to_string()),
-                ("outcome", outcome.clone()),
-                ("paths", paths.join(",")),
-            ],
-        );
+        progress.event(&Event::RaceMerge {
+            wo: id.to_owned(),
+            instance: job.k,
+            outcome: outcome.clone(),
+            paths: paths.clone(),
+        });
         summary.merges.push(MergeTry {
             instance: job.k,
             outcome,
@@ -630,15 +618,12 @@ pub fn run(
         txn.put(r);
         Ok(())
     })?;
-    progress.event(
-        "pick",
-        &[
-            ("wo", id.to_owned()),
-            ("instance", winner.k.to_string()),
-            ("score", record.score.to_string()),
-            ("sha", sha.to_hex_with_len(12).to_string()),
-        ],
-    );
+    progress.event(&Event::Pick {
+        wo: id.to_owned(),
+        instance: winner.k,
+        score: record.score,
+        sha,
+    });
     summary.winner = Some(winner.k);
     summary.merge_commit = Some(sha.to_string());
     summary.pick = Some(record);
