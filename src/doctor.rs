@@ -285,6 +285,7 @@ fn fix(ctx: &Context, setup: &Setup, findings: &[Finding]) -> Result<Vec<String>
                 orders,
                 &mut snapshot,
                 &live,
+                false,
             )?);
         }
         if idle {
@@ -297,7 +298,8 @@ fn fix(ctx: &Context, setup: &Setup, findings: &[Finding]) -> Result<Vec<String>
             // cleanup_stale stops at the first worktree it cannot remove
             // (say, one a human locked); that one stays reported.
             let tip = setup.branch.as_ref().and_then(|b| ctx.branch_tip(b).ok());
-            match worktree::cleanup_stale(ctx, &store, orders, tip, &|r| owned_live(ctx, r)) {
+            match worktree::cleanup_stale(ctx, &store, orders, tip, &|r| owned_live(ctx, r), false)
+            {
                 Ok(lines) => actions.extend(lines.into_iter().filter(|l| l.starts_with("removed"))),
                 Err(e) => actions.push(format!("stopped removing leftovers: {e}")),
             }

@@ -26,14 +26,11 @@ use crate::exec::{self, Exit};
 use crate::merge::{self, Landed, Link, Linked, Outcome, Request};
 use crate::progress::{Event, Progress};
 use crate::state::{Status, Store, Verdict};
-use crate::worktree;
+use crate::worktree::{self, VERIFY_PREFIX};
 
 /// The history event (and reason) of an order whose merge broke the gates
 /// once merged with the others: it goes back for rework, its attempt spent.
 pub const MERGED_GATE_FAILED: &str = "merged_gate_failed";
-
-/// The worktree name prefix of a conductor's verification worktree.
-const VERIFY_PREFIX: &str = "verify-";
 
 /// Whether the gates run on the merged result before the branch moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -275,6 +275,9 @@ struct Run<'a> {
     busy: Duration,
     /// Recovery lines already reported.
     reported: BTreeSet<String>,
+    /// What a continuous run's lander counted (the lockstep queue counts its own).
+    landed_batches: usize,
+    gate_runs: usize,
     summary: Summary,
 }
 
@@ -345,6 +348,8 @@ pub fn run(
         merge_waits: BTreeMap::new(),
         busy: Duration::ZERO,
         reported: BTreeSet::new(),
+        landed_batches: 0,
+        gate_runs: 0,
         summary,
     };
     let shared = Shared {
@@ -366,8 +371,8 @@ pub fn run(
     }
     let wall = started.elapsed();
     let slots_used = (cap as usize).min(opts.max.max(1));
-    run.summary.gate_runs = run.queue.gate_runs;
-    run.summary.landed_batches = run.queue.batches;
+    run.summary.gate_runs = run.queue.gate_runs + run.gate_runs;
+    run.summary.landed_batches = run.queue.batches + run.landed_batches;
     if !run.ran.is_empty() && !wall.is_zero() {
         let utilisation = run.busy.as_secs_f64() / (slots_used as f64 * wall.as_secs_f64());
         run.summary.slot_utilisation = Some((utilisation * 1000.0).round() / 1000.0);
@@ -407,6 +412,7 @@ impl<'a> Run<'a> {
             self.orders,
             ctx.branch_tip(self.branch).ok(),
             &|r: &Record| owned_by_live(ctx, r),
+            true,
         )? {
             // A kept worktree is reported once, not at every dispatch.
             if self.reported.insert(line.clone()) {
@@ -541,7 +547,15 @@ impl<'a> Run<'a> {
         std::thread::scope(|scope| {
             let (watch_ref, finished_ref, shared_repo) = (&watch, &finished, &shared_repo);
             scope.spawn(move || watch_ref.run(shared_repo, &me.name, finished_ref));
-            let (tx, rx) = std::sync::mpsc::channel::<Job<'_>>();
+            let (tx, rx) = std::sync::mpsc::channel::<Msg<'_>>();
+            // The merge queue lands in a thread of its own, so that a slot
+            // freed while it verifies is filled at once.
+            let (to_lander, lander_rx) = std::sync::mpsc::channel::<Vec<Entry<'a>>>();
+            {
+                let (tx, opts, branch) = (tx.clone(), self.opts, self.branch);
+                let cap = self.store.default_cap;
+                scope.spawn(move || lander(shared, opts, branch, cap, &lander_rx, &tx));
+            }
             let mut flow = Flow::default();
             let result = loop {
                 if flow.should_dispatch(self.opts.max) {
@@ -552,7 +566,7 @@ impl<'a> Run<'a> {
                         let tx = tx.clone();
                         scope.spawn(move || {
                             build_one(shared, &mut job);
-                            let _ = tx.send(job);
+                            let _ = tx.send(Msg::Built(Box::new(job)));
                         });
                     };
                     let dispatched = self.dispatch_more(&mut flow, shared, &mut launch);
@@ -561,8 +575,6 @@ impl<'a> Run<'a> {
                         flow.fail(e, shared);
                     }
                 }
-                // Freed slots were filled first: landing takes a while
-                // when it verifies, and the builders should not wait for it.
                 if flow.failed.is_some() {
                     // Nothing more lands: what passed is given back with the rest.
                     let passed = std::mem::take(&mut flow.passed);
@@ -573,15 +585,24 @@ impl<'a> Run<'a> {
                         .iter()
                         .flat_map(|j| j.wo.files.iter().cloned())
                         .collect();
-                    // What lands may be what other orders wait for. On an
-                    // error the orders were given back already.
-                    match self.settle_all(&passed, &union) {
-                        Ok(()) => flow.changed = true,
+                    // On an error the orders were given back already.
+                    match self.enqueue_all(&passed, &union) {
+                        Ok(waiting) => {
+                            let entries: Vec<Entry<'a>> =
+                                waiting.into_iter().map(|(_, entry)| entry).collect();
+                            flow.entered.extend(entered_at(&entries));
+                            let queued: BTreeSet<String> =
+                                entries.iter().map(|e| e.req.wo.id.clone()).collect();
+                            if !entries.is_empty() && to_lander.send(entries).is_err() {
+                                flow.fail(lander_gone(), shared);
+                            }
+                            flow.landing
+                                .extend(passed.into_iter().filter(|j| queued.contains(&j.wo.id)));
+                        }
                         Err(e) => flow.fail(e, shared),
                     }
-                    continue;
                 }
-                if flow.in_flight == 0 && flow.passed.is_empty() {
+                if flow.in_flight == 0 && flow.passed.is_empty() && flow.landing.is_empty() {
                     // Nothing more to do as far as a light pass can tell: a
                     // full one (recovery, leftovers) has the last word.
                     if !flow.last_pass_full && flow.failed.is_none() {
@@ -610,22 +631,48 @@ impl<'a> Run<'a> {
                     flow.changed = true;
                     continue;
                 }
-                let mut finished_jobs = Vec::new();
+                let mut messages = Vec::new();
                 match rx.recv_timeout(Duration::from_millis(250)) {
-                    Ok(job) => finished_jobs.push(job),
+                    Ok(msg) => messages.push(msg),
                     Err(_) => flow.poll(self.me),
                 }
-                finished_jobs.extend(rx.try_iter());
-                for job in finished_jobs {
-                    flow.in_flight -= 1;
+                messages.extend(rx.try_iter());
+                for msg in messages {
                     flow.changed = true;
-                    watch.forget(&job.wo.id);
-                    if let Err(e) = self.built(job, &mut flow) {
-                        flow.fail(e, shared);
+                    match msg {
+                        Msg::Built(job) => {
+                            flow.in_flight -= 1;
+                            watch.forget(&job.wo.id);
+                            if let Err(e) = self.built(*job, &mut flow) {
+                                flow.fail(e, shared);
+                            }
+                        }
+                        Msg::Landed {
+                            result,
+                            batches,
+                            gate_runs,
+                        } => {
+                            (self.landed_batches, self.gate_runs) = (batches, gate_runs);
+                            let landing = std::mem::take(&mut flow.landing);
+                            let ids: BTreeSet<String> = match &result {
+                                Ok(fates) => fates.iter().map(|(id, _)| id.clone()).collect(),
+                                Err(_) => landing.iter().map(|j| j.wo.id.clone()).collect(),
+                            };
+                            let (done, still): (Vec<Job<'a>>, Vec<Job<'a>>) =
+                                landing.into_iter().partition(|j| ids.contains(&j.wo.id));
+                            flow.landing = still;
+                            let refs: Vec<&Job> = done.iter().collect();
+                            let entered = std::mem::take(&mut flow.entered);
+                            if let Err(e) = self.landed(&refs, &entered, result) {
+                                flow.fail(e, shared);
+                            }
+                            flow.entered = entered;
+                        }
                     }
                 }
                 flow.poll(self.me);
             };
+            drop(to_lander);
             finished.store(true, Ordering::Relaxed);
             if self.me.should_stop() {
                 self.summary.stopped = Some(Stopped::Requested);
@@ -773,6 +820,17 @@ impl<'a> Run<'a> {
     /// Settle builds: failed ones now, passed ones through the merge queue
     /// as one batch (a lockstep round's, or what waits in a continuous run).
     fn settle_all(&mut self, jobs: &[Job<'a>], union: &[crate::scope::Entry]) -> Result<()> {
+        let waiting = self.enqueue_all(jobs, union)?;
+        self.land_here(waiting)
+    }
+
+    /// Settle the failed of `jobs` now and enter the passed into the merge
+    /// queue. On an error every order not settled gets its attempt back.
+    fn enqueue_all<'j>(
+        &mut self,
+        jobs: &'j [Job<'a>],
+        union: &[crate::scope::Entry],
+    ) -> Result<Vec<(&'j Job<'a>, Entry<'a>)>> {
         self.busy += jobs.iter().map(|j| j.busy).sum::<Duration>();
         if jobs
             .iter()
@@ -813,22 +871,28 @@ impl<'a> Run<'a> {
                 return Err(e);
             }
         }
-        let (jobs_waiting, entries): (Vec<&Job>, Vec<Entry>) = waiting.into_iter().unzip();
-        let paired: Vec<(&Job, Entry)> = jobs_waiting.iter().copied().zip(entries).collect();
-        self.land_refs(paired)
+        Ok(waiting)
     }
 
-    /// Land the waiting orders as one batch and settle each by its fate.
-    fn land_refs(&mut self, waiting: Vec<(&Job<'_>, Entry<'_>)>) -> Result<()> {
+    /// Land the waiting orders as one batch here and settle each by its fate.
+    fn land_here(&mut self, waiting: Vec<(&Job<'_>, Entry<'_>)>) -> Result<()> {
         if waiting.is_empty() {
             return Ok(());
         }
         let (jobs, entries): (Vec<&Job>, Vec<Entry>) = waiting.into_iter().unzip();
-        let entered: BTreeMap<String, Instant> = entries
-            .iter()
-            .map(|e| (e.req.wo.id.clone(), e.entered))
-            .collect();
+        let entered = entered_at(&entries);
         let result = self.queue.land(entries, self.progress);
+        self.landed(&jobs, &entered, result)
+    }
+
+    /// Settle each of `jobs` by its fate in `result` (what landing them
+    /// gave). On an error the unlanded orders get their attempts back.
+    fn landed(
+        &mut self,
+        jobs: &[&Job<'_>],
+        entered: &BTreeMap<String, Instant>,
+        result: Result<Vec<(String, Fate)>>,
+    ) -> Result<()> {
         let fates = match result {
             Ok(fates) => fates,
             Err(e) => {
@@ -1014,12 +1078,91 @@ impl<'a> Run<'a> {
     }
 }
 
+/// The continuous run's merge queue: lands what waits, as one batch, from
+/// its own handle on the repository, and reports the fates, until the run
+/// stops sending.
+fn lander<'a>(
+    shared: &Shared<'_>,
+    opts: &Options,
+    branch: &gix::refs::FullName,
+    retry_cap: u32,
+    batches: &std::sync::mpsc::Receiver<Vec<Entry<'a>>>,
+    report: &std::sync::mpsc::Sender<Msg<'a>>,
+) {
+    let ctx = shared.ctx.local();
+    let store = Store::new(&ctx.repo, retry_cap);
+    let queue = Queue::new(
+        &ctx,
+        &store,
+        branch,
+        opts.verify,
+        &opts.gates,
+        opts.timeout,
+        shared.me,
+    );
+    let mut queue = match queue {
+        Ok(queue) => queue,
+        Err(e) => {
+            let _ = report.send(Msg::Landed {
+                result: Err(e),
+                batches: 0,
+                gate_runs: 0,
+            });
+            return;
+        }
+    };
+    while let Ok(mut entries) = batches.recv() {
+        // Whatever else waits lands in the same batch.
+        entries.extend(batches.try_iter().flatten());
+        let result = queue.land(entries, shared.progress);
+        let sent = report.send(Msg::Landed {
+            result,
+            batches: queue.batches,
+            gate_runs: queue.gate_runs,
+        });
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+fn lander_gone() -> Error {
+    Error::Io {
+        context: "handing work to the merge queue".into(),
+        source: std::io::Error::other("its thread is gone"),
+    }
+}
+
+/// When each of `entries` entered the queue.
+fn entered_at(entries: &[Entry<'_>]) -> BTreeMap<String, Instant> {
+    entries
+        .iter()
+        .map(|e| (e.req.wo.id.clone(), e.entered))
+        .collect()
+}
+
+/// What a continuous run's threads report to it.
+enum Msg<'a> {
+    /// A build ended (boxed: a job is large, a landing report small).
+    Built(Box<Job<'a>>),
+    /// The lander landed a batch: each order's fate, and its counts so far.
+    Landed {
+        result: Result<Vec<(String, Fate)>>,
+        batches: usize,
+        gate_runs: usize,
+    },
+}
+
 /// The state of the continuous schedule's loop.
 #[derive(Default)]
 struct Flow<'a> {
     in_flight: usize,
-    /// Passed, waiting to land.
+    /// Passed, waiting to enter the merge queue.
     passed: Vec<Job<'a>>,
+    /// In the merge queue: handed to the lander, fates not back yet.
+    landing: Vec<Job<'a>>,
+    /// When each order entered the merge queue.
+    entered: BTreeMap<String, Instant>,
     /// Something changed since the last dispatch (a build ended, an order landed).
     changed: bool,
     last_dispatch: Option<Instant>,

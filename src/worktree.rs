@@ -347,6 +347,9 @@ fn ref_locked(what: &str, lock: &Path) -> Error {
         .into()
 }
 
+/// The name prefix of a conductor's verification worktree, `verify-<conductor>`.
+pub const VERIFY_PREFIX: &str = "verify-";
+
 /// How often a branch deletion that lost to a concurrent ref edit is tried again.
 const DELETE_RETRIES: u32 = 25;
 
@@ -372,8 +375,11 @@ fn delete_branch(repo: &gix::Repository, full: &FullName, expect: Option<ObjectI
     // (a builder's commit, a merge's compare-and-swap) and no `packed-refs`
     // exists fails in gix 0.90 once that lock is gone ("Could not commit
     // packed-ref transaction"): it is only that moment, so try again.
+    let lock = crate::refguard::blocking_lock(repo, &full.as_bstr().to_string());
     for _ in 0..DELETE_RETRIES {
+        // A lock that is still there is someone's: reported below, not waited on.
         if deleted.is_ok()
+            || lock.exists()
             || repo
                 .try_find_reference(full.as_ref())
                 .ok()
@@ -388,7 +394,6 @@ fn delete_branch(repo: &gix::Repository, full: &FullName, expect: Option<ObjectI
     match deleted {
         Ok(_) => Ok(()),
         Err(e) => {
-            let lock = crate::refguard::blocking_lock(repo, &full.as_bstr().to_string());
             if lock.exists() {
                 return Err(ref_locked(&format!("delete {}", full.as_bstr()), &lock));
             }
@@ -496,7 +501,11 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
         // calls prunable. gix refuses to remove a worktree whose backlink it
         // cannot read, so clear the folder first or every later round fails.
         let dot_git = dest.join(".git");
-        if dest.is_dir() && std::fs::symlink_metadata(&dot_git).is_err() {
+        // Killed before it wrote all of `.git` (or any): gix cannot remove
+        // a worktree whose backlink it cannot read.
+        let backlink = std::fs::read_to_string(&dot_git)
+            .is_ok_and(|text| text.starts_with("gitdir: ") && text.ends_with('\n'));
+        if dest.is_dir() && !backlink {
             std::fs::remove_dir_all(&dest)
                 .map_err(Error::io(format!("removing {}", dest.display())))?;
         }
@@ -710,6 +719,7 @@ pub fn cleanup_stale(
     orders: &Orders,
     tip: Option<gix::ObjectId>,
     is_live: &dyn Fn(&Record) -> bool,
+    wait_out_fresh_locks: bool,
 ) -> Result<Vec<String>> {
     let mut report = Vec::new();
     // Dispatch records `in_progress` before it creates a worktree, and
@@ -751,8 +761,14 @@ pub fn cleanup_stale(
         orders,
         &mut snapshot,
         is_live,
+        wait_out_fresh_locks,
     )?);
     for (name, (info, found_branch)) in names {
+        // A conductor's verification worktree: the merge queue removes its
+        // own, and those of dead conductors (`queue::remove_dead_verifiers`).
+        if name.starts_with(VERIFY_PREFIX) {
+            continue;
+        }
         let has_branch = found_branch.is_some();
         let branch = match (&info, found_branch) {
             (_, Some(b)) => b,
@@ -829,12 +845,15 @@ pub(crate) const STALE_LOCK_AGE: std::time::Duration = std::time::Duration::from
 /// Remove the `.lock` files a killed git or git-arbiter process left on
 /// arbiter's own branches (`arbiter/*`, `arbiter-race/*`): each makes every
 /// later edit of that branch fail. Only for orders no live conductor works on,
-/// and only locks older than [`STALE_LOCK_AGE`]. Returns one report line each.
+/// and only locks older than [`STALE_LOCK_AGE`]; a younger one is waited out
+/// when `wait` (a run about to build), else left (`doctor` says to run it
+/// again). Returns one report line each.
 pub(crate) fn clear_stale_branch_locks(
     ctx: &Context,
     orders: &Orders,
     snapshot: &mut crate::state::Snapshot<'_>,
     is_live: &dyn Fn(&Record) -> bool,
+    wait: bool,
 ) -> Result<Vec<String>> {
     let mut report = Vec::new();
     let common = ctx.repo.common_dir();
@@ -881,6 +900,9 @@ pub(crate) fn clear_stale_branch_locks(
                     .and_then(|m| m.elapsed().ok())
                     .unwrap_or_default();
                 if age < STALE_LOCK_AGE {
+                    if !wait {
+                        continue;
+                    }
                     std::thread::sleep(STALE_LOCK_AGE - age);
                     let unchanged = std::fs::symlink_metadata(&path)
                         .and_then(|now| now.modified())

@@ -44,9 +44,10 @@ mod worktree;
 /// git-arbiter runs work orders (Markdown files under `work-orders/`) through
 /// builders such as AI coding agents or scripts, each in its own linked
 /// worktree. It decides from git's own data which orders run together
-/// (disjoint declared files), merges the clean ones back one at a time,
-/// rejects merges that touched undeclared files, and keeps all of its state
-/// in `refs/notes/arbiter`.
+/// (disjoint declared files), starts the next whenever a builder finishes,
+/// lands the clean ones through a merge queue that runs the gates on the
+/// merged result before the branch moves, rejects merges that touched
+/// undeclared files, and keeps all of its state in `refs/notes/arbiter`.
 ///
 /// Exit codes: 0 success, 1 escalation (a halted work order remains),
 /// 2 usage/config/input error, 3 merge conflict, 4 drift rejected,

@@ -179,7 +179,7 @@ pub fn run(
     // merges that landed without their record (never merged twice).
     let live = |r: &state::Record| crate::conductor::owns_live(ctx, r);
     let tip = ctx.branch_tip(&branch).ok();
-    for line in worktree::cleanup_stale(ctx, &store, orders, tip, &live)? {
+    for line in worktree::cleanup_stale(ctx, &store, orders, tip, &live, true)? {
         progress.event(&Event::Recovered { detail: line });
     }
     crate::round::recover(ctx, orders, &store, &branch, &me, progress)?;
