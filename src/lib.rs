@@ -18,6 +18,7 @@ pub mod lint;
 pub mod merge;
 pub mod odb;
 pub mod orders;
+pub mod pool;
 pub mod progress;
 pub mod promisor;
 pub mod race;

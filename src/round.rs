@@ -46,6 +46,8 @@ pub struct Options {
     /// again (`arbiter.retryDelay`); zero builds it in the next round.
     pub retry_delay: Duration,
     pub drift_batch_scope: bool,
+    /// Warm worktrees and the setup hook.
+    pub pool: crate::pool::Options,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -308,8 +310,7 @@ pub fn run(
         ran.extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
         let mut jobs = Vec::new();
         for &(wo, attempt) in &dispatched {
-            let made = worktree::remove(ctx, &wo.id, &branch_of(&wo.id))
-                .and_then(|()| worktree::add(ctx, &wo.id, &branch_of(&wo.id), round_base));
+            let made = crate::pool::take(ctx, &opts.pool, &wo.id, &branch_of(&wo.id), round_base);
             let path = match made {
                 Ok(path) => path,
                 Err(e) => {
@@ -731,6 +732,8 @@ fn build_one(
             env: &env,
         },
         &Steps {
+            setup: opts.pool.setup.as_deref(),
+            setup_inputs: &opts.pool.setup_inputs,
             build: &opts.build,
             gates: &opts.gates,
             critics: &opts.critics,
@@ -1009,9 +1012,7 @@ fn settle(
         }
     }
     // A halted attempt's worktree and branch stay for inspection until `clear`.
-    if !keep_branch {
-        worktree::remove(ctx, id, &wo_branch)?;
-    }
+    crate::pool::give_back(ctx, id, &wo_branch, keep_branch)?;
     Ok(())
 }
 
@@ -1121,7 +1122,7 @@ fn abandon(
         },
     )?;
     for id in requeued {
-        worktree::remove(ctx, &id, &branch_of(&id))?;
+        crate::pool::give_back(ctx, &id, &branch_of(&id), false)?;
     }
     Ok(())
 }

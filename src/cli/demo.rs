@@ -72,11 +72,13 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
         orders.len(),
         repo.display()
     ));
+    let max_total = git_arbiter::slots::cap(Some(&ctx), None)?;
     let opts = Options {
         build: format!("sh {}", root.join("builder.sh").display()),
         gates: vec![GATE.to_owned()],
         max: 8,
-        max_total: git_arbiter::slots::cap(Some(&ctx), None)?,
+        max_total,
+        pool: git_arbiter::pool::Options::resolve(&ctx, false, None, max_total)?,
         ..Options::default()
     };
     let progress = progress::for_stderr();

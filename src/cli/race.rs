@@ -64,6 +64,12 @@ pub struct RaceArgs {
     /// Print the summary (with the pick record) as versioned JSON on stdout
     #[arg(long)]
     json: bool,
+    /// Fresh worktrees: one created and removed per attempt instead of reused pooled ones [default: `arbiter.pool`, on]
+    #[arg(long)]
+    no_pool: bool,
+    /// Run in a worktree before its first build, and again when a path matching `arbiter.setupInputs` changed; exit ≠ 0 fails the attempt (retryable, step `setup`) [default: `arbiter.setup`]
+    #[arg(long, value_name = "CMD")]
+    setup: Option<String>,
     #[command(flatten)]
     pub orders: super::OrdersArgs,
 }
@@ -87,6 +93,7 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
     } else {
         args.gates
     };
+    let max_total = git_arbiter::slots::cap(Some(&ctx), args.max_total)?;
     let opts = Options {
         into: args.into,
         n: args.n,
@@ -98,8 +105,9 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
         score: args.score,
         min_score,
         keep_losers: args.keep_losers,
-        max_total: git_arbiter::slots::cap(Some(&ctx), args.max_total)?,
+        max_total,
         timeout,
+        pool: git_arbiter::pool::Options::resolve(&ctx, args.no_pool, args.setup, max_total)?,
     };
     let progress = progress::for_stderr();
     let summary = race::run(&ctx, &orders, &args.id, &opts, progress.as_ref())?;

@@ -75,6 +75,12 @@ pub struct RoundArgs {
     /// Drift scope: `own` (the work order's declared files) or `batch` (the union of the round's batch)
     #[arg(long, value_name = "SCOPE", default_value = "own", value_parser = ["own", "batch"])]
     drift_scope: String,
+    /// Fresh worktrees: one created and removed per attempt instead of reused pooled ones [default: `arbiter.pool`, on]
+    #[arg(long)]
+    no_pool: bool,
+    /// Run in a worktree before its first build, and again when a path matching `arbiter.setupInputs` changed; exit ≠ 0 fails the attempt (retryable, step `setup`) [default: `arbiter.setup`]
+    #[arg(long, value_name = "CMD")]
+    setup: Option<String>,
     #[command(flatten)]
     pub orders: super::OrdersArgs,
 }
@@ -174,6 +180,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         }
     };
     let timeout = timeout_or_config(&ctx, args.timeout)?;
+    let max_total = git_arbiter::slots::cap(Some(&ctx), args.max_total)?;
     let opts = Options {
         into: args.into,
         build: args
@@ -189,12 +196,13 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
             .budget_cmd
             .or_else(|| ctx.config_string("arbiter.budgetCmd")),
         max: ctx.max_batch(args.max)?,
-        max_total: git_arbiter::slots::cap(Some(&ctx), args.max_total)?,
+        max_total,
         once: args.once,
         dry_run: args.dry_run,
         timeout,
         retry_delay: retry_delay(&ctx)?,
         drift_batch_scope: args.drift_scope == "batch",
+        pool: git_arbiter::pool::Options::resolve(&ctx, args.no_pool, args.setup, max_total)?,
     };
     let progress = progress::for_stderr();
     let summary = round::run(&ctx, &orders, &opts, progress.as_ref())?;
