@@ -311,7 +311,7 @@ pub fn take(
     }
     let leased = match best {
         Some((info, entry, lock)) => {
-            switch(ctx, &info, entry, branch, base)?;
+            switch(ctx, &info, entry, branch, base, opts.keep_ignored)?;
             (info.name, info.path, lock)
         }
         None => create(ctx, branch, base)?,
@@ -378,6 +378,7 @@ fn switch(
     mut entry: Entry,
     branch: &str,
     base: ObjectId,
+    keep_ignored: bool,
 ) -> Result<()> {
     crate::promisor::fetch_missing(ctx, base)?;
     let common = ctx.repo.common_dir().to_owned();
@@ -426,18 +427,13 @@ fn switch(
         // The index is not the one the reset wrote: do it all again.
         _ => {
             checkout::reset_to(&wt, base_tree)?;
-            remove_untracked(&wt, entry_keeps_ignored(&entry))?;
+            remove_untracked(&wt, keep_ignored)?;
         }
     }
     attach_head(&wt, &full)?;
     crate::crash::point("pool-switch.after");
     entry.state = State::Held;
     write_entry(&common, &info.name, &entry)
-}
-
-/// A free worktree's ignored files were kept if it measured some.
-fn entry_keeps_ignored(entry: &Entry) -> bool {
-    entry.ignored_bytes.is_some_and(|b| b > 0)
 }
 
 fn open(path: &Path) -> Result<gix::Repository> {
@@ -534,7 +530,7 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
     entry.tree = Some(tree.to_string());
     entry.index_checksum = index.checksum().map(|c| c.to_string());
     entry.ignored_bytes = Some(kept);
-    if kept == 0 {
+    if !lease.opts.keep_ignored {
         // Whatever the setup made (ignored files) is gone with them.
         entry.setup_tree = None;
     }

@@ -10,6 +10,7 @@ mod test_lint;
 mod test_merge_back;
 mod test_oracle;
 mod test_orders;
+mod test_pool;
 mod test_race;
 mod test_reliability;
 mod test_repo_checkout;
