@@ -408,9 +408,10 @@ fn bad_pool_config_is_one_line_and_exit_2() {
 
 #[test]
 fn a_worktree_killed_mid_switch_is_removed_by_the_next_run() {
+    // `checkout-files.after#2`: the first is the merge updating main's checkout.
     for point in [
         "pool-switch.before",
-        "checkout-files.after",
+        "checkout-files.after#2",
         "pool-switch.after",
         "pool-clean.after",
     ] {
@@ -422,10 +423,15 @@ fn a_worktree_killed_mid_switch_is_removed_by_the_next_run() {
         killed.env("ARBITER_CRASH_AT", point);
         let out = killed.output().expect("run");
         let stderr = String::from_utf8_lossy(&out.stderr);
+        let name = point.split('#').next().unwrap_or(point);
         assert!(
-            stderr.contains(&format!("arbiter crash point={point}")),
+            stderr.contains(&format!("arbiter crash point={name}")),
             "{point}: {stderr}"
         );
+        if point == "pool-switch.before" {
+            let rows = pool_status(&env);
+            assert_eq!(rows[0]["state"], "broken", "found mid-switch: {rows:?}");
+        }
         round(&env, &["--build", BUILD]).success();
         let done = env.run(&["status", "--json"]).success().json();
         for row in done["orders"].as_array().expect("orders") {
