@@ -11,8 +11,9 @@ use super::{json, out, progress, Env};
 
 /// Best-of-N: build N instances of one work order, merge the best one back.
 ///
-/// Each instance k (0-based) gets its own worktree `race-<id>-<k>` on branch
-/// `arbiter-race/<id>/<k>`, all cut from the integration tip, and is built
+/// Each instance k (0-based) gets its own worktree on branch
+/// `arbiter-race/<id>/<k>`, all cut from the integration tip (a pooled one, see
+/// `git arbiter pool`; `race-<id>-<k>` with `--no-pool`), and is built
 /// concurrently within the machine-wide slots with the round's environment
 /// plus ARBITER_INSTANCE=<k>. What the builder leaves is committed, the gates
 /// run, and for each passing instance `--score` runs in its worktree: its last

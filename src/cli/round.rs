@@ -13,8 +13,10 @@ use super::{json, out, progress, Env};
 ///
 /// Each round: reconcile and recover, check the kill switch and budget, select
 /// a batch of eligible work orders with pairwise disjoint declared files, cut
-/// ROUND_BASE from the integration tip, create one worktree and branch
-/// `arbiter/<id>` per order, record the attempt, run the builders concurrently
+/// ROUND_BASE from the integration tip, give each order a worktree on branch
+/// `arbiter/<id>` (a pooled one switched to the base, or a new one; see
+/// `git arbiter pool`), record the attempt, run the setup command where needed
+/// and the builders concurrently
 /// within the machine-wide slots, commit what each left uncommitted, run gates
 /// and critics, and merge the clean ones back one at a time (drift-checked
 /// before the branch moves). Rounds repeat off the new tip until nothing is
