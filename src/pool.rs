@@ -826,3 +826,38 @@ pub fn prune(ctx: &Context, size: usize, all: bool) -> Result<Vec<PathBuf>> {
     }
     Ok(removed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_inputs_are_globs_over_repository_paths() {
+        let lock = input_glob("package-lock.json").expect("glob");
+        assert!(lock.is_match("package-lock.json"));
+        assert!(
+            !lock.is_match("web/package-lock.json"),
+            "a bare name is the top-level file"
+        );
+        let nested = input_glob("**/Cargo.lock").expect("glob");
+        assert!(nested.is_match("Cargo.lock") && nested.is_match("crates/a/Cargo.lock"));
+        let star = input_glob("*.lock").expect("glob");
+        assert!(!star.is_match("a/b.lock"), "'*' does not cross '/'");
+        assert!(input_glob("a[").is_err());
+    }
+
+    #[test]
+    fn bookkeeping_round_trips_and_tolerates_unknown_fields() {
+        let entry = Entry {
+            state: State::Free,
+            tree: Some("t".into()),
+            ignored_bytes: Some(3),
+            ..Entry::default()
+        };
+        let text = serde_json::to_string(&entry).expect("json");
+        assert!(text.contains("\"state\":\"free\""), "{text}");
+        let back: Entry = serde_json::from_str(&text.replace('{', "{\"later\":1,")).expect("read");
+        assert_eq!(back.state, State::Free);
+        assert_eq!(back.ignored_bytes, Some(3));
+    }
+}

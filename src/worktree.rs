@@ -913,3 +913,19 @@ fn describe(info: &Option<Info>, has_branch: bool, branch: &str) -> String {
         (None, _) => format!("branch {branch}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pooled_worktrees_are_named_by_their_branch() {
+        assert_eq!(
+            super::name_of_branch("arbiter/wo-1").as_deref(),
+            Some("wo-1")
+        );
+        assert_eq!(
+            super::name_of_branch("arbiter-race/wo-1/2").as_deref(),
+            Some("race-wo-1-2")
+        );
+        assert_eq!(super::name_of_branch("main"), None);
+    }
+}

@@ -532,7 +532,7 @@ const MAX_NTH: u32 = 5;
 // ---------------------------------------------------------------- round
 
 /// Three disjoint orders; `wo-c`'s first attempt fails its gate, so a round
-/// hits the rework path and a second round.
+/// hits the rework path and a second round (in a reused pooled worktree).
 fn round_repo() -> (TestEnv, String) {
     let env = TestEnv::new();
     env.write("README", "base\n");
@@ -545,6 +545,9 @@ fn round_repo() -> (TestEnv, String) {
         );
     }
     let base = env.commit_all("init");
+    // One free pooled worktree stays: the round switches it (wo-c's second
+    // attempt) and removes the two others, so it meets every worktree point.
+    env.git(&["config", "arbiter.poolSize", "1"]);
     (env, base)
 }
 
