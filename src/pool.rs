@@ -338,7 +338,7 @@ fn discard(ctx: &Context, info: &Info) -> Result<()> {
 fn create(ctx: &Context, branch: &str, base: ObjectId) -> Result<(String, PathBuf, File)> {
     let dir = worktree::pool_dir(ctx)?;
     let common = ctx.repo.common_dir().to_owned();
-    for i in 0u32.. {
+    for i in 0..u32::MAX {
         let n = i.to_string();
         // A folder there that is not a registered worktree is not ours to overwrite.
         if std::fs::symlink_metadata(dir.join(&n)).is_ok() {
@@ -367,7 +367,12 @@ fn create(ctx: &Context, branch: &str, base: ObjectId) -> Result<(String, PathBu
         write_entry(&common, &n, &entry)?;
         return Ok((n, path, lock));
     }
-    unreachable!("u32 numbers are never all taken")
+    Err(InputError::new(format!(
+        "no number is free for a pooled worktree in {}",
+        dir.display()
+    ))
+    .hint("run 'git arbiter pool prune --all'")
+    .into())
 }
 
 /// Switch the free pooled worktree `info` (clean at `entry.tree`) to a new

@@ -507,8 +507,7 @@ fn remove_registered(ctx: &Context, dest: &Path) -> Result<()> {
     // cannot read, so clear the folder first or every later round fails.
     let dot_git = dest.join(".git");
     if dest.is_dir() && std::fs::symlink_metadata(&dot_git).is_err() {
-        std::fs::remove_dir_all(dest)
-            .map_err(Error::io(format!("removing {}", dest.display())))?;
+        std::fs::remove_dir_all(dest).map_err(Error::io(format!("removing {}", dest.display())))?;
     }
     crate::crash::point("worktree-remove.before");
     proxy

@@ -282,6 +282,18 @@ if [ "$ARBITER_WO" = wo-a ]; then echo oops > README; mkdir -p target; echo kept
     assert_eq!(worktrees_used(&env)[2].1, used[1].1);
     assert!(halted_wt.join("untracked.txt").exists());
 
+    // The escalation names it.
+    let human = env
+        .run(&["round", "--max-total", "1", "--build", build])
+        .code(1);
+    assert!(
+        human
+            .stdout
+            .contains(&format!("worktree: {}", halted_wt.display())),
+        "{}",
+        human.stdout
+    );
+
     // `clear` removes it with the branch.
     env.run(&["clear", "wo-a"]).success();
     assert!(!halted_wt.exists());
@@ -313,6 +325,8 @@ fn stock_git_accepts_every_pooled_worktree() {
         git_accepts(&env, &wt);
     }
     env.fsck();
+    // Free pooled worktrees are no leftovers to doctor.
+    env.run(&["doctor"]).success();
     for row in &rows {
         env.git(&["worktree", "remove", row["path"].as_str().expect("path")]);
     }

@@ -86,7 +86,12 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
     drop(progress);
     out(&format!(
         "\n{}",
-        super::round::render(&summary, false, &orders)
+        super::round::render(
+            &summary,
+            false,
+            &orders,
+            &super::round::kept_worktrees(&ctx, &summary)
+        )
     ));
     // Display only: stock git draws the graph the user knows.
     let graph = demo_git(

@@ -212,12 +212,42 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
     if args.json {
         out(&json(&summary));
     } else {
-        out(&render(&summary, opts.dry_run, &orders));
+        let kept = kept_worktrees(&ctx, &summary);
+        out(&render(&summary, opts.dry_run, &orders, &kept));
     }
     Ok(summary.exit)
 }
 
-pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
+/// Where each halted order's kept branch is checked out (a worktree that
+/// left the pool, or a fresh one), for the escalation to name it. Display
+/// only: an unreadable worktree list names none.
+pub fn kept_worktrees(
+    ctx: &git_arbiter::context::Context,
+    summary: &Summary,
+) -> std::collections::BTreeMap<String, std::path::PathBuf> {
+    let mut out = std::collections::BTreeMap::new();
+    for h in &summary.halted {
+        let Some(full) = h
+            .branch
+            .as_deref()
+            .and_then(|b| gix::refs::FullName::try_from(format!("refs/heads/{b}").as_str()).ok())
+        else {
+            continue;
+        };
+        let found = git_arbiter::checkout::worktrees_with_branch(ctx, &full).unwrap_or_default();
+        if let Some(dir) = found.iter().find_map(|wt| wt.workdir()) {
+            out.insert(h.wo_id.clone(), dir.to_owned());
+        }
+    }
+    out
+}
+
+pub fn render(
+    summary: &Summary,
+    dry_run: bool,
+    orders: &Orders,
+    kept: &std::collections::BTreeMap<String, std::path::PathBuf>,
+) -> String {
     let mut s = String::new();
     if dry_run {
         if summary.planned.is_empty() {
@@ -290,6 +320,9 @@ pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
             s.push('\n');
             if let Some(b) = &h.branch {
                 s.push_str(&format!("      branch: {b}\n"));
+            }
+            if let Some(w) = kept.get(&h.wo_id) {
+                s.push_str(&format!("      worktree: {}\n", w.display()));
             }
             s.push_str(&format!(
                 "      next:   {}\n",
