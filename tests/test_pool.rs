@@ -490,3 +490,25 @@ fn races_use_the_pool() {
         .is_empty());
     env.fsck();
 }
+
+#[test]
+fn a_file_the_new_base_no_longer_ignores_is_removed_on_switch() {
+    let env = repo(&["a", "b"]);
+    env.write(".gitignore", "target/\nnode_modules/\n*.log\n");
+    env.commit_all("ignore logs");
+    let gate = r#"if [ "$ARBITER_WO" = wo-a ]; then echo noise > build.log; fi"#;
+    let build = r#"git status --porcelain --ignored > "$ARBITER_REPO/../status-$ARBITER_WO"; echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
+    round(&env, &["--build", build, "--gate", gate, "--once"]).success();
+    let wt = env.worktree_root().join("pool/0");
+    assert!(wt.join("build.log").exists(), "kept while ignored");
+    // The new base stops ignoring logs: the kept log would be untracked there.
+    env.write(".gitignore", "target/\nnode_modules/\n");
+    env.commit_all("logs are no longer ignored");
+    round(&env, &["--build", build, "--gate", gate]).success();
+    assert_eq!(
+        std::fs::read_to_string(env.root.join("status-wo-b")).expect("seen"),
+        "",
+        "wo-b's worktree looks fresh"
+    );
+    assert!(!wt.join("build.log").exists());
+}
