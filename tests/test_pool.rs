@@ -512,3 +512,32 @@ fn a_file_the_new_base_no_longer_ignores_is_removed_on_switch() {
     );
     assert!(!wt.join("build.log").exists());
 }
+
+#[test]
+fn pool_status_shows_each_worktree_and_prune_keeps_what_is_not_free() {
+    let env = repo(&["a", "b"]);
+    let build = r#"echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt"; mkdir -p target; echo 12345678 > target/cache
+if [ "$ARBITER_WO" = wo-a ]; then echo oops > README; fi"#;
+    round(&env, &["--build", build]).code(1);
+    insta::assert_snapshot!(env.run(&["pool", "status"]).snapshot(&env), @r"
+    n  state  branch        held by  base          ignored  last setup  path
+    0  left   arbiter/wo-a  -        [SHORT]  -        -           $TEST_ENV/repo.arbiter/pool/0
+    1  free   -             -        [SHORT]  9 B      -           $TEST_ENV/repo.arbiter/pool/1
+    [stderr]
+    [exit status: 0]
+    ");
+    // The halted order's worktree is not free: prune leaves it to `clear`.
+    let pruned = env.run(&["pool", "prune", "--all"]).success();
+    insta::assert_snapshot!(pruned.snapshot(&env), @r"
+    removed $TEST_ENV/repo.arbiter/pool/1
+    [stderr]
+    arbiter pool prune removed=1
+    [exit status: 0]
+    ");
+    insta::assert_snapshot!(env.run(&["pool", "status"]).snapshot(&env), @r"
+    n  state  branch        held by  base          ignored  last setup  path
+    0  left   arbiter/wo-a  -        [SHORT]  -        -           $TEST_ENV/repo.arbiter/pool/0
+    [stderr]
+    [exit status: 0]
+    ");
+}
