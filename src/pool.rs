@@ -523,13 +523,27 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
         worktree::remove_pooled(ctx, &lease.path)?;
         return forget(ctx, &lease.n);
     }
-    let tree = ctx.tree_of(tip)?;
-    checkout::reset_to(&wt, tree)?;
-    let kept = remove_untracked(&wt, lease.opts.keep_ignored)?;
-    crate::crash::point("pool-clean.after");
-    let index = wt
-        .open_index()
-        .git_context(format!("reading the index of {}", lease.path.display()))?;
+    let cleaned = ctx.tree_of(tip).and_then(|tree| {
+        checkout::reset_to(&wt, tree)?;
+        let kept = remove_untracked(&wt, lease.opts.keep_ignored)?;
+        crate::crash::point("pool-clean.after");
+        let index = wt
+            .open_index()
+            .git_context(format!("reading the index of {}", lease.path.display()))?;
+        Ok((tree, kept, index))
+    });
+    let (tree, kept, index) = match cleaned {
+        Ok(cleaned) => cleaned,
+        // A worktree that cannot be reset (a full disk, a file it cannot
+        // remove) leaves the pool rather than stopping the run; the order's
+        // work is on the integration branch or discarded already.
+        Err(e) => {
+            return match worktree::remove_pooled(ctx, &lease.path) {
+                Ok(()) => forget(ctx, &lease.n),
+                Err(_) => Err(e),
+            }
+        }
+    };
     entry.state = State::Free;
     entry.base = Some(tip.to_string());
     entry.tree = Some(tree.to_string());
