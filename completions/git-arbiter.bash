@@ -46,6 +46,9 @@ _git__arbiter() {
             git__arbiter,pick)
                 cmd="git__arbiter__subcmd__pick"
                 ;;
+            git__arbiter,pool)
+                cmd="git__arbiter__subcmd__pool"
+                ;;
             git__arbiter,race)
                 cmd="git__arbiter__subcmd__race"
                 ;;
@@ -100,6 +103,9 @@ _git__arbiter() {
             git__arbiter__subcmd__help,pick)
                 cmd="git__arbiter__subcmd__help__subcmd__pick"
                 ;;
+            git__arbiter__subcmd__help,pool)
+                cmd="git__arbiter__subcmd__help__subcmd__pool"
+                ;;
             git__arbiter__subcmd__help,race)
                 cmd="git__arbiter__subcmd__help__subcmd__race"
                 ;;
@@ -124,6 +130,12 @@ _git__arbiter() {
             git__arbiter__subcmd__help,worktree)
                 cmd="git__arbiter__subcmd__help__subcmd__worktree"
                 ;;
+            git__arbiter__subcmd__help__subcmd__pool,prune)
+                cmd="git__arbiter__subcmd__help__subcmd__pool__subcmd__prune"
+                ;;
+            git__arbiter__subcmd__help__subcmd__pool,status)
+                cmd="git__arbiter__subcmd__help__subcmd__pool__subcmd__status"
+                ;;
             git__arbiter__subcmd__help__subcmd__slot,run)
                 cmd="git__arbiter__subcmd__help__subcmd__slot__subcmd__run"
                 ;;
@@ -138,6 +150,24 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help__subcmd__worktree,remove)
                 cmd="git__arbiter__subcmd__help__subcmd__worktree__subcmd__remove"
+                ;;
+            git__arbiter__subcmd__pool,help)
+                cmd="git__arbiter__subcmd__pool__subcmd__help"
+                ;;
+            git__arbiter__subcmd__pool,prune)
+                cmd="git__arbiter__subcmd__pool__subcmd__prune"
+                ;;
+            git__arbiter__subcmd__pool,status)
+                cmd="git__arbiter__subcmd__pool__subcmd__status"
+                ;;
+            git__arbiter__subcmd__pool__subcmd__help,help)
+                cmd="git__arbiter__subcmd__pool__subcmd__help__subcmd__help"
+                ;;
+            git__arbiter__subcmd__pool__subcmd__help,prune)
+                cmd="git__arbiter__subcmd__pool__subcmd__help__subcmd__prune"
+                ;;
+            git__arbiter__subcmd__pool__subcmd__help,status)
+                cmd="git__arbiter__subcmd__pool__subcmd__help__subcmd__status"
                 ;;
             git__arbiter__subcmd__slot,help)
                 cmd="git__arbiter__subcmd__slot__subcmd__help"
@@ -188,7 +218,7 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help"
+            opts="-h -V --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -304,7 +334,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor help"
+            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -446,6 +476,48 @@ _git__arbiter() {
         git__arbiter__subcmd__help__subcmd__pick)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__pool)
+            opts="status prune"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__pool__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__pool__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -723,8 +795,106 @@ _git__arbiter() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        git__arbiter__subcmd__pool)
+            opts="-h --help status prune help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__pool__subcmd__help)
+            opts="status prune help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__pool__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__pool__subcmd__help__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__pool__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__pool__subcmd__prune)
+            opts="-h --all --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__pool__subcmd__status)
+            opts="-h --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         git__arbiter__subcmd__race)
-            opts="-n -h --build --gate --score --min-score --keep-losers --into --max-total --timeout --json --verify --orders --help"
+            opts="-n -h --build --gate --score --min-score --keep-losers --into --max-total --timeout --json --verify --no-pool --setup --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
@@ -766,6 +936,10 @@ _git__arbiter() {
                     COMPREPLY=($(compgen -W "merged none" -- "${cur}"))
                     return 0
                     ;;
+                --setup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --orders)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -800,7 +974,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__round)
-            opts="-h --build --gate --critic --final-gate --budget-cmd --into --max --max-total --once --schedule --verify --dry-run --json --timeout --drift-scope --orders --help"
+            opts="-h --build --gate --critic --final-gate --budget-cmd --into --max --max-total --once --schedule --verify --dry-run --json --timeout --drift-scope --no-pool --setup --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -852,6 +1026,10 @@ _git__arbiter() {
                     ;;
                 --drift-scope)
                     COMPREPLY=($(compgen -W "own batch" -- "${cur}"))
+                    return 0
+                    ;;
+                --setup)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --orders)

@@ -542,6 +542,8 @@ impl HaltWatch {
 /// Which command of an attempt failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
+    /// The setup command (`--setup`) that prepares a worktree before its builds.
+    Setup,
     Build,
     Gate,
     Critic,
@@ -583,6 +585,10 @@ pub struct Attempt<'a> {
 
 /// The commands of an attempt.
 pub struct Steps<'a> {
+    /// Runs before the build when [`crate::pool::setup_needed`] says so.
+    pub setup: Option<&'a str>,
+    /// `arbiter.setupInputs`: globs of the paths whose change reruns the setup.
+    pub setup_inputs: &'a [String],
     pub build: &'a str,
     pub gates: &'a [String],
     pub critics: &'a [String],
@@ -626,6 +632,50 @@ impl Host {
             misconfigured.store(true, Ordering::SeqCst);
             Some(BuildOutcome::NotRunnable(failed))
         };
+        if let Some(cmd) = steps.setup {
+            // An unreadable record of the last setup only costs a setup run.
+            if crate::pool::setup_needed(at.worktree, at.base, steps.setup_inputs).unwrap_or(true) {
+                progress.phase(at.label, "setup");
+                let (exit, wall) = match run("setup", cmd) {
+                    Ok(ran) => ran,
+                    Err(e) => {
+                        return BuildOutcome::Failed {
+                            step: Step::Setup,
+                            why: format!("cannot run the setup command: {e}"),
+                        }
+                    }
+                };
+                verdicts.push(verdict("setup", cmd, &exit, wall));
+                progress.event(&Event::Setup {
+                    wo: at.label.to_owned(),
+                    result: exit.clone(),
+                });
+                if exit == Exit::Interrupted {
+                    return BuildOutcome::Interrupted;
+                }
+                if let Some(outcome) = not_runnable(&exit, "setup", cmd) {
+                    return outcome;
+                }
+                if !exit.success() {
+                    return BuildOutcome::Failed {
+                        step: Step::Setup,
+                        why: format!("setup '{cmd}' {}", exit.describe()),
+                    };
+                }
+                if let Err(e) = crate::pool::setup_done(at.worktree, at.base) {
+                    // Only costs a setup run next time.
+                    progress.event(&Event::Warning {
+                        wo: at.label.to_owned(),
+                        detail: format!("recording the setup: {e}"),
+                    });
+                }
+            } else {
+                exec::note(
+                    at.log,
+                    "setup: skipped, the worktree ran it on the same setup inputs",
+                );
+            }
+        }
         progress.phase(at.label, "build");
         crate::crash::point("build.started");
         let started = Instant::now();

@@ -1232,6 +1232,142 @@ pub fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Res
     Ok(())
 }
 
+// ---- pooled worktrees -------------------------------------------------------
+
+/// Make the index and tracked files of `wt` hold exactly `tree`, whatever
+/// they hold now (`git reset --hard`): a pooled worktree between two work
+/// orders, where nobody's edits live (the builder's work is on its branch).
+/// Only files that differ from `tree` are written: an entry is skipped when
+/// the index has `tree`'s blob there and the file still matches the index.
+/// Whatever occupies a path a written file needs (an ignored file or folder)
+/// is removed first. Untracked files are [`crate::pool`]'s to remove.
+pub(crate) fn reset_to(wt: &gix::Repository, tree: ObjectId) -> Result<()> {
+    use gix::index::entry::Flags;
+    clear_our_stale_index_lock(wt);
+    let dir = workdir(wt)?;
+    let old_index = wt.open_index().ok().filter(|ix| !ix.is_sparse());
+    // Files that differ from their index entry must be written again.
+    let dirty: BTreeSet<Vec<u8>> = match &old_index {
+        Some(ix) => unstaged_changes(wt, Some(ix.clone()))?
+            .into_iter()
+            .map(String::into_bytes)
+            .collect(),
+        None => BTreeSet::new(),
+    };
+    let lock = IndexLock::take(wt)?;
+    let mut index = wt
+        .index_from_tree(&tree)
+        .git_context(format!("reading tree {tree}"))?;
+    if let Some(old) = &old_index {
+        remove_paths(
+            &dir,
+            old.entries()
+                .iter()
+                .map(|e| e.path(old).as_bytes())
+                .filter(|p| index.entry_by_path(p.as_bstr()).is_none()),
+        )?;
+    }
+    let mut skipped = Vec::new();
+    let mut written = Vec::new();
+    {
+        let (entries, paths) = index.entries_mut_and_pathbacking();
+        for (i, entry) in entries.iter_mut().enumerate() {
+            let path = entry.path_in(paths);
+            let same = old_index
+                .as_ref()
+                .and_then(|ix| ix.entry_by_path(path))
+                .filter(|prev| {
+                    prev.id == entry.id
+                        && prev.mode == entry.mode
+                        && !dirty.contains(path.as_bytes())
+                });
+            match same {
+                Some(prev) => {
+                    entry.stat = prev.stat;
+                    entry.flags.insert(Flags::SKIP_WORKTREE);
+                    skipped.push(i);
+                }
+                None => written.push(path.to_vec()),
+            }
+        }
+    }
+    clear_the_way(&dir, written.iter().map(Vec::as_slice), |p| {
+        index.entry_by_path(p.as_bstr()).is_some()
+    })?;
+    let mut options = wt
+        .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
+        .git_context("reading checkout options")?;
+    options.destination_is_initially_empty = false;
+    options.overwrite_existing = true;
+    write_files(wt, &mut index, &dir, options)?;
+    let entries = index.entries_mut();
+    for i in skipped {
+        entries[i].flags.remove(Flags::SKIP_WORKTREE);
+    }
+    lock.commit(&index, &dir)
+}
+
+/// Two-way update of a pooled worktree whose index and files hold exactly
+/// `old_tree` (its last [`reset_to`] left it so, and its index is the one
+/// written then) to `new_tree`: only the `changed` paths are touched, and the
+/// index ends up matching `new_tree`. Ignored files in the way of a new file
+/// are removed; every other ignored file stays.
+pub(crate) fn switch_clean(
+    wt: &gix::Repository,
+    index: gix::index::File,
+    old_tree: ObjectId,
+    new_tree: ObjectId,
+    changed: &[Changed],
+) -> Result<()> {
+    clear_our_stale_index_lock(wt);
+    let dir = workdir(wt)?;
+    let added = changed
+        .iter()
+        .map(|c| c.path.as_slice())
+        .filter(|p| index.entry_by_path(p.as_bstr()).is_none());
+    clear_the_way(&dir, added, |p| index.entry_by_path(p.as_bstr()).is_some())?;
+    apply(
+        wt,
+        old_tree,
+        new_tree,
+        changed,
+        Prepared { index: Some(index) },
+    )
+}
+
+/// Remove what occupies the place of each of `paths` in `dir` (a file, a
+/// link, a whole folder) and any ancestor that is not a folder, unless
+/// `tracked` says the index already has that path: in a pooled worktree
+/// that is ignored content (build caches), never a user's work.
+fn clear_the_way<'a>(
+    dir: &Path,
+    paths: impl Iterator<Item = &'a [u8]>,
+    tracked: impl Fn(&[u8]) -> bool,
+) -> Result<()> {
+    for path in paths {
+        let rel = rel_path(path)?;
+        for ancestor in rel.ancestors().skip(1) {
+            if ancestor.as_os_str().is_empty() {
+                break;
+            }
+            let abs = dir.join(ancestor);
+            if std::fs::symlink_metadata(&abs).is_ok_and(|m| !m.is_dir()) {
+                std::fs::remove_file(&abs)
+                    .map_err(Error::io(format!("removing {}", abs.display())))?;
+            }
+        }
+        let abs = dir.join(&rel);
+        match std::fs::symlink_metadata(&abs) {
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&abs)
+                .map_err(Error::io(format!("removing {}", abs.display())))?,
+            Ok(_) if !tracked(path) => std::fs::remove_file(&abs)
+                .map_err(Error::io(format!("removing {}", abs.display())))?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};

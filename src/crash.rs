@@ -14,6 +14,9 @@ pub const POINTS: &[&str] = &[
     "dispatch.after",
     "worktree-add.before",
     "worktree-add.after",
+    // the pool: switching a free worktree to an order's base, resetting it after
+    "pool-switch.before",
+    "pool-switch.after",
     "build.started",
     "leftovers.before",
     "leftovers.after",
@@ -35,6 +38,7 @@ pub const POINTS: &[&str] = &[
     "worktree-remove.after",
     "branch-delete.before",
     "branch-delete.after",
+    "pool-clean.after",
     // race
     "pick.before",
     "pick.after",

@@ -32,6 +32,7 @@ pub mod merge;
 pub mod odb;
 pub mod orders;
 pub mod parallel;
+pub mod pool;
 pub mod progress;
 pub mod promisor;
 pub mod queue;

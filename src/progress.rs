@@ -122,6 +122,8 @@ pub enum Event {
         command: String,
         result: Exit,
     },
+    /// `setup wo=<label> result=<exit>`: the setup command ran in a worktree.
+    Setup { wo: String, result: Exit },
     /// `warning wo=<id> detail=<text>`: something went wrong that changes no
     /// outcome; the detail is a message for people.
     Warning { wo: String, detail: String },
@@ -330,6 +332,10 @@ impl fmt::Display for Event {
             } => Line::new(f, check.name())
                 .field("wo", wo)
                 .field("command", command)
+                .field("result", result.describe())
+                .finish(),
+            Event::Setup { wo, result } => Line::new(f, "setup")
+                .field("wo", wo)
                 .field("result", result.describe())
                 .finish(),
             Event::Warning { wo, detail } => Line::new(f, "warning")

@@ -55,6 +55,8 @@ pub struct Options {
     /// again (`arbiter.retryDelay`); zero builds it in the next round.
     pub retry_delay: Duration,
     pub drift_batch_scope: bool,
+    /// Warm worktrees and the setup hook.
+    pub pool: crate::pool::Options,
     pub schedule: Schedule,
     pub verify: Verify,
 }
@@ -1016,10 +1018,7 @@ impl<'a> Run<'a> {
             Fate::Interrupted => return self.settle_failed(job, &JobOutcome::Interrupted),
         }
         // A halted attempt's worktree and branch stay for inspection until `clear`.
-        if !keep_branch {
-            worktree::remove(self.ctx, id, &branch_of(id))?;
-        }
-        Ok(())
+        crate::pool::give_back(self.ctx, id, &branch_of(id), keep_branch)
     }
 
     /// Wait until the first of `cooling` may be built again. `false` when
@@ -1461,8 +1460,7 @@ fn dispatch<'a>(
 fn make_worktree(shared: &Shared<'_>, job: &mut Job<'_>) -> bool {
     let ctx = shared.ctx.local();
     let (id, branch) = (&job.wo.id, branch_of(&job.wo.id));
-    let made = worktree::remove(&ctx, id, &branch)
-        .and_then(|()| worktree::add(&ctx, id, &branch, job.base));
+    let made = crate::pool::take(&ctx, &shared.opts.pool, id, &branch, job.base);
     match made {
         Ok(path) => {
             job.worktree = path;
@@ -1550,6 +1548,8 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
             env: &env,
         },
         &Steps {
+            setup: opts.pool.setup.as_deref(),
+            setup_inputs: &opts.pool.setup_inputs,
             build: &opts.build,
             gates: &opts.gates,
             critics: &opts.critics,
@@ -1745,10 +1745,7 @@ impl Run<'_> {
             },
         });
         // A halted attempt's worktree and branch stay for inspection until `clear`.
-        if !keep_branch {
-            worktree::remove(ctx, id, &branch_of(id))?;
-        }
-        Ok(())
+        crate::pool::give_back(ctx, id, &branch_of(id), keep_branch)
     }
 }
 
@@ -1846,7 +1843,7 @@ fn abandon(
         },
     )?;
     for id in requeued {
-        worktree::remove(ctx, &id, &branch_of(&id))?;
+        crate::pool::give_back(ctx, &id, &branch_of(&id), false)?;
     }
     Ok(())
 }

@@ -204,6 +204,17 @@ fn branch_name(branch: &str) -> Result<FullName> {
 /// `<root_dir>/<name>` with it checked out. On any failure nothing is left:
 /// no branch, no registration, no folder.
 pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<PathBuf> {
+    add_under(ctx, None, name, branch, base)
+}
+
+/// [`add`] into `<root_dir>/<sub>/<name>` (the pool's `pool/<n>`) when `sub` is given.
+pub(crate) fn add_under(
+    ctx: &Context,
+    sub: Option<&str>,
+    name: &str,
+    branch: &str,
+    base: ObjectId,
+) -> Result<PathBuf> {
     check_name(name)?;
     let full = branch_name(branch)?;
     ctx.repo
@@ -212,7 +223,10 @@ pub fn add(ctx: &Context, name: &str, branch: &str, base: ObjectId) -> Result<Pa
     // Before anything is made, and outside the turn: a fetch may take a while.
     crate::promisor::fetch_missing(ctx, base)?;
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    let root = root_dir(ctx)?;
+    let root = match sub {
+        Some(sub) => root_dir(ctx)?.join(sub),
+        None => root_dir(ctx)?,
+    };
     let dest = root.join(name);
     check_destination(&root, &dest)?;
     if ctx
@@ -472,52 +486,32 @@ pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     remove_in_turn(ctx, name, branch)
 }
 
-/// [`remove`] for a caller that holds the worktree turn.
+/// [`remove`] for a caller that holds the worktree turn. The worktree is
+/// `<root_dir>/<name>`, or else a pooled worktree ([`crate::pool`]) that
+/// has `branch` checked out: one whose order halted, or one a killed run
+/// left; a pooled worktree a live process holds is refused.
 fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     let full = branch_name(branch)?;
-    let dest = root_dir(ctx)?.join(name);
-    if let Some(proxy) = find_registered(&ctx.repo, &dest)? {
-        // gix and git lock a worktree with this reason while they create it.
-        // Creating an arbiter worktree takes the turn we hold: so no one is
-        // creating this one, and the lock is what a killed `add` left.
-        if proxy.lock_reason().is_some_and(|r| r == INITIALIZING) {
-            proxy.set_lock(None).git_context(format!(
-                "unlocking the half-made worktree {}",
-                dest.display()
-            ))?;
+    let mut dest = root_dir(ctx)?.join(name);
+    if find_registered(&ctx.repo, &dest)?.is_none() {
+        if let Some(info) = pooled(ctx)?
+            .into_iter()
+            .find(|i| i.branch.as_deref() == Some(branch))
+        {
+            let Some(_held) = crate::pool::hold(ctx, &info.name)? else {
+                return Err(InputError::new(format!(
+                    "the pooled worktree {} holding branch '{branch}' is in use by a running git-arbiter",
+                    info.path.display()
+                ))
+                .hint("wait for it to finish, or stop it with 'git arbiter stop'")
+                .into());
+            };
+            remove_registered(ctx, &info.path)?;
+            crate::pool::forget(ctx, &info.name)?;
+            dest = info.path;
         }
-        if proxy.is_locked() {
-            return Err(
-                InputError::new(format!("worktree {} is locked", dest.display()))
-                    .hint(format!(
-                        "unlock it with 'git worktree unlock {}'",
-                        dest.display()
-                    ))
-                    .into(),
-            );
-        }
-        // No `.git` file: an `add` killed midway (or a hand edit) left a
-        // folder that is no longer a checkout and a registration stock git
-        // calls prunable. gix refuses to remove a worktree whose backlink it
-        // cannot read, so clear the folder first or every later round fails.
-        let dot_git = dest.join(".git");
-        // Killed before it wrote all of `.git` (or any): gix cannot remove
-        // a worktree whose backlink it cannot read.
-        let backlink = std::fs::read_to_string(&dot_git)
-            .is_ok_and(|text| text.starts_with("gitdir: ") && text.ends_with('\n'));
-        if dest.is_dir() && !backlink {
-            std::fs::remove_dir_all(&dest)
-                .map_err(Error::io(format!("removing {}", dest.display())))?;
-        }
-        crate::crash::point("worktree-remove.before");
-        proxy
-            .remove(
-                gix::worktree::remove::Force::DiscardChanges,
-                gix::progress::Discard,
-            )
-            .git_context(format!("removing worktree {}", dest.display()))?;
-        crate::crash::point("worktree-remove.after");
     }
+    remove_registered(ctx, &dest)?;
     prune_registration(ctx, name)?;
     if half_made(ctx, &dest) {
         std::fs::remove_dir_all(&dest).map_err(Error::io(format!(
@@ -562,6 +556,73 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     }
 }
 
+/// Remove the linked worktree registered at `dest` (untracked files included),
+/// if any; the caller holds the worktree turn.
+fn remove_registered(ctx: &Context, dest: &Path) -> Result<()> {
+    let Some(proxy) = find_registered(&ctx.repo, dest)? else {
+        return Ok(());
+    };
+    // gix and git lock a worktree with this reason while they create it.
+    // Creating an arbiter worktree takes the turn we hold: so no one is
+    // creating this one, and the lock is what a killed `add` left.
+    if proxy.lock_reason().is_some_and(|r| r == INITIALIZING) {
+        proxy.set_lock(None).git_context(format!(
+            "unlocking the half-made worktree {}",
+            dest.display()
+        ))?;
+    }
+    if proxy.is_locked() {
+        return Err(
+            InputError::new(format!("worktree {} is locked", dest.display()))
+                .hint(format!(
+                    "unlock it with 'git worktree unlock {}'",
+                    dest.display()
+                ))
+                .into(),
+        );
+    }
+    // No `.git` file: an `add` killed midway (or a hand edit) left a
+    // folder that is no longer a checkout and a registration stock git
+    // calls prunable. gix refuses to remove a worktree whose backlink it
+    // cannot read, so clear the folder first or every later round fails.
+    // Killed before it wrote all of `.git` (or any): the same.
+    let dot_git = dest.join(".git");
+    let backlink = std::fs::read_to_string(&dot_git)
+        .is_ok_and(|text| text.starts_with("gitdir: ") && text.ends_with('\n'));
+    if dest.is_dir() && !backlink {
+        std::fs::remove_dir_all(dest).map_err(Error::io(format!("removing {}", dest.display())))?;
+    }
+    crate::crash::point("worktree-remove.before");
+    proxy
+        .remove(
+            gix::worktree::remove::Force::DiscardChanges,
+            gix::progress::Discard,
+        )
+        .git_context(format!("removing worktree {}", dest.display()))?;
+    crate::crash::point("worktree-remove.after");
+    Ok(())
+}
+
+/// Remove the pooled worktree at `path` (its branch, if any, stays).
+pub(crate) fn remove_pooled(ctx: &Context, path: &Path) -> Result<()> {
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    remove_registered(ctx, path)
+}
+
+/// The folder of the worktree pool, `<root_dir>/pool`.
+pub(crate) fn pool_dir(ctx: &Context) -> Result<PathBuf> {
+    Ok(root_dir(ctx)?.join(POOL_DIR))
+}
+
+/// The sub-folder of the worktree dir that holds the pool.
+pub(crate) const POOL_DIR: &str = "pool";
+
+/// The pooled worktrees ([`crate::pool`]): the linked worktrees registered
+/// directly under [`pool_dir`], by name (`0`, `1`, …).
+pub(crate) fn pooled(ctx: &Context) -> Result<Vec<Info>> {
+    registered_under(ctx, &pool_dir(ctx)?)
+}
+
 fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
     let main = ctx
         .repo
@@ -592,7 +653,12 @@ fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
 
 /// Arbiter's worktrees: the linked worktrees registered directly under [`root_dir`], by name.
 pub fn list(ctx: &Context) -> Result<Vec<Info>> {
-    let root = resolve_existing_prefix(&root_dir(ctx)?);
+    registered_under(ctx, &root_dir(ctx)?)
+}
+
+/// The linked worktrees registered directly under `dir`, by folder name.
+fn registered_under(ctx: &Context, dir: &Path) -> Result<Vec<Info>> {
+    let root = resolve_existing_prefix(dir);
     let mut out = Vec::new();
     for proxy in ctx
         .repo
@@ -643,6 +709,16 @@ pub(crate) fn owner_of<'o>(orders: &'o Orders, name: &str) -> Option<&'o str> {
         return None;
     }
     orders.get(id).map(|wo| wo.id.as_str())
+}
+
+/// The worktree name that goes with a short branch name: `<id>` for
+/// `arbiter/<id>`, `race-<id>-<k>` for `arbiter-race/<id>/<k>`.
+pub(crate) fn name_of_branch(branch: &str) -> Option<String> {
+    if let Some(id) = branch.strip_prefix("arbiter/") {
+        return Some(id.to_owned());
+    }
+    let (id, k) = branch.strip_prefix("arbiter-race/")?.rsplit_once('/')?;
+    Some(format!("race-{id}-{k}"))
 }
 
 /// The tips of the `arbiter/<id>` branches, by id.
@@ -732,6 +808,18 @@ pub fn cleanup_stale(
     for info in list(ctx)? {
         let name = info.name.clone();
         names.entry(name).or_default().0 = Some(info);
+    }
+    // A pooled worktree still on an order's branch (its order halted, or a
+    // killed run left it) goes with that order; one a live process holds
+    // is in use, not a leftover.
+    for info in pooled(ctx)? {
+        let Some(name) = info.branch.as_deref().and_then(name_of_branch) else {
+            continue;
+        };
+        if crate::pool::hold(ctx, &info.name)?.is_none() {
+            continue;
+        }
+        names.entry(name).or_default().0.get_or_insert(info);
     }
     let refs = ctx.repo.references().git_context("listing references")?;
     for prefix in [BRANCH_PREFIX, RACE_BRANCH_PREFIX] {
@@ -934,5 +1022,21 @@ fn describe(info: &Option<Info>, has_branch: bool, branch: &str) -> String {
         (Some(i), true) => format!("worktree {} and branch {branch}", i.path.display()),
         (Some(i), false) => format!("worktree {}", i.path.display()),
         (None, _) => format!("branch {branch}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pooled_worktrees_are_named_by_their_branch() {
+        assert_eq!(
+            super::name_of_branch("arbiter/wo-1").as_deref(),
+            Some("wo-1")
+        );
+        assert_eq!(
+            super::name_of_branch("arbiter-race/wo-1/2").as_deref(),
+            Some("race-wo-1-2")
+        );
+        assert_eq!(super::name_of_branch("main"), None);
     }
 }

@@ -11,6 +11,7 @@ mod test_lint;
 mod test_merge_back;
 mod test_oracle;
 mod test_orders;
+mod test_pool;
 mod test_queue;
 mod test_race;
 mod test_reliability;

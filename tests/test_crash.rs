@@ -196,13 +196,38 @@ fn broken(env: &TestEnv, want: &Expect) -> Vec<String> {
         out.push(format!("main's tree differs: {}", diff.join(", ")));
     }
 
-    // Worktrees: only the main one, nothing under the worktree dir or .git/worktrees.
+    // Worktrees: only the main one and the free ones of the pool (on a
+    // detached HEAD, clean), nothing else under the worktree dir or .git/worktrees.
     let list = git_ok(env, &["worktree", "list", "--porcelain"]).unwrap_or_default();
-    let linked: Vec<&str> = list
-        .lines()
-        .filter_map(|l| l.strip_prefix("worktree "))
-        .filter(|p| Path::new(p) != env.repo)
-        .collect();
+    let pool_dir = env.root.join("repo.arbiter/pool");
+    let mut pooled = Vec::new();
+    let mut linked = Vec::new();
+    for block in list.split("\n\n") {
+        let Some(path) = block.lines().find_map(|l| l.strip_prefix("worktree ")) else {
+            continue;
+        };
+        let path = Path::new(path);
+        if path == env.repo {
+            continue;
+        }
+        if path.parent() == Some(pool_dir.as_path()) && block.lines().any(|l| l == "detached") {
+            match env.git_try_in(path, &["status", "--porcelain"]) {
+                run if run.code == 0 && run.stdout.is_empty() => {}
+                run => out.push(format!(
+                    "free pooled worktree {} is not clean: {:?}",
+                    path.display(),
+                    run.stdout
+                        .lines()
+                        .chain(run.stderr.lines())
+                        .take(4)
+                        .collect::<Vec<_>>()
+                )),
+            }
+            pooled.push(path.file_name().map(|n| n.to_string_lossy().into_owned()));
+        } else {
+            linked.push(path.display().to_string());
+        }
+    }
     if !linked.is_empty() {
         let flags: Vec<&str> = list
             .lines()
@@ -217,20 +242,33 @@ fn broken(env: &TestEnv, want: &Expect) -> Vec<String> {
             }
         ));
     }
-    for (what, dir) in [
-        ("worktree dir", env.root.join("repo.arbiter")),
-        (".git/worktrees", env.repo.join(".git/worktrees")),
-    ] {
-        let left: Vec<String> = std::fs::read_dir(&dir)
+    let entries = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
             .map(|d| {
                 d.filter_map(|e| e.ok())
                     .map(|e| e.file_name().to_string_lossy().into_owned())
                     .collect()
             })
-            .unwrap_or_default();
-        if !left.is_empty() {
-            out.push(format!("{what} still holds {left:?}"));
-        }
+            .unwrap_or_default()
+    };
+    let left: Vec<String> = entries(&env.root.join("repo.arbiter"))
+        .into_iter()
+        .filter(|e| e != "pool")
+        .chain(
+            entries(&pool_dir)
+                .into_iter()
+                .filter(|e| !pooled.contains(&Some(e.clone()))),
+        )
+        .collect();
+    if !left.is_empty() {
+        out.push(format!("worktree dir still holds {left:?}"));
+    }
+    let admin = entries(&env.repo.join(".git/worktrees"));
+    if admin.len() != pooled.len() {
+        out.push(format!(
+            ".git/worktrees holds {admin:?} for {} free pooled worktrees",
+            pooled.len()
+        ));
     }
 
     // Branches.
@@ -494,7 +532,7 @@ const MAX_NTH: u32 = 5;
 // ---------------------------------------------------------------- round
 
 /// Three disjoint orders; `wo-c`'s first attempt fails its gate, so a round
-/// hits the rework path and a second round.
+/// hits the rework path and a second round (in a reused pooled worktree).
 fn round_repo() -> (TestEnv, String) {
     let env = TestEnv::new();
     env.write("README", "base\n");
@@ -507,6 +545,9 @@ fn round_repo() -> (TestEnv, String) {
         );
     }
     let base = env.commit_all("init");
+    // One free pooled worktree stays: the round switches it (wo-c's second
+    // attempt) and removes the two others, so it meets every worktree point.
+    env.git(&["config", "arbiter.poolSize", "1"]);
     (env, base)
 }
 

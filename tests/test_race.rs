@@ -28,10 +28,9 @@ fn race_branches(env: &TestEnv) -> String {
     env.git(&["branch", "--list", "arbiter-race/*"])
 }
 
+/// The main worktree and those not free in the pool.
 fn worktree_count(env: &TestEnv) -> usize {
-    env.git(&["worktree", "list", "--porcelain"])
-        .matches("worktree ")
-        .count()
+    1 + env.linked_worktrees().len()
 }
 
 fn main_file(env: &TestEnv) -> Option<String> {

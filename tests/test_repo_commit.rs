@@ -32,8 +32,8 @@ fn attempts(env: &TestEnv, dir: &Path) -> serde_json::Value {
 fn nothing_left(env: &TestEnv, dir: &Path) {
     let fsck = env.git_try_in(dir, &["fsck", "--strict", "--no-dangling"]);
     assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
-    let worktrees = env.git_in(dir, &["worktree", "list", "--porcelain"]);
-    assert_eq!(worktrees.matches("worktree ").count(), 1, "{worktrees}");
+    let worktrees = env.linked_worktrees_in(dir);
+    assert!(worktrees.is_empty(), "{worktrees:?}");
     assert_eq!(
         env.git_in(dir, &["branch", "--list", "arbiter/*", "arbiter-race/*"]),
         ""
@@ -44,7 +44,9 @@ fn nothing_left(env: &TestEnv, dir: &Path) {
 /// staged but not committed; the message names git's cause and the place.
 #[track_caller]
 fn kept(env: &TestEnv, run: &Run, name: &str, branch: &str, cause: &str) {
-    let wt = env.worktree_root().join(name);
+    let wt = env
+        .worktree_of(branch)
+        .unwrap_or_else(|| env.worktree_root().join(name));
     assert!(run.stderr.contains(cause), "{}", run.stderr);
     assert!(
         run.stderr.contains(&wt.display().to_string()),

@@ -41,12 +41,8 @@ fn clean_afterwards_keeping(env: &TestEnv, kept: usize) {
         "",
         "the checked-out integration branch must stay clean"
     );
-    let worktrees = env.git(&["worktree", "list", "--porcelain"]);
-    assert_eq!(
-        worktrees.matches("worktree ").count(),
-        1 + kept,
-        "leftover worktrees:\n{worktrees}"
-    );
+    let worktrees = env.linked_worktrees();
+    assert_eq!(worktrees.len(), kept, "leftover worktrees: {worktrees:?}");
 }
 
 fn clean_afterwards(env: &TestEnv) {
@@ -284,7 +280,8 @@ fn builder_env_is_set_and_git_env_is_not() {
     env.run(&["round", "--build", &build, "--max", "1"])
         .success();
     let text = std::fs::read_to_string(&out).expect("env");
-    assert_eq!(text, "wo-01|One|1|base|same|wo-01|wo-01.md|unset|unset|wo-01\nwo-02|Two|1|base|same|wo-02|wo-02.md|unset|unset|wo-02\n");
+    // One order per round: wo-02 reuses the pooled worktree `pool/0` of wo-01.
+    assert_eq!(text, "wo-01|One|1|base|same|0|wo-01.md|unset|unset|0\nwo-02|Two|1|base|same|0|wo-02.md|unset|unset|0\n");
 }
 
 fn spawn_round(env: &TestEnv, dir: &Path, build: &str) -> std::process::Child {

@@ -72,12 +72,14 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
         orders.len(),
         repo.display()
     ));
+    let max_total = git_arbiter::slots::cap(Some(&ctx), None)?;
     let opts = Options {
         build: format!("sh {}", root.join("builder.sh").display()),
         gates: vec![GATE.to_owned()],
         max: ctx.max_batch(None)?,
-        max_total: git_arbiter::slots::cap(Some(&ctx), None)?,
+        max_total,
         verify: git_arbiter::queue::Verify::Merged,
+        pool: git_arbiter::pool::Options::resolve(&ctx, false, None, max_total)?,
         ..Options::default()
     };
     let progress = progress::for_stderr();
@@ -85,7 +87,12 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
     drop(progress);
     out(&format!(
         "\n{}",
-        super::round::render(&summary, false, &orders)
+        super::round::render(
+            &summary,
+            false,
+            &orders,
+            &super::round::kept_worktrees(&ctx, &summary)
+        )
     ));
     // Display only: stock git draws the graph the user knows.
     let graph = demo_git(

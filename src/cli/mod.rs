@@ -29,6 +29,7 @@ mod lint;
 mod log;
 mod merge_back;
 mod pick;
+mod pool;
 mod progress;
 mod race;
 mod retry;
@@ -98,6 +99,8 @@ pub enum Command {
     Log(log::LogArgs),
     Show(show::ShowArgs),
     Doctor(doctor::DoctorArgs),
+    #[command(subcommand)]
+    Pool(pool::PoolCommand),
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
     /// Called by the shell completions for a work-order argument.
@@ -126,6 +129,7 @@ impl Command {
             Command::Pick(_)
             | Command::Demo(_)
             | Command::Worktree(_)
+            | Command::Pool(_)
             | Command::Slot(_)
             | Command::Stop(_)
             | Command::Generate(_) => None,
@@ -262,6 +266,7 @@ pub fn run() -> i32 {
         Command::Log(args) => log::cmd_log(&env, args),
         Command::Show(args) => show::cmd_show(&env, args),
         Command::Doctor(args) => doctor::cmd_doctor(&env, args),
+        Command::Pool(cmd) => pool::cmd_pool(&env, cmd),
         Command::Generate(args) => generate::cmd_generate(args),
         Command::CompleteIds(_) => complete_ids::cmd_complete_ids(&env),
     };

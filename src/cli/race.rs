@@ -11,8 +11,9 @@ use super::{json, out, progress, Env};
 
 /// Best-of-N: build N instances of one work order, merge the best one back.
 ///
-/// Each instance k (0-based) gets its own worktree `race-<id>-<k>` on branch
-/// `arbiter-race/<id>/<k>`, all cut from the integration tip, and is built
+/// Each instance k (0-based) gets its own worktree on branch
+/// `arbiter-race/<id>/<k>`, all cut from the integration tip (a pooled one, see
+/// `git arbiter pool`; `race-<id>-<k>` with `--no-pool`), and is built
 /// concurrently within the machine-wide slots with the round's environment
 /// plus ARBITER_INSTANCE=<k>. What the builder leaves is committed, the gates
 /// run, and for each passing instance `--score` runs in its worktree: its last
@@ -67,6 +68,12 @@ pub struct RaceArgs {
     /// `merged` (gates run on the winner merged onto the tip before the branch moves; failing, the next-best is tried) or `none` [default: `arbiter.verify`, else merged when a gate is configured]
     #[arg(long, value_name = "WHAT", value_parser = ["merged", "none"])]
     verify: Option<String>,
+    /// Fresh worktrees: one created and removed per attempt instead of reused pooled ones [default: `arbiter.pool`, on]
+    #[arg(long)]
+    no_pool: bool,
+    /// Run in a worktree before its first build, and again when a path matching `arbiter.setupInputs` changed; exit ≠ 0 fails the attempt (retryable, step `setup`) [default: `arbiter.setup`]
+    #[arg(long, value_name = "CMD")]
+    setup: Option<String>,
     #[command(flatten)]
     pub orders: super::OrdersArgs,
 }
@@ -90,6 +97,7 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
     } else {
         args.gates
     };
+    let max_total = git_arbiter::slots::cap(Some(&ctx), args.max_total)?;
     let verify = super::round::verify_or_config(&ctx, args.verify.as_deref(), !gates.is_empty())?;
     let opts = Options {
         into: args.into,
@@ -102,9 +110,10 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
         score: args.score,
         min_score,
         keep_losers: args.keep_losers,
-        max_total: git_arbiter::slots::cap(Some(&ctx), args.max_total)?,
+        max_total,
         timeout,
         verify,
+        pool: git_arbiter::pool::Options::resolve(&ctx, args.no_pool, args.setup, max_total)?,
     };
     let progress = progress::for_stderr();
     let summary = race::run(&ctx, &orders, &args.id, &opts, progress.as_ref())?;

@@ -93,6 +93,12 @@ pub struct RoundArgs {
     /// Drift scope: `own` (the work order's declared files) or `batch` (the union of the round's batch)
     #[arg(long, value_name = "SCOPE", default_value = "own", value_parser = ["own", "batch"])]
     drift_scope: String,
+    /// Fresh worktrees: one created and removed per attempt instead of reused pooled ones [default: `arbiter.pool`, on]
+    #[arg(long)]
+    no_pool: bool,
+    /// Run in a worktree before its first build, and again when a path matching `arbiter.setupInputs` changed; exit ≠ 0 fails the attempt (retryable, step `setup`) [default: `arbiter.setup`]
+    #[arg(long, value_name = "CMD")]
+    setup: Option<String>,
     #[command(flatten)]
     pub orders: super::OrdersArgs,
 }
@@ -207,6 +213,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         }
     };
     let timeout = timeout_or_config(&ctx, args.timeout)?;
+    let max_total = git_arbiter::slots::cap(Some(&ctx), args.max_total)?;
     let gates = or_config(args.gates, "arbiter.gate");
     let schedule = match args.schedule {
         Some(flag) => {
@@ -236,7 +243,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
             .budget_cmd
             .or_else(|| ctx.config_string("arbiter.budgetCmd")),
         max: ctx.max_batch(args.max)?,
-        max_total: git_arbiter::slots::cap(Some(&ctx), args.max_total)?,
+        max_total,
         once: args.once,
         dry_run: args.dry_run,
         timeout,
@@ -244,6 +251,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         drift_batch_scope: args.drift_scope == "batch",
         schedule,
         verify,
+        pool: git_arbiter::pool::Options::resolve(&ctx, args.no_pool, args.setup, max_total)?,
     };
     let progress = progress::for_stderr();
     let summary = round::run(&ctx, &orders, &opts, progress.as_ref())?;
@@ -251,12 +259,42 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
     if args.json {
         out(&json(&summary));
     } else {
-        out(&render(&summary, opts.dry_run, &orders));
+        let kept = kept_worktrees(&ctx, &summary);
+        out(&render(&summary, opts.dry_run, &orders, &kept));
     }
     Ok(summary.exit)
 }
 
-pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
+/// Where each halted order's kept branch is checked out (a worktree that
+/// left the pool, or a fresh one), for the escalation to name it. Display
+/// only: an unreadable worktree list names none.
+pub fn kept_worktrees(
+    ctx: &git_arbiter::context::Context,
+    summary: &Summary,
+) -> std::collections::BTreeMap<String, std::path::PathBuf> {
+    let mut out = std::collections::BTreeMap::new();
+    for h in &summary.halted {
+        let Some(full) = h
+            .branch
+            .as_deref()
+            .and_then(|b| gix::refs::FullName::try_from(format!("refs/heads/{b}").as_str()).ok())
+        else {
+            continue;
+        };
+        let found = git_arbiter::checkout::worktrees_with_branch(ctx, &full).unwrap_or_default();
+        if let Some(dir) = found.iter().find_map(|wt| wt.workdir()) {
+            out.insert(h.wo_id.clone(), dir.to_owned());
+        }
+    }
+    out
+}
+
+pub fn render(
+    summary: &Summary,
+    dry_run: bool,
+    orders: &Orders,
+    kept: &std::collections::BTreeMap<String, std::path::PathBuf>,
+) -> String {
     let mut s = String::new();
     if dry_run {
         if summary.planned.is_empty() {
@@ -343,6 +381,9 @@ pub fn render(summary: &Summary, dry_run: bool, orders: &Orders) -> String {
             s.push('\n');
             if let Some(b) = &h.branch {
                 s.push_str(&format!("      branch: {b}\n"));
+            }
+            if let Some(w) = kept.get(&h.wo_id) {
+                s.push_str(&format!("      worktree: {}\n", w.display()));
             }
             s.push_str(&format!(
                 "      next:   {}\n",

@@ -55,6 +55,8 @@ pub struct Options {
     pub max_total: u32,
     pub timeout: Option<Duration>,
     pub verify: Verify,
+    /// Warm worktrees and the setup hook.
+    pub pool: crate::pool::Options,
 }
 
 /// One instance as reported.
@@ -203,14 +205,14 @@ pub fn run(
     let mut jobs = Vec::new();
     for k in 0..opts.n {
         let (name, br) = (worktree_name(id, k), branch_of(id, k));
-        let made =
-            worktree::remove(ctx, &name, &br).and_then(|_| worktree::add(ctx, &name, &br, base));
+        let made = crate::pool::take(ctx, &opts.pool, &name, &br, base);
         let path = match made {
             Ok(p) => p,
             Err(e) => {
                 for job in &jobs {
                     let job: &Job = job;
-                    let _ = worktree::remove(ctx, &worktree_name(id, job.k), &job.branch);
+                    let _ =
+                        crate::pool::give_back(ctx, &worktree_name(id, job.k), &job.branch, false);
                 }
                 give_back(
                     &store,
@@ -803,9 +805,7 @@ fn finish(
 ) -> Result<()> {
     for (job, &kept) in jobs.iter().zip(keep) {
         let kept = kept || keep_losers;
-        if !kept {
-            worktree::remove(ctx, &worktree_name(id, job.k), &job.branch)?;
-        }
+        crate::pool::give_back(ctx, &worktree_name(id, job.k), &job.branch, kept)?;
         summary.instances.push(Instance {
             instance: job.k,
             verdict: job.cand.verdict,
@@ -909,6 +909,8 @@ fn build_one(
             env: &env,
         },
         &Steps {
+            setup: opts.pool.setup.as_deref(),
+            setup_inputs: &opts.pool.setup_inputs,
             build: &opts.build,
             gates: &opts.gates,
             critics: &[],

@@ -128,6 +128,58 @@ impl TestEnv {
         self.worktree_root().join(id)
     }
 
+    /// What `git worktree list --porcelain` (run in `dir`) shows besides
+    /// the main worktree and the free worktrees of git-arbiter's pool
+    /// (`<worktreeDir>/pool/<n>` on a detached HEAD, ready for the next
+    /// order; each must be clean for stock git): one path per worktree.
+    #[track_caller]
+    pub fn linked_worktrees_in(&self, dir: &Path) -> Vec<String> {
+        let list = self.git_in(dir, &["worktree", "list", "--porcelain"]);
+        let mut out = Vec::new();
+        for (i, block) in list
+            .split("\n\n")
+            .filter(|b| !b.trim().is_empty())
+            .enumerate()
+        {
+            let path = block
+                .lines()
+                .find_map(|l| l.strip_prefix("worktree "))
+                .unwrap_or_default();
+            if i == 0 {
+                continue;
+            }
+            let pooled = Path::new(path)
+                .parent()
+                .is_some_and(|p| p.ends_with("pool") && p.to_string_lossy().contains(".arbiter"));
+            if pooled && block.lines().any(|l| l == "detached") {
+                let status = self.git_in(Path::new(path), &["status", "--porcelain"]);
+                assert_eq!(status, "", "a free pooled worktree must be clean: {path}");
+                continue;
+            }
+            out.push(path.to_owned());
+        }
+        out
+    }
+
+    /// The worktree that has `branch` (short name) checked out, if any: a
+    /// kept one is wherever the pool put it.
+    pub fn worktree_of(&self, branch: &str) -> Option<PathBuf> {
+        let list = self.git(&["worktree", "list", "--porcelain"]);
+        list.split("\n\n")
+            .find(|b| {
+                b.lines()
+                    .any(|l| l == format!("branch refs/heads/{branch}"))
+            })
+            .and_then(|b| b.lines().find_map(|l| l.strip_prefix("worktree ")))
+            .map(PathBuf::from)
+    }
+
+    /// [`TestEnv::linked_worktrees_in`] the repository.
+    #[track_caller]
+    pub fn linked_worktrees(&self) -> Vec<String> {
+        self.linked_worktrees_in(&self.repo)
+    }
+
     /// Stage everything in `dir` and commit it.
     pub fn commit_in(&self, dir: &Path, message: &str) {
         self.git_in(dir, &["add", "-A"]);

@@ -1,0 +1,338 @@
+//! The pool of warm worktrees (issue 12), side by side in one run, on
+//! generated repositories of 5,000 and 50,000 files; 8 orders × 3 batches
+//! with one-line builders:
+//!
+//! 1. per-order setup (creating or switching the worktree: `pool::take`)
+//!    in each batch, and the give-back (reset, untracked files removed)
+//!    that makes a worktree free again;
+//! 2. wall time of each batch (`git arbiter round --once`, 8 slots) with the
+//!    pool, with `--no-pool`, and the same work with the git CLI
+//!    (`git worktree add` per order, commit, `git merge --no-ff`,
+//!    `git worktree remove`, `git branch -D`);
+//! 3. a gate that takes 3 s on an empty `target/` and 0.1 s when it finds
+//!    its cache, with and without the pool.
+//!
+//! Run: `cargo bench --bench pool` (`-- --files 5000` for one size). Prints
+//! ratios against the baselines measured in the same run; never asserts a
+//! time. Without `--bench` (as `cargo test --all-targets` runs it) it does
+//! one small smoke run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use git_arbiter::context::Context;
+use git_arbiter::pool;
+
+const PER_BATCH: usize = 8;
+const BATCHES: [&str; 3] = ["a", "b", "c"];
+const BUILD: &str = "mkdir -p out && echo done > out/$ARBITER_WO.txt";
+const GATE: &str = "if [ -e target/gate-cache ]; then sleep 0.1; else sleep 3; mkdir -p target && touch target/gate-cache; fi";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ids() -> Vec<String> {
+    BATCHES
+        .iter()
+        .flat_map(|b| (0..PER_BATCH).map(move |i| format!("{b}{i}")))
+        .collect()
+}
+
+/// `files` files in 50 folders, `.gitignore` with `target/`, and 24 orders
+/// (`a0`…`c7`) each declaring `out/<id>.txt`.
+fn template(root: &Path, files: usize) -> PathBuf {
+    let repo = root.join("template");
+    std::fs::create_dir_all(repo.join("work-orders")).expect("mkdir");
+    for i in 0..files {
+        let dir = repo.join(format!("src/m{:02}", i % 50));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(
+            dir.join(format!("f{i}.rs")),
+            format!("// file {i}\npub fn f{i}() {{}}\n"),
+        )
+        .expect("write");
+    }
+    std::fs::write(repo.join(".gitignore"), "target/\n").expect("write");
+    for id in ids() {
+        std::fs::write(
+            repo.join(format!("work-orders/{id}.md")),
+            format!("# Order {id}\n\n## Files to touch\n- out/{id}.txt\n\n## Task\nWrite it.\n"),
+        )
+        .expect("write");
+    }
+    git(root, &["init", "-q", "-b", "main", "template"]);
+    git(&repo, &["config", "user.name", "bench"]);
+    git(&repo, &["config", "user.email", "bench@example.com"]);
+    // No background `gc --auto`: it would repack while the template is
+    // copied, and add noise to the timed runs. One pack, shared by the copies.
+    git(&repo, &["config", "gc.auto", "0"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    git(&repo, &["repack", "-adq"]);
+    repo
+}
+
+fn fresh(template: &Path, root: &Path, name: &str) -> PathBuf {
+    let dest = root.join(name);
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(template)
+        .arg(&dest)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    dest
+}
+
+/// Drop `repo` and its worktrees, so the disk holds one copy at a time.
+fn drop_repo(repo: &Path) {
+    let _ = std::fs::remove_dir_all(repo);
+    for suffix in ["arbiter", "byhand"] {
+        let _ = std::fs::remove_dir_all(repo.with_extension(suffix));
+    }
+}
+
+/// Per-order `pool::take` and `pool::give_back` times, by batch: each
+/// order's worktree is taken at the batch's base, its file committed there,
+/// merged into main with `git merge`, and the worktree given back.
+fn library_batches(repo: &Path) -> Vec<(Vec<Duration>, Vec<Duration>)> {
+    let ctx = Context::discover(repo).expect("open");
+    let opts = pool::Options {
+        enabled: true,
+        size: PER_BATCH,
+        keep_ignored: true,
+        ..pool::Options::default()
+    };
+    let mut out = Vec::new();
+    for batch in BATCHES {
+        let base = gix::ObjectId::from_hex(git(repo, &["rev-parse", "main"]).trim().as_bytes())
+            .expect("sha");
+        let mut takes = Vec::new();
+        for i in 0..PER_BATCH {
+            let id = format!("{batch}{i}");
+            let branch = format!("arbiter/{id}");
+            let start = Instant::now();
+            let wt = pool::take(&ctx, &opts, &id, &branch, base).expect("take");
+            takes.push(start.elapsed());
+            std::fs::create_dir_all(wt.join("out")).expect("mkdir");
+            std::fs::write(wt.join(format!("out/{id}.txt")), "done\n").expect("write");
+            git(&wt, &["add", "-A"]);
+            git(&wt, &["commit", "-q", "-m", &id]);
+        }
+        let mut gives = Vec::new();
+        for i in 0..PER_BATCH {
+            let id = format!("{batch}{i}");
+            let branch = format!("arbiter/{id}");
+            git(repo, &["merge", "-q", "--no-ff", "--no-edit", &branch]);
+            let start = Instant::now();
+            pool::give_back(&ctx, &id, &branch, false).expect("give back");
+            gives.push(start.elapsed());
+        }
+        out.push((takes, gives));
+    }
+    out
+}
+
+/// Wall time of each batch: `git arbiter round --once` with `extra` flags.
+fn arbiter_batches(repo: &Path, slots: &Path, extra: &[&str]) -> Vec<Duration> {
+    let mut out = Vec::new();
+    for _ in BATCHES {
+        let start = Instant::now();
+        let mut args = vec![
+            "round",
+            "--once",
+            "--max",
+            "8",
+            "--max-total",
+            "8",
+            "--build",
+            BUILD,
+        ];
+        args.extend_from_slice(extra);
+        let output = Command::new(env!("CARGO_BIN_EXE_git-arbiter"))
+            .current_dir(repo)
+            .env("ARBITER_SLOT_DIR", slots)
+            .args(&args)
+            .output()
+            .expect("git-arbiter runs");
+        out.push(start.elapsed());
+        assert!(
+            output.status.success(),
+            "round failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    out
+}
+
+/// The same batches with the git CLI: a worktree per order, commit, merge, remove.
+fn by_hand_batches(repo: &Path) -> Vec<Duration> {
+    let wt_root = repo.with_extension("byhand");
+    let mut out = Vec::new();
+    for batch in BATCHES {
+        let start = Instant::now();
+        for i in 0..PER_BATCH {
+            let id = format!("{batch}{i}");
+            let wt = wt_root.join(&id);
+            let wt_s = wt.to_str().expect("utf-8 path");
+            git(repo, &["worktree", "add", "-q", "-b", &id, wt_s, "main"]);
+            std::fs::create_dir_all(wt.join("out")).expect("mkdir");
+            std::fs::write(wt.join(format!("out/{id}.txt")), "done\n").expect("write");
+            git(&wt, &["add", "-A"]);
+            git(&wt, &["commit", "-q", "-m", &id]);
+        }
+        for i in 0..PER_BATCH {
+            let id = format!("{batch}{i}");
+            git(repo, &["merge", "-q", "--no-ff", "--no-edit", &id]);
+            let wt = wt_root.join(&id);
+            git(
+                repo,
+                &["worktree", "remove", "--force", wt.to_str().expect("utf-8")],
+            );
+            git(repo, &["branch", "-q", "-D", &id]);
+        }
+        out.push(start.elapsed());
+    }
+    out
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Batches 2 and 3 together.
+fn later(batches: &[Duration]) -> Duration {
+    batches[1..].iter().sum()
+}
+
+struct Sizes {
+    /// Median per-order take in batches 2–3, and in batch 1.
+    take_later: Duration,
+}
+
+fn one_size(root: &Path, files: usize, with_gate: bool) -> Sizes {
+    let slots = root.join("slots");
+    let started = Instant::now();
+    let template = template(root, files);
+    println!(
+        "\n== {files}-file repository (generated in {:.1} s), {PER_BATCH} orders x {} batches",
+        started.elapsed().as_secs_f64(),
+        BATCHES.len()
+    );
+
+    let repo = fresh(&template, root, "lib");
+    let batches = library_batches(&repo);
+    drop_repo(&repo);
+    println!("per-order setup (pool::take) and give-back, median per batch:");
+    for (n, (takes, gives)) in batches.iter().enumerate() {
+        println!(
+            "  batch {}  take {:>8.1} ms   give back {:>8.1} ms",
+            n + 1,
+            ms(median(takes.clone())),
+            ms(median(gives.clone()))
+        );
+    }
+    let take_later = median(
+        batches[1..]
+            .iter()
+            .flat_map(|(t, _)| t.iter().copied())
+            .collect(),
+    );
+
+    let repo = fresh(&template, root, "pooled");
+    let pooled = arbiter_batches(&repo, &slots, &[]);
+    drop_repo(&repo);
+    let repo = fresh(&template, root, "nopool");
+    let no_pool = arbiter_batches(&repo, &slots, &["--no-pool"]);
+    drop_repo(&repo);
+    let repo = fresh(&template, root, "byhand");
+    let by_hand = by_hand_batches(&repo);
+    drop_repo(&repo);
+    println!("wall time per batch (ms):        batch 1    batch 2    batch 3");
+    for (name, b) in [
+        ("git-arbiter round (pool)", &pooled),
+        ("git-arbiter round --no-pool", &no_pool),
+        ("git CLI by hand", &by_hand),
+    ] {
+        println!(
+            "  {name:<28} {:>8.1}   {:>8.1}   {:>8.1}",
+            ms(b[0]),
+            ms(b[1]),
+            ms(b[2])
+        );
+    }
+    let ours = later(&pooled).as_secs_f64();
+    println!(
+        "batches 2-3: git CLI / pool = {:.1}x (target >= 10x), --no-pool / pool = {:.1}x (target >= 5x)",
+        later(&by_hand).as_secs_f64() / ours,
+        later(&no_pool).as_secs_f64() / ours
+    );
+
+    if with_gate {
+        let repo = fresh(&template, root, "gate-pooled");
+        let gated = arbiter_batches(&repo, &slots, &["--gate", GATE]);
+        drop_repo(&repo);
+        let repo = fresh(&template, root, "gate-nopool");
+        let gated_fresh = arbiter_batches(&repo, &slots, &["--gate", GATE, "--no-pool"]);
+        drop_repo(&repo);
+        println!("gate of 3 s cold / 0.1 s warm, wall time per batch (ms):");
+        for (name, b) in [("with the pool", &gated), ("--no-pool", &gated_fresh)] {
+            println!(
+                "  {name:<28} {:>8.1}   {:>8.1}   {:>8.1}",
+                ms(b[0]),
+                ms(b[1]),
+                ms(b[2])
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&template);
+    Sizes { take_later }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let bench = args.iter().any(|a| a == "--bench");
+    let only = args
+        .iter()
+        .position(|a| a == "--files")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse::<usize>().ok());
+    let sizes: Vec<usize> = match (bench, only) {
+        (_, Some(n)) => vec![n],
+        (true, None) => vec![5_000, 50_000],
+        (false, None) => vec![300],
+    };
+    let root = tempfile::tempdir().expect("temp dir");
+    let mut results = Vec::new();
+    for (i, &files) in sizes.iter().enumerate() {
+        let dir = root.path().join(format!("s{files}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        // The gate scenario once, on the first repository.
+        results.push((files, one_size(&dir, files, i == 0)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    if let [(small, a), (large, b)] = results.as_slice() {
+        println!(
+            "\nper-order setup in batches 2-3: {large} files / {small} files = {:.2}x (target <= 2x)",
+            b.take_later.as_secs_f64() / a.take_later.as_secs_f64()
+        );
+    }
+}

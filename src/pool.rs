@@ -1,0 +1,882 @@
+//! Warm worktrees (`arbiter.pool`): linked worktrees under
+//! `<worktreeDir>/pool/<n>` reused from one work order to the next, within a
+//! run and across runs, so a builder's build caches (ignored files such as
+//! `target/` or `node_modules/`) stay warm and only the files that differ
+//! between two bases are written.
+//!
+//! The life of a pooled worktree:
+//! - [`take`]: a free one is switched to a new branch at the order's base by
+//!   a two-way update from the tree it holds ([`checkout::switch_clean`]), or
+//!   a new one is created when none is free.
+//! - The attempt runs there; [`setup_needed`] / [`setup_done`] decide whether
+//!   the setup hook runs first.
+//! - [`give_back`]: its HEAD is detached, the order's branch deleted, and the
+//!   worktree reset to the tree it holds with untracked files removed
+//!   (ignored ones kept unless `arbiter.poolKeepIgnored=false`): free again.
+//!   A halted order's worktree leaves the pool instead, untouched, until
+//!   `git arbiter clear` removes it with the order's branch.
+//!
+//! The bookkeeping is one JSON file per worktree, `<common-dir>/arbiter/pool/<n>.json`,
+//! written by tempfile and rename, only by the holder of `<n>.lock` (an
+//! flock: a killed holder's lock is released by the kernel). A worktree found
+//! with its lock free in a state other than free or left (a run was killed
+//! while it switched or cleaned it) is removed by the next [`take`]; one
+//! still on an order's branch is judged with that order by
+//! [`worktree::cleanup_stale`].
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use gix::bstr::ByteSlice;
+use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+use gix::refs::Target;
+use gix::ObjectId;
+use serde::{Deserialize, Serialize};
+
+use crate::checkout;
+use crate::context::Context;
+use crate::error::{Error, GitContext, InputError, Result};
+use crate::worktree::{self, Info};
+
+/// How a run uses the pool (`--no-pool`, `--setup`, `arbiter.pool*`, `arbiter.setup*`).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Reuse worktrees (`arbiter.pool`, default on); off: a fresh worktree per attempt.
+    pub enabled: bool,
+    /// At most this many free worktrees stay (`arbiter.poolSize`, default: the slot cap).
+    pub size: usize,
+    /// Budget over the pool's ignored content, in bytes (`arbiter.poolMaxBytes`).
+    pub max_bytes: Option<u64>,
+    /// Keep ignored files between orders (`arbiter.poolKeepIgnored`, default true).
+    pub keep_ignored: bool,
+    /// Run in a worktree before its first build, and again when
+    /// `setup_inputs` change (`--setup`, `arbiter.setup`).
+    pub setup: Option<String>,
+    /// Globs (`arbiter.setupInputs`, multi-valued) of the paths whose change reruns the setup.
+    pub setup_inputs: Vec<String>,
+}
+
+impl Options {
+    /// Flags beat `git config`, which beats the defaults; `cap` is the run's slot cap.
+    pub fn resolve(
+        ctx: &Context,
+        no_pool: bool,
+        setup: Option<String>,
+        cap: u32,
+    ) -> Result<Options> {
+        let enabled = !no_pool && config_bool(ctx, "arbiter.pool")?.unwrap_or(true);
+        let size = match ctx.config_u32("arbiter.poolSize")? {
+            Some(0) => {
+                return Err(
+                    InputError::new("config arbiter.poolSize = 0: must be at least 1")
+                        .hint("turn the pool off with 'git config arbiter.pool false' instead")
+                        .into(),
+                )
+            }
+            Some(n) => n as usize,
+            None => cap as usize,
+        };
+        let max_bytes = match ctx.config_string("arbiter.poolMaxBytes") {
+            None => None,
+            Some(raw) => {
+                let value = ctx
+                    .repo
+                    .config_snapshot()
+                    .try_integer("arbiter.poolMaxBytes")
+                    .ok()
+                    .flatten()
+                    .and_then(|v| u64::try_from(v).ok());
+                match value {
+                    Some(v) => Some(v),
+                    None => {
+                        return Err(InputError::new(format!(
+                            "config arbiter.poolMaxBytes = '{raw}' is not a size"
+                        ))
+                        .hint("e.g. 'git config arbiter.poolMaxBytes 20g' (k, m, g suffixes)")
+                        .into())
+                    }
+                }
+            }
+        };
+        let setup_inputs = ctx.config_strings("arbiter.setupInputs");
+        for glob in &setup_inputs {
+            input_glob(glob)?;
+        }
+        Ok(Options {
+            enabled,
+            size,
+            max_bytes,
+            keep_ignored: config_bool(ctx, "arbiter.poolKeepIgnored")?.unwrap_or(true),
+            setup: setup
+                .or_else(|| ctx.config_string("arbiter.setup"))
+                .filter(|s| !s.trim().is_empty()),
+            setup_inputs,
+        })
+    }
+}
+
+fn config_bool(ctx: &Context, key: &str) -> Result<Option<bool>> {
+    match ctx.repo.config_snapshot().try_boolean(key) {
+        Ok(v) => Ok(v),
+        Err(_) => Err(InputError::new(format!(
+            "config {key} = '{}' is not a boolean",
+            ctx.config_string(key).unwrap_or_default()
+        ))
+        .hint(format!("fix it with 'git config {key} true' (or false)"))
+        .into()),
+    }
+}
+
+fn input_glob(glob: &str) -> Result<globset::GlobMatcher> {
+    globset::GlobBuilder::new(glob)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| {
+            InputError::new(format!("config arbiter.setupInputs = '{glob}': {e}"))
+                .hint("use globs such as 'Cargo.lock' or '**/package-lock.json'")
+                .into()
+        })
+}
+
+/// Where a pooled worktree is in its life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Being created with its first order's branch.
+    #[default]
+    Creating,
+    /// Being switched to an order's base; a killed switch leaves this.
+    Switching,
+    /// An order's attempt runs in it.
+    Held,
+    /// Being reset after an attempt; a killed reset leaves this.
+    Cleaning,
+    /// Clean at `tree`, ready for the next order.
+    Free,
+    /// Its order halted (or its work could not be committed): it left the
+    /// pool and is kept as it is until the order's branch is removed.
+    Left,
+}
+
+/// The bookkeeping of one pooled worktree, `<common-dir>/arbiter/pool/<n>.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Entry {
+    pub state: State,
+    /// The process that holds (or last held) it.
+    pub pid: Option<u32>,
+    /// The branch it has (or last had) checked out.
+    pub branch: Option<String>,
+    /// The commit it was switched to, or holds when free.
+    pub base: Option<String>,
+    /// The tree its index and files hold when free.
+    pub tree: Option<String>,
+    /// The checksum of the index written when it was last made free: a free
+    /// worktree whose index changed since is reset in full, not trusted.
+    pub index_checksum: Option<String>,
+    /// The tree the setup command last succeeded on, and when.
+    pub setup_tree: Option<String>,
+    pub setup_at: Option<i64>,
+    /// Seconds since the epoch of its last take or give-back.
+    pub last_use: i64,
+    /// Bytes of ignored files kept in it, measured when it was made free.
+    pub ignored_bytes: Option<u64>,
+}
+
+fn meta_dir(common: &Path) -> PathBuf {
+    common.join("arbiter").join("pool")
+}
+
+fn entry_path(common: &Path, n: &str) -> PathBuf {
+    meta_dir(common).join(format!("{n}.json"))
+}
+
+fn read_entry(common: &Path, n: &str) -> Option<Entry> {
+    let bytes = std::fs::read(entry_path(common, n)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Write `<n>.json` atomically: a crash leaves the old or the new content.
+fn write_entry(common: &Path, n: &str, entry: &Entry) -> Result<()> {
+    let dir = meta_dir(common);
+    let path = entry_path(common, n);
+    let context = || format!("writing {}", path.display());
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(Error::io(context()))?;
+    serde_json::to_writer_pretty(&mut tmp, entry).map_err(|e| Error::io(context())(e.into()))?;
+    tmp.persist(&path)
+        .map_err(|e| Error::io(context())(e.error))?;
+    Ok(())
+}
+
+/// Take the lock of pooled worktree `n` if no process holds it; `None` when
+/// one does. The lock lasts until the file is dropped.
+pub(crate) fn hold(ctx: &Context, n: &str) -> Result<Option<File>> {
+    let dir = meta_dir(ctx.repo.common_dir());
+    std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+    let path = dir.join(format!("{n}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(Error::io(format!("opening {}", path.display())))?;
+    match fs4::FileExt::try_lock(&file) {
+        Ok(()) => Ok(Some(file)),
+        Err(fs4::TryLockError::WouldBlock) => Ok(None),
+        Err(fs4::TryLockError::Error(e)) => {
+            Err(Error::io(format!("locking {}", path.display()))(e))
+        }
+    }
+}
+
+/// Drop the bookkeeping of pooled worktree `n` (its worktree is gone). The
+/// lock file stays: removing it could let two processes lock two files.
+pub(crate) fn forget(ctx: &Context, n: &str) -> Result<()> {
+    let path = entry_path(ctx.repo.common_dir(), n);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(format!("removing {}", path.display()))(e)),
+    }
+}
+
+/// A pooled worktree this process holds for an attempt, from [`take`] to [`give_back`].
+struct Lease {
+    n: String,
+    branch: String,
+    path: PathBuf,
+    common: PathBuf,
+    opts: Options,
+    _lock: File,
+}
+
+/// The leases of this process. A lease is found by branch, so the round and
+/// the race hand back a worktree by the name they created it with.
+static LEASES: Mutex<Vec<Lease>> = Mutex::new(Vec::new());
+
+fn leases() -> std::sync::MutexGuard<'static, Vec<Lease>> {
+    // A panic elsewhere cannot leave the list half-edited: push and remove only.
+    LEASES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now() -> i64 {
+    crate::state::now()
+}
+
+/// A worktree on a new branch `branch` at `base` for an attempt, named
+/// `name` when it is not pooled. With the pool on: a free pooled worktree
+/// switched to `base` (most recently used first: its caches are the
+/// warmest), else a new pooled one. With it off: a fresh worktree
+/// `<worktreeDir>/<name>`, as [`worktree::add`]. Leftovers of an earlier
+/// run under that name or branch are removed first either way.
+pub fn take(
+    ctx: &Context,
+    opts: &Options,
+    name: &str,
+    branch: &str,
+    base: ObjectId,
+) -> Result<PathBuf> {
+    worktree::remove(ctx, name, branch)?;
+    if !opts.enabled {
+        return worktree::add(ctx, name, branch, base);
+    }
+    let common = ctx.repo.common_dir().to_owned();
+    let mut best: Option<(Info, Entry, File)> = None;
+    for info in worktree::pooled(ctx)? {
+        let Some(lock) = hold(ctx, &info.name)? else {
+            continue;
+        };
+        let entry = read_entry(&common, &info.name);
+        match entry {
+            Some(entry)
+                if entry.state == State::Free && info.branch.is_none() && !info.prunable =>
+            {
+                if best
+                    .as_ref()
+                    .is_none_or(|(_, b, _)| entry.last_use > b.last_use)
+                {
+                    best = Some((info, entry, lock));
+                }
+            }
+            Some(Entry {
+                state: State::Left, ..
+            }) => {}
+            // Still on an order's branch: that order's worktree, judged with
+            // it by `worktree::cleanup_stale` (a halted order's is kept).
+            _ if info.branch.is_some() && !info.prunable => {}
+            // A killed run left it mid-switch, mid-reset or half-made.
+            _ => discard(ctx, &info)?,
+        }
+    }
+    let leased = match best {
+        Some((info, entry, lock)) => {
+            switch(ctx, &info, entry, branch, base, opts.keep_ignored)?;
+            (info.name, info.path, lock)
+        }
+        None => create(ctx, branch, base)?,
+    };
+    let (n, path, lock) = leased;
+    leases().push(Lease {
+        n,
+        branch: branch.to_owned(),
+        path: path.clone(),
+        common,
+        opts: opts.clone(),
+        _lock: lock,
+    });
+    Ok(path)
+}
+
+/// Remove a pooled worktree nobody holds and its bookkeeping.
+fn discard(ctx: &Context, info: &Info) -> Result<()> {
+    worktree::remove_pooled(ctx, &info.path)?;
+    forget(ctx, &info.name)
+}
+
+/// A new pooled worktree `pool/<n>` (the lowest free number) with `branch` at `base`.
+fn create(ctx: &Context, branch: &str, base: ObjectId) -> Result<(String, PathBuf, File)> {
+    let dir = worktree::pool_dir(ctx)?;
+    let common = ctx.repo.common_dir().to_owned();
+    for i in 0..u32::MAX {
+        let n = i.to_string();
+        // A folder there that is not a registered worktree is not ours to overwrite.
+        if std::fs::symlink_metadata(dir.join(&n)).is_ok() {
+            continue;
+        }
+        let Some(lock) = hold(ctx, &n)? else {
+            continue;
+        };
+        let mut entry = Entry {
+            state: State::Creating,
+            pid: Some(std::process::id()),
+            branch: Some(branch.to_owned()),
+            base: Some(base.to_string()),
+            last_use: now(),
+            ..Entry::default()
+        };
+        write_entry(&common, &n, &entry)?;
+        let path = match worktree::add_under(ctx, Some(worktree::POOL_DIR), &n, branch, base) {
+            Ok(path) => path,
+            Err(e) => {
+                let _ = forget(ctx, &n);
+                return Err(e);
+            }
+        };
+        entry.state = State::Held;
+        write_entry(&common, &n, &entry)?;
+        return Ok((n, path, lock));
+    }
+    Err(InputError::new(format!(
+        "no number is free for a pooled worktree in {}",
+        dir.display()
+    ))
+    .hint("run 'git arbiter pool prune --all'")
+    .into())
+}
+
+/// Switch the free pooled worktree `info` (clean at `entry.tree`) to a new
+/// branch `branch` at `base`: only the files that differ are written.
+fn switch(
+    ctx: &Context,
+    info: &Info,
+    mut entry: Entry,
+    branch: &str,
+    base: ObjectId,
+    keep_ignored: bool,
+) -> Result<()> {
+    crate::promisor::fetch_missing(ctx, base)?;
+    let common = ctx.repo.common_dir().to_owned();
+    let base_tree = ctx.tree_of(base)?;
+    entry.state = State::Switching;
+    entry.pid = Some(std::process::id());
+    entry.branch = Some(branch.to_owned());
+    entry.base = Some(base.to_string());
+    entry.last_use = now();
+    write_entry(&common, &info.name, &entry)?;
+    crate::crash::point("pool-switch.before");
+    let full = format!("refs/heads/{branch}");
+    crate::refguard::guarded(&ctx.repo, &full, || {
+        ctx.repo.reference(
+            full.as_str(),
+            base,
+            PreviousValue::MustNotExist,
+            format!("arbiter: pooled worktree {}", info.name),
+        )
+    })
+    .git_context(format!("creating branch {branch}"))?;
+    let wt = open(&info.path)?;
+    let index = wt.open_index().ok();
+    let old_tree = entry
+        .tree
+        .as_deref()
+        .and_then(|t| ObjectId::from_hex(t.as_bytes()).ok());
+    let trusted = match (&index, old_tree) {
+        (Some(ix), Some(_)) => {
+            ix.checksum().map(|c| c.to_string()) == entry.index_checksum && !ix.is_sparse()
+        }
+        _ => false,
+    };
+    match (index, old_tree) {
+        (Some(index), Some(old_tree)) if trusted => {
+            let changed = crate::drift::changed_paths(&ctx.repo, old_tree, base_tree)?;
+            let ignore_rules_changed = changed
+                .iter()
+                .any(|c| c.path == b".gitignore" || c.path.ends_with(b"/.gitignore"));
+            checkout::switch_clean(&wt, index, old_tree, base_tree, &changed)?;
+            // Files the old rules ignored may be untracked under the new ones.
+            if ignore_rules_changed {
+                remove_untracked(&wt, true)?;
+            }
+        }
+        // The index is not the one the reset wrote: do it all again.
+        _ => {
+            checkout::reset_to(&wt, base_tree)?;
+            remove_untracked(&wt, keep_ignored)?;
+        }
+    }
+    attach_head(&wt, &full)?;
+    crate::crash::point("pool-switch.after");
+    entry.state = State::Held;
+    write_entry(&common, &info.name, &entry)
+}
+
+fn open(path: &Path) -> Result<gix::Repository> {
+    gix::open(path).git_context(format!("opening the pooled worktree {}", path.display()))
+}
+
+fn set_head(wt: &gix::Repository, new: Target, message: String) -> Result<()> {
+    let head: gix::refs::FullName = "HEAD".try_into().expect("HEAD is a valid ref name");
+    crate::refguard::guarded(wt, "HEAD", || {
+        wt.edit_reference(RefEdit {
+            change: Change::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: false,
+                    message: message.clone().into(),
+                },
+                expected: PreviousValue::Any,
+                new: new.clone(),
+            },
+            name: head.clone(),
+            deref: false,
+        })
+    })
+    .git_context(format!(
+        "moving HEAD of {}",
+        wt.workdir().unwrap_or(wt.git_dir()).display()
+    ))?;
+    Ok(())
+}
+
+/// Put the worktree's HEAD on `full` (whose tip is the tree it now holds).
+fn attach_head(wt: &gix::Repository, full: &str) -> Result<()> {
+    let name: gix::refs::FullName = full
+        .try_into()
+        .map_err(|_| InputError::new(format!("'{full}' is not a valid branch name")))?;
+    set_head(
+        wt,
+        Target::Symbolic(name),
+        format!("arbiter: pooled for {full}"),
+    )
+}
+
+/// Hand back the worktree of an attempt on `branch` (named `name` when not
+/// pooled). `keep`: its order halted or its work stays for the user: a
+/// pooled worktree leaves the pool untouched, a fresh one stays. Otherwise
+/// the branch is deleted and the worktree reset for the next order (or
+/// removed when the pool is full); without the pool it is removed.
+pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<()> {
+    let lease = {
+        let mut all = leases();
+        all.iter()
+            .position(|l| l.branch == branch)
+            .map(|i| all.remove(i))
+    };
+    let Some(lease) = lease else {
+        return if keep {
+            Ok(())
+        } else {
+            worktree::remove(ctx, name, branch)
+        };
+    };
+    let mut entry = read_entry(&lease.common, &lease.n).unwrap_or_default();
+    entry.last_use = now();
+    if keep {
+        entry.state = State::Left;
+        return write_entry(&lease.common, &lease.n, &entry);
+    }
+    entry.state = State::Cleaning;
+    write_entry(&lease.common, &lease.n, &entry)?;
+    let wt = open(&lease.path)?;
+    let tip = wt
+        .head_id()
+        .git_context(format!("reading HEAD of {}", lease.path.display()))?
+        .detach();
+    set_head(
+        &wt,
+        Target::Object(tip),
+        format!("arbiter: {branch} is done, back to the pool"),
+    )?;
+    worktree::remove(ctx, name, branch)?;
+    if free_count(ctx)? >= lease.opts.size {
+        worktree::remove_pooled(ctx, &lease.path)?;
+        return forget(ctx, &lease.n);
+    }
+    let cleaned = ctx.tree_of(tip).and_then(|tree| {
+        checkout::reset_to(&wt, tree)?;
+        let kept = remove_untracked(&wt, lease.opts.keep_ignored)?;
+        crate::crash::point("pool-clean.after");
+        let index = wt
+            .open_index()
+            .git_context(format!("reading the index of {}", lease.path.display()))?;
+        Ok((tree, kept, index))
+    });
+    let (tree, kept, index) = match cleaned {
+        Ok(cleaned) => cleaned,
+        // A worktree that cannot be reset (a full disk, a file it cannot
+        // remove) leaves the pool rather than stopping the run; the order's
+        // work is on the integration branch or discarded already.
+        Err(e) => {
+            return match worktree::remove_pooled(ctx, &lease.path) {
+                Ok(()) => forget(ctx, &lease.n),
+                Err(_) => Err(e),
+            }
+        }
+    };
+    entry.state = State::Free;
+    entry.base = Some(tip.to_string());
+    entry.tree = Some(tree.to_string());
+    entry.index_checksum = index.checksum().map(|c| c.to_string());
+    entry.ignored_bytes = Some(kept);
+    if !lease.opts.keep_ignored {
+        // Whatever the setup made (ignored files) is gone with them.
+        entry.setup_tree = None;
+    }
+    write_entry(&lease.common, &lease.n, &entry)?;
+    let budget = lease.opts.max_bytes;
+    drop(lease);
+    match budget {
+        Some(max) => enforce_budget(ctx, max),
+        None => Ok(()),
+    }
+}
+
+/// How many pooled worktrees are free now.
+fn free_count(ctx: &Context) -> Result<usize> {
+    let common = ctx.repo.common_dir();
+    Ok(worktree::pooled(ctx)?
+        .iter()
+        .filter(|i| read_entry(common, &i.name).is_some_and(|e| e.state == State::Free))
+        .count())
+}
+
+/// Above `max` bytes of ignored content in free worktrees, the least
+/// recently used lose their ignored files first.
+fn enforce_budget(ctx: &Context, max: u64) -> Result<()> {
+    let common = ctx.repo.common_dir().to_owned();
+    let mut free = Vec::new();
+    for info in worktree::pooled(ctx)? {
+        let Some(entry) = read_entry(&common, &info.name).filter(|e| e.state == State::Free) else {
+            continue;
+        };
+        free.push((info, entry));
+    }
+    let mut total: u64 = free.iter().filter_map(|(_, e)| e.ignored_bytes).sum();
+    free.sort_by_key(|(_, e)| e.last_use);
+    for (info, mut entry) in free {
+        if total <= max {
+            break;
+        }
+        let bytes = entry.ignored_bytes.unwrap_or(0);
+        if bytes == 0 {
+            continue;
+        }
+        let Some(_lock) = hold(ctx, &info.name)? else {
+            continue;
+        };
+        // Taken and given back meanwhile: its numbers changed, look again next time.
+        if read_entry(&common, &info.name).is_none_or(|e| e.state != State::Free) {
+            continue;
+        }
+        remove_untracked(&open(&info.path)?, false)?;
+        entry.ignored_bytes = Some(0);
+        entry.setup_tree = None;
+        write_entry(&common, &info.name, &entry)?;
+        total -= bytes;
+    }
+    Ok(())
+}
+
+/// Remove the untracked files of `wt` (and its ignored ones unless
+/// `keep_ignored`); returns the bytes of ignored content kept.
+fn remove_untracked(wt: &gix::Repository, keep_ignored: bool) -> Result<u64> {
+    use gix::dir::entry::Status;
+    use gix::dir::walk::EmissionMode;
+    let dir = wt
+        .workdir()
+        .map(Path::to_owned)
+        .ok_or_else(|| Error::Input(InputError::new("a pooled worktree without files")))?;
+    let index = wt
+        .index_or_empty()
+        .git_context(format!("reading the index of {}", dir.display()))?;
+    let options = wt
+        .dirwalk_options()
+        .git_context("preparing a directory walk")?
+        .emit_untracked(EmissionMode::CollapseDirectory)
+        .emit_ignored(Some(EmissionMode::CollapseDirectory))
+        .for_deletion(Some(Default::default()))
+        .emit_pruned(false);
+    let mut found = gix::dir::walk::delegate::Collect::default();
+    wt.dirwalk(
+        &index,
+        None::<&str>,
+        &std::sync::atomic::AtomicBool::new(false),
+        options,
+        &mut found,
+    )
+    .git_context(format!("listing the untracked files of {}", dir.display()))?;
+    let mut kept = 0;
+    for (entry, _) in found.unorded_entries {
+        let ignored = matches!(entry.status, Status::Ignored(_));
+        if !ignored && entry.status != Status::Untracked {
+            continue;
+        }
+        let path = dir.join(
+            gix::path::from_bstr(entry.rela_path.as_slice().as_bstr())
+                .git_context(format!("the path '{}'", entry.rela_path))?,
+        );
+        if ignored && keep_ignored {
+            kept += size_of(&path);
+            continue;
+        }
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(_) => continue,
+        };
+        let removed = if meta.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(Error::io(format!("removing {}", path.display())))?;
+    }
+    Ok(kept)
+}
+
+/// Bytes in the files at and below `path` (links are not followed).
+fn size_of(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    std::fs::read_dir(path)
+        .map(|entries| entries.flatten().map(|e| size_of(&e.path())).sum())
+        .unwrap_or(0)
+}
+
+// ---- the setup hook -----------------------------------------------------------
+
+/// Does the setup command have to run in `worktree` before a build at
+/// `base`? Yes in a worktree that is not pooled, or has not run it yet (or
+/// lost what it made), and when a path matching `inputs` differs between
+/// the tree it last ran on and `base`'s.
+pub fn setup_needed(worktree: &Path, base: ObjectId, inputs: &[String]) -> Result<bool> {
+    let Some((common, n)) = lease_of(worktree) else {
+        return Ok(true);
+    };
+    let Some(last) = read_entry(&common, &n)
+        .and_then(|e| e.setup_tree)
+        .and_then(|t| ObjectId::from_hex(t.as_bytes()).ok())
+    else {
+        return Ok(true);
+    };
+    let repo = open(worktree)?;
+    let tree = repo
+        .find_commit(base)
+        .git_context(format!("reading commit {base}"))?
+        .tree_id()
+        .git_context(format!("reading the tree of {base}"))?
+        .detach();
+    if tree == last {
+        return Ok(false);
+    }
+    let globs = inputs
+        .iter()
+        .map(|g| input_glob(g))
+        .collect::<Result<Vec<_>>>()?;
+    let changed = crate::drift::changed_paths(&repo, last, tree)?;
+    Ok(changed.iter().any(|c| {
+        let path = String::from_utf8_lossy(&c.path);
+        globs.iter().any(|g| g.is_match(path.as_ref()))
+    }))
+}
+
+/// Record that the setup command succeeded in `worktree` at `base`.
+pub fn setup_done(worktree: &Path, base: ObjectId) -> Result<()> {
+    let Some((common, n)) = lease_of(worktree) else {
+        return Ok(());
+    };
+    let repo = open(worktree)?;
+    let tree = repo
+        .find_commit(base)
+        .git_context(format!("reading commit {base}"))?
+        .tree_id()
+        .git_context(format!("reading the tree of {base}"))?
+        .detach();
+    let mut entry = read_entry(&common, &n).unwrap_or_default();
+    entry.setup_tree = Some(tree.to_string());
+    entry.setup_at = Some(now());
+    write_entry(&common, &n, &entry)
+}
+
+/// The common dir and number of the pooled worktree at `worktree`, if this process holds it.
+fn lease_of(worktree: &Path) -> Option<(PathBuf, String)> {
+    leases()
+        .iter()
+        .find(|l| l.path == worktree)
+        .map(|l| (l.common.clone(), l.n.clone()))
+}
+
+// ---- status and prune ---------------------------------------------------------
+
+/// One pooled worktree, as `git arbiter pool status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub name: String,
+    pub path: PathBuf,
+    /// `free`, `held`, `left` (its order halted), `broken` (a killed run
+    /// left it mid-switch; the next run removes it).
+    pub state: &'static str,
+    /// The branch it has checked out, and the process holding it, if any.
+    pub branch: Option<String>,
+    pub held_by: Option<u32>,
+    /// The commit it was switched to (held) or holds (free).
+    pub base: Option<String>,
+    /// Bytes of ignored files (build caches) kept in it, when last measured.
+    pub ignored_bytes: Option<u64>,
+    pub last_setup_tree: Option<String>,
+    pub last_setup_at: Option<i64>,
+    pub last_use: Option<i64>,
+}
+
+/// Every pooled worktree, by number.
+pub fn status(ctx: &Context) -> Result<Vec<Row>> {
+    let common = ctx.repo.common_dir().to_owned();
+    let mut rows = Vec::new();
+    for info in worktree::pooled(ctx)? {
+        let held = hold(ctx, &info.name)?.is_none();
+        let entry = read_entry(&common, &info.name);
+        let state = match (&entry, held) {
+            (_, true) => "held",
+            (Some(e), false) if e.state == State::Free && info.branch.is_none() => "free",
+            (Some(e), false) if e.state == State::Left => "left",
+            (_, false) if info.branch.is_some() => "left",
+            _ => "broken",
+        };
+        rows.push(Row {
+            path: info.path.clone(),
+            state,
+            branch: info.branch.clone(),
+            held_by: held.then(|| entry.as_ref().and_then(|e| e.pid)).flatten(),
+            base: entry
+                .as_ref()
+                .and_then(|e| e.base.clone())
+                .or(info.head.clone()),
+            ignored_bytes: entry.as_ref().and_then(|e| e.ignored_bytes),
+            last_setup_tree: entry.as_ref().and_then(|e| e.setup_tree.clone()),
+            last_setup_at: entry.as_ref().and_then(|e| e.setup_at),
+            last_use: entry.as_ref().map(|e| e.last_use),
+            name: info.name,
+        });
+    }
+    rows.sort_by_key(|r| r.name.parse::<u64>().unwrap_or(u64::MAX));
+    Ok(rows)
+}
+
+/// Remove free pooled worktrees beyond `size` (the least recently used go
+/// first), or every free one with `all`, and those a killed run left
+/// broken. Held ones and those of halted orders are never touched. Returns
+/// the paths removed.
+pub fn prune(ctx: &Context, size: usize, all: bool) -> Result<Vec<PathBuf>> {
+    let common = ctx.repo.common_dir().to_owned();
+    let mut removed = Vec::new();
+    let mut free = Vec::new();
+    for info in worktree::pooled(ctx)? {
+        let Some(lock) = hold(ctx, &info.name)? else {
+            continue;
+        };
+        match read_entry(&common, &info.name) {
+            Some(e) if e.state == State::Free && info.branch.is_none() => {
+                free.push((e.last_use, info, lock))
+            }
+            Some(e) if e.state == State::Left => {}
+            _ if info.branch.is_some() => {}
+            _ => {
+                discard(ctx, &info)?;
+                removed.push(info.path);
+            }
+        }
+    }
+    // Most recently used first: those past `size` go.
+    free.sort_by_key(|(last_use, _, _)| std::cmp::Reverse(*last_use));
+    let keep = if all { 0 } else { size };
+    for (_, info, _lock) in free.into_iter().skip(keep) {
+        discard(ctx, &info)?;
+        removed.push(info.path);
+    }
+    // Bookkeeping whose worktree is gone (removed by hand with `git worktree remove`).
+    let names: std::collections::BTreeSet<String> =
+        worktree::pooled(ctx)?.into_iter().map(|i| i.name).collect();
+    if let Ok(listing) = std::fs::read_dir(meta_dir(&common)) {
+        for file in listing.flatten() {
+            let file_name = file.file_name().to_string_lossy().into_owned();
+            let Some(n) = file_name.strip_suffix(".json") else {
+                continue;
+            };
+            if !names.contains(n) {
+                if let Some(_lock) = hold(ctx, n)? {
+                    forget(ctx, n)?;
+                }
+            }
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_inputs_are_globs_over_repository_paths() {
+        let lock = input_glob("package-lock.json").expect("glob");
+        assert!(lock.is_match("package-lock.json"));
+        assert!(
+            !lock.is_match("web/package-lock.json"),
+            "a bare name is the top-level file"
+        );
+        let nested = input_glob("**/Cargo.lock").expect("glob");
+        assert!(nested.is_match("Cargo.lock") && nested.is_match("crates/a/Cargo.lock"));
+        let star = input_glob("*.lock").expect("glob");
+        assert!(!star.is_match("a/b.lock"), "'*' does not cross '/'");
+        assert!(input_glob("a[").is_err());
+    }
+
+    #[test]
+    fn bookkeeping_round_trips_and_tolerates_unknown_fields() {
+        let entry = Entry {
+            state: State::Free,
+            tree: Some("t".into()),
+            ignored_bytes: Some(3),
+            ..Entry::default()
+        };
+        let text = serde_json::to_string(&entry).expect("json");
+        assert!(text.contains("\"state\":\"free\""), "{text}");
+        let back: Entry = serde_json::from_str(&text.replace('{', "{\"later\":1,")).expect("read");
+        assert_eq!(back.state, State::Free);
+        assert_eq!(back.ignored_bytes, Some(3));
+    }
+}

@@ -1,0 +1,543 @@
+//! The pool of warm worktrees (issue 12): reuse across orders and runs,
+//! semantics of a fresh worktree for tracked and untracked content, ignored
+//! build caches kept, the setup hook, halted orders' worktrees left alone,
+//! stock git as the oracle, and crash recovery of a switch.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{Run, TestEnv};
+
+/// `.gitignore` with `target/` and `node_modules/`, and orders `wo-<x>`
+/// each declaring `<x>.txt`.
+fn repo(ids: &[&str]) -> TestEnv {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.write(".gitignore", "target/\nnode_modules/\n");
+    env.write("package-lock.json", "{\"v\":1}\n");
+    for x in ids {
+        env.work_order(
+            &format!("wo-{x}"),
+            &format!("Order {x}"),
+            &[],
+            &[&format!("{x}.txt")],
+        );
+    }
+    env.commit_all("init");
+    env
+}
+
+/// One order per round, one slot: every order after the first gets the
+/// worktree the previous one gave back.
+fn round(env: &TestEnv, extra: &[&str]) -> Run {
+    let mut args = vec!["round", "--json", "--max", "1", "--max-total", "1"];
+    args.extend_from_slice(extra);
+    env.run(&args)
+}
+
+/// Writes the order's own file, a build cache, and (as `wo-a`) a tracked
+/// change and an untracked file left after its commit (by the gate below).
+const BUILD: &str = r#"echo "$ARBITER_WO $ARBITER_WORKTREE" >> "$ARBITER_REPO/../worktrees"
+if [ "$ARBITER_WO" = wo-b ]; then
+  { echo "status:"; git status --porcelain --ignored
+    echo "junk:"; test -e junk.txt && echo present
+    echo "readme:"; cat README
+    echo "cache:"; cat target/cache
+    echo "tree:"; git rev-parse HEAD^{tree}
+  } > "$ARBITER_REPO/../seen-by-b" 2>&1
+fi
+echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt"
+mkdir -p target && echo "cache of $ARBITER_WO" >> target/cache"#;
+
+/// Runs after the builder's work is committed: what it leaves is never merged.
+const GATE: &str =
+    r#"if [ "$ARBITER_WO" = wo-a ]; then echo junk > junk.txt; echo edited >> README; fi"#;
+
+fn worktrees_used(env: &TestEnv) -> Vec<(String, PathBuf)> {
+    std::fs::read_to_string(env.root.join("worktrees"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(id, p)| (id.to_owned(), PathBuf::from(p)))
+        .collect()
+}
+
+fn pool_status(env: &TestEnv) -> Vec<serde_json::Value> {
+    env.run(&["pool", "status", "--json"]).success().json()["worktrees"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Stock git accepts the worktree at `wt`: listed, clean, and (last) removable.
+#[track_caller]
+fn git_accepts(env: &TestEnv, wt: &Path) {
+    let list = env.git(&["worktree", "list", "--porcelain"]);
+    assert!(
+        list.contains(&format!("worktree {}", wt.display())),
+        "git worktree list:\n{list}"
+    );
+    assert_eq!(
+        env.git_in(wt, &["status", "--porcelain"]),
+        "",
+        "git status in {}",
+        wt.display()
+    );
+}
+
+#[test]
+fn a_reused_worktree_holds_the_new_base_and_keeps_ignored_caches() {
+    let env = repo(&["a", "b"]);
+    round(&env, &["--build", BUILD, "--gate", GATE]).success();
+    let used = worktrees_used(&env);
+    assert_eq!(used.len(), 2, "{used:?}");
+    assert_eq!(
+        used[0].1, used[1].1,
+        "wo-b reuses wo-a's worktree: {used:?}"
+    );
+    assert_eq!(used[0].1, env.worktree_root().join("pool/0"));
+
+    let seen = std::fs::read_to_string(env.root.join("seen-by-b")).expect("wo-b looked");
+    // wo-b's base is main after wo-a's merge: main's first parent now.
+    let base_tree = env.rev("main^1^{tree}");
+    assert_eq!(
+        seen,
+        format!("status:\n!! target/\njunk:\nreadme:\nbase\ncache:\ncache of wo-a\ntree:\n{base_tree}\n"),
+        "tracked content equals the base, the untracked file is gone, the cache stays"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("README")).expect("README"),
+        "base\n",
+        "the gate's edit was never merged"
+    );
+
+    // After the run: one free pooled worktree, clean, at the last order's
+    // commit, and stock git is happy with it.
+    let rows = pool_status(&env);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["state"], "free");
+    let wt = env.worktree_root().join("pool/0");
+    git_accepts(&env, &wt);
+    assert_eq!(
+        env.git_in(&wt, &["status", "--porcelain", "--ignored"]),
+        "!! target/\n"
+    );
+    assert!(env.git(&["for-each-ref", "refs/heads/arbiter/"]).is_empty());
+    env.fsck();
+    env.git(&["worktree", "remove", wt.to_str().expect("utf-8")]);
+    env.fsck();
+}
+
+#[test]
+fn without_keep_ignored_the_cache_goes_too() {
+    let env = repo(&["a", "b"]);
+    env.git(&["config", "arbiter.poolKeepIgnored", "false"]);
+    round(&env, &["--build", BUILD, "--gate", GATE]).success();
+    let seen = std::fs::read_to_string(env.root.join("seen-by-b")).expect("wo-b looked");
+    assert!(
+        seen.starts_with("status:\njunk:\nreadme:\nbase\ncache:\n"),
+        "only wo-b's own cache is there: {seen}"
+    );
+    let wt = env.worktree_root().join("pool/0");
+    assert_eq!(env.git_in(&wt, &["status", "--porcelain", "--ignored"]), "");
+}
+
+#[test]
+fn the_pool_is_reused_across_runs_and_no_pool_makes_fresh_worktrees() {
+    let env = repo(&["a", "b", "c"]);
+    round(&env, &["--build", BUILD, "--once"]).success();
+    round(&env, &["--build", BUILD, "--once"]).success();
+    let used = worktrees_used(&env);
+    assert_eq!(
+        used[0].1, used[1].1,
+        "a second run reuses the first one's worktree"
+    );
+
+    round(&env, &["--build", BUILD, "--no-pool"]).success();
+    let used = worktrees_used(&env);
+    assert_eq!(used[2], ("wo-c".into(), env.worktree_root().join("wo-c")));
+    assert!(
+        !env.worktree_root().join("wo-c").exists(),
+        "--no-pool removes it"
+    );
+    env.fsck();
+}
+
+#[test]
+fn setup_runs_once_per_worktree_and_again_when_its_inputs_change() {
+    let env = repo(&["a", "b", "c", "d", "e"]);
+    env.git(&[
+        "config",
+        "--add",
+        "arbiter.setupInputs",
+        "package-lock.json",
+    ]);
+    let setup = r#"mkdir -p node_modules && touch node_modules/.stamp && echo "$ARBITER_WO" >> "$ARBITER_REPO/../setups""#;
+    let build =
+        r#"test -e node_modules/.stamp || exit 9; echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
+    let setups = || {
+        std::fs::read_to_string(env.root.join("setups"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    // Three orders share one worktree: one setup.
+    env.git(&["mv", "work-orders/wo-d.md", "wo-d.md"]);
+    env.git(&["mv", "work-orders/wo-e.md", "wo-e.md"]);
+    env.commit_all("d and e later");
+    round(&env, &["--build", build, "--setup", setup]).success();
+    assert_eq!(setups(), ["wo-a"]);
+
+    // A commit changes package-lock.json: the next order runs it again.
+    env.write("package-lock.json", "{\"v\":2}\n");
+    env.git(&["mv", "wo-d.md", "work-orders/wo-d.md"]);
+    env.commit_all("new lock file, order d");
+    round(&env, &["--build", build, "--setup", setup]).success();
+    assert_eq!(setups(), ["wo-a", "wo-d"]);
+
+    // Other changes (wo-d's own file) do not, and the config key works as the flag.
+    env.git(&["config", "arbiter.setup", setup]);
+    env.git(&["mv", "wo-e.md", "work-orders/wo-e.md"]);
+    env.commit_all("order e");
+    round(&env, &["--build", build]).success();
+    assert_eq!(setups(), ["wo-a", "wo-d"]);
+    let rows = pool_status(&env);
+    assert!(rows[0]["last_setup_tree"].is_string(), "{rows:?}");
+}
+
+#[test]
+fn a_failing_setup_is_a_retryable_setup_failure() {
+    let env = repo(&["a"]);
+    let setup = r#"echo "setup ran" ; test -e "$ARBITER_REPO/../setup-ok""#;
+    let run = round(
+        &env,
+        &["--build", "echo a > a.txt", "--setup", setup, "--once"],
+    )
+    .code(0);
+    let summary = run.json();
+    assert_eq!(summary["done"], serde_json::json!([]), "{summary}");
+    let status = env.run(&["status", "--json"]).success().json();
+    let row = &status["orders"][0];
+    assert_eq!(row["status"], "needs_rework", "{row}");
+    let show = env.run(&["show", "wo-a", "--json"]).success().stdout;
+    assert!(
+        show.contains("setup '"),
+        "the reason names the setup: {show}"
+    );
+    let log = std::fs::read_to_string(env.repo.join(".git/arbiter/logs/wo-a/attempt-1.log"))
+        .expect("attempt log");
+    assert!(
+        log.contains("setup ran"),
+        "setup output goes to the attempt log: {log}"
+    );
+
+    std::fs::write(env.root.join("setup-ok"), "").expect("write");
+    round(&env, &["--build", "echo a > a.txt", "--setup", setup]).success();
+}
+
+#[test]
+fn a_halted_orders_worktree_leaves_the_pool_untouched_until_clear() {
+    let env = repo(&["a", "b"]);
+    // wo-a touches an undeclared file (drift: halted) and leaves things behind.
+    let build = r#"echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt"
+echo "$ARBITER_WO $ARBITER_WORKTREE" >> "$ARBITER_REPO/../worktrees"
+if [ "$ARBITER_WO" = wo-a ]; then echo oops > README; mkdir -p target; echo kept > target/cache; fi"#;
+    let gate = r#"if [ "$ARBITER_WO" = wo-a ]; then echo left > untracked.txt; fi"#;
+    round(&env, &["--build", build, "--gate", gate]).code(1);
+    let used = worktrees_used(&env);
+    assert_eq!(used.len(), 2, "{used:?}");
+    assert_ne!(
+        used[0].1, used[1].1,
+        "the halted order's worktree is not reused"
+    );
+    let halted_wt = used[0].1.clone();
+    assert_eq!(
+        std::fs::read_to_string(halted_wt.join("untracked.txt")).expect("kept"),
+        "left\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(halted_wt.join("target/cache")).expect("kept"),
+        "kept\n"
+    );
+    assert_eq!(
+        env.git_in(&halted_wt, &["symbolic-ref", "--short", "HEAD"]),
+        "arbiter/wo-a\n"
+    );
+    let rows = pool_status(&env);
+    let states: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap_or(""),
+                r["state"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(states, [("0", "left"), ("1", "free")]);
+
+    // The next run does not touch it either.
+    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
+    env.commit_all("order c");
+    round(&env, &["--build", build]).code(1);
+    assert_eq!(worktrees_used(&env)[2].1, used[1].1);
+    assert!(halted_wt.join("untracked.txt").exists());
+
+    // The escalation names it.
+    let human = env
+        .run(&["round", "--max-total", "1", "--build", build])
+        .code(1);
+    assert!(
+        human
+            .stdout
+            .contains(&format!("worktree: {}", halted_wt.display())),
+        "{}",
+        human.stdout
+    );
+
+    // `clear` removes it with the branch.
+    env.run(&["clear", "wo-a"]).success();
+    assert!(!halted_wt.exists());
+    assert!(env
+        .git(&["for-each-ref", "refs/heads/arbiter/wo-a"])
+        .is_empty());
+    env.fsck();
+}
+
+#[test]
+fn stock_git_accepts_every_pooled_worktree() {
+    let env = repo(&["a", "b", "c", "d"]);
+    // Two slots, two orders per round: two pooled worktrees.
+    env.run(&[
+        "round",
+        "--json",
+        "--max",
+        "2",
+        "--max-total",
+        "2",
+        "--build",
+        BUILD,
+    ])
+    .success();
+    let rows = pool_status(&env);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in &rows {
+        let wt = PathBuf::from(row["path"].as_str().expect("path"));
+        git_accepts(&env, &wt);
+    }
+    env.fsck();
+    // Free pooled worktrees are no leftovers to doctor.
+    env.run(&["doctor"]).success();
+    for row in &rows {
+        env.git(&["worktree", "remove", row["path"].as_str().expect("path")]);
+    }
+    assert_eq!(
+        env.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    // Bookkeeping of worktrees removed by hand goes with the next prune.
+    env.run(&["pool", "prune"]).success();
+    assert!(pool_status(&env).is_empty());
+}
+
+#[test]
+fn pool_size_bounds_the_free_worktrees_and_prune_removes_them() {
+    let env = repo(&["a", "b", "c"]);
+    env.git(&["config", "arbiter.poolSize", "1"]);
+    env.run(&[
+        "round",
+        "--json",
+        "--max",
+        "3",
+        "--max-total",
+        "3",
+        "--build",
+        BUILD,
+    ])
+    .success();
+    let rows = pool_status(&env);
+    assert_eq!(
+        rows.len(),
+        1,
+        "extra worktrees are removed when freed: {rows:?}"
+    );
+    let out = env.run(&["pool", "prune", "--all"]).success().stdout;
+    assert!(out.starts_with("removed "), "{out}");
+    assert!(pool_status(&env).is_empty());
+    assert_eq!(
+        env.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn pool_max_bytes_strips_the_least_recently_used_caches() {
+    let env = repo(&["a", "b"]);
+    env.git(&["config", "arbiter.poolMaxBytes", "10"]);
+    let build = r#"echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt"; mkdir -p target; head -c 100 /dev/zero > target/big"#;
+    env.run(&[
+        "round",
+        "--json",
+        "--max",
+        "2",
+        "--max-total",
+        "2",
+        "--build",
+        build,
+    ])
+    .success();
+    let rows = pool_status(&env);
+    let total: u64 = rows
+        .iter()
+        .filter_map(|r| r["ignored_bytes"].as_u64())
+        .sum();
+    assert!(total <= 10, "the budget holds: {rows:?}");
+}
+
+#[test]
+fn bad_pool_config_is_one_line_and_exit_2() {
+    let env = repo(&["a"]);
+    env.git(&["config", "arbiter.pool", "maybe"]);
+    let run = round(&env, &["--build", "true"]).code(2);
+    assert!(
+        run.stderr
+            .starts_with("error: config arbiter.pool = 'maybe' is not a boolean"),
+        "{}",
+        run.stderr
+    );
+    env.git(&["config", "--unset", "arbiter.pool"]);
+    env.git(&["config", "arbiter.poolSize", "0"]);
+    round(&env, &["--build", "true"]).code(2);
+    env.git(&["config", "--unset", "arbiter.poolSize"]);
+    env.git(&["config", "arbiter.poolMaxBytes", "lots"]);
+    round(&env, &["--build", "true"]).code(2);
+    assert!(
+        env.git(&["for-each-ref", "refs/notes/"]).is_empty(),
+        "nothing changed"
+    );
+}
+
+#[test]
+fn a_worktree_killed_mid_switch_is_removed_by_the_next_run() {
+    // `checkout-files.after#2`: the first is the merge updating main's checkout.
+    for point in [
+        "pool-switch.before",
+        "checkout-files.after#2",
+        "pool-switch.after",
+        "pool-clean.after",
+    ] {
+        let env = repo(&["a", "b"]);
+        let mut killed = env.command_in(
+            &env.repo,
+            &["round", "--max", "1", "--max-total", "1", "--build", BUILD],
+        );
+        killed.env("ARBITER_CRASH_AT", point);
+        let out = killed.output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let name = point.split('#').next().unwrap_or(point);
+        assert!(
+            stderr.contains(&format!("arbiter crash point={name}")),
+            "{point}: {stderr}"
+        );
+        if point == "pool-switch.before" {
+            let rows = pool_status(&env);
+            assert_eq!(rows[0]["state"], "broken", "found mid-switch: {rows:?}");
+        }
+        round(&env, &["--build", BUILD]).success();
+        let done = env.run(&["status", "--json"]).success().json();
+        for row in done["orders"].as_array().expect("orders") {
+            assert_eq!(row["status"], "done", "{point}: {row}");
+        }
+        for row in pool_status(&env) {
+            assert_eq!(row["state"], "free", "{point}: {row}");
+            git_accepts(&env, Path::new(row["path"].as_str().expect("path")));
+        }
+        assert!(
+            env.git(&["for-each-ref", "refs/heads/arbiter/"]).is_empty(),
+            "{point}"
+        );
+        env.fsck();
+    }
+}
+
+#[test]
+fn races_use_the_pool() {
+    let env = repo(&["a"]);
+    let build = r#"echo "$ARBITER_INSTANCE" > a.txt; echo "$ARBITER_WORKTREE" >> "$ARBITER_REPO/../worktrees-race""#;
+    env.run(&[
+        "race",
+        "wo-a",
+        "-n",
+        "2",
+        "--max-total",
+        "2",
+        "--build",
+        build,
+        "--score",
+        "echo 1",
+    ])
+    .success();
+    let used = std::fs::read_to_string(env.root.join("worktrees-race")).expect("ran");
+    assert!(used.lines().all(|l| l.contains("/pool/")), "{used}");
+    let rows = pool_status(&env);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r["state"] == "free"), "{rows:?}");
+    assert!(env
+        .git(&["for-each-ref", "refs/heads/arbiter-race/"])
+        .is_empty());
+    env.fsck();
+}
+
+#[test]
+fn a_file_the_new_base_no_longer_ignores_is_removed_on_switch() {
+    let env = repo(&["a", "b"]);
+    env.write(".gitignore", "target/\nnode_modules/\n*.log\n");
+    env.commit_all("ignore logs");
+    let gate = r#"if [ "$ARBITER_WO" = wo-a ]; then echo noise > build.log; fi"#;
+    let build = r#"git status --porcelain --ignored > "$ARBITER_REPO/../status-$ARBITER_WO"; echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
+    round(&env, &["--build", build, "--gate", gate, "--once"]).success();
+    let wt = env.worktree_root().join("pool/0");
+    assert!(wt.join("build.log").exists(), "kept while ignored");
+    // The new base stops ignoring logs: the kept log would be untracked there.
+    env.write(".gitignore", "target/\nnode_modules/\n");
+    env.commit_all("logs are no longer ignored");
+    round(&env, &["--build", build, "--gate", gate]).success();
+    assert_eq!(
+        std::fs::read_to_string(env.root.join("status-wo-b")).expect("seen"),
+        "",
+        "wo-b's worktree looks fresh"
+    );
+    assert!(!wt.join("build.log").exists());
+}
+
+#[test]
+fn pool_status_shows_each_worktree_and_prune_keeps_what_is_not_free() {
+    let env = repo(&["a", "b"]);
+    let build = r#"echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt"; mkdir -p target; echo 12345678 > target/cache
+if [ "$ARBITER_WO" = wo-a ]; then echo oops > README; fi"#;
+    round(&env, &["--build", build]).code(1);
+    insta::assert_snapshot!(env.run(&["pool", "status"]).snapshot(&env), @r"
+    n  state  branch        held by  base          ignored  last setup  path
+    0  left   arbiter/wo-a  -        [SHORT]  -        -           $TEST_ENV/repo.arbiter/pool/0
+    1  free   -             -        [SHORT]  9 B      -           $TEST_ENV/repo.arbiter/pool/1
+    [stderr]
+    [exit status: 0]
+    ");
+    // The halted order's worktree is not free: prune leaves it to `clear`.
+    let pruned = env.run(&["pool", "prune", "--all"]).success();
+    insta::assert_snapshot!(pruned.snapshot(&env), @r"
+    removed $TEST_ENV/repo.arbiter/pool/1
+    [stderr]
+    arbiter pool prune removed=1
+    [exit status: 0]
+    ");
+    insta::assert_snapshot!(env.run(&["pool", "status"]).snapshot(&env), @r"
+    n  state  branch        held by  base          ignored  last setup  path
+    0  left   arbiter/wo-a  -        [SHORT]  -        -           $TEST_ENV/repo.arbiter/pool/0
+    [stderr]
+    [exit status: 0]
+    ");
+}
