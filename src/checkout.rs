@@ -264,8 +264,14 @@ fn clear_our_stale_index_lock(wt: &gix::Repository) {
 impl IndexLock {
     fn take(wt: &gix::Repository) -> Result<IndexLock> {
         let path = wt.index_path();
+        // The marker goes first: a kill between the two then leaves a marker
+        // without a lock (harmless), never a lock nobody can tell is ours.
+        let marker = index_lock_marker(wt);
+        std::fs::write(&marker, format!("{}\n", std::process::id()))
+            .map_err(Error::io(format!("writing {}", marker.display())))?;
         let lock = gix::lock::File::acquire_to_update_resource(&path, gix::lock::acquire::Fail::Immediately, None, 0)
             .map_err(|_| -> Error {
+                let _ = std::fs::remove_file(&marker);
                 let lock = path.with_extension("lock");
                 InputError::new(format!(
                     "the index of {} is locked: {} exists",
@@ -278,9 +284,6 @@ impl IndexLock {
                 ))
                 .into()
             })?;
-        let marker = index_lock_marker(wt);
-        std::fs::write(&marker, format!("{}\n", std::process::id()))
-            .map_err(Error::io(format!("writing {}", marker.display())))?;
         Ok(IndexLock {
             lock: Some(lock),
             marker,
@@ -1240,7 +1243,7 @@ pub fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Res
 /// Only files that differ from `tree` are written: an entry is skipped when
 /// the index has `tree`'s blob there and the file still matches the index.
 /// Whatever occupies a path a written file needs (an ignored file or folder)
-/// is removed first. Untracked files are [`crate::pool`]'s to remove.
+/// is removed first. Untracked files are the pool's to remove.
 pub(crate) fn reset_to(wt: &gix::Repository, tree: ObjectId) -> Result<()> {
     use gix::index::entry::Flags;
     clear_our_stale_index_lock(wt);

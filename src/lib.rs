@@ -12,8 +12,10 @@
 //! 2. state and plumbing: `state`, `error`, `exec`, `progress` (its events
 //!    carry how a command exited), `config_env`, `context`;
 //! 3. services on one repository: `conductor`, `slots`, `promisor`,
-//!    `worktree`, `builder`, `reconcile`, `batch`, `drift`, `lint`, `checkout`;
-//! 4. porcelain: `merge`, then `round`, `review`, `doctor` and `race`.
+//!    `ledger` (the pool's bookkeeping), `worktree`, `builder`, `reconcile`,
+//!    `batch`, `drift`, `lint`, `checkout`, then `pool` (warm worktrees);
+//! 4. porcelain: `merge`, `queue` (the merge queue), then `round`, `review`,
+//!    `doctor` and `race`.
 
 pub mod batch;
 pub mod builder;
@@ -27,6 +29,7 @@ pub mod drift;
 pub mod error;
 pub mod exec;
 pub mod layout;
+pub mod ledger;
 pub mod lint;
 pub mod merge;
 pub mod odb;

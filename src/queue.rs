@@ -63,6 +63,13 @@ impl Verify {
     }
 }
 
+/// How a queue checks what it lands: `--verify`, the gates and their time limit.
+pub struct Checks<'a> {
+    pub verify: Verify,
+    pub gates: &'a [String],
+    pub timeout: Option<Duration>,
+}
+
 /// An order waiting to land: its merge request and when it entered.
 #[derive(Clone)]
 pub struct Entry<'a> {
@@ -115,16 +122,18 @@ pub struct Queue<'a> {
 }
 
 impl<'a> Queue<'a> {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         ctx: &'a Context,
         store: &'a Store<'a>,
         into: &'a FullName,
-        verify: Verify,
-        gates: &'a [String],
-        timeout: Option<Duration>,
+        checks: Checks<'a>,
         me: &'a Conductor,
     ) -> Result<Queue<'a>> {
+        let Checks {
+            verify,
+            gates,
+            timeout,
+        } = checks;
         Ok(Queue {
             ctx,
             store,
@@ -397,6 +406,7 @@ impl<'a> Queue<'a> {
         self.gate_runs += 1;
         let name = format!("{VERIFY_PREFIX}{}", self.me.name);
         let branch = format!("arbiter-verify/{}", self.me.name);
+        // A fresh worktree, not a pooled one: the orders' builds take those.
         let path = worktree::remove(self.ctx, &name, &branch)
             .and_then(|()| worktree::add(self.ctx, &name, &branch, at))?;
         crate::crash::point("verify.started");

@@ -325,15 +325,7 @@ pub fn run(
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let host = Host::new(ctx)?;
     let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
-    let queue = Queue::new(
-        ctx,
-        &store,
-        &branch,
-        opts.verify,
-        &opts.gates,
-        opts.timeout,
-        &me,
-    )?;
+    let queue = Queue::new(ctx, &store, &branch, checks(opts), &me)?;
     summary.schedule = Some(opts.schedule.name());
     summary.verify = Some(queue.verify().name());
     let mut run = Run {
@@ -1090,15 +1082,7 @@ fn lander<'a>(
 ) {
     let ctx = shared.ctx.local();
     let store = Store::new(&ctx.repo, retry_cap);
-    let queue = Queue::new(
-        &ctx,
-        &store,
-        branch,
-        opts.verify,
-        &opts.gates,
-        opts.timeout,
-        shared.me,
-    );
+    let queue = Queue::new(&ctx, &store, branch, checks(opts), shared.me);
     let mut queue = match queue {
         Ok(queue) => queue,
         Err(e) => {
@@ -1129,6 +1113,14 @@ fn lander_gone() -> Error {
     Error::Io {
         context: "handing work to the merge queue".into(),
         source: std::io::Error::other("its thread is gone"),
+    }
+}
+
+fn checks(opts: &Options) -> queue::Checks<'_> {
+    queue::Checks {
+        verify: opts.verify,
+        gates: &opts.gates,
+        timeout: opts.timeout,
     }
 }
 

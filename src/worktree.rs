@@ -487,7 +487,7 @@ pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
 }
 
 /// [`remove`] for a caller that holds the worktree turn. The worktree is
-/// `<root_dir>/<name>`, or else a pooled worktree ([`crate::pool`]) that
+/// `<root_dir>/<name>`, or else a pooled worktree (see the `pool` module) that
 /// has `branch` checked out: one whose order halted, or one a killed run
 /// left; a pooled worktree a live process holds is refused.
 fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
@@ -498,7 +498,7 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
             .into_iter()
             .find(|i| i.branch.as_deref() == Some(branch))
         {
-            let Some(_held) = crate::pool::hold(ctx, &info.name)? else {
+            let Some(_held) = crate::ledger::hold(ctx, &info.name)? else {
                 return Err(InputError::new(format!(
                     "the pooled worktree {} holding branch '{branch}' is in use by a running git-arbiter",
                     info.path.display()
@@ -507,7 +507,7 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
                 .into());
             };
             remove_registered(ctx, &info.path)?;
-            crate::pool::forget(ctx, &info.name)?;
+            crate::ledger::forget(ctx, &info.name)?;
             dest = info.path;
         }
     }
@@ -603,6 +603,21 @@ fn remove_registered(ctx: &Context, dest: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Remove what a killed `add` of the pooled worktree `pool/<n>` at `path`
+/// left: its registration, whole or without `gitdir`, and its folder.
+pub(crate) fn clear_half_made(ctx: &Context, n: &str, path: &Path) -> Result<()> {
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    remove_registered(ctx, path)?;
+    prune_registration(ctx, n)?;
+    if path.exists() {
+        std::fs::remove_dir_all(path).map_err(Error::io(format!(
+            "removing the half-made worktree {}",
+            path.display()
+        )))?;
+    }
+    Ok(())
+}
+
 /// Remove the pooled worktree at `path` (its branch, if any, stays).
 pub(crate) fn remove_pooled(ctx: &Context, path: &Path) -> Result<()> {
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
@@ -617,7 +632,7 @@ pub(crate) fn pool_dir(ctx: &Context) -> Result<PathBuf> {
 /// The sub-folder of the worktree dir that holds the pool.
 pub(crate) const POOL_DIR: &str = "pool";
 
-/// The pooled worktrees ([`crate::pool`]): the linked worktrees registered
+/// The pooled worktrees (the `pool` module's): the linked worktrees registered
 /// directly under [`pool_dir`], by name (`0`, `1`, …).
 pub(crate) fn pooled(ctx: &Context) -> Result<Vec<Info>> {
     registered_under(ctx, &pool_dir(ctx)?)
@@ -816,7 +831,7 @@ pub fn cleanup_stale(
         let Some(name) = info.branch.as_deref().and_then(name_of_branch) else {
             continue;
         };
-        if crate::pool::hold(ctx, &info.name)?.is_none() {
+        if crate::ledger::hold(ctx, &info.name)?.is_none() {
             continue;
         }
         names.entry(name).or_default().0.get_or_insert(info);

@@ -29,7 +29,18 @@ fn repo(ids: &[&str]) -> TestEnv {
 /// One order per round, one slot: every order after the first gets the
 /// worktree the previous one gave back.
 fn round(env: &TestEnv, extra: &[&str]) -> Run {
-    let mut args = vec!["round", "--json", "--max", "1", "--max-total", "1"];
+    // Lockstep, one order per round: each lands (and hands its worktree
+    // back) before the next starts, so the next reuses it.
+    let mut args = vec![
+        "round",
+        "--json",
+        "--schedule",
+        "rounds",
+        "--max",
+        "1",
+        "--max-total",
+        "1",
+    ];
     args.extend_from_slice(extra);
     env.run(&args)
 }
@@ -432,7 +443,17 @@ fn a_worktree_killed_mid_switch_is_removed_by_the_next_run() {
         let env = repo(&["a", "b"]);
         let mut killed = env.command_in(
             &env.repo,
-            &["round", "--max", "1", "--max-total", "1", "--build", BUILD],
+            &[
+                "round",
+                "--schedule",
+                "rounds",
+                "--max",
+                "1",
+                "--max-total",
+                "1",
+                "--build",
+                BUILD,
+            ],
         );
         killed.env("ARBITER_CRASH_AT", point);
         let out = killed.output().expect("run");

@@ -213,7 +213,10 @@ fn conflict_halts_with_merge_conflict() {
     env.work_order("wo-02", "Intruder", &[], &["other.txt"]);
     env.commit_all("init");
     let build = "if [ $ARBITER_WO = wo-01 ]; then echo mine > shared.txt; else echo theirs > shared.txt; echo x > other.txt; fi";
-    let summary = round(&env, &["--build", build]).code(1).json();
+    // Lockstep, so wo-01 lands first: landed before it, wo-02 would halt for drift.
+    let summary = round(&env, &["--schedule", "rounds", "--build", build])
+        .code(1)
+        .json();
     assert_eq!(summary["done"], serde_json::json!(["wo-01"]));
     assert_eq!(summary["halted"][0]["reason"], "merge_conflict");
     assert_eq!(
@@ -277,8 +280,16 @@ fn builder_env_is_set_and_git_env_is_not() {
         "GIT_INDEX_FILE",
         env.repo.join(".git/index").to_str().expect("utf-8"),
     );
-    env.run(&["round", "--build", &build, "--max", "1"])
-        .success();
+    env.run(&[
+        "round",
+        "--schedule",
+        "rounds",
+        "--build",
+        &build,
+        "--max",
+        "1",
+    ])
+    .success();
     let text = std::fs::read_to_string(&out).expect("env");
     // One order per round: wo-02 reuses the pooled worktree `pool/0` of wo-01.
     assert_eq!(text, "wo-01|One|1|base|same|0|wo-01.md|unset|unset|0\nwo-02|Two|1|base|same|0|wo-02.md|unset|unset|0\n");

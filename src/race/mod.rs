@@ -405,16 +405,12 @@ pub fn run(
 
     // Land the best; on conflict, drift or failing merged gates fall back
     // to the next-best passing one.
-    let mut queue = Queue::new(
-        ctx,
-        &store,
-        &branch,
-        opts.verify,
-        &opts.gates,
-        opts.timeout,
-        &me,
-    )?
-    .keeping_culprits();
+    let checks = queue::Checks {
+        verify: opts.verify,
+        gates: &opts.gates,
+        timeout: opts.timeout,
+    };
+    let mut queue = Queue::new(ctx, &store, &branch, checks, &me)?.keeping_culprits();
     let mut merged: Option<(usize, gix::ObjectId)> = None;
     // The last request tried, while the record still holds the attempt.
     let mut unlanded: Option<merge::Request> = None;

@@ -1,0 +1,112 @@
+//! The pool's bookkeeping (see the `pool` module): one JSON entry and one
+//! lock file per pooled worktree under `<common-dir>/arbiter/pool/`. Below
+//! `worktree`, which must not remove a pooled worktree a live process holds.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+
+/// Where a pooled worktree is in its life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Being created with its first order's branch.
+    #[default]
+    Creating,
+    /// Being switched to an order's base; a killed switch leaves this.
+    Switching,
+    /// An order's attempt runs in it.
+    Held,
+    /// Being reset after an attempt; a killed reset leaves this.
+    Cleaning,
+    /// Clean at `tree`, ready for the next order.
+    Free,
+    /// Its order halted (or its work could not be committed): it left the
+    /// pool and is kept as it is until the order's branch is removed.
+    Left,
+}
+
+/// The bookkeeping of one pooled worktree, `<common-dir>/arbiter/pool/<n>.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Entry {
+    pub state: State,
+    /// The process that holds (or last held) it.
+    pub pid: Option<u32>,
+    /// The branch it has (or last had) checked out.
+    pub branch: Option<String>,
+    /// The commit it was switched to, or holds when free.
+    pub base: Option<String>,
+    /// The tree its index and files hold when free.
+    pub tree: Option<String>,
+    /// The checksum of the index written when it was last made free: a free
+    /// worktree whose index changed since is reset in full, not trusted.
+    pub index_checksum: Option<String>,
+    /// The tree the setup command last succeeded on, and when.
+    pub setup_tree: Option<String>,
+    pub setup_at: Option<i64>,
+    /// Seconds since the epoch of its last take or give-back.
+    pub last_use: i64,
+    /// Bytes of ignored files kept in it, measured when it was made free.
+    pub ignored_bytes: Option<u64>,
+}
+
+pub(crate) fn meta_dir(common: &Path) -> PathBuf {
+    common.join("arbiter").join("pool")
+}
+
+pub(crate) fn entry_path(common: &Path, n: &str) -> PathBuf {
+    meta_dir(common).join(format!("{n}.json"))
+}
+
+pub(crate) fn read_entry(common: &Path, n: &str) -> Option<Entry> {
+    let bytes = std::fs::read(entry_path(common, n)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Write `<n>.json` atomically: a crash leaves the old or the new content.
+pub(crate) fn write_entry(common: &Path, n: &str, entry: &Entry) -> Result<()> {
+    let dir = meta_dir(common);
+    let path = entry_path(common, n);
+    let context = || format!("writing {}", path.display());
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(Error::io(context()))?;
+    serde_json::to_writer_pretty(&mut tmp, entry).map_err(|e| Error::io(context())(e.into()))?;
+    tmp.persist(&path)
+        .map_err(|e| Error::io(context())(e.error))?;
+    Ok(())
+}
+
+/// Take the lock of pooled worktree `n` if no process holds it; `None` when
+/// one does. The lock lasts until the file is dropped.
+pub(crate) fn hold(ctx: &Context, n: &str) -> Result<Option<File>> {
+    let dir = meta_dir(ctx.repo.common_dir());
+    std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+    let path = dir.join(format!("{n}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(Error::io(format!("opening {}", path.display())))?;
+    match fs4::FileExt::try_lock(&file) {
+        Ok(()) => Ok(Some(file)),
+        Err(fs4::TryLockError::WouldBlock) => Ok(None),
+        Err(fs4::TryLockError::Error(e)) => {
+            Err(Error::io(format!("locking {}", path.display()))(e))
+        }
+    }
+}
+
+/// Drop the bookkeeping of pooled worktree `n` (its worktree is gone). The
+/// lock file stays: removing it could let two processes lock two files.
+pub(crate) fn forget(ctx: &Context, n: &str) -> Result<()> {
+    let path = entry_path(ctx.repo.common_dir(), n);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(format!("removing {}", path.display()))(e)),
+    }
+}
