@@ -498,7 +498,7 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
             .into_iter()
             .find(|i| i.branch.as_deref() == Some(branch))
         {
-            let Some(_held) = crate::ledger::hold(ctx, &info.name)? else {
+            let Some(_held) = hold_briefly_held(ctx, &info.name)? else {
                 return Err(InputError::new(format!(
                     "the pooled worktree {} holding branch '{branch}' is in use by a running git-arbiter",
                     info.path.display()
@@ -602,6 +602,22 @@ fn remove_registered(ctx: &Context, dest: &Path) -> Result<()> {
     crate::crash::point("worktree-remove.after");
     Ok(())
 }
+
+/// The lock of pooled worktree `n`, waiting a moment for it: a run's
+/// search of the pool holds each free worktree's lock for as long as it
+/// looks at it. `None` when it stays held: someone works in it.
+fn hold_briefly_held(ctx: &Context, n: &str) -> Result<Option<std::fs::File>> {
+    for _ in 0..HOLD_TRIES {
+        if let Some(held) = crate::ledger::hold(ctx, n)? {
+            return Ok(Some(held));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Ok(None)
+}
+
+/// How often [`hold_briefly_held`] tries, 100 ms apart.
+const HOLD_TRIES: u32 = 30;
 
 /// Remove what a killed `add` of the pooled worktree `pool/<n>` at `path`
 /// left: its registration, whole or without `gitdir`, and its folder.
