@@ -5,6 +5,8 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use std::sync::Mutex;
+
 use serde::{Deserialize, Serialize};
 
 use crate::context::Context;
@@ -109,4 +111,27 @@ pub(crate) fn forget(ctx: &Context, n: &str) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io(format!("removing {}", path.display()))(e)),
     }
+}
+
+/// The branches whose pooled worktree this process holds for an attempt:
+/// recovery in another thread of the same run must not take them for a
+/// killed run's leftovers (their lock is held, by us).
+static LEASED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn leased() -> std::sync::MutexGuard<'static, Vec<String>> {
+    // Push and remove only: a panic elsewhere leaves it usable.
+    LEASED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn lease(branch: &str) {
+    leased().push(branch.to_owned());
+}
+
+pub(crate) fn release(branch: &str) {
+    leased().retain(|b| b != branch);
+}
+
+/// Does this process hold the pooled worktree of `branch`?
+pub(crate) fn is_leased(branch: &str) -> bool {
+    leased().iter().any(|b| b == branch)
 }

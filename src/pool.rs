@@ -219,6 +219,7 @@ pub fn take(
         None => create(ctx, branch, base)?,
     };
     let (n, path, lock) = leased;
+    crate::ledger::lease(branch);
     leases().push(Lease {
         n,
         branch: branch.to_owned(),
@@ -408,6 +409,7 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
             .position(|l| l.branch == branch)
             .map(|i| all.remove(i))
     };
+    crate::ledger::release(branch);
     let Some(lease) = lease else {
         return if keep {
             Ok(())

@@ -906,6 +906,10 @@ pub fn cleanup_stale(
             ));
             continue;
         };
+        // This run's own attempt (its settling gives the worktree back).
+        if crate::ledger::is_leased(&branch) {
+            continue;
+        }
         let record = snapshot.record(wo)?;
         if let Some(r) = &record {
             if r.halted {
