@@ -11,7 +11,8 @@
 //! edit's and is removed; any other is someone else's and only named
 //! ([`blocking_lock`]). A marker also names the lock file of the ref it
 //! edits: that `<ref>.lock`, when a dead marker names it and no live one
-//! does, was left by the killed edit and is removed before the next edit of
+//! marked before the lock was taken does, was left by the killed edit and
+//! is removed before the next edit of
 //! that ref (a conductor killed while it wrote the state or made a branch
 //! would otherwise stop every later run until someone removed it by hand).
 
@@ -19,7 +20,7 @@ use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// How long after its marker a killed edit may have taken `packed-refs.lock`
 /// (an edit takes milliseconds); a lock taken later is not that edit's.
@@ -58,6 +59,19 @@ fn ref_lock(repo: &gix::Repository, reference: &str) -> PathBuf {
     base.join(format!("{reference}.lock"))
 }
 
+/// May the running edit marked at `marked_at` hold the lock file taken at
+/// `locked_at`? Not when it was marked after the lock was taken: an edit
+/// marks itself before it locks, so it is only waiting for that lock (two
+/// edits of the next run, each waiting for a killed one's lock, must not
+/// keep each other from clearing it). File times are coarse: equal times
+/// may hold.
+fn may_hold(marked_at: Option<SystemTime>, locked_at: Option<SystemTime>) -> bool {
+    match (marked_at, locked_at) {
+        (Some(marked_at), Some(locked_at)) => marked_at <= locked_at,
+        _ => true,
+    }
+}
+
 /// Remove `lock` when a dead marker names it and no live one does, and it
 /// was taken within [`WINDOW`] of that marker; then those dead markers.
 fn clear_named(dir: &Path, lock: &Path) {
@@ -80,9 +94,9 @@ fn clear_named(dir: &Path, lock: &Path) {
         let Ok(file) = File::open(&path) else {
             continue;
         };
+        let marked_at = file.metadata().and_then(|m| m.modified()).ok();
         match fs4::FileExt::try_lock(&file) {
             Ok(()) => {
-                let marked_at = file.metadata().and_then(|m| m.modified()).ok();
                 close |= marked_at.is_some_and(|marked_at| {
                     locked_at
                         .duration_since(marked_at)
@@ -91,7 +105,7 @@ fn clear_named(dir: &Path, lock: &Path) {
                 });
                 dead.push(path);
             }
-            Err(_) => live = true,
+            Err(_) => live |= may_hold(marked_at, Some(locked_at)),
         }
     }
     if live || dead.is_empty() {
@@ -201,9 +215,9 @@ fn inspect(dir: &Path, lock: &Path) -> Seen {
         let Ok(file) = File::open(&path) else {
             continue;
         };
+        let marked_at = file.metadata().and_then(|m| m.modified()).ok();
         match fs4::FileExt::try_lock(&file) {
             Ok(()) => {
-                let marked_at = file.metadata().and_then(|m| m.modified()).ok();
                 if let (Some(locked_at), Some(marked_at)) = (locked_at, marked_at) {
                     // Either way round: file times can be coarser than one edit.
                     let apart = locked_at
@@ -213,7 +227,7 @@ fn inspect(dir: &Path, lock: &Path) -> Seen {
                 }
                 seen.dead.push(path);
             }
-            Err(_) => live = true,
+            Err(_) => live |= may_hold(marked_at, locked_at),
         }
     }
     seen.ours = locked_at.is_some() && !live && left_by_dead;
@@ -326,6 +340,49 @@ mod tests {
         clear_named(&dir, &lock);
         assert!(!lock.exists());
         assert!(!dir.join("7-0").exists());
+    }
+
+    fn set_age(path: &Path, seconds: u64) {
+        let at = std::time::SystemTime::now() - Duration::from_secs(seconds);
+        File::options()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_modified(at))
+            .expect("age the file");
+    }
+
+    /// Two threads of the next run both edit the ref and fail on the lock
+    /// a killed edit left: neither's marker may stop the other clearing it
+    /// (a round's notes were wedged that way after a kill).
+    #[test]
+    fn edits_that_started_after_a_killed_edits_lock_do_not_keep_it() {
+        let (root, dir, packed) = setup();
+        let lock = root.path().join("refs/notes/arbiter.lock");
+        std::fs::create_dir_all(lock.parent().expect("parent")).expect("mkdir");
+        let dead = dir.join("7-0");
+        std::fs::write(&dead, lock.as_os_str().as_encoded_bytes()).expect("marker");
+        set_age(&dead, 3);
+        std::fs::write(&lock, "").expect("lock");
+        set_age(&lock, 2);
+        let waiting = Marker::take(&dir, &lock).expect("marker");
+        clear_named(&dir, &lock);
+        assert!(
+            !lock.exists(),
+            "the waiting edit's marker is younger than the lock"
+        );
+        drop(waiting);
+
+        std::fs::write(dir.join("8-0"), "").expect("marker");
+        set_age(&dir.join("8-0"), 3);
+        std::fs::write(&packed, "").expect("lock");
+        set_age(&packed, 2);
+        let waiting = Marker::take(&dir, &packed).expect("marker");
+        clear_ours(&dir, &packed);
+        assert!(
+            !packed.exists(),
+            "the waiting edit's marker is younger than the lock"
+        );
+        drop(waiting);
     }
 
     #[test]
