@@ -791,9 +791,6 @@ fn record_merged(txn: &mut crate::state::Txn<'_, '_>, req: &Request, link: &Link
     if r.halted && r.halt_reason.as_deref() == Some(HALT_CHECKOUT_BLOCKED) {
         r.lift_halt();
     }
-    r.status = Status::Done;
-    r.owner = None;
-    r.merged_into = Some(req.into.shorten().to_string());
     r.checkpoint_after = Some(link.sha.to_string());
     r.verdicts.push(Verdict {
         kind: "drift".into(),
@@ -806,7 +803,7 @@ fn record_merged(txn: &mut crate::state::Txn<'_, '_>, req: &Request, link: &Link
             changed_text.len()
         )),
     });
-    r.log("merged", Some(link.sha.to_string()));
+    r.mark_merged(req.into.shorten().to_string(), link.sha.to_string());
     txn.put(r);
     txn.put_note(link.sha, note_bytes);
     Ok(())
@@ -821,10 +818,10 @@ pub fn record_up_to_date(store: &Store, req: &Request, tip: ObjectId) -> Result<
             if req.retry && r.halted {
                 r.lift_halt();
             }
-            r.status = Status::Done;
-            r.owner = None;
-            r.merged_into = Some(req.into.shorten().to_string());
-            r.log("merged", Some(format!("up to date at {tip}")));
+            r.mark_merged(
+                req.into.shorten().to_string(),
+                format!("up to date at {tip}"),
+            );
             txn.put(r);
             Ok(())
         },
@@ -960,8 +957,7 @@ fn halt(
                 detail: Some(paths.join("\n")),
                 wall_ms: None,
             });
-            r.owner = None;
-            r.halt(reason, paths.to_vec());
+            r.halt_unowned(reason, paths.to_vec());
             txn.put(r);
             Ok(None)
         },

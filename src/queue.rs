@@ -25,7 +25,7 @@ use crate::error::{Error, GitContext, InputError, Result};
 use crate::exec::{self, Exit};
 use crate::merge::{self, Landed, Link, Linked, Outcome, Request};
 use crate::progress::{Event, Progress};
-use crate::state::{Status, Store, Verdict};
+use crate::state::{Store, Verdict};
 use crate::worktree::{self, VERIFY_PREFIX};
 
 /// The history event (and reason) of an order whose merge broke the gates
@@ -494,8 +494,7 @@ impl<'a> Queue<'a> {
                     wall_ms: None,
                     detail: Some(detail.clone()),
                 });
-                r.owner = None;
-                r.status = Status::NeedsRework;
+                r.release();
                 r.log(MERGED_GATE_FAILED, Some(detail.clone()));
                 txn.put(r);
                 Ok(true)

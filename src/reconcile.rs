@@ -391,7 +391,7 @@ pub fn recover_and_record(
                         "needs_rework"
                     }
                     Recovery::Error { message } => {
-                        record.halt_unowned("recovery_failed", message.clone());
+                        record.halt_unowned("recovery_failed", vec![message.clone()]);
                         "halted"
                     }
                     // Finished by a merge-back of its own (see `round::recover`).

@@ -1418,13 +1418,12 @@ fn dispatch<'a>(
                 txn.put(record);
                 continue;
             }
-            record.start_attempt();
-            record.attempts += 1;
-            record.status = Status::InProgress;
-            record.owner = Some(me.name.clone());
-            record.checkpoint_before = Some(round_base.to_string());
-            record.checkpoint_after = None;
-            record.log("dispatch", Some(format!("round_base={round_base}")));
+            record.dispatch(
+                &me.name,
+                round_base.to_string(),
+                "dispatch",
+                format!("round_base={round_base}"),
+            );
             go.push((*wo, record.attempts));
             txn.put(record);
         }
@@ -1679,15 +1678,16 @@ impl Run<'_> {
                 }
                 record.verdicts = verdicts.clone();
                 record.queue_wait_ms = queue_wait_ms;
-                record.owner = None;
-                record.status = Status::NeedsRework;
                 match halt {
-                    Some(reason) => record.halt(reason, vec![event.clone()]),
+                    Some(reason) => {
+                        record.release();
+                        record.halt(reason, vec![event.clone()]);
+                    }
                     None if interrupted => {
                         // Stopped by the user, the disk, git's configuration or
                         // a command that cannot run, not failed by the builder:
                         // the attempt is given back.
-                        record.attempts = record.attempts.saturating_sub(1);
+                        record.give_back();
                         match (outcome, &kept) {
                             (JobOutcome::DiskFull(why), _) => {
                                 record.log("disk_full", Some(why.clone()))
@@ -1707,7 +1707,10 @@ impl Run<'_> {
                             _ => record.log("interrupted", Some(log.clone())),
                         }
                     }
-                    None => record.log(FAILED_EVENT, Some(event.clone())),
+                    None => {
+                        record.release();
+                        record.log(FAILED_EVENT, Some(event.clone()));
+                    }
                 }
                 txn.put(record);
                 Ok(true)
@@ -1776,8 +1779,7 @@ fn let_go(
             return Ok(None);
         }
         let reason = record.halt_reason.clone().unwrap_or_default();
-        record.owner = None;
-        record.status = Status::NeedsRework;
+        record.release();
         record.log("halted_in_flight", Some(log.clone()));
         txn.put(record);
         Ok(Some(reason))
@@ -1824,9 +1826,7 @@ fn abandon(
                 ) {
                     continue;
                 }
-                record.status = Status::NeedsRework;
-                record.attempts = record.attempts.saturating_sub(1);
-                record.owner = None;
+                record.give_back();
                 record.log("abandoned", Some(why.to_owned()));
                 txn.put(record);
                 requeued.push(wo.id.clone());

@@ -254,19 +254,62 @@ impl Record {
         self.log(event, Some(merge));
     }
 
+    /// Dispatch a new attempt to conductor `owner`, built off `base`;
+    /// `event` (with `detail`) says who dispatched it. The caller has checked
+    /// the retry cap.
+    pub fn dispatch(&mut self, owner: &str, base: String, event: &str, detail: String) {
+        self.start_attempt();
+        self.attempts += 1;
+        self.status = Status::InProgress;
+        self.owner = Some(owner.to_owned());
+        self.checkpoint_before = Some(base);
+        self.checkpoint_after = None;
+        self.log(event, Some(detail));
+    }
+
+    /// The current attempt ended without landing: the order is to be built
+    /// again, held by nobody; the attempt counts. The caller logs why.
+    pub fn release(&mut self) {
+        self.status = Status::NeedsRework;
+        self.owner = None;
+    }
+
+    /// [`Record::release`], and the attempt does not count: it was stopped
+    /// by the user, the machine or the configuration, not failed.
+    pub fn give_back(&mut self) {
+        self.release();
+        self.attempts = self.attempts.saturating_sub(1);
+    }
+
+    /// Merged into the branch `into` (its short name): done, held by nobody;
+    /// `detail` (the merge, or why nothing was to merge) goes to the history.
+    pub fn mark_merged(&mut self, into: String, detail: String) {
+        self.status = Status::Done;
+        self.owner = None;
+        self.merged_into = Some(into);
+        self.log("merged", Some(detail));
+    }
+
     /// Recovery of an attempt whose conductor died before merging it: the
     /// order is to be built again, held by nobody.
     pub fn requeue_for_rework(&mut self) {
-        self.status = Status::NeedsRework;
-        self.owner = None;
+        self.release();
         self.log("recovered_needs_rework", None);
     }
 
-    /// Recovery that could not decide: HALT the order (`message` says why),
-    /// held by nobody, for the user to look at.
-    pub fn halt_unowned(&mut self, reason: &str, message: String) {
-        self.halt(reason, vec![message]);
+    /// HALT the order held by nobody, for the user to look at: recovery that
+    /// could not decide, or a merge that conflicted (`paths` say why).
+    pub fn halt_unowned(&mut self, reason: &str, paths: Vec<String>) {
         self.owner = None;
+        self.halt(reason, paths);
+    }
+
+    /// Lift a halt this attempt's own merge set (a race falling back to its
+    /// next-best instance): the attempt goes on, held by `owner`.
+    pub fn resume(&mut self, owner: &str) {
+        self.lift_halt();
+        self.status = Status::InProgress;
+        self.owner = Some(owner.to_owned());
     }
 
     /// Lift the HALT flag (its history stays).
@@ -893,9 +936,52 @@ mod tests {
         r.requeue_for_rework();
         assert_eq!((r.status, r.owner.as_deref()), (Status::NeedsRework, None));
         let mut r = taken();
-        r.halt_unowned("recovery_failed", "why".into());
+        r.halt_unowned("recovery_failed", vec!["why".into()]);
         assert!(r.halted && r.owner.is_none());
         assert_eq!(r.halt_paths, ["why"]);
+    }
+
+    #[test]
+    fn an_attempt_is_dispatched_held_and_let_go() {
+        let mut r = Record::new("wo-01", false, 3);
+        r.dispatch("c1", "base1".into(), "dispatch", "round_base=base1".into());
+        assert!(r.held_by("c1", 1));
+        assert_eq!(r.checkpoint_before.as_deref(), Some("base1"));
+        r.release();
+        assert_eq!(
+            (r.status, r.owner.as_deref(), r.attempts),
+            (Status::NeedsRework, None, 1)
+        );
+        r.dispatch("c2", "base2".into(), "dispatch", "round_base=base2".into());
+        assert!(r.held_by("c2", 2) && !r.held_by("c1", 2));
+        // Stopped, not failed: the attempt does not count.
+        r.give_back();
+        assert_eq!(
+            (r.status, r.owner.as_deref(), r.attempts),
+            (Status::NeedsRework, None, 1)
+        );
+        r.dispatch("c1", "base3".into(), "dispatch", "round_base=base3".into());
+        r.halt("merge_conflict", vec!["a.rs".into()]);
+        assert!(!r.held_by("c1", 2));
+        r.resume("c1");
+        assert!(r.held_by("c1", 2));
+        r.mark_merged("main".into(), "sha".into());
+        assert_eq!(
+            (r.status, r.owner.as_deref(), r.merged_into.as_deref()),
+            (Status::Done, None, Some("main"))
+        );
+        let events: Vec<&str> = r.history.iter().map(|e| e.event.as_str()).collect();
+        assert_eq!(
+            events,
+            [
+                "dispatch",
+                "dispatch",
+                "dispatch",
+                "halt",
+                "halt_lifted",
+                "merged"
+            ]
+        );
     }
 
     #[test]

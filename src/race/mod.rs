@@ -21,23 +21,24 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::builder::{
-    kept_work_error, not_runnable_error, Attempt, BuildOutcome, HaltWatch, Host, KeptWork,
-    NotRunnable, Step, Steps, NOT_RUNNABLE,
+    kept_work_error, not_runnable_error, HaltWatch, Host, KeptWork, NOT_RUNNABLE,
 };
 use crate::conductor::Conductor;
 use crate::context::Context;
 use crate::drift::DriftScope;
 use crate::error::{GitContext, InputError, Result};
-use crate::exec::{self, Exit};
 use crate::merge;
 use crate::orders::{Orders, WorkOrder};
 use crate::progress::{Event, Progress};
 use crate::queue::{self, Entry, Fate, Queue, Verify};
 use crate::select::{self, Candidate, InstanceVerdict};
-use crate::state::{self, Status, Store, Verdict};
+use crate::state::{self, Status, Store};
 use crate::{slots, worktree};
 
+mod instance;
 mod pick;
+
+use instance::{Builds, Job};
 pub use pick::{store_pick, PickInstance, PickRecord, MERGE_POLICY, PICKS_REF};
 
 /// The most instances one race may start.
@@ -119,23 +120,6 @@ fn log_path(ctx: &Context, id: &str, run_id: &str, k: u32) -> PathBuf {
     crate::layout::logs(&ctx.repo, id).join(format!("{run_id}-{k}.log"))
 }
 
-/// What an instance's thread needs (a `gix::Repository` is not `Sync`).
-struct Job {
-    k: u32,
-    worktree: PathBuf,
-    branch: String,
-    log: PathBuf,
-    score_out: PathBuf,
-    verdicts: Vec<Verdict>,
-    cand: Candidate,
-    interrupted: bool,
-    /// Committing what the builder left failed for git's configuration
-    /// ([`crate::builder::CommitError`]): the work stays in the worktree.
-    commit_failed: Option<String>,
-    /// One of its commands could not run: the race stops with exit 2.
-    not_runnable: Option<NotRunnable>,
-}
-
 /// Run one race of work order `id`.
 pub fn run(
     ctx: &Context,
@@ -144,6 +128,65 @@ pub fn run(
     opts: &Options,
     progress: &dyn Progress,
 ) -> Result<Summary> {
+    let wo = check_input(orders, id, opts)?;
+    let branch = ctx.integration_branch(opts.into.as_deref())?;
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    let me = Conductor::register(ctx)?;
+    for line in crate::conductor::end_orphans(ctx)? {
+        progress.event(&Event::Recovered { detail: line });
+    }
+    let slot_dir = slots::slot_dir(Some(ctx))?;
+    let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
+    let host = Host::new(ctx)?;
+    recover(ctx, &store, orders, &branch, &me, progress)?;
+    let base = ctx.branch_tip(&branch)?;
+    let run_id = format!("race-{}", me.name);
+    let attempt = dispatch(ctx, &store, orders, wo, base, &me, &run_id, opts.n)?;
+    progress.event(&Event::Race {
+        wo: id.to_owned(),
+        n: opts.n,
+        base,
+        attempt,
+    });
+    let mut race = Race {
+        ctx,
+        store: &store,
+        wo,
+        opts,
+        me: &me,
+        attempt,
+        base,
+        progress,
+        jobs: Vec::new(),
+        keep: Vec::new(),
+        summary: Summary {
+            version: 1,
+            wo_id: id.to_owned(),
+            run_id: run_id.clone(),
+            base: base.to_string(),
+            min_score: opts.min_score,
+            ..Summary::default()
+        },
+        run_id,
+    };
+    race.make_worktrees()?;
+    let halted = race.build_all(&host, &slot_dir, cap);
+    if let Some(summary) = race.settle_unfinished(halted, &host)? {
+        return Ok(summary);
+    }
+    let cands: Vec<Candidate> = race.jobs.iter().map(|j| j.cand.clone()).collect();
+    let order = select::order(&cands, opts.min_score);
+    if order.is_empty() {
+        return race.no_winner(&cands);
+    }
+    match race.land_best(&order, &branch)? {
+        Some((winner, sha)) => race.pick(winner, sha, &cands),
+        None => Ok(race.summary),
+    }
+}
+
+/// Refuse what cannot race, before anything changes.
+fn check_input<'o>(orders: &'o Orders, id: &str, opts: &Options) -> Result<&'o WorkOrder> {
     let wo = orders.get(id).ok_or_else(|| {
         InputError::new(format!("no work order '{id}'"))
             .hint("'git arbiter status' lists the work orders")
@@ -166,265 +209,336 @@ pub fn run(
             .hint("pass --score CMD: its last non-empty stdout line must be an integer")
             .into());
     }
-    let branch = ctx.integration_branch(opts.into.as_deref())?;
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
-    let me = Conductor::register(ctx)?;
-    for line in crate::conductor::end_orphans(ctx)? {
-        progress.event(&Event::Recovered { detail: line });
-    }
-    let slot_dir = slots::slot_dir(Some(ctx))?;
-    let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
-    let host = Host::new(ctx)?;
-    crate::checkout::sync_checked_out(ctx, &branch)?;
-    crate::checkout::refuse_dirty_checkout(ctx, &branch)?;
-    // What a killed round or race left: its worktrees and branches, and
-    // merges that landed without their record (never merged twice).
+    Ok(wo)
+}
+
+/// What a killed round or race left: its worktrees and branches, and
+/// merges that landed without their record (never merged twice).
+fn recover(
+    ctx: &Context,
+    store: &Store<'_>,
+    orders: &Orders,
+    branch: &gix::refs::FullName,
+    me: &Conductor,
+    progress: &dyn Progress,
+) -> Result<()> {
+    crate::checkout::sync_checked_out(ctx, branch)?;
+    crate::checkout::refuse_dirty_checkout(ctx, branch)?;
     let live = |r: &state::Record| crate::conductor::owns_live(ctx, r);
-    let tip = ctx.branch_tip(&branch).ok();
-    for line in worktree::cleanup_stale(ctx, &store, orders, tip, &live, true)? {
+    let tip = ctx.branch_tip(branch).ok();
+    for line in worktree::cleanup_stale(ctx, store, orders, tip, &live, true)? {
         progress.event(&Event::Recovered { detail: line });
     }
-    crate::round::recover(ctx, orders, &store, &branch, &me, progress)?;
-    let base = ctx.branch_tip(&branch)?;
-    let run_id = format!("race-{}", me.name);
-    let attempt = dispatch(ctx, &store, orders, wo, base, &me, &run_id, opts.n)?;
-    progress.event(&Event::Race {
-        wo: id.to_owned(),
-        n: opts.n,
-        base,
-        attempt,
-    });
-    let mut summary = Summary {
-        version: 1,
-        wo_id: id.to_owned(),
-        run_id: run_id.clone(),
-        base: base.to_string(),
-        min_score: opts.min_score,
-        ..Summary::default()
-    };
-    let mut jobs = Vec::new();
-    for k in 0..opts.n {
-        let (name, br) = (worktree_name(id, k), branch_of(id, k));
-        let made = crate::pool::take(ctx, &opts.pool, &name, &br, base);
-        let path = match made {
-            Ok(p) => p,
-            Err(e) => {
-                for job in &jobs {
-                    let job: &Job = job;
-                    let _ =
-                        crate::pool::give_back(ctx, &worktree_name(id, job.k), &job.branch, false);
+    crate::round::recover(ctx, orders, store, branch, me, progress)?;
+    Ok(())
+}
+
+/// One race in progress: the attempt it holds and its instances.
+struct Race<'r> {
+    ctx: &'r Context,
+    store: &'r Store<'r>,
+    wo: &'r WorkOrder,
+    opts: &'r Options,
+    me: &'r Conductor,
+    run_id: String,
+    attempt: u32,
+    base: gix::ObjectId,
+    progress: &'r dyn Progress,
+    jobs: Vec<Job>,
+    /// Per instance: its worktree and branch stay when the race ends.
+    keep: Vec<bool>,
+    summary: Summary,
+}
+
+impl<'r> Race<'r> {
+    /// A worktree (pooled when it can be) per instance; on failure the
+    /// attempt is given back and what was made goes.
+    fn make_worktrees(&mut self) -> Result<()> {
+        let (ctx, id) = (self.ctx, &self.wo.id);
+        for k in 0..self.opts.n {
+            let (name, branch) = (worktree_name(id, k), branch_of(id, k));
+            match crate::pool::take(ctx, &self.opts.pool, &name, &branch, self.base) {
+                Ok(path) => {
+                    let log = log_path(ctx, id, &self.run_id, k);
+                    self.jobs.push(Job::new(k, path, branch, log));
                 }
-                give_back(
-                    &store,
-                    wo,
-                    &me.name,
-                    attempt,
-                    &run_id,
-                    "race_interrupted",
-                    &format!("creating worktrees: {e}"),
-                )?;
-                return Err(e);
+                Err(e) => {
+                    for job in &self.jobs {
+                        let name = worktree_name(id, job.k);
+                        let _ = crate::pool::give_back(ctx, &name, &job.branch, false);
+                    }
+                    self.give_back("race_interrupted", &format!("creating worktrees: {e}"))?;
+                    return Err(e);
+                }
             }
-        };
-        let log = log_path(ctx, id, &run_id, k);
-        jobs.push(Job {
-            k,
-            score_out: log.with_extension("score"),
-            worktree: path,
-            branch: br,
-            log,
-            verdicts: Vec::new(),
-            cand: Candidate {
-                instance: k,
-                passed: false,
-                score: None,
-                finished_at: 0,
-                verdict: InstanceVerdict::Pending,
-                reason: None,
-            },
-            interrupted: false,
-            commit_failed: None,
-            not_runnable: None,
-        });
+        }
+        self.keep = vec![false; self.jobs.len()];
+        Ok(())
     }
-    let watch = HaltWatch::default();
-    let halted = watch.watch(id);
-    let misconfigured = AtomicBool::new(false);
-    let built = AtomicBool::new(false);
-    let shared_repo = ctx.repo.clone().into_sync();
-    std::thread::scope(|scope| {
-        let (watch, built, shared_repo, me) = (&watch, &built, &shared_repo, &me);
-        scope.spawn(move || watch.run(shared_repo, &me.name, built));
-        let builds: Vec<_> = jobs
-            .iter_mut()
-            .map(|job| {
-                let (host, slot_dir, misconfigured) = (&host, &slot_dir, &misconfigured);
-                let halted = &*halted;
-                scope.spawn(move || {
-                    build_one(
-                        host,
-                        wo,
-                        job,
-                        opts,
-                        attempt,
-                        base,
-                        slot_dir,
-                        cap,
-                        me,
-                        halted,
-                        misconfigured,
-                        progress,
-                    )
+
+    /// Build every instance at once, within the machine-wide slots, while a
+    /// watcher looks for a halt by hand. True when the order was halted.
+    fn build_all(&mut self, host: &Host, slot_dir: &Path, cap: u32) -> bool {
+        let id = &self.wo.id;
+        let watch = HaltWatch::default();
+        let halted = watch.watch(id);
+        let misconfigured = AtomicBool::new(false);
+        let built = AtomicBool::new(false);
+        let shared_repo = self.ctx.repo.clone().into_sync();
+        let builds = Builds {
+            host,
+            wo: self.wo,
+            opts: self.opts,
+            attempt: self.attempt,
+            base: self.base,
+            slot_dir,
+            cap,
+            me: self.me,
+            halted: &halted,
+            misconfigured: &misconfigured,
+            progress: self.progress,
+        };
+        std::thread::scope(|scope| {
+            let (watch, built, shared_repo, me) = (&watch, &built, &shared_repo, self.me);
+            scope.spawn(move || watch.run(shared_repo, &me.name, built));
+            let threads: Vec<_> = self
+                .jobs
+                .iter_mut()
+                .map(|job| {
+                    let builds = &builds;
+                    scope.spawn(move || builds.build(job))
+                })
+                .collect();
+            for thread in threads {
+                let _ = thread.join();
+            }
+            built.store(true, Ordering::Relaxed);
+        });
+        for job in &self.jobs {
+            self.progress.event(&Event::Instance {
+                wo: id.clone(),
+                instance: job.k,
+                verdict: job.cand.verdict,
+                score: job.cand.score,
+            });
+        }
+        halted.load(Ordering::Relaxed)
+    }
+
+    /// A race that cannot pick: halted by hand, the disk full, work a
+    /// commit could not save, a command that cannot run, or a stop. `Some`
+    /// when the race ends here.
+    fn settle_unfinished(&mut self, halted: bool, host: &Host) -> Result<Option<Summary>> {
+        if halted {
+            self.summary.escalation =
+                Some("the work order was halted during the race; nothing was merged".into());
+            self.summary.exit = crate::ExitCode::Escalation;
+            let summary = self.end(true)?;
+            self.release()?;
+            return Ok(Some(summary));
+        }
+        // The machine's fault, not the builders': the attempt is given back.
+        if let Some(why) = self
+            .jobs
+            .iter()
+            .filter_map(|j| j.cand.reason.clone())
+            .find(|why| crate::error::says_disk_full(why))
+        {
+            self.me.release_reserve();
+            self.give_back("disk_full", &why)?;
+            self.end(false)?;
+            return Err(crate::Error::Io {
+                context: why,
+                source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()),
+            });
+        }
+        // Before the stop: an interrupted race removes its worktrees, and these
+        // hold work that exists nowhere else.
+        let kept: Vec<KeptWork> = self
+            .jobs
+            .iter()
+            .filter_map(|j| {
+                Some(KeptWork {
+                    label: format!("{}#{}", self.wo.id, j.k),
+                    error: j.commit_failed.clone()?,
+                    worktree: j.worktree.clone(),
+                    branch: j.branch.clone(),
                 })
             })
             .collect();
-        for build in builds {
-            let _ = build.join();
+        if !kept.is_empty() {
+            let detail: Vec<String> = kept.iter().map(|k| k.describe(&self.ctx.repo)).collect();
+            self.give_back(worktree::KEPT_UNCOMMITTED, &detail.join("; "))?;
+            self.keep = self
+                .jobs
+                .iter()
+                .map(|j| j.commit_failed.is_some())
+                .collect();
+            self.end(false)?;
+            return Err(kept_work_error(&kept).into());
         }
-        built.store(true, Ordering::Relaxed);
-    });
-    for job in &jobs {
-        progress.event(&Event::Instance {
-            wo: id.to_owned(),
-            instance: job.k,
-            verdict: job.cand.verdict,
-            score: job.cand.score,
-        });
-    }
-    let cands: Vec<Candidate> = jobs.iter().map(|j| j.cand.clone()).collect();
-    let mut keep = vec![false; jobs.len()];
-
-    if halted.load(Ordering::Relaxed) {
-        summary.escalation =
-            Some("the work order was halted during the race; nothing was merged".into());
-        summary.exit = crate::ExitCode::Escalation;
-        let keep_all = vec![true; jobs.len()];
-        finish(ctx, id, &jobs, &keep_all, opts.keep_losers, &mut summary)?;
-        release(&store, wo, &me.name, attempt, &run_id)?;
-        return Ok(summary);
+        if let Some(failed) = self.jobs.iter().find_map(|j| j.not_runnable.clone()) {
+            self.give_back(NOT_RUNNABLE, &failed.describe())?;
+            self.end(false)?;
+            return Err(not_runnable_error(&failed, &host.repo_top).into());
+        }
+        if self.me.should_stop() || self.jobs.iter().any(|j| j.interrupted) {
+            return self.stopped("interrupted").map(Some);
+        }
+        Ok(None)
     }
 
-    // The machine's fault, not the builders': the attempt is given back.
-    if let Some(why) = jobs
-        .iter()
-        .filter_map(|j| j.cand.reason.as_deref())
-        .find(|why| crate::error::says_disk_full(why))
-    {
-        me.release_reserve();
-        give_back(&store, wo, &me.name, attempt, &run_id, "disk_full", why)?;
-        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
-        return Err(crate::Error::Io {
-            context: why.to_owned(),
-            source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()),
-        });
-    }
-
-    // Before the stop: an interrupted race removes its worktrees, and these
-    // hold work that exists nowhere else.
-    let kept: Vec<KeptWork> = jobs
-        .iter()
-        .filter_map(|j| {
-            Some(KeptWork {
-                label: format!("{id}#{}", j.k),
-                error: j.commit_failed.clone()?,
-                worktree: j.worktree.clone(),
-                branch: j.branch.clone(),
-            })
-        })
-        .collect();
-    if !kept.is_empty() {
-        let detail: Vec<String> = kept.iter().map(|k| k.describe(&ctx.repo)).collect();
-        give_back(
-            &store,
-            wo,
-            &me.name,
-            attempt,
-            &run_id,
-            worktree::KEPT_UNCOMMITTED,
-            &detail.join("; "),
-        )?;
-        let keep: Vec<bool> = jobs.iter().map(|j| j.commit_failed.is_some()).collect();
-        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
-        return Err(kept_work_error(&kept).into());
-    }
-
-    if let Some(failed) = jobs.iter().find_map(|j| j.not_runnable.as_ref()) {
-        give_back(
-            &store,
-            wo,
-            &me.name,
-            attempt,
-            &run_id,
-            NOT_RUNNABLE,
-            &failed.describe(),
-        )?;
-        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
-        return Err(not_runnable_error(failed, &host.repo_top).into());
-    }
-
-    if me.should_stop() || jobs.iter().any(|j| j.interrupted) {
-        give_back(
-            &store,
-            wo,
-            &me.name,
-            attempt,
-            &run_id,
-            "race_interrupted",
-            "interrupted",
-        )?;
-        summary.stopped = Some(crate::round::Stopped::Requested);
-        summary.exit = crate::ExitCode::Interrupted;
-        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
-        return Ok(summary);
-    }
-
-    let order = select::order(&cands, opts.min_score);
-    if order.is_empty() {
-        let detail = describe_all(&cands);
-        store.transact(&format!("race {id}: no winner"), |txn| -> Result<()> {
-            let mut r = txn.record(id, !wo.deps.is_empty())?;
-            if !r.held_by(&me.name, attempt) {
-                // Halted by hand meanwhile: that halt stands.
-                return Ok(());
-            }
-            r.owner = None;
-            r.status = Status::NeedsRework;
-            r.log("race_no_winner", Some(format!("{run_id}: {detail}")));
-            r.halt("race_no_winner", Vec::new());
-            txn.put(r);
-            Ok(())
-        })?;
-        summary.escalation = Some(match opts.min_score {
+    /// No instance passed with a valid score (above `--min-score`): the
+    /// order halts `race_no_winner`, every instance kept for inspection
+    /// unless a halt by hand came first.
+    fn no_winner(mut self, cands: &[Candidate]) -> Result<Summary> {
+        let (id, me, attempt) = (&self.wo.id, self.me, self.attempt);
+        let detail = format!("{}: {}", self.run_id, describe_all(cands));
+        let has_deps = !self.wo.deps.is_empty();
+        self.store
+            .transact(&format!("race {id}: no winner"), |txn| -> Result<()> {
+                let mut r = txn.record(id, has_deps)?;
+                if !r.held_by(&me.name, attempt) {
+                    // Halted by hand meanwhile: that halt stands.
+                    return Ok(());
+                }
+                r.release();
+                r.log("race_no_winner", Some(detail.clone()));
+                r.halt("race_no_winner", Vec::new());
+                txn.put(r);
+                Ok(())
+            })?;
+        self.summary.escalation = Some(match self.opts.min_score {
             Some(floor) => format!("no instance passed with a valid score of at least {floor}"),
             None => "no instance passed with a valid score".into(),
         });
-        summary.exit = crate::ExitCode::Escalation;
-        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
-        return Ok(summary);
+        self.summary.exit = crate::ExitCode::Escalation;
+        self.end(false)
     }
 
-    // Land the best; on conflict, drift or failing merged gates fall back
-    // to the next-best passing one.
-    let checks = queue::Checks {
-        verify: opts.verify,
-        gates: &opts.gates,
-        timeout: opts.timeout,
-    };
-    let mut queue = Queue::new(ctx, &store, &branch, checks, &me)?.keeping_culprits();
-    let mut merged: Option<(usize, gix::ObjectId)> = None;
-    // The last request tried, while the record still holds the attempt.
-    let mut unlanded: Option<merge::Request> = None;
-    for (n, &idx) in order.iter().enumerate() {
-        let job = &jobs[idx];
-        let prev = summary.merges.last().cloned();
+    /// Land the best instance through the merge queue; on conflict, drift
+    /// or failing merged gates fall back to the next-best passing one.
+    /// `Some((instance index, merge))` when one landed; otherwise the race
+    /// is over and its summary final.
+    fn land_best(
+        &mut self,
+        order: &[usize],
+        branch: &'r gix::refs::FullName,
+    ) -> Result<Option<(usize, gix::ObjectId)>> {
+        let checks = queue::Checks {
+            verify: self.opts.verify,
+            gates: &self.opts.gates,
+            timeout: self.opts.timeout,
+        };
+        let mut queue =
+            Queue::new(self.ctx, self.store, branch, checks, self.me)?.keeping_culprits();
+        // The last request tried, while the record still holds the attempt.
+        let mut unlanded: Option<merge::Request> = None;
+        for (n, &idx) in order.iter().enumerate() {
+            if n > 0 && !self.fall_back(idx)? {
+                break;
+            }
+            let request = self.request(idx, branch)?;
+            self.progress.phase(&self.wo.id, "merge");
+            let entry = Entry {
+                req: request.clone(),
+                entered: Instant::now(),
+            };
+            let fate = queue.land(vec![entry], self.progress)?.pop();
+            let (outcome, paths, sha) = match fate.map(|(_, fate)| fate) {
+                Some(Fate::Landed { sha, .. }) => ("merged".to_owned(), Vec::new(), Some(sha)),
+                Some(Fate::UpToDate) => (
+                    "up_to_date".to_owned(),
+                    Vec::new(),
+                    Some(self.ctx.branch_tip(branch)?),
+                ),
+                Some(Fate::Halted { reason, paths }) => (reason, paths, None),
+                Some(Fate::GateFailed { .. }) => {
+                    unlanded = Some(request);
+                    (queue::MERGED_GATE_FAILED.to_owned(), Vec::new(), None)
+                }
+                Some(Fate::Interrupted) | None => {
+                    // Stopped while verifying: nothing landed.
+                    self.summary.gate_runs = queue.gate_runs;
+                    self.stopped("interrupted while verifying the merged result")?;
+                    return Ok(None);
+                }
+                Some(Fate::Withdrawn { reason }) => {
+                    // Halted (or taken over) during the race: nothing lands,
+                    // every instance is kept for inspection.
+                    self.summary.escalation =
+                        Some(format!("the work order was {reason}; nothing was merged"));
+                    self.summary.exit = crate::ExitCode::Escalation;
+                    self.summary.gate_runs = queue.gate_runs;
+                    self.end(true)?;
+                    self.release()?;
+                    return Ok(None);
+                }
+            };
+            let instance = self.jobs[idx].k;
+            self.progress.event(&Event::RaceMerge {
+                wo: self.wo.id.clone(),
+                instance,
+                outcome: outcome.clone(),
+                paths: paths.clone(),
+            });
+            self.summary.merges.push(MergeTry {
+                instance,
+                outcome,
+                paths,
+            });
+            if let Some(sha) = sha {
+                self.summary.gate_runs = queue.gate_runs;
+                return Ok(Some((idx, sha)));
+            }
+            // Kept for inspection unless a later instance lands.
+            self.keep[idx] = true;
+        }
+        self.summary.gate_runs = queue.gate_runs;
+        // The last try failed the gates as merged: the attempt is spent.
+        let last_failed_merged = self
+            .summary
+            .merges
+            .last()
+            .is_some_and(|m| m.outcome == queue::MERGED_GATE_FAILED);
+        if let Some(request) = unlanded.filter(|_| last_failed_merged) {
+            queue.reject(
+                &request,
+                "no passing instance passed the gates once merged".into(),
+                self.progress,
+            )?;
+        }
+        self.summary.escalation = Some(
+            "no passing instance could be merged back (conflict, undeclared drift, untracked files in the checkout, or gates failing on the merged result); the work order is halted or back for rework"
+                .into(),
+        );
+        self.summary.exit = crate::ExitCode::Escalation;
+        self.end(false)?;
+        Ok(None)
+    }
+
+    /// Before trying instance `idx` after another: when the previous try's
+    /// merge halted the order (conflict, drift), lift that halt for this
+    /// one. False when the order is no longer ours to land (a halt by hand
+    /// since stands).
+    fn fall_back(&self, idx: usize) -> Result<bool> {
+        let prev = self.summary.merges.last();
         let prev_halted = prev
-            .as_ref()
             .is_some_and(|p| p.outcome == merge::HALT_CONFLICT || p.outcome == merge::HALT_DRIFT);
-        if n > 0 && prev_halted {
-            // The merge halted the work order for the previous instance; a
-            // later instance may still land, so lift that halt for this try.
-            let ours = store.transact(&format!("race {id}: fall back"), |txn| -> Result<bool> {
-                let mut r = txn.record(id, !wo.deps.is_empty())?;
+        if !prev_halted {
+            return Ok(true);
+        }
+        let (id, me, attempt) = (&self.wo.id, self.me, self.attempt);
+        let detail = format!(
+            "instance {} after instance {} {}",
+            self.jobs[idx].k,
+            prev.map_or(0, |p| p.instance),
+            prev.map_or("", |p| p.outcome.as_str())
+        );
+        let has_deps = !self.wo.deps.is_empty();
+        self.store
+            .transact(&format!("race {id}: fall back"), |txn| -> Result<bool> {
+                let mut r = txn.record(id, has_deps)?;
                 // Only our own merge halt is lifted, never one set by hand since.
                 let our_halt = r.attempts == attempt
                     && r.halted
@@ -435,202 +549,184 @@ pub fn run(
                 if !our_halt {
                     return Ok(false);
                 }
-                r.lift_halt();
-                r.status = Status::InProgress;
-                r.owner = Some(me.name.clone());
-                r.log(
-                    "race_fallback",
-                    Some(format!(
-                        "instance {} after instance {} {}",
-                        job.k,
-                        prev.as_ref().map_or(0, |p| p.instance),
-                        prev.as_ref().map_or("", |p| p.outcome.as_str())
-                    )),
-                );
+                r.resume(&me.name);
+                r.log("race_fallback", Some(detail.clone()));
                 txn.put(r);
                 Ok(true)
-            })?;
-            if !ours {
-                break;
-            }
-        }
-        progress.phase(id, "merge");
-        let source = ctx
+            })
+    }
+
+    /// The merge-back of instance `idx`, its race recorded in the note.
+    fn request(&self, idx: usize, branch: &'r gix::refs::FullName) -> Result<merge::Request<'r>> {
+        let job = &self.jobs[idx];
+        let source = self
+            .ctx
             .repo
             .find_reference(format!("refs/heads/{}", job.branch).as_str())
             .git_context(format!("reading {}", job.branch))?
             .peel_to_id()
             .git_context(format!("resolving {}", job.branch))?
             .detach();
-        let request = merge::Request {
-            wo,
-            into: &branch,
+        Ok(merge::Request {
+            wo: self.wo,
+            into: branch,
             source,
-            attempt,
-            round_base: Some(base),
+            attempt: self.attempt,
+            round_base: Some(self.base),
             scope: DriftScope::Own,
             extra_note: Some(serde_json::json!({
-                "race": run_id,
+                "race": self.run_id,
                 "instance": job.k,
                 "score": job.cand.score,
                 "verdicts": job.verdicts,
             })),
-            owner: Some(&me.name),
+            owner: Some(self.me.name.as_str()),
             retry: false,
-        };
-        let fate = queue
-            .land(
-                vec![Entry {
-                    req: request.clone(),
-                    entered: Instant::now(),
-                }],
-                progress,
-            )?
-            .pop()
-            .map(|(_, fate)| fate);
-        let (outcome, paths, sha) = match fate {
-            Some(Fate::Landed { sha, .. }) => ("merged".to_owned(), Vec::new(), Some(sha)),
-            Some(Fate::UpToDate) => (
-                "up_to_date".to_owned(),
-                Vec::new(),
-                Some(ctx.branch_tip(&branch)?),
-            ),
-            Some(Fate::Halted { reason, paths }) => (reason, paths, None),
-            Some(Fate::GateFailed { .. }) => {
-                unlanded = Some(request);
-                (queue::MERGED_GATE_FAILED.to_owned(), Vec::new(), None)
-            }
-            Some(Fate::Interrupted) | None => {
-                // Stopped while verifying: nothing landed, the attempt is given back.
-                give_back(
-                    &store,
-                    wo,
-                    &me.name,
-                    attempt,
-                    &run_id,
-                    "race_interrupted",
-                    "interrupted while verifying the merged result",
-                )?;
-                summary.stopped = Some(crate::round::Stopped::Requested);
-                summary.exit = crate::ExitCode::Interrupted;
-                finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
-                return Ok(summary);
-            }
-            Some(Fate::Withdrawn { reason }) => {
-                // Halted (or taken over) during the race: nothing lands, every
-                // instance is kept for inspection.
-                summary.escalation =
-                    Some(format!("the work order was {reason}; nothing was merged"));
-                summary.exit = crate::ExitCode::Escalation;
-                let keep_all = vec![true; jobs.len()];
-                finish(ctx, id, &jobs, &keep_all, opts.keep_losers, &mut summary)?;
-                release(&store, wo, &me.name, attempt, &run_id)?;
-                return Ok(summary);
-            }
-        };
-        progress.event(&Event::RaceMerge {
-            wo: id.to_owned(),
-            instance: job.k,
-            outcome: outcome.clone(),
-            paths: paths.clone(),
-        });
-        summary.merges.push(MergeTry {
-            instance: job.k,
-            outcome,
-            paths,
-        });
-        if let Some(sha) = sha {
-            merged = Some((idx, sha));
-            break;
-        }
-        // Kept for inspection unless a later instance lands.
-        keep[idx] = true;
-    }
-    summary.gate_runs = queue.gate_runs;
-    if merged.is_none() {
-        // The last try failed the gates as merged: the attempt is spent.
-        if let Some(request) = unlanded.filter(|_| {
-            summary
-                .merges
-                .last()
-                .is_some_and(|m| m.outcome == queue::MERGED_GATE_FAILED)
-        }) {
-            queue.reject(
-                &request,
-                "no passing instance passed the gates once merged".into(),
-                progress,
-            )?;
-        }
+        })
     }
 
-    let Some((widx, sha)) = merged else {
-        summary.escalation = Some(
-            "no passing instance could be merged back (conflict, undeclared drift, untracked files in the checkout, or gates failing on the merged result); the work order is halted or back for rework"
-                .into(),
+    /// Instance `widx` landed as `sha`: store the write-once pick record,
+    /// log it, and let the other instances go (unless `--keep-losers`).
+    fn pick(mut self, widx: usize, sha: gix::ObjectId, cands: &[Candidate]) -> Result<Summary> {
+        let (id, run_id) = (&self.wo.id, &self.run_id);
+        let winner = &self.jobs[widx];
+        let record = PickRecord {
+            version: 1,
+            wo_id: id.clone(),
+            winner_instance: winner.k,
+            worktree_path: winner.worktree.display().to_string(),
+            verdict: winner.cand.verdict,
+            score: winner.cand.score.unwrap_or_default(),
+            finished_at: winner.cand.finished_at,
+            merge_policy: MERGE_POLICY.into(),
+            timestamp: state::now(),
+            run_id: run_id.clone(),
+            commit: sha.to_string(),
+            loser_instances: self
+                .jobs
+                .iter()
+                .map(|j| j.k)
+                .filter(|&k| k != winner.k)
+                .collect(),
+            instances: cands
+                .iter()
+                .map(|c| PickInstance {
+                    instance: c.instance,
+                    verdict: c.verdict,
+                    score: c.score,
+                    reason: c.reason.clone(),
+                })
+                .collect(),
+        };
+        crate::crash::point("pick.before");
+        store_pick(self.ctx, sha, &record)?;
+        crate::crash::point("pick.after");
+        let detail = format!(
+            "{run_id} instance={} score={} commit={sha}",
+            record.winner_instance, record.score
         );
-        summary.exit = crate::ExitCode::Escalation;
-        finish(ctx, id, &jobs, &keep, opts.keep_losers, &mut summary)?;
-        return Ok(summary);
-    };
-    keep.iter_mut().for_each(|k| *k = false);
-    let winner = &jobs[widx];
-    let record = PickRecord {
-        version: 1,
-        wo_id: id.to_owned(),
-        winner_instance: winner.k,
-        worktree_path: winner.worktree.display().to_string(),
-        verdict: winner.cand.verdict,
-        score: winner.cand.score.unwrap_or_default(),
-        finished_at: winner.cand.finished_at,
-        merge_policy: MERGE_POLICY.into(),
-        timestamp: state::now(),
-        run_id: run_id.clone(),
-        commit: sha.to_string(),
-        loser_instances: jobs
-            .iter()
-            .map(|j| j.k)
-            .filter(|&k| k != winner.k)
-            .collect(),
-        instances: cands
-            .iter()
-            .map(|c| PickInstance {
-                instance: c.instance,
-                verdict: c.verdict,
-                score: c.score,
-                reason: c.reason.clone(),
+        let has_deps = !self.wo.deps.is_empty();
+        self.store
+            .transact(&format!("race {id}: pick"), |txn| -> Result<()> {
+                let mut r = txn.record(id, has_deps)?;
+                r.log("pick", Some(detail.clone()));
+                txn.put(r);
+                Ok(())
+            })?;
+        self.progress.event(&Event::Pick {
+            wo: id.clone(),
+            instance: winner.k,
+            score: record.score,
+            sha,
+        });
+        self.summary.winner = Some(winner.k);
+        self.summary.merge_commit = Some(sha.to_string());
+        self.summary.pick = Some(record);
+        self.summary.exit = crate::ExitCode::Success;
+        // The winner is merged: its worktree goes like a round's; the
+        // others stay with `--keep-losers`.
+        self.keep = vec![self.opts.keep_losers; self.jobs.len()];
+        self.keep[widx] = false;
+        self.end_with(false)
+    }
+
+    /// Stopped: nothing landed, the attempt is given back (`why`).
+    fn stopped(&mut self, why: &str) -> Result<Summary> {
+        self.give_back("race_interrupted", why)?;
+        self.summary.stopped = Some(crate::round::Stopped::Requested);
+        self.summary.exit = crate::ExitCode::Interrupted;
+        self.end(false)
+    }
+
+    /// The race is over: report each instance; remove the worktrees and
+    /// branches not kept (every one is kept with `keep_all`, the losers
+    /// with `--keep-losers`).
+    fn end(&mut self, keep_all: bool) -> Result<Summary> {
+        if keep_all {
+            self.keep = vec![true; self.jobs.len()];
+        }
+        self.end_with(self.opts.keep_losers)
+    }
+
+    /// Stopped or failed before any verdict: the attempt is given back, and
+    /// `event` logged with `why`.
+    fn give_back(&self, event: &str, why: &str) -> Result<()> {
+        let (id, me, attempt) = (&self.wo.id, self.me, self.attempt);
+        let detail = format!("{}: {why}", self.run_id);
+        let has_deps = !self.wo.deps.is_empty();
+        self.store
+            .transact(&format!("race {id}: give back"), |txn| -> Result<()> {
+                let mut r = txn.record(id, has_deps)?;
+                if !r.held_by(&me.name, attempt) {
+                    return Ok(());
+                }
+                r.give_back();
+                r.log(event, Some(detail.clone()));
+                txn.put(r);
+                Ok(())
             })
-            .collect(),
-    };
-    crate::crash::point("pick.before");
-    store_pick(ctx, sha, &record)?;
-    crate::crash::point("pick.after");
-    store.transact(&format!("race {id}: pick"), |txn| -> Result<()> {
-        let mut r = txn.record(id, !wo.deps.is_empty())?;
-        r.log(
-            "pick",
-            Some(format!(
-                "{run_id} instance={} score={} commit={sha}",
-                record.winner_instance, record.score
-            )),
-        );
-        txn.put(r);
-        Ok(())
-    })?;
-    progress.event(&Event::Pick {
-        wo: id.to_owned(),
-        instance: winner.k,
-        score: record.score,
-        sha,
-    });
-    summary.winner = Some(winner.k);
-    summary.merge_commit = Some(sha.to_string());
-    summary.pick = Some(record);
-    summary.exit = crate::ExitCode::Success;
-    // The winner is merged: its worktree goes like a round's.
-    let mut keep_all = vec![opts.keep_losers; jobs.len()];
-    keep_all[widx] = false;
-    finish(ctx, id, &jobs, &keep_all, false, &mut summary)?;
-    Ok(summary)
+    }
+
+    /// Halted by hand (or taken over) during the race: let the record go,
+    /// still halted, if it is ours; the instances stay for inspection.
+    fn release(&self) -> Result<()> {
+        let (id, me, attempt) = (&self.wo.id, self.me, self.attempt);
+        let has_deps = !self.wo.deps.is_empty();
+        self.store
+            .transact(&format!("race {id}: let go"), |txn| -> Result<()> {
+                let mut r = txn.record(id, has_deps)?;
+                if r.owner.as_deref() != Some(me.name.as_str())
+                    || r.attempts != attempt
+                    || r.status != Status::InProgress
+                {
+                    return Ok(());
+                }
+                r.release();
+                r.log("halted_in_flight", Some(self.run_id.clone()));
+                txn.put(r);
+                Ok(())
+            })
+    }
+
+    fn end_with(&mut self, keep_losers: bool) -> Result<Summary> {
+        let id = &self.wo.id;
+        for (job, &kept) in self.jobs.iter().zip(&self.keep) {
+            let kept = kept || keep_losers;
+            crate::pool::give_back(self.ctx, &worktree_name(id, job.k), &job.branch, kept)?;
+            self.summary.instances.push(Instance {
+                instance: job.k,
+                verdict: job.cand.verdict,
+                score: job.cand.score,
+                reason: job.cand.reason.clone(),
+                finished_at: job.cand.finished_at,
+                worktree: job.worktree.display().to_string(),
+                branch: job.branch.clone(),
+                log: job.log.display().to_string(),
+                kept,
+            });
+        }
+        Ok(self.summary.clone())
+    }
 }
 
 /// The attempt, recorded before anything is built (as the round's dispatch).
@@ -707,15 +803,11 @@ fn dispatch(
             .hint("raise 'git config arbiter.retryCap', or 'git arbiter clear' it")
             .into());
         }
-        r.start_attempt();
-        r.attempts += 1;
-        r.status = Status::InProgress;
-        r.owner = Some(me.name.clone());
-        r.checkpoint_before = Some(base.to_string());
-        r.checkpoint_after = None;
-        r.log(
+        r.dispatch(
+            &me.name,
+            base.to_string(),
             "race_dispatch",
-            Some(format!("{run_id} n={n} round_base={base}")),
+            format!("{run_id} n={n} round_base={base}"),
         );
         let attempts = r.attempts;
         txn.put(r);
@@ -723,56 +815,6 @@ fn dispatch(
     })?;
     crate::crash::point("dispatch.after");
     Ok(attempt)
-}
-
-/// Stopped or failed before any verdict: the attempt is given back, and
-/// `event` logged with `why`.
-fn give_back(
-    store: &Store<'_>,
-    wo: &WorkOrder,
-    owner: &str,
-    attempt: u32,
-    run_id: &str,
-    event: &str,
-    why: &str,
-) -> Result<()> {
-    store.transact(&format!("race {}: give back", wo.id), |txn| -> Result<()> {
-        let mut r = txn.record(&wo.id, !wo.deps.is_empty())?;
-        if !r.held_by(owner, attempt) {
-            return Ok(());
-        }
-        r.owner = None;
-        r.status = Status::NeedsRework;
-        r.attempts = r.attempts.saturating_sub(1);
-        r.log(event, Some(format!("{run_id}: {why}")));
-        txn.put(r);
-        Ok(())
-    })
-}
-
-/// Halted by hand (or taken over) during the race: let the record go, still
-/// halted, if it is ours; the instances stay for inspection.
-fn release(
-    store: &Store<'_>,
-    wo: &WorkOrder,
-    owner: &str,
-    attempt: u32,
-    run_id: &str,
-) -> Result<()> {
-    store.transact(&format!("race {}: let go", wo.id), |txn| -> Result<()> {
-        let mut r = txn.record(&wo.id, !wo.deps.is_empty())?;
-        if r.owner.as_deref() != Some(owner)
-            || r.attempts != attempt
-            || r.status != Status::InProgress
-        {
-            return Ok(());
-        }
-        r.owner = None;
-        r.status = Status::NeedsRework;
-        r.log("halted_in_flight", Some(run_id.to_owned()));
-        txn.put(r);
-        Ok(())
-    })
 }
 
 fn describe_all(cands: &[Candidate]) -> String {
@@ -790,33 +832,6 @@ fn describe_all(cands: &[Candidate]) -> String {
         .join(" ")
 }
 
-/// Fill the instance reports; remove worktrees and branches not kept.
-fn finish(
-    ctx: &Context,
-    id: &str,
-    jobs: &[Job],
-    keep: &[bool],
-    keep_losers: bool,
-    summary: &mut Summary,
-) -> Result<()> {
-    for (job, &kept) in jobs.iter().zip(keep) {
-        let kept = kept || keep_losers;
-        crate::pool::give_back(ctx, &worktree_name(id, job.k), &job.branch, kept)?;
-        summary.instances.push(Instance {
-            instance: job.k,
-            verdict: job.cand.verdict,
-            score: job.cand.score,
-            reason: job.cand.reason.clone(),
-            finished_at: job.cand.finished_at,
-            worktree: job.worktree.display().to_string(),
-            branch: job.branch.clone(),
-            log: job.log.display().to_string(),
-            kept,
-        });
-    }
-    Ok(())
-}
-
 /// The last non-empty line of a score command's stdout, as an integer.
 pub fn parse_score(stdout: &str) -> std::result::Result<i64, String> {
     let Some(line) = stdout.lines().map(str::trim).rfind(|l| !l.is_empty()) else {
@@ -826,176 +841,6 @@ pub fn parse_score(stdout: &str) -> std::result::Result<i64, String> {
         let shown: String = line.chars().take(60).collect();
         format!("the score command's last line '{shown}' is not an integer")
     })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn build_one(
-    host: &Host,
-    wo: &WorkOrder,
-    job: &mut Job,
-    opts: &Options,
-    attempt: u32,
-    base: gix::ObjectId,
-    slot_dir: &Path,
-    cap: u32,
-    me: &Conductor,
-    halted: &AtomicBool,
-    misconfigured: &AtomicBool,
-    progress: &dyn Progress,
-) {
-    let label = format!("{}#{}", wo.id, job.k);
-    progress.phase(&label, "slot");
-    let waiting = Instant::now();
-    let slot = host.take_slot(slot_dir, cap, &label, me, progress);
-    let queue_wait = waiting.elapsed();
-    let slot = match slot {
-        Ok(Some(slot)) => slot,
-        Ok(None) => {
-            job.interrupted = true;
-            job.cand.verdict = InstanceVerdict::Interrupted;
-            return;
-        }
-        Err(why) => {
-            job.cand.verdict = InstanceVerdict::Error;
-            job.cand.reason = Some(why);
-            return;
-        }
-    };
-    // Another instance's command could not run: nothing more is started
-    // with this configuration.
-    if misconfigured.load(Ordering::SeqCst) {
-        job.cand.verdict = InstanceVerdict::NotStarted;
-        return;
-    }
-    let mut env = host.env(wo, attempt, base, &job.worktree);
-    env.push(("ARBITER_INSTANCE".into(), job.k.to_string()));
-    let stop = || me.should_stop() || halted.load(Ordering::Relaxed);
-    let started = Instant::now();
-    exec::note(
-        &job.log,
-        &crate::round::attempt_header(&label, attempt, base, Some(queue_wait)),
-    );
-    // The score command writes its number to a file of its own.
-    let run_score = || {
-        exec::run(
-            &exec::Spec {
-                command: &opts.score,
-                cwd: &job.worktree,
-                env: &env,
-                log: &job.log,
-                kind: Some("score"),
-                stdout_to: Some(&job.score_out),
-                timeout: opts.timeout,
-                groups: Some(&me.groups_dir()),
-            },
-            &stop,
-        )
-    };
-    let trailers = format!("Arbiter-Instance: {}\n", job.k);
-    let built = host.run_attempt(
-        &Attempt {
-            label: &label,
-            wo,
-            attempt,
-            base,
-            worktree: &job.worktree,
-            branch: &job.branch,
-            log: &job.log,
-            trailers: &trailers,
-            env: &env,
-        },
-        &Steps {
-            setup: opts.pool.setup.as_deref(),
-            setup_inputs: &opts.pool.setup_inputs,
-            build: &opts.build,
-            gates: &opts.gates,
-            critics: &[],
-            timeout: opts.timeout,
-        },
-        me,
-        &stop,
-        misconfigured,
-        &mut job.verdicts,
-        progress,
-    );
-    let mut not_runnable = None;
-    let (mut verdict_s, mut reason): (InstanceVerdict, Option<String>) = match built {
-        BuildOutcome::Passed => (InstanceVerdict::Passed, None),
-        BuildOutcome::Failed {
-            step: Step::Build,
-            why,
-        } => (InstanceVerdict::BuildFailed, Some(why)),
-        BuildOutcome::Failed { why, .. } => (InstanceVerdict::GateFailed, Some(why)),
-        BuildOutcome::Interrupted => {
-            job.interrupted = true;
-            (InstanceVerdict::Interrupted, None)
-        }
-        BuildOutcome::NotRunnable(failed) => {
-            let why = failed.describe();
-            not_runnable = Some(failed);
-            (InstanceVerdict::NotRunnable, Some(why))
-        }
-        // Given back by the race when it sees the disk full (`says_disk_full`).
-        BuildOutcome::DiskFull(why) => (InstanceVerdict::Error, Some(why)),
-        // Not the builder's fault: see `Job::commit_failed`.
-        BuildOutcome::CommitFailed(why) => {
-            job.commit_failed = Some(why.clone());
-            (InstanceVerdict::CommitFailed, Some(why))
-        }
-    };
-    job.cand.finished_at = crate::state::now_nanos();
-    if verdict_s == InstanceVerdict::Passed {
-        progress.phase(&label, "score");
-        match run_score() {
-            Ok(Exit::Interrupted) => {
-                job.interrupted = true;
-                verdict_s = InstanceVerdict::Interrupted;
-            }
-            Ok(exit) if exit.not_runnable() => {
-                verdict_s = InstanceVerdict::NotRunnable;
-                let failed =
-                    NotRunnable::of(&exit, &label, "score", &opts.score, &job.worktree, &job.log);
-                misconfigured.store(true, Ordering::SeqCst);
-                reason = failed.as_ref().map(NotRunnable::describe);
-                not_runnable = failed;
-            }
-            Ok(exit) if !exit.success() => {
-                verdict_s = InstanceVerdict::InvalidScore;
-                reason = Some(format!("score command {}", exit.describe()));
-            }
-            Ok(_) => {
-                let out = std::fs::read(&job.score_out)
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
-                match parse_score(&out) {
-                    Ok(s) => {
-                        job.cand.score = Some(s);
-                        job.cand.passed = true;
-                    }
-                    Err(e) => {
-                        verdict_s = InstanceVerdict::InvalidScore;
-                        reason = Some(e);
-                    }
-                }
-            }
-            Err(e) => {
-                verdict_s = InstanceVerdict::InvalidScore;
-                reason = Some(format!("cannot run the score command: {e}"));
-            }
-        }
-    }
-    let ended = match &reason {
-        Some(why) => format!("{verdict_s}: {why}"),
-        None => verdict_s.to_string(),
-    };
-    exec::note(
-        &job.log,
-        &crate::round::attempt_footer(attempt, &ended, started.elapsed()),
-    );
-    job.cand.verdict = verdict_s;
-    job.cand.reason = reason;
-    job.not_runnable = not_runnable;
-    drop(slot);
 }
 
 #[cfg(test)]
