@@ -6,6 +6,13 @@
 /// the disk and the allocator rather than on the CPU.
 const MAX_READERS: usize = 4;
 
+/// The machine's cores, asked once: `available_parallelism` reads the
+/// cgroup files on every call, and every state transaction reads in chunks.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// `read` applied to contiguous chunks of `items`, the parts in the order
 /// of `items`: on up to [`MAX_READERS`] threads (as many as the machine
 /// has), each given at least `min_per_reader` items, since a thread for fewer
@@ -19,8 +26,7 @@ where
     T: Sync,
     R: Send,
 {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
+    let workers = cores()
         .min(MAX_READERS)
         .min(items.len().div_ceil(min_per_reader.max(1)))
         .max(1);

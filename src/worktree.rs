@@ -671,12 +671,10 @@ fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
         .worktrees()
         .git_context("listing linked worktrees")?
     {
-        let base = proxy.base().ok();
-        let Ok(repo) = proxy.into_repo_with_possibly_inaccessible_worktree() else {
-            continue;
-        };
-        if repo.head_name().ok().flatten().as_ref() == Some(full) {
-            return Ok(Some(base.unwrap_or_else(|| repo.git_dir().to_owned())));
+        if head_of(&ctx.repo, proxy.git_dir()).0.as_ref() == Some(full) {
+            return Ok(Some(
+                proxy.base().unwrap_or_else(|_| proxy.git_dir().to_owned()),
+            ));
         }
     }
     Ok(None)
@@ -685,6 +683,37 @@ fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
 /// Arbiter's worktrees: the linked worktrees registered directly under [`root_dir`], by name.
 pub fn list(ctx: &Context) -> Result<Vec<Info>> {
     registered_under(ctx, &root_dir(ctx)?)
+}
+
+/// A linked worktree's branch (`None` when detached) and the commit its
+/// HEAD names, read from its own `HEAD` file and the shared refs.
+/// Opening each worktree as a repository only to read these costs a
+/// configuration and object-database load apiece, and the pool lists its
+/// worktrees at every dispatch.
+fn head_of(repo: &gix::Repository, git_dir: &Path) -> (Option<FullName>, Option<String>) {
+    let Ok(content) = std::fs::read(git_dir.join("HEAD")) else {
+        return (None, None);
+    };
+    let content = String::from_utf8_lossy(&content);
+    let content = content.trim();
+    match content.strip_prefix("ref: ") {
+        Some(name) => {
+            let Ok(full) = FullName::try_from(name) else {
+                return (None, None);
+            };
+            let head = repo
+                .try_find_reference(full.as_ref())
+                .ok()
+                .flatten()
+                .and_then(|mut r| r.peel_to_id().ok())
+                .map(|id| id.to_string());
+            (Some(full), head)
+        }
+        None => {
+            let head = gix::ObjectId::from_hex(content.as_bytes()).ok();
+            (None, head.map(|id| id.to_string()))
+        }
+    }
 }
 
 /// The linked worktrees registered directly under `dir`, by folder name.
@@ -706,16 +735,8 @@ fn registered_under(ctx: &Context, dir: &Path) -> Result<Vec<Info>> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let prunable = proxy.is_prunable();
-        let (branch, head) = match proxy.into_repo_with_possibly_inaccessible_worktree() {
-            Ok(repo) => (
-                repo.head_name()
-                    .ok()
-                    .flatten()
-                    .map(|n| n.shorten().to_string()),
-                repo.head_id().ok().map(|id| id.to_string()),
-            ),
-            Err(_) => (None, None),
-        };
+        let (branch, head) = head_of(&ctx.repo, proxy.git_dir());
+        let branch = branch.map(|b| b.shorten().to_string());
         out.push(Info {
             name,
             path: base,
