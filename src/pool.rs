@@ -47,7 +47,7 @@ use crate::worktree::{self, Info};
 pub struct Options {
     /// Reuse worktrees (`arbiter.pool`, default on); off: a fresh worktree per attempt.
     pub enabled: bool,
-    /// At most this many free worktrees stay (`arbiter.poolSize`, default: the slot cap).
+    /// At most this many free worktrees stay (`arbiter.poolSize`, default: the slot cap plus one).
     pub size: usize,
     /// Budget over the pool's ignored content, in bytes (`arbiter.poolMaxBytes`).
     pub max_bytes: Option<u64>,
@@ -78,7 +78,9 @@ impl Options {
                 )
             }
             Some(n) => n as usize,
-            None => cap as usize,
+            // One worktree per slot, and one for the merge queue, which
+            // verifies merged results in a pooled worktree while builds run.
+            None => cap as usize + 1,
         };
         let max_bytes = match ctx.config_string("arbiter.poolMaxBytes") {
             None => None,

@@ -63,11 +63,13 @@ impl Verify {
     }
 }
 
-/// How a queue checks what it lands: `--verify`, the gates and their time limit.
+/// How a queue checks what it lands: `--verify`, the gates and their time
+/// limit, and the pool (with its setup hook) the gates run in.
 pub struct Checks<'a> {
     pub verify: Verify,
     pub gates: &'a [String],
     pub timeout: Option<Duration>,
+    pub pool: &'a crate::pool::Options,
 }
 
 /// An order waiting to land: its merge request and when it entered.
@@ -109,6 +111,7 @@ pub struct Queue<'a> {
     verify: Verify,
     gates: &'a [String],
     timeout: Option<Duration>,
+    pool: &'a crate::pool::Options,
     me: &'a Conductor,
     repo_top: PathBuf,
     session: merge::Session,
@@ -133,6 +136,7 @@ impl<'a> Queue<'a> {
             verify,
             gates,
             timeout,
+            pool,
         } = checks;
         Ok(Queue {
             ctx,
@@ -147,6 +151,7 @@ impl<'a> Queue<'a> {
             },
             gates,
             timeout,
+            pool,
             me,
             repo_top: worktree::main_top(ctx)?,
             session: merge::Session::default(),
@@ -406,9 +411,9 @@ impl<'a> Queue<'a> {
         self.gate_runs += 1;
         let name = format!("{VERIFY_PREFIX}{}", self.me.name);
         let branch = format!("arbiter-verify/{}", self.me.name);
-        // A fresh worktree, not a pooled one: the orders' builds take those.
-        let path = worktree::remove(self.ctx, &name, &branch)
-            .and_then(|()| worktree::add(self.ctx, &name, &branch, at))?;
+        // A pooled worktree (when the pool is on), so that gates that build
+        // find their caches warm, prepared by the setup hook as for a build.
+        let path = crate::pool::take(self.ctx, self.pool, &name, &branch, at)?;
         crate::crash::point("verify.started");
         let log = crate::layout::run_log(&self.ctx.repo, &format!("verify-{}.log", self.me.name));
         exec::note(
@@ -431,15 +436,18 @@ impl<'a> Queue<'a> {
             ),
         ];
         let stop = || self.me.should_stop();
-        let mut result = Some(true);
-        for cmd in self.gates {
+        let run = |kind: &'static str, cmd: &str| -> Result<Option<bool>> {
             let exit = exec::run(
                 &exec::Spec {
                     command: cmd,
                     cwd: &path,
                     env: &env,
                     log: &log,
-                    kind: Some("verify gate"),
+                    kind: Some(if kind == "setup" {
+                        "verify setup"
+                    } else {
+                        "verify gate"
+                    }),
                     stdout_to: None,
                     timeout: self.timeout,
                     groups: Some(&self.me.groups_dir()),
@@ -447,22 +455,38 @@ impl<'a> Queue<'a> {
                 &stop,
             )
             .map_err(Error::io(format!(
-                "running gate '{cmd}' on the merged result"
+                "running {kind} '{cmd}' on the merged result"
             )))?;
             if exit == Exit::Interrupted {
-                result = None;
-                break;
+                return Ok(None);
             }
-            if let Some(failed) = NotRunnable::of(&exit, "verify", "gate", cmd, &path, &log) {
-                worktree::remove(self.ctx, &name, &branch)?;
+            if let Some(failed) = NotRunnable::of(&exit, "verify", kind, cmd, &path, &log) {
+                crate::pool::give_back(self.ctx, &name, &branch, false)?;
                 return Err(crate::builder::not_runnable_error(&failed, &self.repo_top).into());
             }
-            if !exit.success() {
-                result = Some(false);
-                break;
+            Ok(Some(exit.success()))
+        };
+        // The setup, as before a build: only when its inputs changed since
+        // it last ran there. Failing on the merged result, it fails the
+        // verification (an order changed what it installs).
+        let mut result = Some(true);
+        if let Some(cmd) = self.pool.setup.as_deref() {
+            // An unreadable record of the last setup only costs a setup run.
+            if crate::pool::setup_needed(&path, at, &self.pool.setup_inputs).unwrap_or(true) {
+                result = run("setup", cmd)?;
+                if result == Some(true) {
+                    // Unrecorded, it only costs a setup run next time.
+                    let _ = crate::pool::setup_done(&path, at);
+                }
             }
         }
-        worktree::remove(self.ctx, &name, &branch)?;
+        for cmd in self.gates {
+            if result != Some(true) {
+                break;
+            }
+            result = run("gate", cmd)?;
+        }
+        crate::pool::give_back(self.ctx, &name, &branch, false)?;
         progress.event(&Event::Verify {
             tip: at,
             orders: ids.iter().map(|id| (*id).to_owned()).collect(),

@@ -1121,6 +1121,7 @@ fn checks(opts: &Options) -> queue::Checks<'_> {
         verify: opts.verify,
         gates: &opts.gates,
         timeout: opts.timeout,
+        pool: &opts.pool,
     }
 }
 

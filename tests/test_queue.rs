@@ -389,6 +389,65 @@ fn one_gate_run_per_landed_batch_when_nothing_fails() {
     assert_eq!(summary["done"].as_array().map(Vec::len), Some(4));
 }
 
+/// Verification runs the gates in a worktree prepared as a build's is:
+/// the setup hook runs there first (a gate that needs installed
+/// dependencies passed every build and failed every merged result before),
+/// in a pooled worktree when the pool is on, so gates find caches warm.
+#[test]
+fn verification_runs_the_setup_hook_first() {
+    for pool in ["--pool", "--no-pool"] {
+        let env = TestEnv::new();
+        env.write(".gitignore", "deps/\n");
+        env.write("deps.lock", "v1\n");
+        env.disjoint_orders(2);
+        env.work_order("lock", "Bump the lock", &[], &["deps.lock"]);
+        env.commit_all("the lock order");
+        env.git(&["config", "arbiter.setupInputs", "deps.lock"]);
+        let setups = env.root.join("setups.log");
+        let setup = format!(
+            "mkdir -p deps && cp deps.lock deps/installed && echo \"$ARBITER_WORKTREE\" >> '{}'",
+            setups.display()
+        );
+        // Passes only where the setup installed what the tree's lock names.
+        let gate = "cmp deps.lock deps/installed";
+        // The builder that bumps the lock installs it too, as agents do.
+        let build = "case $ARBITER_WO in lock) echo v2 > deps.lock; cp deps.lock deps/installed;; *) echo x > f${ARBITER_WO#wo-}.txt;; esac";
+        let mut args = vec![
+            "round",
+            "--json",
+            "--schedule",
+            "rounds",
+            "--setup",
+            &setup,
+            "--gate",
+            gate,
+            "--build",
+            build,
+        ];
+        if pool == "--no-pool" {
+            args.push(pool);
+        }
+        let run = env.run(&args).success();
+        let summary = run.json();
+        assert_eq!(
+            summary["done"].as_array().map(Vec::len),
+            Some(3),
+            "{pool}: {}",
+            run.stderr
+        );
+        assert_eq!(summary["gate_runs"], 1, "{pool}: {}", run.stderr);
+        assert_eq!(landed(&env, "lock"), 1);
+        let ran = std::fs::read_to_string(&setups).expect("the setup ran");
+        let verified_in = ran.lines().last().unwrap_or_default();
+        let expected = if pool == "--pool" {
+            "/pool/"
+        } else {
+            "/verify-"
+        };
+        assert!(verified_in.contains(expected), "{pool}: {ran}");
+    }
+}
+
 #[test]
 fn a_conductor_killed_while_verifying_lands_nothing_twice() {
     for point in [

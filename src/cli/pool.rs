@@ -13,7 +13,7 @@ use super::{json, out, table, Env};
 /// next order's branch and base by writing only the files that differ,
 /// untracked files are removed and ignored ones (build caches such as
 /// `target/`) kept unless `arbiter.poolKeepIgnored` is false. At most
-/// `arbiter.poolSize` free worktrees stay (default: the slot cap);
+/// `arbiter.poolSize` free worktrees stay (default: the slot cap plus one);
 /// `arbiter.poolMaxBytes` bounds their ignored content (least recently used
 /// lose theirs first). A halted order's worktree leaves the pool and stays as
 /// it is until `git arbiter clear` removes it. They are ordinary linked

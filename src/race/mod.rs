@@ -429,6 +429,7 @@ impl<'r> Race<'r> {
             verify: self.opts.verify,
             gates: &self.opts.gates,
             timeout: self.opts.timeout,
+            pool: &self.opts.pool,
         };
         let mut queue =
             Queue::new(self.ctx, self.store, branch, checks, self.me)?.keeping_culprits();
