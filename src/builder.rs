@@ -13,7 +13,7 @@ use crate::context::Context;
 use crate::error::{Error, InputError};
 use crate::exec::{self, Exit};
 use crate::orders::WorkOrder;
-use crate::progress::{Check, Event, Progress};
+use crate::progress::{Check, Event, Phase, Progress};
 use crate::slots;
 use crate::state::Verdict;
 
@@ -635,7 +635,7 @@ impl Host {
         if let Some(cmd) = steps.setup {
             // An unreadable record of the last setup only costs a setup run.
             if crate::pool::setup_needed(at.worktree, at.base, steps.setup_inputs).unwrap_or(true) {
-                progress.phase(at.label, "setup");
+                progress.phase(at.label, Phase::Setup);
                 let (exit, wall) = match run("setup", cmd) {
                     Ok(ran) => ran,
                     Err(e) => {
@@ -676,7 +676,7 @@ impl Host {
                 );
             }
         }
-        progress.phase(at.label, "build");
+        progress.phase(at.label, Phase::Build);
         crate::crash::point("build.started");
         let started = Instant::now();
         let (exit, wall) = match run("build", steps.build) {
@@ -727,7 +727,7 @@ impl Host {
         ] {
             let kind = check.name();
             for cmd in commands {
-                progress.phase(at.label, kind);
+                progress.phase(at.label, Phase::Check(check));
                 let (exit, wall) = match run(kind, cmd) {
                     Ok(ran) => ran,
                     Err(e) => {

@@ -19,8 +19,8 @@ use crate::select::InstanceVerdict;
 /// TTY, compact `arbiter <kernel> key=value …` lines otherwise).
 pub trait Progress: Sync {
     fn event(&self, event: &Event);
-    /// A work order entered a phase (`slot`, `build`, `gate`, `critic`, `merge`).
-    fn phase(&self, wo: &str, phase: &str);
+    /// A work order (or race instance) entered a phase.
+    fn phase(&self, wo: &str, phase: Phase);
     /// A work order finished this round.
     fn finished(&self, wo: &str);
     /// This conductor now holds `in_use` of the machine-wide `cap` slots.
@@ -41,6 +41,35 @@ impl Check {
             Check::Gate => "gate",
             Check::Critic => "critic",
         }
+    }
+}
+
+/// Where a work order (or race instance) is, for the live view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for a machine-wide slot.
+    Slot,
+    Setup,
+    Build,
+    Check(Check),
+    /// A race instance's score command.
+    Score,
+    /// Passed; in the merge queue.
+    Queued,
+    Merge,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Slot => "slot",
+            Phase::Setup => "setup",
+            Phase::Build => "build",
+            Phase::Check(check) => check.name(),
+            Phase::Score => "score",
+            Phase::Queued => "waiting to merge",
+            Phase::Merge => "merge",
+        })
     }
 }
 

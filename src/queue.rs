@@ -24,7 +24,7 @@ use crate::context::Context;
 use crate::error::{Error, GitContext, InputError, Result};
 use crate::exec::{self, Exit};
 use crate::merge::{self, Landed, Link, Linked, Outcome, Request};
-use crate::progress::{Event, Progress};
+use crate::progress::{Event, Phase, Progress};
 use crate::state::{Store, Verdict};
 use crate::worktree::{self, VERIFY_PREFIX};
 
@@ -193,7 +193,7 @@ impl<'a> Queue<'a> {
         let mut fates = Vec::with_capacity(entries.len());
         for entry in entries {
             let id = entry.req.wo.id.clone();
-            progress.phase(&id, "merge");
+            progress.phase(&id, Phase::Merge);
             let fate = match self.session.merge_back(self.ctx, self.store, &entry.req)? {
                 Outcome::Merged { sha, changed, .. } => {
                     self.batches += 1;
@@ -344,7 +344,7 @@ impl<'a> Queue<'a> {
         for entry in pending {
             let onto = chain.last().map_or(tip, |(_, link)| link.sha);
             let id = entry.req.wo.id.clone();
-            progress.phase(&id, "merge");
+            progress.phase(&id, Phase::Merge);
             match self.session.link(self.ctx, self.store, onto, &entry.req)? {
                 Linked::Merge(link) => chain.push((entry, link)),
                 Linked::UpToDate if chain.is_empty() => {
@@ -410,7 +410,7 @@ impl<'a> Queue<'a> {
         let ids: Vec<&str> = links[..len].iter().map(|(r, _)| r.wo.id.as_str()).collect();
         self.gate_runs += 1;
         let name = format!("{VERIFY_PREFIX}{}", self.me.name);
-        let branch = format!("arbiter-verify/{}", self.me.name);
+        let branch = worktree::verify_branch(&self.me.name);
         // A pooled worktree (when the pool is on), so that gates that build
         // find their caches warm, prepared by the setup hook as for a build.
         let path = crate::pool::take(self.ctx, self.pool, &name, &branch, at)?;
@@ -576,18 +576,21 @@ pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
         .repo
         .references()
         .git_context("listing references")?
-        .prefixed("refs/heads/arbiter-verify/")
+        .prefixed(worktree::VERIFY_BRANCH_PREFIX)
         .git_context("listing verification branches")?
         .filter_map(|r| r.ok())
         .filter_map(|r| {
             let full = r.name().as_bstr().to_string();
-            full.strip_prefix("refs/heads/arbiter-verify/")
+            full.strip_prefix(worktree::VERIFY_BRANCH_PREFIX)
                 .map(|c| format!("{VERIFY_PREFIX}{c}"))
         })
         .collect::<Vec<_>>();
     names.extend(branches);
     // A branch lock with no branch: the add was killed creating it.
-    let locks = ctx.repo.common_dir().join("refs/heads/arbiter-verify");
+    let locks = ctx
+        .repo
+        .common_dir()
+        .join(worktree::VERIFY_BRANCH_PREFIX.trim_end_matches('/'));
     if let Ok(listing) = std::fs::read_dir(&locks) {
         names.extend(listing.flatten().filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
@@ -608,7 +611,7 @@ pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
             std::fs::remove_file(&lock)
                 .map_err(Error::io(format!("removing {}", lock.display())))?;
         }
-        worktree::remove(ctx, &name, &format!("arbiter-verify/{conductor}"))?;
+        worktree::remove(ctx, &name, &worktree::verify_branch(conductor))?;
         report.push(format!(
             "removed the verification worktree {name} of conductor {conductor}, which is gone"
         ));

@@ -30,7 +30,7 @@ use crate::error::{Error, ExitCode, GitContext, InputError, Result};
 use crate::exec;
 use crate::merge;
 use crate::orders::{Orders, WorkOrder};
-use crate::progress::{Event, Progress};
+use crate::progress::{Event, Phase, Progress};
 use crate::queue::{self, Entry, Fate, Queue, Verify};
 use crate::reconcile::{self, Recovery};
 use crate::state::{Record, Status, Store, Verdict};
@@ -962,7 +962,7 @@ impl<'a> Run<'a> {
             .peel_to_id()
             .git_context(format!("resolving {wo_branch}"))?
             .detach();
-        self.progress.phase(id, "waiting to merge");
+        self.progress.phase(id, Phase::Queued);
         self.progress.event(&Event::Queued {
             wo: id.clone(),
             position,
@@ -1484,7 +1484,7 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
     if !make_worktree(shared, job) {
         return;
     }
-    progress.phase(&id, "slot");
+    progress.phase(&id, Phase::Slot);
     let waiting = Instant::now();
     let slot = host.take_slot(shared.slot_dir, cap, &id, me, progress);
     job.queue_wait = Some(waiting.elapsed());

@@ -42,6 +42,16 @@ pub const KEPT_UNCOMMITTED: &str = "commit_failed";
 /// Race instances' branches: `refs/heads/arbiter-race/<id>/<k>`.
 pub const RACE_BRANCH_PREFIX: &str = "refs/heads/arbiter-race/";
 
+/// The branch instance `k` of a race of `id` is built on: `arbiter-race/<id>/<k>`.
+pub fn race_branch(id: &str, k: u32) -> String {
+    format!("arbiter-race/{id}/{k}")
+}
+
+/// The worktree name of instance `k` of a race of `id`: `race-<id>-<k>`.
+pub fn race_name(id: &str, k: u32) -> String {
+    format!("race-{id}-{k}")
+}
+
 /// Creating and removing arbiter's worktrees take turns across processes.
 /// Without them one conductor's crash cleanup, working from a snapshot, could
 /// remove a worktree another conductor is creating or removing at that moment.
@@ -363,6 +373,14 @@ fn ref_locked(what: &str, lock: &Path) -> Error {
 
 /// The name prefix of a conductor's verification worktree, `verify-<conductor>`.
 pub const VERIFY_PREFIX: &str = "verify-";
+
+/// Merge queues' verification branches: `refs/heads/arbiter-verify/<conductor>`.
+pub const VERIFY_BRANCH_PREFIX: &str = "refs/heads/arbiter-verify/";
+
+/// The branch the merge queue of `conductor` verifies on: `arbiter-verify/<conductor>`.
+pub fn verify_branch(conductor: &str) -> String {
+    format!("arbiter-verify/{conductor}")
+}
 
 /// How often a branch deletion that lost to a concurrent ref edit is tried again.
 const DELETE_RETRIES: u32 = 25;

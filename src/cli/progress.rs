@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use git_arbiter::progress::{Event, Progress};
+use git_arbiter::progress::{Event, Phase, Progress};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub struct Lines;
@@ -17,7 +17,7 @@ impl Progress for Lines {
         let mut stderr = std::io::stderr().lock();
         let _ = writeln!(stderr, "{event}");
     }
-    fn phase(&self, _wo: &str, _phase: &str) {}
+    fn phase(&self, _wo: &str, _phase: Phase) {}
     fn finished(&self, _wo: &str) {}
 }
 
@@ -71,7 +71,7 @@ impl Progress for Live {
         let _ = self.multi.println(event.to_string());
     }
 
-    fn phase(&self, wo: &str, phase: &str) {
+    fn phase(&self, wo: &str, phase: Phase) {
         let mut bars = self.bars.lock().expect("progress lock");
         let bar = bars.entry(wo.to_owned()).or_insert_with(|| {
             let bar = self.multi.add(ProgressBar::new_spinner());
@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn waiting_for_a_slot_shows_on_the_orders_line() {
         let live = live();
-        live.phase("wo-a", "slot");
+        live.phase("wo-a", Phase::Slot);
         live.event(&waiting("wo-a", 1));
         assert_eq!(
             message(&live, "wo-a").as_deref(),
@@ -150,14 +150,14 @@ mod tests {
     #[test]
     fn a_started_build_names_its_slots_and_the_phase_follows() {
         let live = live();
-        live.phase("wo-a", "slot");
+        live.phase("wo-a", Phase::Slot);
         live.event(&Event::BuildStarted {
             wo: "wo-a".into(),
             attempt: 1,
             in_use: 1,
             cap: 2,
         });
-        live.phase("wo-a", "build");
+        live.phase("wo-a", Phase::Build);
         let bars = live.bars.lock().expect("progress lock");
         let bar = bars.get("wo-a").expect("wo-a has a line");
         assert_eq!(bar.prefix(), "slots 1/2");
@@ -167,7 +167,7 @@ mod tests {
     #[test]
     fn other_events_leave_the_lines_alone_and_a_finished_order_goes() {
         let live = live();
-        live.phase("wo-a", "gate");
+        live.phase("wo-a", Phase::Check(git_arbiter::progress::Check::Gate));
         live.event(&Event::Checked {
             check: git_arbiter::progress::Check::Gate,
             wo: "wo-a".into(),

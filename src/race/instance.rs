@@ -9,7 +9,7 @@ use crate::builder::{Attempt, BuildOutcome, Host, NotRunnable, Step, Steps};
 use crate::conductor::Conductor;
 use crate::exec::{self, Exit};
 use crate::orders::WorkOrder;
-use crate::progress::Progress;
+use crate::progress::{Phase, Progress};
 use crate::select::{Candidate, InstanceVerdict};
 use crate::state::Verdict;
 
@@ -81,7 +81,7 @@ impl Builds<'_> {
     /// Build, gate and score instance `job` within the machine-wide slots.
     pub fn build(&self, job: &mut Job) {
         let label = format!("{}#{}", self.wo.id, job.k);
-        self.progress.phase(&label, "slot");
+        self.progress.phase(&label, Phase::Slot);
         let waiting = Instant::now();
         let slot = self
             .host
@@ -146,7 +146,7 @@ impl Builds<'_> {
         let mut judged = judge(built, job);
         job.cand.finished_at = crate::state::now_nanos();
         if judged.0 == InstanceVerdict::Passed {
-            self.progress.phase(&label, "score");
+            self.progress.phase(&label, Phase::Score);
             judged = self.score(job, &label, &env, &stop);
         }
         let (verdict, reason, not_runnable) = judged;

@@ -29,7 +29,7 @@ use crate::drift::DriftScope;
 use crate::error::{GitContext, InputError, Result};
 use crate::merge;
 use crate::orders::{Orders, WorkOrder};
-use crate::progress::{Event, Progress};
+use crate::progress::{Event, Phase, Progress};
 use crate::queue::{self, Entry, Fate, Queue, Verify};
 use crate::select::{self, Candidate, InstanceVerdict};
 use crate::state::{self, Status, Store};
@@ -106,14 +106,6 @@ pub struct Summary {
     pub stopped: Option<crate::round::Stopped>,
     /// Gate runs spent verifying merged results.
     pub gate_runs: usize,
-}
-
-pub fn branch_of(id: &str, k: u32) -> String {
-    format!("arbiter-race/{id}/{k}")
-}
-
-pub fn worktree_name(id: &str, k: u32) -> String {
-    format!("race-{id}-{k}")
 }
 
 fn log_path(ctx: &Context, id: &str, run_id: &str, k: u32) -> PathBuf {
@@ -256,7 +248,7 @@ impl<'r> Race<'r> {
     fn make_worktrees(&mut self) -> Result<()> {
         let (ctx, id) = (self.ctx, &self.wo.id);
         for k in 0..self.opts.n {
-            let (name, branch) = (worktree_name(id, k), branch_of(id, k));
+            let (name, branch) = (worktree::race_name(id, k), worktree::race_branch(id, k));
             match crate::pool::take(ctx, &self.opts.pool, &name, &branch, self.base) {
                 Ok(path) => {
                     let log = log_path(ctx, id, &self.run_id, k);
@@ -264,7 +256,7 @@ impl<'r> Race<'r> {
                 }
                 Err(e) => {
                     for job in &self.jobs {
-                        let name = worktree_name(id, job.k);
+                        let name = worktree::race_name(id, job.k);
                         let _ = crate::pool::give_back(ctx, &name, &job.branch, false);
                     }
                     self.give_back("race_interrupted", &format!("creating worktrees: {e}"))?;
@@ -440,7 +432,7 @@ impl<'r> Race<'r> {
                 break;
             }
             let request = self.request(idx, branch)?;
-            self.progress.phase(&self.wo.id, "merge");
+            self.progress.phase(&self.wo.id, Phase::Merge);
             let entry = Entry {
                 req: request.clone(),
                 entered: Instant::now(),
@@ -713,7 +705,7 @@ impl<'r> Race<'r> {
         let id = &self.wo.id;
         for (job, &kept) in self.jobs.iter().zip(&self.keep) {
             let kept = kept || keep_losers;
-            crate::pool::give_back(self.ctx, &worktree_name(id, job.k), &job.branch, kept)?;
+            crate::pool::give_back(self.ctx, &worktree::race_name(id, job.k), &job.branch, kept)?;
             self.summary.instances.push(Instance {
                 instance: job.k,
                 verdict: job.cand.verdict,
