@@ -455,6 +455,49 @@ fn prune_registration(ctx: &Context, name: &str) -> Result<()> {
     )))
 }
 
+/// Drop each `<git-common-dir>/worktrees/<name>` that has no `gitdir` file
+/// and no lock: what a removal killed midway leaves (gix deletes a
+/// registration's files in any order), or an `add` killed before it wrote
+/// `gitdir`. Neither gix nor git lists such an entry, so nothing else would
+/// ever drop it; `git worktree prune` drops it too. An `add` in progress
+/// holds a lock (`initializing`) from just after it made the folder, so an
+/// empty folder is left alone until it is [`STALE_LOCK_AGE`] old; ours hold
+/// the worktree turn the caller holds. Returns one report line each.
+fn prune_unlisted_registrations(ctx: &Context) -> Result<Vec<String>> {
+    let dir = ctx.repo.common_dir().join("worktrees");
+    let Ok(listing) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut report = Vec::new();
+    for entry in listing.flatten() {
+        let registration = entry.path();
+        if !registration.is_dir()
+            || registration.join("gitdir").exists()
+            || registration.join("locked").exists()
+        {
+            continue;
+        }
+        let empty = std::fs::read_dir(&registration).is_ok_and(|mut d| d.next().is_none());
+        let young = std::fs::metadata(&registration)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_none_or(|age| age < STALE_LOCK_AGE);
+        if empty && young {
+            continue;
+        }
+        std::fs::remove_dir_all(&registration).map_err(Error::io(format!(
+            "removing the stale registration {}",
+            registration.display()
+        )))?;
+        report.push(format!(
+            "removed {}, a worktree registration without its gitdir (a removal was killed midway)",
+            registration.display()
+        ));
+    }
+    Ok(report)
+}
+
 /// Is `dest` (a folder of ours under the worktree dir that no registration
 /// names) what an `add` killed before registering it left: empty, or with a
 /// `.git` file naming a registration that is not there? Anything else in
@@ -872,6 +915,7 @@ pub fn cleanup_stale(
     // creation waits for this turn: so whatever is listed below is either in
     // the snapshot as live work, or a true leftover.
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    report.extend(prune_unlisted_registrations(ctx)?);
     // name -> (its worktree, its branch)
     let mut names: std::collections::BTreeMap<String, (Option<Info>, Option<String>)> =
         Default::default();

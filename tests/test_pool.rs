@@ -433,6 +433,37 @@ fn bad_pool_config_is_one_line_and_exit_2() {
     );
 }
 
+/// A removal killed midway (gix deletes a registration's files in any
+/// order) can leave `.git/worktrees/<n>` without its `gitdir`: neither gix
+/// nor git lists it then, and only the next run can drop it. One that is
+/// locked (an `add` in progress) stays.
+#[test]
+fn a_registration_a_killed_removal_left_is_pruned_by_the_next_run() {
+    let env = repo(&["a", "b"]);
+    // Two slots: two pooled worktrees, both free after the run.
+    env.run(&["round", "--max-total", "2", "--build", BUILD])
+        .success();
+    let pool = env.worktree_root().join("pool/1");
+    assert!(pool.is_dir());
+    let registration = env.repo.join(".git/worktrees/1");
+    std::fs::remove_dir_all(&pool).expect("the folder goes first");
+    std::fs::remove_file(registration.join("gitdir")).expect("then gitdir");
+    let locked = env.repo.join(".git/worktrees/someone");
+    std::fs::create_dir_all(&locked).expect("mkdir");
+    std::fs::write(locked.join("locked"), "initializing\n").expect("lock");
+    // The next run needs one worktree: it takes the free `pool/0`.
+    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
+    env.commit_all("order c");
+    round(&env, &["--build", BUILD]).success();
+    assert!(
+        !registration.exists(),
+        "the half-removed registration is gone"
+    );
+    assert!(locked.exists(), "a locked registration is someone's add");
+    std::fs::remove_dir_all(&locked).expect("tidy");
+    env.fsck();
+}
+
 #[test]
 fn a_worktree_killed_mid_switch_is_removed_by_the_next_run() {
     // `checkout-files.after#2`: the first is the merge updating main's checkout.
