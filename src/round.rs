@@ -645,6 +645,7 @@ impl<'a> Run<'a> {
                             result,
                             batches,
                             gate_runs,
+                            given_back,
                         } => {
                             (self.landed_batches, self.gate_runs) = (batches, gate_runs);
                             let landing = std::mem::take(&mut flow.landing);
@@ -657,7 +658,8 @@ impl<'a> Run<'a> {
                             flow.landing = still;
                             let refs: Vec<&Job> = done.iter().collect();
                             let entered = std::mem::take(&mut flow.entered);
-                            if let Err(e) = self.landed(&refs, &entered, result) {
+                            let landed = self.landed(&refs, &entered, result, GivenBack::Already);
+                            if let Err(e) = landed.and(given_back) {
                                 flow.fail(e, shared);
                             }
                             flow.entered = entered;
@@ -876,7 +878,7 @@ impl<'a> Run<'a> {
         let (jobs, entries): (Vec<&Job>, Vec<Entry>) = waiting.into_iter().unzip();
         let entered = entered_at(&entries);
         let result = self.queue.land(entries, self.progress);
-        self.landed(&jobs, &entered, result)
+        self.landed(&jobs, &entered, result, GivenBack::Here)
     }
 
     /// Settle each of `jobs` by its fate in `result` (what landing them
@@ -886,6 +888,7 @@ impl<'a> Run<'a> {
         jobs: &[&Job<'_>],
         entered: &BTreeMap<String, Instant>,
         result: Result<Vec<(String, Fate)>>,
+        worktrees: GivenBack,
     ) -> Result<()> {
         let fates = match result {
             Ok(fates) => fates,
@@ -914,7 +917,7 @@ impl<'a> Run<'a> {
                 self.merge_waits
                     .insert(id.clone(), at.elapsed().as_millis() as u64);
             }
-            self.after_landing(job, fate)?;
+            self.after_landing(job, fate, worktrees)?;
             self.progress.finished(&id);
         }
         Ok(())
@@ -984,9 +987,11 @@ impl<'a> Run<'a> {
     }
 
     /// Report how a queued order left the queue and tidy up after it.
-    fn after_landing(&mut self, job: &Job<'_>, fate: Fate) -> Result<()> {
+    fn after_landing(&mut self, job: &Job<'_>, fate: Fate, worktrees: GivenBack) -> Result<()> {
         let (id, progress) = (&job.wo.id, self.progress);
-        let mut keep_branch = false;
+        if worktrees == GivenBack::Here {
+            give_back_landed(self.ctx, id, &fate)?;
+        }
         match fate {
             Fate::Landed { sha, changed, .. } => progress.event(&Event::Merged {
                 wo: id.clone(),
@@ -995,7 +1000,6 @@ impl<'a> Run<'a> {
             }),
             Fate::UpToDate => progress.event(&Event::UpToDate { wo: id.clone() }),
             Fate::Halted { reason, paths } => {
-                keep_branch = true;
                 progress.event(&Event::MergeHalted {
                     wo: id.clone(),
                     reason,
@@ -1009,8 +1013,7 @@ impl<'a> Run<'a> {
             Fate::GateFailed { .. } => {}
             Fate::Interrupted => return self.settle_failed(job, &JobOutcome::Interrupted),
         }
-        // A halted attempt's worktree and branch stay for inspection until `clear`.
-        crate::pool::give_back(self.ctx, id, &branch_of(id), keep_branch)
+        Ok(())
     }
 
     /// Wait until the first of `cooling` may be built again. `false` when
@@ -1090,6 +1093,7 @@ fn lander<'a>(
                 result: Err(e),
                 batches: 0,
                 gate_runs: 0,
+                given_back: Ok(()),
             });
             return;
         }
@@ -1098,15 +1102,43 @@ fn lander<'a>(
         // Whatever else waits lands in the same batch.
         entries.extend(batches.try_iter().flatten());
         let result = queue.land(entries, shared.progress);
+        let given_back = match &result {
+            Ok(fates) => fates
+                .iter()
+                .try_for_each(|(id, fate)| give_back_landed(&ctx, id, fate)),
+            Err(_) => Ok(()),
+        };
         let sent = report.send(Msg::Landed {
             result,
             batches: queue.batches,
             gate_runs: queue.gate_runs,
+            given_back,
         });
         if sent.is_err() {
             return;
         }
     }
+}
+
+/// Where the worktrees of orders that left the merge queue go back to the
+/// pool: in the lander's thread for a continuous run, so the conductor's
+/// loop meanwhile fills freed slots; in the loop itself for rounds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GivenBack {
+    Already,
+    Here,
+}
+
+/// Hand the worktree of an order that left the merge queue back to the
+/// pool. A halted attempt's worktree and branch stay for inspection until
+/// `clear`; a withdrawn or interrupted one is settled by its conductor.
+fn give_back_landed(ctx: &Context, id: &str, fate: &Fate) -> Result<()> {
+    let keep = match fate {
+        Fate::Landed { .. } | Fate::UpToDate | Fate::GateFailed { .. } => false,
+        Fate::Halted { .. } => true,
+        Fate::Withdrawn { .. } | Fate::Interrupted => return Ok(()),
+    };
+    crate::pool::give_back(ctx, id, &branch_of(id), keep)
 }
 
 fn lander_gone() -> Error {
@@ -1142,6 +1174,8 @@ enum Msg<'a> {
         result: Result<Vec<(String, Fate)>>,
         batches: usize,
         gate_runs: usize,
+        /// Handing their worktrees back to the pool ([`give_back_landed`]).
+        given_back: Result<()>,
     },
 }
 
