@@ -36,7 +36,7 @@ pub use crate::drift::DriftScope;
 use crate::drift::{self, Changed};
 use crate::error::{Error, GitContext, InputError, Result};
 use crate::orders::WorkOrder;
-use crate::state::{Status, Store, Verdict};
+use crate::state::{Record, Status, Store, Verdict};
 
 /// How often a lost compare-and-swap on the integration branch is redone.
 const MAX_CAS_RETRIES: u32 = 100;
@@ -254,39 +254,10 @@ fn merge_back_in(
         // Whose merge is this? Decided under the turn, so no `halt` or
         // `clear` can come between this check and the record of the outcome.
         let record = store.snapshot()?.record(id)?;
-        let needs_start = match req.owner {
-            Some(owner) => {
-                if let Some(reason) = not_held(record.as_ref(), owner, req.attempt) {
-                    return Ok(Outcome::Withdrawn { reason });
-                }
-                false
-            }
-            None => {
-                let liftable = |reason: Option<&str>| {
-                    reason == Some(HALT_CHECKOUT_BLOCKED)
-                        || (req.retry && reason.is_some_and(|r| RETRYABLE.contains(&r)))
-                };
-                if let Some(r) = record
-                    .as_ref()
-                    .filter(|r| r.halted && !liftable(r.halt_reason.as_deref()))
-                {
-                    return Err(halted_error(id, r.halt_reason.as_deref()));
-                }
-                if let Some(r) = record
-                    .as_ref()
-                    .filter(|r| r.status == Status::InProgress && conductor::owns_live(ctx, r))
-                {
-                    return Err(being_built(id, r.owner.as_deref().unwrap_or_default()));
-                }
-                // Recovery needs the WO in progress with a first-parent bound
-                // to search back to (see the module docs).
-                // A retry lifts the halt in that start, so recovery can finish it.
-                record.as_ref().is_none_or(|r| {
-                    r.status != Status::InProgress
-                        || r.checkpoint_before.is_none()
-                        || (req.retry && r.halted)
-                })
-            }
+        let needs_start = match whose(ctx, req, record.as_ref())? {
+            Whose::Withdrawn(reason) => return Ok(Outcome::Withdrawn { reason }),
+            Whose::Held => false,
+            Whose::Standalone { start } => start,
         };
 
         let tip = ctx.branch_tip(req.into)?;
@@ -296,15 +267,13 @@ fn merge_back_in(
                 return Ok(Outcome::UpToDate { tip });
             }
             Computed::Conflict { paths } => {
-                return Ok(match halt(store, req, HALT_CONFLICT, &paths, "merge")? {
-                    None => Outcome::Conflict { paths },
-                    Some(reason) => Outcome::Withdrawn { reason },
+                return halted(store, req, HALT_CONFLICT, paths, |paths| {
+                    Outcome::Conflict { paths }
                 });
             }
             Computed::Drift { paths } => {
-                return Ok(match halt(store, req, HALT_DRIFT, &paths, "drift")? {
-                    None => Outcome::Drift { paths },
-                    Some(reason) => Outcome::Withdrawn { reason },
+                return halted(store, req, HALT_DRIFT, paths, |paths| Outcome::Drift {
+                    paths,
                 });
             }
             Computed::Clean(clean) => clean,
@@ -317,13 +286,9 @@ fn merge_back_in(
                 Ok(ready) => prepared.push(ready),
                 // Specific to this merge: a round goes on with the others.
                 Err(blocked) if req.owner.is_some() => {
-                    let paths = blocked.paths;
-                    return Ok(
-                        match halt(store, req, HALT_CHECKOUT_BLOCKED, &paths, "checkout")? {
-                            None => Outcome::CheckoutBlocked { paths },
-                            Some(reason) => Outcome::Withdrawn { reason },
-                        },
-                    );
+                    return halted(store, req, HALT_CHECKOUT_BLOCKED, blocked.paths, |paths| {
+                        Outcome::CheckoutBlocked { paths }
+                    });
                 }
                 Err(blocked) => return Err(blocked.error),
             }
@@ -336,19 +301,7 @@ fn merge_back_in(
         if needs_start {
             store.transact(&format!("merge-back {id}: start"), |txn| -> Result<()> {
                 let mut r = txn.record(id, has_deps)?;
-                if req.retry && r.halted {
-                    r.lift_halt();
-                }
-                // A fresh start searches back to here only, never into an earlier merge of it.
-                if r.status != Status::InProgress || r.checkpoint_before.is_none() {
-                    r.checkpoint_before = Some(tip.to_string());
-                }
-                r.status = Status::InProgress;
-                r.owner = None;
-                // The record names the attempt the merge commit's trailer names.
-                r.attempts = r.attempts.max(req.attempt);
-                r.checkpoint_after = None;
-                r.log(crate::state::MERGE_START_EVENT, Some(tip.to_string()));
+                r.start_merge_back(tip.to_string(), req.attempt, req.retry);
                 txn.put(r);
                 Ok(())
             })?;
@@ -368,38 +321,7 @@ fn merge_back_in(
             Cas::Lost => continue,
         }
         crate::crash::point("branch-cas.after");
-        // (4) keep checked-out copies in step; finish (5) even if this fails.
-        let (updated, sync_error) = apply_checkouts(
-            &worktrees,
-            prepared,
-            link.onto_tree,
-            link.tree,
-            &link.changed,
-        );
-        // (5) done, plus the merge commit's note.
-        crate::crash::point("merge-recorded.before");
-        store.transact(
-            &format!("merge-back {id}: merged {}", link.sha),
-            |txn| -> Result<()> {
-                record_merged(txn, req, &link)?;
-                Ok(())
-            },
-        )?;
-        crate::crash::point("merge-recorded.after");
-        drop(turn);
-        // As `git merge` does once its checkout is updated; outside the turn,
-        // so a slow hook holds up no other merge.
-        for dir in &updated {
-            checkout::run_post_merge(dir);
-        }
-        if let Some(e) = sync_error {
-            return Err(e);
-        }
-        return Ok(Outcome::Merged {
-            sha: link.sha,
-            pre_merge_head: tip,
-            changed: link.changed_text(),
-        });
+        return after_cas(store, req, &worktrees, prepared, &link, turn, tip);
     }
     Err(Error::Git {
         context: format!("merging {id} into {}", req.into.shorten()),
@@ -407,6 +329,109 @@ fn merge_back_in(
             "the branch moved under us {MAX_CAS_RETRIES} times in a row; nothing was forced"
         )
         .into(),
+    })
+}
+
+/// The branch moved to `link`: (4) keep checked-out copies in step, and
+/// finish (5) even if that fails: done, plus the merge commit's note. Then
+/// the turn goes, and post-merge hooks run outside it.
+fn after_cas(
+    store: &Store,
+    req: &Request,
+    worktrees: &[gix::Repository],
+    prepared: Vec<checkout::Prepared>,
+    link: &Link,
+    turn: std::fs::File,
+    tip: ObjectId,
+) -> Result<Outcome> {
+    let (updated, sync_error) = apply_checkouts(
+        worktrees,
+        prepared,
+        link.onto_tree,
+        link.tree,
+        &link.changed,
+    );
+    crate::crash::point("merge-recorded.before");
+    store.transact(
+        &format!("merge-back {}: merged {}", req.wo.id, link.sha),
+        |txn| -> Result<()> {
+            record_merged(txn, req, link)?;
+            Ok(())
+        },
+    )?;
+    crate::crash::point("merge-recorded.after");
+    drop(turn);
+    // As `git merge` does once its checkout is updated; outside the turn,
+    // so a slow hook holds up no other merge.
+    for dir in &updated {
+        checkout::run_post_merge(dir);
+    }
+    if let Some(e) = sync_error {
+        return Err(e);
+    }
+    Ok(Outcome::Merged {
+        sha: link.sha,
+        pre_merge_head: tip,
+        changed: link.changed_text(),
+    })
+}
+
+/// Whose merge a merge-back is, by the record read under the turn.
+enum Whose {
+    /// No longer the conductor's (halted by hand, taken over): why.
+    Withdrawn(String),
+    /// The conductor's attempt, still held.
+    Held,
+    /// A standalone merge-back; `start`: it records its start first.
+    Standalone { start: bool },
+}
+
+fn whose(ctx: &Context, req: &Request, record: Option<&Record>) -> Result<Whose> {
+    let id = req.wo.id.as_str();
+    if let Some(owner) = req.owner {
+        return Ok(match not_held(record, owner, req.attempt) {
+            Some(reason) => Whose::Withdrawn(reason),
+            None => Whose::Held,
+        });
+    }
+    let liftable = |reason: Option<&str>| {
+        reason == Some(HALT_CHECKOUT_BLOCKED)
+            || (req.retry && reason.is_some_and(|r| RETRYABLE.contains(&r)))
+    };
+    if let Some(r) = record.filter(|r| r.halted && !liftable(r.halt_reason.as_deref())) {
+        return Err(halted_error(id, r.halt_reason.as_deref()));
+    }
+    if let Some(r) =
+        record.filter(|r| r.status == Status::InProgress && conductor::owns_live(ctx, r))
+    {
+        return Err(being_built(id, r.owner.as_deref().unwrap_or_default()));
+    }
+    // Recovery needs the WO in progress with a first-parent bound to search
+    // back to (see the module docs). A retry lifts the halt in that start,
+    // so recovery can finish it.
+    let start = record.is_none_or(|r| {
+        r.status != Status::InProgress || r.checkpoint_before.is_none() || (req.retry && r.halted)
+    });
+    Ok(Whose::Standalone { start })
+}
+
+/// HALT the order for `reason` (`paths` say why) unless it is no longer
+/// this merge's to halt; the outcome either way.
+fn halted(
+    store: &Store,
+    req: &Request,
+    reason: &str,
+    paths: Vec<String>,
+    outcome: impl FnOnce(Vec<String>) -> Outcome,
+) -> Result<Outcome> {
+    let kind = match reason {
+        HALT_CONFLICT => "merge",
+        HALT_DRIFT => "drift",
+        _ => "checkout",
+    };
+    Ok(match halt(store, req, reason, &paths, kind)? {
+        None => outcome(paths),
+        Some(reason) => Outcome::Withdrawn { reason },
     })
 }
 

@@ -569,61 +569,12 @@ impl<'a> Run<'a> {
                         flow.fail(e, shared);
                     }
                 }
-                if flow.failed.is_some() {
-                    // Nothing more lands: what passed is given back with the rest.
-                    let passed = std::mem::take(&mut flow.passed);
-                    flow.unsettled.extend(passed);
-                } else if !flow.passed.is_empty() {
-                    let passed = std::mem::take(&mut flow.passed);
-                    let union: Vec<crate::scope::Entry> = passed
-                        .iter()
-                        .flat_map(|j| j.wo.files.iter().cloned())
-                        .collect();
-                    // On an error the orders were given back already.
-                    match self.enqueue_all(&passed, &union) {
-                        Ok(waiting) => {
-                            let entries: Vec<Entry<'a>> =
-                                waiting.into_iter().map(|(_, entry)| entry).collect();
-                            flow.entered.extend(entered_at(&entries));
-                            let queued: BTreeSet<String> =
-                                entries.iter().map(|e| e.req.wo.id.clone()).collect();
-                            if !entries.is_empty() && to_lander.send(entries).is_err() {
-                                flow.fail(lander_gone(), shared);
-                            }
-                            flow.landing
-                                .extend(passed.into_iter().filter(|j| queued.contains(&j.wo.id)));
-                        }
-                        Err(e) => flow.fail(e, shared),
-                    }
-                }
+                self.hand_to_lander(&mut flow, &to_lander, shared);
                 if flow.in_flight == 0 && flow.passed.is_empty() && flow.landing.is_empty() {
-                    // Nothing more to do as far as a light pass can tell: a
-                    // full one (recovery, leftovers) has the last word.
-                    if !flow.last_pass_full && flow.failed.is_none() {
-                        if flow.stopping || flow.dispatched_once {
-                            if let Err(e) = self.prepare(true) {
-                                flow.fail(e, shared);
-                            }
-                        } else {
-                            flow.last_recovery = None;
-                            flow.changed = true;
-                        }
-                        flow.last_pass_full = true;
-                        continue;
+                    match self.idle(&mut flow, shared) {
+                        Idle::Again => continue,
+                        Idle::Done => break Ok(()),
                     }
-                    if flow.failed.is_some()
-                        || flow.stopping
-                        || flow.dispatched_once
-                        || flow.cooling.is_empty()
-                    {
-                        break Ok(());
-                    }
-                    let cooling = std::mem::take(&mut flow.cooling);
-                    if !self.wait_for_cooling(&cooling) {
-                        break Ok(());
-                    }
-                    flow.changed = true;
-                    continue;
                 }
                 let mut messages = Vec::new();
                 match rx.recv_timeout(Duration::from_millis(250)) {
@@ -648,21 +599,9 @@ impl<'a> Run<'a> {
                             given_back,
                         } => {
                             (self.landed_batches, self.gate_runs) = (batches, gate_runs);
-                            let landing = std::mem::take(&mut flow.landing);
-                            let ids: BTreeSet<String> = match &result {
-                                Ok(fates) => fates.iter().map(|(id, _)| id.clone()).collect(),
-                                Err(_) => landing.iter().map(|j| j.wo.id.clone()).collect(),
-                            };
-                            let (done, still): (Vec<Job<'a>>, Vec<Job<'a>>) =
-                                landing.into_iter().partition(|j| ids.contains(&j.wo.id));
-                            flow.landing = still;
-                            let refs: Vec<&Job> = done.iter().collect();
-                            let entered = std::mem::take(&mut flow.entered);
-                            let landed = self.landed(&refs, &entered, result, GivenBack::Already);
-                            if let Err(e) = landed.and(given_back) {
+                            if let Err(e) = self.lander_landed(&mut flow, result, given_back) {
                                 flow.fail(e, shared);
                             }
-                            flow.entered = entered;
                         }
                     }
                 }
@@ -689,6 +628,91 @@ impl<'a> Run<'a> {
             stop_error(&mut flow.stopped_by, self.me, self.host)?;
             result
         })
+    }
+
+    /// Enter what passed into the merge queue and hand it to the lander;
+    /// after a failure, what passed is given back with the rest instead.
+    fn hand_to_lander(
+        &mut self,
+        flow: &mut Flow<'a>,
+        to_lander: &std::sync::mpsc::Sender<Vec<Entry<'a>>>,
+        shared: &Shared<'_>,
+    ) {
+        let passed = std::mem::take(&mut flow.passed);
+        if flow.failed.is_some() {
+            flow.unsettled.extend(passed);
+            return;
+        }
+        if passed.is_empty() {
+            return;
+        }
+        let union: Vec<crate::scope::Entry> = passed
+            .iter()
+            .flat_map(|j| j.wo.files.iter().cloned())
+            .collect();
+        // On an error the orders were given back already.
+        match self.enqueue_all(&passed, &union) {
+            Ok(waiting) => {
+                let entries: Vec<Entry<'a>> = waiting.into_iter().map(|(_, entry)| entry).collect();
+                flow.entered.extend(entered_at(&entries));
+                let queued: BTreeSet<String> =
+                    entries.iter().map(|e| e.req.wo.id.clone()).collect();
+                if !entries.is_empty() && to_lander.send(entries).is_err() {
+                    flow.fail(lander_gone(), shared);
+                }
+                flow.landing
+                    .extend(passed.into_iter().filter(|j| queued.contains(&j.wo.id)));
+            }
+            Err(e) => flow.fail(e, shared),
+        }
+    }
+
+    /// Nothing is in flight or in the queue. As far as a light pass can
+    /// tell nothing more is to do; a full one (recovery, leftovers) has the
+    /// last word, then orders cooling down after a failure are waited for.
+    fn idle(&mut self, flow: &mut Flow<'a>, shared: &Shared<'_>) -> Idle {
+        if !flow.last_pass_full && flow.failed.is_none() {
+            if flow.stopping || flow.dispatched_once {
+                if let Err(e) = self.prepare(true) {
+                    flow.fail(e, shared);
+                }
+            } else {
+                flow.last_recovery = None;
+                flow.changed = true;
+            }
+            flow.last_pass_full = true;
+            return Idle::Again;
+        }
+        if flow.failed.is_some() || flow.stopping || flow.dispatched_once || flow.cooling.is_empty()
+        {
+            return Idle::Done;
+        }
+        let cooling = std::mem::take(&mut flow.cooling);
+        if !self.wait_for_cooling(&cooling) {
+            return Idle::Done;
+        }
+        flow.changed = true;
+        Idle::Again
+    }
+
+    /// The lander reports a batch: settle each of its orders by its fate.
+    fn lander_landed(
+        &mut self,
+        flow: &mut Flow<'a>,
+        result: Result<Vec<(String, Fate)>>,
+        given_back: Result<()>,
+    ) -> Result<()> {
+        let landing = std::mem::take(&mut flow.landing);
+        let ids: BTreeSet<String> = match &result {
+            Ok(fates) => fates.iter().map(|(id, _)| id.clone()).collect(),
+            Err(_) => landing.iter().map(|j| j.wo.id.clone()).collect(),
+        };
+        let (done, still): (Vec<Job<'a>>, Vec<Job<'a>>) =
+            landing.into_iter().partition(|j| ids.contains(&j.wo.id));
+        flow.landing = still;
+        let refs: Vec<&Job> = done.iter().collect();
+        let landed = self.landed(&refs, &flow.entered, result, GivenBack::Already);
+        landed.and(given_back)
     }
 
     /// Dispatch what is eligible now, as many as this conductor may still
@@ -1163,6 +1187,13 @@ fn entered_at(entries: &[Entry<'_>]) -> BTreeMap<String, Instant> {
         .iter()
         .map(|e| (e.req.wo.id.clone(), e.entered))
         .collect()
+}
+
+/// What the continuous loop does when nothing is in flight or queued.
+enum Idle {
+    /// Look again (a full pass, or cooled-down orders, may dispatch more).
+    Again,
+    Done,
 }
 
 /// What a continuous run's threads report to it.

@@ -290,6 +290,24 @@ impl Record {
         self.log("merged", Some(detail));
     }
 
+    /// A standalone merge-back starts: in progress, held by nobody, naming
+    /// the attempt its merge commit's trailer names; `retry` lifts a halt.
+    /// Its start event bounds recovery's search for its merge.
+    pub fn start_merge_back(&mut self, tip: String, attempt: u32, retry: bool) {
+        if retry && self.halted {
+            self.lift_halt();
+        }
+        // A fresh start searches back to here only, never into an earlier merge of it.
+        if self.status != Status::InProgress || self.checkpoint_before.is_none() {
+            self.checkpoint_before = Some(tip.clone());
+        }
+        self.status = Status::InProgress;
+        self.owner = None;
+        self.attempts = self.attempts.max(attempt);
+        self.checkpoint_after = None;
+        self.log(MERGE_START_EVENT, Some(tip));
+    }
+
     /// Recovery of an attempt whose conductor died before merging it: the
     /// order is to be built again, held by nobody.
     pub fn requeue_for_rework(&mut self) {
