@@ -249,7 +249,7 @@ impl Drop for IndexLock {
 }
 
 fn index_lock_marker(wt: &gix::Repository) -> PathBuf {
-    wt.git_dir().join("arbiter-index-lock")
+    crate::layout::index_lock_marker(wt.git_dir())
 }
 
 /// Remove an `index.lock` a killed git-arbiter left (its marker is there).

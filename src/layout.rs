@@ -2,7 +2,7 @@
 //! `<git-common-dir>/arbiter/`, shared by the main worktree and every linked
 //! one (a conductor in any of them sees the same logs, conductors and locks).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `<git-common-dir>/arbiter`.
 pub fn dir(repo: &gix::Repository) -> PathBuf {
@@ -32,4 +32,11 @@ pub fn turn(repo: &gix::Repository, what: &str) -> PathBuf {
 /// `<dir>/ref-edits`: markers of ref edits in progress.
 pub fn ref_edits(repo: &gix::Repository) -> PathBuf {
     dir(repo).join("ref-edits")
+}
+
+/// `<git-dir>/arbiter-index-lock` of a worktree: written just before
+/// git-arbiter takes that worktree's `index.lock` and removed after it, so
+/// a lock beside it is one a killed git-arbiter left.
+pub fn index_lock_marker(git_dir: &Path) -> PathBuf {
+    git_dir.join("arbiter-index-lock")
 }

@@ -233,6 +233,8 @@ pub(crate) fn add_under(
     // Before anything is made, and outside the turn: a fetch may take a while.
     crate::promisor::fetch_missing(ctx, base)?;
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    // gix refuses to add beside a registration without `gitdir`.
+    prune_unlisted_registrations(ctx)?;
     let root = match sub {
         Some(sub) => root_dir(ctx)?.join(sub),
         None => root_dir(ctx)?,
@@ -459,10 +461,10 @@ fn prune_registration(ctx: &Context, name: &str) -> Result<()> {
 /// and no lock: what a removal killed midway leaves (gix deletes a
 /// registration's files in any order), or an `add` killed before it wrote
 /// `gitdir`. Neither gix nor git lists such an entry, so nothing else would
-/// ever drop it; `git worktree prune` drops it too. An `add` in progress
-/// holds a lock (`initializing`) from just after it made the folder, so an
-/// empty folder is left alone until it is [`STALE_LOCK_AGE`] old; ours hold
-/// the worktree turn the caller holds. Returns one report line each.
+/// ever drop it, `git worktree prune` drops it too, and while it is there
+/// gix refuses every `add`. An `add` in progress holds a lock
+/// (`initializing`) from just after it made the folder (ours hold the
+/// worktree turn the caller holds). Returns one report line each.
 fn prune_unlisted_registrations(ctx: &Context) -> Result<Vec<String>> {
     let dir = ctx.repo.common_dir().join("worktrees");
     let Ok(listing) = std::fs::read_dir(&dir) else {
@@ -475,15 +477,6 @@ fn prune_unlisted_registrations(ctx: &Context) -> Result<Vec<String>> {
             || registration.join("gitdir").exists()
             || registration.join("locked").exists()
         {
-            continue;
-        }
-        let empty = std::fs::read_dir(&registration).is_ok_and(|mut d| d.next().is_none());
-        let young = std::fs::metadata(&registration)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_none_or(|age| age < STALE_LOCK_AGE);
-        if empty && young {
             continue;
         }
         std::fs::remove_dir_all(&registration).map_err(Error::io(format!(
@@ -559,17 +552,24 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
             .into_iter()
             .find(|i| i.branch.as_deref() == Some(branch))
         {
-            let Some(_held) = hold_briefly_held(ctx, &info.name)? else {
-                return Err(InputError::new(format!(
-                    "the pooled worktree {} holding branch '{branch}' is in use by a running git-arbiter",
-                    info.path.display()
-                ))
-                .hint("wait for it to finish, or stop it with 'git arbiter stop'")
-                .into());
-            };
-            remove_registered(ctx, &info.path)?;
-            crate::ledger::forget(ctx, &info.name)?;
-            dest = info.path;
+            match hold_while_on(ctx, &info, &full)? {
+                Held::Locked(_held) => {
+                    remove_registered(ctx, &info.path)?;
+                    crate::ledger::forget(ctx, &info.name)?;
+                    dest = info.path;
+                }
+                // Taken and switched to another branch meanwhile: nothing of
+                // `branch` is left in it.
+                Held::Moved => {}
+                Held::InUse => {
+                    return Err(InputError::new(format!(
+                        "the pooled worktree {} holding branch '{branch}' is in use by a running git-arbiter",
+                        info.path.display()
+                    ))
+                    .hint("wait for it to finish, or stop it with 'git arbiter stop'")
+                    .into())
+                }
+            }
         }
     }
     remove_registered(ctx, &dest)?;
@@ -664,20 +664,66 @@ fn remove_registered(ctx: &Context, dest: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The lock of pooled worktree `n`, waiting a moment for it: a run's
-/// search of the pool holds each free worktree's lock for as long as it
-/// looks at it. `None` when it stays held: someone works in it.
-fn hold_briefly_held(ctx: &Context, n: &str) -> Result<Option<std::fs::File>> {
+/// The registration (`<git-common-dir>/worktrees/<name>`, the worktree's
+/// own git dir) of the linked worktree at `path`.
+fn registration_of(ctx: &Context, path: &Path) -> Option<PathBuf> {
+    let listing = std::fs::read_dir(ctx.repo.common_dir().join("worktrees")).ok()?;
+    listing.flatten().map(|e| e.path()).find(|r| {
+        std::fs::read_to_string(r.join("gitdir"))
+            .is_ok_and(|gitdir| Path::new(gitdir.trim()).parent() == Some(path))
+    })
+}
+
+/// Remove the `index.lock` a killed git-arbiter left in the worktree whose
+/// git dir is `git_dir` (its marker is there), when the caller knows no one
+/// of ours works in it (it holds its pool lock). True when it removed one.
+fn clear_stale_index_lock_in(git_dir: &Path) -> bool {
+    let marker = crate::layout::index_lock_marker(git_dir);
+    if !marker.exists() {
+        return false;
+    }
+    let removed = std::fs::remove_file(git_dir.join("index.lock")).is_ok();
+    let _ = std::fs::remove_file(&marker);
+    removed
+}
+
+/// What [`hold_while_on`] found.
+enum Held {
+    /// Locked, and still on the branch.
+    Locked(std::fs::File),
+    /// No longer on the branch: another order took it.
+    Moved,
+    /// Held all along, still on the branch: someone works in it.
+    InUse,
+}
+
+/// The lock of pooled worktree `info` while it is still on `branch`,
+/// waiting a moment for it: a run's search of the pool holds each free
+/// worktree's lock while it looks at it, and a worktree read as on a
+/// killed run's branch may be taken for another order meanwhile (its HEAD
+/// read just before the switch).
+fn hold_while_on(ctx: &Context, info: &Info, branch: &FullName) -> Result<Held> {
+    let on_branch = || {
+        registration_of(ctx, &info.path)
+            .is_none_or(|r| head_of(&ctx.repo, &r).0.as_ref() == Some(branch))
+    };
     for _ in 0..HOLD_TRIES {
-        if let Some(held) = crate::ledger::hold(ctx, n)? {
-            return Ok(Some(held));
+        if let Some(held) = crate::ledger::hold(ctx, &info.name)? {
+            return Ok(if on_branch() {
+                Held::Locked(held)
+            } else {
+                Held::Moved
+            });
+        }
+        if !on_branch() {
+            return Ok(Held::Moved);
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    Ok(None)
+    Ok(Held::InUse)
 }
 
-/// How often [`hold_briefly_held`] tries, 100 ms apart.
+/// How often [`hold_while_on`] tries, 100 ms apart.
 const HOLD_TRIES: u32 = 30;
 
 /// Remove what a killed `add` of the pooled worktree `pool/<n>` at `path`
@@ -916,6 +962,20 @@ pub fn cleanup_stale(
     // the snapshot as live work, or a true leftover.
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
     report.extend(prune_unlisted_registrations(ctx)?);
+    // Every switch and reset of a pooled worktree holds its lock: one we can
+    // hold is in no one's hands, so an index lock ours left there is stale.
+    for info in pooled(ctx)? {
+        if let Some(_held) = crate::ledger::hold(ctx, &info.name)? {
+            if let Some(git_dir) = registration_of(ctx, &info.path) {
+                if clear_stale_index_lock_in(&git_dir) {
+                    report.push(format!(
+                        "removed the index lock a killed git-arbiter left in {}",
+                        info.path.display()
+                    ));
+                }
+            }
+        }
+    }
     // name -> (its worktree, its branch)
     let mut names: std::collections::BTreeMap<String, (Option<Info>, Option<String>)> =
         Default::default();

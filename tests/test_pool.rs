@@ -464,6 +464,31 @@ fn a_registration_a_killed_removal_left_is_pruned_by_the_next_run() {
     env.fsck();
 }
 
+/// A conductor killed while it reset a pooled worktree's index leaves its
+/// `index.lock` (marked as ours) in a worktree the next run may not need:
+/// its recovery removes the lock anyway, since it can hold the worktree.
+#[test]
+fn an_index_lock_a_killed_reset_left_in_a_free_worktree_goes() {
+    let env = repo(&["a", "b"]);
+    env.run(&["round", "--max-total", "2", "--build", BUILD])
+        .success();
+    let git_dir = env.repo.join(".git/worktrees/1");
+    std::fs::write(git_dir.join("arbiter-index-lock"), "4242\n").expect("marker");
+    std::fs::write(git_dir.join("index.lock"), "").expect("lock");
+    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
+    env.commit_all("order c");
+    round(&env, &["--build", BUILD]).success();
+    assert!(!git_dir.join("index.lock").exists());
+    assert!(!git_dir.join("arbiter-index-lock").exists());
+    // Without our marker a lock is someone else's: it stays.
+    std::fs::write(git_dir.join("index.lock"), "").expect("lock");
+    env.work_order("wo-d", "Order d", &[], &["d.txt"]);
+    env.commit_all("order d");
+    round(&env, &["--build", BUILD]).success();
+    assert!(git_dir.join("index.lock").exists());
+    std::fs::remove_file(git_dir.join("index.lock")).expect("tidy");
+}
+
 #[test]
 fn a_worktree_killed_mid_switch_is_removed_by_the_next_run() {
     // `checkout-files.after#2`: the first is the merge updating main's checkout.
