@@ -1321,7 +1321,13 @@ pub(crate) fn reset_to(
     // The common case: the builder's work is committed, so the index holds
     // `tree` already and only files whose stat data differ need looking at.
     if let Some(index) = &old_index {
-        if index_equals_tree(wt, index, tree)? {
+        // Entries git treats specially (no file wanted, changes ignored,
+        // not yet added) go the whole way: the reset clears their bits.
+        let plain = !index.entries().iter().any(|e| {
+            e.flags
+                .intersects(Flags::SKIP_WORKTREE | Flags::INTENT_TO_ADD | Flags::ASSUME_VALID)
+        });
+        if plain && index_equals_tree(wt, index, tree)? {
             return restore_files(wt, index.clone(), &dir);
         }
     }
