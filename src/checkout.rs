@@ -1404,9 +1404,10 @@ fn restore_files(
 ) -> Result<(gix::index::File, Option<ObjectId>)> {
     use gix::index::entry::{Flags, Stat};
     let suspects = stat_suspects(wt, &index, dir);
-    if suspects.is_empty() {
-        let checksum = index.checksum();
-        return Ok((index, checksum));
+    // An index without a checksum (`index.skipHash`) is written once more
+    // with one: the pool recognises its own index by it.
+    if let (true, Some(checksum)) = (suspects.is_empty(), index.checksum()) {
+        return Ok((index, Some(checksum)));
     }
     let lock = IndexLock::take(wt)?;
     let mut writes = gix::index::State::new(wt.object_hash());
