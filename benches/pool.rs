@@ -12,7 +12,8 @@
 //! 3. a gate that takes 3 s on an empty `target/` and 0.1 s when it finds
 //!    its cache, with and without the pool.
 //!
-//! Run: `cargo bench --bench pool` (`-- --files 5000` for one size). Prints
+//! Run: `cargo bench --bench pool` (`-- --files 5000` for one size,
+//! `-- --setup-only` for part 1 alone). Prints
 //! ratios against the baselines measured in the same run; never asserts a
 //! time. Without `--bench` (as `cargo test --all-targets` runs it) it does
 //! one small smoke run.
@@ -228,7 +229,7 @@ struct Sizes {
     take_later: Duration,
 }
 
-fn one_size(root: &Path, files: usize, with_gate: bool) -> Sizes {
+fn one_size(root: &Path, files: usize, with_gate: bool, setup_only: bool) -> Sizes {
     let slots = root.join("slots");
     let started = Instant::now();
     let template = template(root, files);
@@ -257,6 +258,10 @@ fn one_size(root: &Path, files: usize, with_gate: bool) -> Sizes {
             .collect(),
     );
 
+    if setup_only {
+        let _ = std::fs::remove_dir_all(&template);
+        return Sizes { take_later };
+    }
     let repo = fresh(&template, root, "pooled");
     let pooled = arbiter_batches(&repo, &slots, &[]);
     drop_repo(&repo);
@@ -310,6 +315,7 @@ fn one_size(root: &Path, files: usize, with_gate: bool) -> Sizes {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let bench = args.iter().any(|a| a == "--bench");
+    let setup_only = args.iter().any(|a| a == "--setup-only");
     let only = args
         .iter()
         .position(|a| a == "--files")
@@ -326,7 +332,7 @@ fn main() {
         let dir = root.path().join(format!("s{files}"));
         std::fs::create_dir_all(&dir).expect("mkdir");
         // The gate scenario once, on the first repository.
-        results.push((files, one_size(&dir, files, i == 0)));
+        results.push((files, one_size(&dir, files, i == 0, setup_only)));
         let _ = std::fs::remove_dir_all(&dir);
     }
     if let [(small, a), (large, b)] = results.as_slice() {

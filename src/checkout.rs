@@ -229,6 +229,11 @@ pub struct Prepared {
     /// The worktree's index, when it held exactly the old tree: [`apply`] then
     /// edits it in place for the changed paths only.
     index: Option<gix::index::File>,
+    /// Entries whose file holds their blob but whose stat data were stale
+    /// (the status had to read them): their fresh stat data go into the
+    /// index written next, as `git status` refreshes it, so the next check
+    /// of this worktree compares stat data instead of reading every file.
+    refreshed: Vec<(Vec<u8>, gix::index::entry::Stat)>,
 }
 
 /// A held `index.lock`; the new index is written through it. While it is
@@ -290,19 +295,27 @@ impl IndexLock {
         })
     }
 
-    /// Write `index` through the lock and put it in place.
-    fn commit(mut self, index: &gix::index::File, dir: &Path) -> Result<()> {
+    /// Write `index` through the lock and put it in place; returns its checksum.
+    fn commit(mut self, index: &gix::index::File, dir: &Path) -> Result<ObjectId> {
         let context = || format!("writing the index of {}", dir.display());
-        let lock = self.lock.take().expect("an index lock is committed once");
-        let mut out = std::io::BufWriter::with_capacity(64 * 1024, lock);
-        index
-            .write_to(&mut out, Default::default())
+        let mut lock = self.lock.take().expect("an index lock is committed once");
+        // `File::write_to` feeds the checksum every small write of the
+        // serialisation (a few per entry): on 50,000 entries that costs three
+        // times what hashing the finished bytes at once does. Same bytes,
+        // same trailing checksum.
+        let state: &gix::index::State = index;
+        let mut data = Vec::with_capacity(state.entries().len() * 80 + 4096);
+        state
+            .write_to(&mut data, Default::default())
             .git_context(context())?;
-        let lock = out
-            .into_inner()
-            .map_err(|e| Error::io(context())(e.into_error()))?;
+        let mut hasher = gix::hash::hasher(state.object_hash());
+        hasher.update(&data);
+        let checksum = hasher.try_finalize().git_context(context())?;
+        lock.write_all(&data)
+            .and_then(|()| lock.write_all(checksum.as_slice()))
+            .map_err(Error::io(context()))?;
         lock.commit().git_context(context())?;
-        Ok(())
+        Ok(checksum)
     }
 }
 
@@ -316,18 +329,35 @@ pub fn preflight(
     new_tree: ObjectId,
     changed: &[Changed],
 ) -> Result<std::result::Result<Prepared, Blocked>> {
-    refuse_sparse_index(wt)?;
     let dir = workdir(wt)?;
     // An index holding exactly the old tree (HEAD's) has nothing staged, so
     // only the files need comparing with it; otherwise the full status decides.
     let index = wt.open_index().ok();
+    if index.as_ref().is_some_and(|ix| ix.is_sparse()) {
+        refuse_sparse_index(wt)?;
+    }
     let clean_index = match &index {
         Some(ix) => index_equals_tree(wt, ix, old_tree)?,
         None => false,
     };
+    let mut refreshed = Vec::new();
     let changed_local = match &index {
+        // Every file with the stat data of its entry (and none written in
+        // the moment the index was): nothing to read. A submodule's own
+        // files are only looked at by the status.
+        Some(ix)
+            if clean_index
+                && !ix
+                    .entries()
+                    .iter()
+                    .any(|e| e.mode == gix::index::entry::Mode::COMMIT)
+                && stat_suspects(wt, ix, &dir).is_empty() =>
+        {
+            Vec::new()
+        }
         Some(ix) if clean_index => {
-            let mut paths = unstaged_changes(wt, Some(ix.clone()))?;
+            let (mut paths, fresh) = unstaged_changes_and_stat(wt, Some(ix.clone()))?;
+            refreshed = fresh;
             paths.sort();
             paths.dedup();
             paths
@@ -380,6 +410,7 @@ pub fn preflight(
     drop(IndexLock::take(wt)?);
     Ok(Ok(Prepared {
         index: index.filter(|_| clean_index),
+        refreshed,
     }))
 }
 
@@ -495,12 +526,14 @@ pub fn apply(
                 && sparse_patterns(wt)?.is_none()
                 && changed.len() <= index.entries().len() / 4 + 64 =>
         {
-            match apply_in_place(wt, index, new_tree, changed)? {
-                InPlace::Done(index) => lock.commit(&index, &workdir(wt)?),
-                InPlace::NotApplicable => apply_from_tree(wt, old_tree, new_tree, lock),
+            match apply_in_place(wt, index, new_tree, changed, &prepared.refreshed)? {
+                InPlace::Done(index) => lock.commit(&index, &workdir(wt)?).map(drop),
+                InPlace::NotApplicable => {
+                    apply_from_tree(wt, old_tree, new_tree, lock, &prepared.refreshed)
+                }
             }
         }
-        _ => apply_from_tree(wt, old_tree, new_tree, lock),
+        _ => apply_from_tree(wt, old_tree, new_tree, lock, &prepared.refreshed),
     }?;
     crate::crash::point("checkout-index.after");
     Ok(())
@@ -521,6 +554,7 @@ fn apply_in_place(
     mut index: gix::index::File,
     new_tree: ObjectId,
     changed: &[Changed],
+    refreshed: &[(Vec<u8>, gix::index::entry::Stat)],
 ) -> Result<InPlace> {
     use gix::index::entry::{Flags, Stat};
     let dir = workdir(wt)?;
@@ -578,6 +612,13 @@ fn apply_in_place(
             .is_ok()
     };
     index.remove_entries(|_, path, _| is_changed(path));
+    for (path, stat) in refreshed {
+        if let Some(e) = index
+            .entry_mut_by_path_and_stage(path.as_bstr(), gix::index::entry::Stage::Unconflicted)
+        {
+            e.stat = *stat;
+        }
+    }
     for e in writes.entries() {
         index.dangerously_push_entry(e.stat, e.id, e.flags, e.mode, e.path(&writes));
     }
@@ -899,6 +940,7 @@ fn apply_from_tree(
     old_tree: ObjectId,
     new_tree: ObjectId,
     lock: IndexLock,
+    refreshed: &[(Vec<u8>, gix::index::entry::Stat)],
 ) -> Result<()> {
     let dir = workdir(wt)?;
     let old = flat_tree(wt, old_tree)?;
@@ -947,6 +989,9 @@ fn apply_from_tree(
             if let Some(prev) = old_index.as_ref().and_then(|ix| ix.entry_by_path(path)) {
                 entry.stat = prev.stat;
             }
+            if let Ok(at) = refreshed.binary_search_by(|(p, _)| p.as_slice().cmp(path.as_bytes())) {
+                entry.stat = refreshed[at].1;
+            }
             if !entry
                 .flags
                 .contains(gix::index::entry::Flags::SKIP_WORKTREE)
@@ -973,7 +1018,7 @@ fn apply_from_tree(
             .flags
             .remove(gix::index::entry::Flags::SKIP_WORKTREE);
     }
-    lock.commit(&index, &dir)
+    lock.commit(&index, &dir).map(drop)
 }
 
 /// Run the `post-merge` hook of the worktree at `dir` with the argument `0`
@@ -1127,7 +1172,7 @@ pub(crate) fn sync_worktrees(
                     .into());
                 }
                 preflight_untracked_only(wt, parent_tree, head_tree)?;
-                apply_from_tree(wt, parent_tree, head_tree, IndexLock::take(wt)?)?;
+                apply_from_tree(wt, parent_tree, head_tree, IndexLock::take(wt)?, &[])?;
                 synced.push(workdir(wt)?);
                 break;
             }
@@ -1161,6 +1206,17 @@ fn holds_tip_content(
 /// Changes between index and files only (HEAD is ahead of the index during
 /// recovery); `index` is the worktree's index if already loaded.
 fn unstaged_changes(wt: &gix::Repository, index: Option<gix::index::File>) -> Result<Vec<String>> {
+    Ok(unstaged_changes_and_stat(wt, index)?.0)
+}
+
+/// [`unstaged_changes`], and the fresh stat data of the entries whose file
+/// was read and found unchanged, sorted by path.
+#[allow(clippy::type_complexity)]
+fn unstaged_changes_and_stat(
+    wt: &gix::Repository,
+    index: Option<gix::index::File>,
+) -> Result<(Vec<String>, Vec<(Vec<u8>, gix::index::entry::Stat)>)> {
+    use gix::status::plumbing::index_as_worktree::EntryStatus;
     let mut status = wt
         .status(gix::progress::Discard)
         .git_context("preparing status")?;
@@ -1173,13 +1229,22 @@ fn unstaged_changes(wt: &gix::Repository, index: Option<gix::index::File>) -> Re
         .into_index_worktree_iter(Vec::new())
         .git_context("reading status")?;
     let mut paths = Vec::new();
+    let mut refreshed = Vec::new();
     for item in iter {
         let item = item.git_context("reading status")?;
         if is_edit(&item) {
             paths.push(item.rela_path().to_str_lossy().into_owned());
+        } else if let gix::status::index_worktree::Item::Modification {
+            status: EntryStatus::NeedsUpdate(stat),
+            rela_path,
+            ..
+        } = &item
+        {
+            refreshed.push((rela_path.to_vec(), *stat));
         }
     }
-    Ok(paths)
+    refreshed.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok((paths, refreshed))
 }
 
 fn preflight_untracked_only(
@@ -1243,12 +1308,29 @@ pub fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Res
 /// Only files that differ from `tree` are written: an entry is skipped when
 /// the index has `tree`'s blob there and the file still matches the index.
 /// Whatever occupies a path a written file needs (an ignored file or folder)
-/// is removed first. Untracked files are the pool's to remove.
-pub(crate) fn reset_to(wt: &gix::Repository, tree: ObjectId) -> Result<()> {
+/// is removed first. Untracked files are the pool's to remove. Returns the
+/// index now on disk and its checksum.
+pub(crate) fn reset_to(
+    wt: &gix::Repository,
+    tree: ObjectId,
+) -> Result<(gix::index::File, Option<ObjectId>)> {
     use gix::index::entry::Flags;
     clear_our_stale_index_lock(wt);
     let dir = workdir(wt)?;
     let old_index = wt.open_index().ok().filter(|ix| !ix.is_sparse());
+    // The common case: the builder's work is committed, so the index holds
+    // `tree` already and only files whose stat data differ need looking at.
+    if let Some(index) = &old_index {
+        // Entries git treats specially (no file wanted, changes ignored,
+        // not yet added) go the whole way: the reset clears their bits.
+        let plain = !index.entries().iter().any(|e| {
+            e.flags
+                .intersects(Flags::SKIP_WORKTREE | Flags::INTENT_TO_ADD | Flags::ASSUME_VALID)
+        });
+        if plain && index_equals_tree(wt, index, tree)? {
+            return restore_files(wt, index.clone(), &dir);
+        }
+    }
     // Files that differ from their index entry must be written again.
     let dirty: BTreeSet<Vec<u8>> = match &old_index {
         Some(ix) => unstaged_changes(wt, Some(ix.clone()))?
@@ -1307,7 +1389,225 @@ pub(crate) fn reset_to(wt: &gix::Repository, tree: ObjectId) -> Result<()> {
     for i in skipped {
         entries[i].flags.remove(Flags::SKIP_WORKTREE);
     }
-    lock.commit(&index, &dir)
+    let checksum = lock.commit(&index, &dir)?;
+    Ok((index, Some(checksum)))
+}
+
+/// [`reset_to`] for an index that holds the tree already: the files whose
+/// stat data differ from their entry (or that may have changed unseen: racy
+/// entries) are written again from their blob, and the index is written with
+/// their new stat data. Nothing is written when every file matches.
+fn restore_files(
+    wt: &gix::Repository,
+    mut index: gix::index::File,
+    dir: &Path,
+) -> Result<(gix::index::File, Option<ObjectId>)> {
+    use gix::index::entry::{Flags, Stat};
+    let suspects = stat_suspects(wt, &index, dir);
+    // An index without a checksum (`index.skipHash`) is written once more
+    // with one: the pool recognises its own index by it.
+    if let (true, Some(checksum)) = (suspects.is_empty(), index.checksum()) {
+        return Ok((index, Some(checksum)));
+    }
+    let lock = IndexLock::take(wt)?;
+    let mut writes = gix::index::State::new(wt.object_hash());
+    for &i in &suspects {
+        let e = &index.entries()[i];
+        writes.dangerously_push_entry(
+            Stat::default(),
+            e.id,
+            Flags::empty(),
+            e.mode,
+            e.path(&index),
+        );
+    }
+    // The checkout reads `.gitattributes` from the index it is given.
+    for (i, e) in index.entries().iter().enumerate() {
+        let path = e.path(&index);
+        let is_attributes = path == ".gitattributes" || path.ends_with(b"/.gitattributes");
+        if is_attributes && suspects.binary_search(&i).is_err() {
+            writes.dangerously_push_entry(
+                e.stat,
+                e.id,
+                e.flags | Flags::SKIP_WORKTREE,
+                e.mode,
+                path,
+            );
+        }
+    }
+    writes.sort_entries();
+    clear_the_way(
+        dir,
+        suspects
+            .iter()
+            .map(|&i| index.entries()[i].path(&index).as_bytes()),
+        |p| index.entry_by_path(p.as_bstr()).is_some(),
+    )?;
+    let mut options = wt
+        .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
+        .git_context("reading checkout options")?;
+    options.destination_is_initially_empty = false;
+    options.overwrite_existing = true;
+    write_files(wt, &mut writes, dir, options)?;
+    for e in writes.entries() {
+        if e.flags.contains(Flags::SKIP_WORKTREE) {
+            continue;
+        }
+        if let Some(target) = index
+            .entry_mut_by_path_and_stage(e.path(&writes), gix::index::entry::Stage::Unconflicted)
+        {
+            target.stat = e.stat;
+        }
+    }
+    let checksum = lock.commit(&index, dir)?;
+    Ok((index, Some(checksum)))
+}
+
+/// The positions of the entries of `index` (stage 0, as [`index_equals_tree`]
+/// checked) whose file in `dir` may not hold the entry's blob: missing, of
+/// another kind or mode, with stat data other than recorded, or written in
+/// the same moment as the index (racy: a later change may not show in the
+/// stat data). Stricter than git's status, never laxer: a file listed here
+/// is only written again. Each folder is opened once, without following
+/// links on the way (a folder replaced by a link lists everything below
+/// it), and its files are looked up relative to it, so a check costs one
+/// path component rather than a walk of the whole path.
+fn stat_suspects(wt: &gix::Repository, index: &gix::index::State, dir: &Path) -> Vec<usize> {
+    let config = wt.config_snapshot();
+    let file_mode = config.boolean("core.fileMode").unwrap_or(true);
+    let trust_ctime = config.boolean("core.trustctime").unwrap_or(true);
+    // The checks are system calls, independent of each other: spread them
+    // over the cores in contiguous ranges (each opens its own folders).
+    const PER_THREAD: usize = 4096;
+    let len = index.entries().len();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(len.div_ceil(PER_THREAD))
+        .max(1);
+    if threads == 1 {
+        return stat_suspects_in(index, 0..len, dir, file_mode, trust_ctime);
+    }
+    let chunk = len.div_ceil(threads);
+    std::thread::scope(|scope| {
+        let running: Vec<_> = (0..threads)
+            .map(|t| {
+                let range = t * chunk..((t + 1) * chunk).min(len);
+                scope.spawn(move || stat_suspects_in(index, range, dir, file_mode, trust_ctime))
+            })
+            .collect();
+        running
+            .into_iter()
+            .flat_map(|r| {
+                // A check that panicked proves nothing: its whole range is written again.
+                r.join().unwrap_or_default()
+            })
+            .collect()
+    })
+}
+
+/// [`stat_suspects`] for the entries at `range`.
+// The integer types of `struct stat` differ between platforms: the casts are
+// needed somewhere, if not here.
+#[allow(clippy::unnecessary_cast)]
+fn stat_suspects_in(
+    index: &gix::index::State,
+    range: std::ops::Range<usize>,
+    dir: &Path,
+    file_mode: bool,
+    trust_ctime: bool,
+) -> Vec<usize> {
+    use gix::index::entry::Mode;
+    use rustix::fs::{AtFlags, FileType, OFlags};
+    let stamp = index.timestamp();
+    let (stamp_secs, stamp_nsecs) = (stamp.unix_seconds(), stamp.nanoseconds());
+    let open_dir = |parent: Option<&rustix::fd::OwnedFd>, name: &[u8]| {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match parent {
+            Some(fd) => rustix::fs::openat(fd, name, flags, rustix::fs::Mode::empty()),
+            None => rustix::fs::open(dir, flags, rustix::fs::Mode::empty()),
+        }
+    };
+    let Ok(root) = open_dir(None, b"") else {
+        return range.collect();
+    };
+    // The folders open along the current path: (its path with a trailing '/', its fd or none).
+    let mut open: Vec<(Vec<u8>, Option<rustix::fd::OwnedFd>)> = Vec::new();
+    let mut suspects = Vec::new();
+    for (i, entry) in index.entries()[range.clone()].iter().enumerate() {
+        let i = range.start + i;
+        let path = entry.path(index).as_bytes();
+        let (parent, name) = match path.iter().rposition(|b| *b == b'/') {
+            Some(at) => (&path[..=at], &path[at + 1..]),
+            None => (&path[..0], path),
+        };
+        // Keep the open folders that are ancestors of this one, open the rest.
+        while open.last().is_some_and(|(p, _)| !parent.starts_with(p)) {
+            open.pop();
+        }
+        let mut done = open.last().map_or(0, |(p, _)| p.len());
+        while done < parent.len() {
+            let end = done + parent[done..].iter().position(|b| *b == b'/').unwrap_or(0) + 1;
+            let fd = match open.last() {
+                Some((_, None)) => None,
+                Some((_, Some(fd))) => open_dir(Some(fd), &parent[done..end - 1]).ok(),
+                None => open_dir(Some(&root), &parent[done..end - 1]).ok(),
+            };
+            open.push((parent[..end].to_vec(), fd));
+            done = end;
+        }
+        let folder = match open.last() {
+            Some((_, Some(fd))) => fd,
+            Some((_, None)) => {
+                suspects.push(i);
+                continue;
+            }
+            None => &root,
+        };
+        let Ok(st) = rustix::fs::statat(folder, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            suspects.push(i);
+            continue;
+        };
+        let kind = FileType::from_raw_mode(st.st_mode);
+        let executable = st.st_mode & 0o100 != 0;
+        let kind_matches = match entry.mode {
+            Mode::FILE => kind == FileType::RegularFile && (!file_mode || !executable),
+            Mode::FILE_EXECUTABLE => kind == FileType::RegularFile && (!file_mode || executable),
+            Mode::SYMLINK => kind == FileType::Symlink,
+            // A submodule's files are never ours to write: its folder is enough.
+            Mode::COMMIT => {
+                if kind != FileType::Directory {
+                    suspects.push(i);
+                }
+                continue;
+            }
+            _ => false,
+        };
+        let s = &entry.stat;
+        let same_time = |secs: u32, nsecs: u32, fs_secs: i64, fs_nsecs: u64| {
+            secs == fs_secs as u32 && (nsecs == 0 || nsecs == fs_nsecs as u32)
+        };
+        let unchanged = kind_matches
+            && s.size == st.st_size as u32
+            && (s.ino == 0 || s.ino == st.st_ino as u32)
+            && same_time(
+                s.mtime.secs,
+                s.mtime.nsecs,
+                st.st_mtime as i64,
+                st.st_mtime_nsec as u64,
+            )
+            && (!trust_ctime
+                || same_time(
+                    s.ctime.secs,
+                    s.ctime.nsecs,
+                    st.st_ctime as i64,
+                    st.st_ctime_nsec as u64,
+                ));
+        let racy = (i64::from(s.mtime.secs), s.mtime.nsecs) >= (stamp_secs, stamp_nsecs);
+        if !unchanged || racy {
+            suspects.push(i);
+        }
+    }
+    suspects
 }
 
 /// Two-way update of a pooled worktree whose index and files hold exactly
@@ -1334,7 +1634,10 @@ pub(crate) fn switch_clean(
         old_tree,
         new_tree,
         changed,
-        Prepared { index: Some(index) },
+        Prepared {
+            index: Some(index),
+            refreshed: Vec::new(),
+        },
     )
 }
 
@@ -1585,15 +1888,17 @@ mod tests {
                 let lock = super::IndexLock::take(&wt).expect("lock");
                 if k == 0 {
                     let index = prepared.index.expect("the index holds the old tree");
-                    match super::apply_in_place(&wt, index, new_tree, &changed).expect("in place") {
+                    match super::apply_in_place(&wt, index, new_tree, &changed, &[])
+                        .expect("in place")
+                    {
                         super::InPlace::Done(index) => {
                             in_place += 1;
-                            lock.commit(&index, copy).expect("write index")
+                            lock.commit(&index, copy).expect("write index");
                         }
                         super::InPlace::NotApplicable => continue,
                     }
                 } else {
-                    super::apply_from_tree(&wt, old_tree, new_tree, lock).expect("from tree");
+                    super::apply_from_tree(&wt, old_tree, new_tree, lock, &[]).expect("from tree");
                 }
                 let got = outcome(&root, copy);
                 let way = ["in place", "from the tree"][k];

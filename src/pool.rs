@@ -442,16 +442,29 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
         worktree::remove_pooled(ctx, &lease.path)?;
         return forget(ctx, &lease.n);
     }
+    let keep_ignored = lease.opts.keep_ignored;
     let cleaned = ctx.tree_of(tip).and_then(|tree| {
-        checkout::reset_to(&wt, tree)?;
-        let kept = remove_untracked(&wt, lease.opts.keep_ignored)?;
+        // The walk for untracked files and the reset each read the whole
+        // worktree: they look at once. The walk judges by the index as the
+        // builder left it; whatever it lists that the reset's index tracks
+        // (the builder unstaged a file of the tree) was written by the reset and stays.
+        let walker = wt.clone();
+        let (reset, listing) = std::thread::scope(|scope| {
+            let walk = scope.spawn(move || untracked(&walker));
+            let reset = checkout::reset_to(&wt, tree);
+            let listing = walk.join().unwrap_or_else(|_| {
+                Err(Error::Input(InputError::new(
+                    "listing the untracked files of a pooled worktree failed",
+                )))
+            });
+            (reset, listing)
+        });
+        let (index, checksum) = reset?;
+        let kept = remove_listed(&wt, listing?, keep_ignored, Some(&index))?;
         crate::crash::point("pool-clean.after");
-        let index = wt
-            .open_index()
-            .git_context(format!("reading the index of {}", lease.path.display()))?;
-        Ok((tree, kept, index))
+        Ok((tree, kept, checksum))
     });
-    let (tree, kept, index) = match cleaned {
+    let (tree, kept, checksum) = match cleaned {
         Ok(cleaned) => cleaned,
         // A worktree that cannot be reset (a full disk, a file it cannot
         // remove) leaves the pool rather than stopping the run; the order's
@@ -466,7 +479,7 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
     entry.state = State::Free;
     entry.base = Some(tip.to_string());
     entry.tree = Some(tree.to_string());
-    entry.index_checksum = index.checksum().map(|c| c.to_string());
+    entry.index_checksum = checksum.map(|c| c.to_string());
     entry.ignored_bytes = Some(kept);
     if !lease.opts.keep_ignored {
         // Whatever the setup made (ignored files) is gone with them.
@@ -530,6 +543,13 @@ fn enforce_budget(ctx: &Context, max: u64) -> Result<()> {
 /// Remove the untracked files of `wt` (and its ignored ones unless
 /// `keep_ignored`); returns the bytes of ignored content kept.
 fn remove_untracked(wt: &gix::Repository, keep_ignored: bool) -> Result<u64> {
+    let listing = untracked(wt)?;
+    remove_listed(wt, listing, keep_ignored, None)
+}
+
+/// The untracked and ignored paths of `wt` (folders whose content is all
+/// of one kind as one entry), relative to its top; `true` for ignored ones.
+fn untracked(wt: &gix::Repository) -> Result<Vec<(gix::bstr::BString, bool)>> {
     use gix::dir::entry::Status;
     use gix::dir::walk::EmissionMode;
     let dir = wt
@@ -555,16 +575,41 @@ fn remove_untracked(wt: &gix::Repository, keep_ignored: bool) -> Result<u64> {
         &mut found,
     )
     .git_context(format!("listing the untracked files of {}", dir.display()))?;
-    let mut kept = 0;
+    let mut listing = Vec::new();
     for (entry, _) in found.unorded_entries {
         let ignored = matches!(entry.status, Status::Ignored(_));
         if !ignored && entry.status != Status::Untracked {
             continue;
         }
-        let path = dir.join(
-            gix::path::from_bstr(entry.rela_path.as_slice().as_bstr())
-                .git_context(format!("the path '{}'", entry.rela_path))?,
-        );
+        listing.push((entry.rela_path, ignored));
+    }
+    Ok(listing)
+}
+
+/// Remove the paths of `listing` ([`untracked`]) in `wt`, the ignored ones
+/// only unless `keep_ignored`, and none that `tracked` (the index now on
+/// disk, when the listing was made with an earlier one) has as a file or
+/// folder; returns the bytes of ignored content kept.
+fn remove_listed(
+    wt: &gix::Repository,
+    listing: Vec<(gix::bstr::BString, bool)>,
+    keep_ignored: bool,
+    tracked: Option<&gix::index::File>,
+) -> Result<u64> {
+    let dir = wt
+        .workdir()
+        .map(Path::to_owned)
+        .ok_or_else(|| Error::Input(InputError::new("a pooled worktree without files")))?;
+    let mut kept = 0;
+    for (rela_path, ignored) in listing {
+        let repo_path = rela_path.as_bstr();
+        if tracked.is_some_and(|index| {
+            index.entry_by_path(repo_path).is_some() || index.path_is_directory(repo_path)
+        }) {
+            continue;
+        }
+        let path = dir
+            .join(gix::path::from_bstr(repo_path).git_context(format!("the path '{rela_path}'"))?);
         if ignored && keep_ignored {
             kept += size_of(&path);
             continue;

@@ -620,3 +620,38 @@ if [ "$ARBITER_WO" = wo-a ]; then echo oops > README; fi"#;
     [exit status: 0]
     ");
 }
+
+/// The give-back compares each tracked file's stat data with its index entry
+/// instead of reading it: an edit that keeps the size and the modification
+/// time, and a tracked folder swapped for a link to a copy of itself (every
+/// file behind it has the same stat data), are still found and undone.
+#[test]
+fn edits_that_keep_size_and_mtime_are_undone_before_reuse() {
+    let env = repo(&["a", "b"]);
+    env.write("sub/f.txt", "tracked\n");
+    env.commit_all("a folder");
+    let gate = r#"if [ "$ARBITER_WO" = wo-a ]; then
+  printf 'BASE\n' > README.new && touch -r README README.new && mv README.new README
+  mv sub "$ARBITER_REPO/../moved-sub" && ln -s "$ARBITER_REPO/../moved-sub" sub
+fi"#;
+    let build = r#"echo "$ARBITER_WO $ARBITER_WORKTREE" >> "$ARBITER_REPO/../worktrees"
+if [ "$ARBITER_WO" = wo-b ]; then
+  { git status --porcelain; cat README; test -L sub && echo "sub is a link"; cat sub/f.txt
+  } > "$ARBITER_REPO/../seen-by-b" 2>&1
+fi
+echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
+    round(&env, &["--build", build, "--gate", gate]).success();
+    let used = worktrees_used(&env);
+    assert!(
+        used.len() == 2 && used[0].1 == used[1].1,
+        "wo-b reuses wo-a's worktree: {used:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.root.join("seen-by-b")).expect("wo-b looked"),
+        "base\ntracked\n",
+        "wo-b's worktree holds its base: clean, README restored, sub a folder again"
+    );
+    let wt = env.worktree_root().join("pool/0");
+    git_accepts(&env, &wt);
+    env.fsck();
+}
