@@ -1479,7 +1479,7 @@ fn dispatch<'a>(
             }
             record.cap = cap;
             if record.attempts >= record.cap {
-                record.halt("retry_cap_exhausted", Vec::new());
+                record.halt(crate::state::RETRY_CAP_EXHAUSTED, Vec::new());
                 capped.push(wo.id.clone());
                 txn.put(record);
                 continue;
@@ -1499,7 +1499,7 @@ fn dispatch<'a>(
     for id in capped {
         progress.event(&Event::Halt {
             wo: id,
-            reason: "retry_cap_exhausted".into(),
+            reason: crate::state::RETRY_CAP_EXHAUSTED.into(),
         });
     }
     for (id, holder) in claimed {

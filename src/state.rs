@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use crate::odb::{write_commit, write_reachable, LooseReader};
 
 pub const NOTES_REF: &str = "refs/notes/arbiter";
+/// The halt of an order dispatched with every attempt of its retry cap spent.
+pub const RETRY_CAP_EXHAUSTED: &str = "retry_cap_exhausted";
 /// Non-note subtree holding each work order's key blob, so it stays reachable.
 const KEYS_DIR: &str = "wo-keys";
 /// How often a lost compare-and-swap is retried before giving up.

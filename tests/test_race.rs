@@ -96,6 +96,36 @@ fn highest_score_is_merged_with_a_pick_record() {
     assert!(again.stderr.contains("already done"), "{}", again.stderr);
 }
 
+/// One rule for a spent retry cap, as the round's dispatch has: the order
+/// halts `retry_cap_exhausted` (an escalation, exit 1), nothing is built.
+#[test]
+fn an_order_with_every_attempt_spent_halts_as_in_a_round() {
+    let env = repo();
+    env.git(&["config", "arbiter.retryCap", "1"]);
+    // One failed attempt: back for rework, its one attempt spent.
+    env.run(&["round", "--once", "--build", "false"]).success();
+    let run = race(&env, &["-n", "2", "--build", BUILD, "--score", SCORE_587]).code(1);
+    let summary = run.json();
+    assert!(
+        summary["escalation"]
+            .as_str()
+            .is_some_and(|e| e.contains("retry_cap_exhausted")),
+        "{summary}"
+    );
+    assert!(
+        run.stderr
+            .contains("arbiter halt wo=wo-01 reason=retry_cap_exhausted"),
+        "{}",
+        run.stderr
+    );
+    let status = env.run(&["status", "--json"]).success().json();
+    let row = &status["orders"][0];
+    assert_eq!(row["terminal"], true, "{row}");
+    assert_eq!(row["halt_reason"], "retry_cap_exhausted", "{row}");
+    assert_eq!(main_file(&env), None, "nothing merged");
+    assert!(race_branches(&env).is_empty());
+}
+
 #[test]
 fn a_tie_goes_to_the_earliest_finish() {
     let env = repo();

@@ -133,7 +133,25 @@ pub fn run(
     recover(ctx, &store, orders, &branch, &me, progress)?;
     let base = ctx.branch_tip(&branch)?;
     let run_id = format!("race-{}", me.name);
-    let attempt = dispatch(ctx, &store, orders, wo, base, &me, &run_id, opts.n)?;
+    let Some(attempt) = dispatch(ctx, &store, orders, wo, base, &me, &run_id, opts.n)? else {
+        progress.event(&Event::Halt {
+            wo: id.to_owned(),
+            reason: state::RETRY_CAP_EXHAUSTED.into(),
+        });
+        return Ok(Summary {
+            version: 1,
+            exit: crate::ExitCode::Escalation,
+            wo_id: id.to_owned(),
+            run_id,
+            base: base.to_string(),
+            min_score: opts.min_score,
+            escalation: Some(format!(
+                "work order '{id}' has used all its attempts: halted {}, nothing built; 'git arbiter clear {id}' starts it afresh, or raise arbiter.retryCap",
+                state::RETRY_CAP_EXHAUSTED
+            )),
+            ..Summary::default()
+        });
+    };
     progress.event(&Event::Race {
         wo: id.to_owned(),
         n: opts.n,
@@ -733,10 +751,10 @@ fn dispatch(
     me: &Conductor,
     run_id: &str,
     n: u32,
-) -> Result<u32> {
+) -> Result<Option<u32>> {
     let cap = ctx.retry_cap()?;
     crate::crash::point("dispatch.before");
-    let attempt = store.transact(&format!("race {}: dispatch", wo.id), |txn| -> Result<u32> {
+    let attempt = store.transact(&format!("race {}: dispatch", wo.id), |txn| -> Result<Option<u32>> {
         let mut r = txn.record(&wo.id, !wo.deps.is_empty())?;
         if r.halted {
             return Err(InputError::new(format!(
@@ -788,13 +806,11 @@ fn dispatch(
             }
         }
         r.cap = cap;
+        // One rule with a round's dispatch: every attempt spent, it halts.
         if r.attempts >= r.cap {
-            return Err(InputError::new(format!(
-                "work order '{}' has used all {} attempts",
-                wo.id, r.cap
-            ))
-            .hint("raise 'git config arbiter.retryCap', or 'git arbiter clear' it")
-            .into());
+            r.halt(state::RETRY_CAP_EXHAUSTED, Vec::new());
+            txn.put(r);
+            return Ok(None);
         }
         r.dispatch(
             &me.name,
@@ -804,7 +820,7 @@ fn dispatch(
         );
         let attempts = r.attempts;
         txn.put(r);
-        Ok(attempts)
+        Ok(Some(attempts))
     })?;
     crate::crash::point("dispatch.after");
     Ok(attempt)
