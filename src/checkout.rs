@@ -259,11 +259,7 @@ fn index_lock_marker(wt: &gix::Repository) -> PathBuf {
 
 /// Remove an `index.lock` a killed git-arbiter left (its marker is there).
 fn clear_our_stale_index_lock(wt: &gix::Repository) {
-    let marker = index_lock_marker(wt);
-    if marker.exists() {
-        let _ = std::fs::remove_file(wt.index_path().with_extension("lock"));
-        let _ = std::fs::remove_file(&marker);
-    }
+    crate::layout::clear_index_lock_left(wt.git_dir(), &wt.index_path());
 }
 
 impl IndexLock {

@@ -40,3 +40,16 @@ pub fn ref_edits(repo: &gix::Repository) -> PathBuf {
 pub fn index_lock_marker(git_dir: &Path) -> PathBuf {
     git_dir.join("arbiter-index-lock")
 }
+
+/// Remove the lock of `index` (in the worktree whose git dir is `git_dir`)
+/// when its marker says a git-arbiter took it, and the marker: for a caller
+/// that knows no git-arbiter works there now. True when a lock went.
+pub fn clear_index_lock_left(git_dir: &Path, index: &Path) -> bool {
+    let marker = index_lock_marker(git_dir);
+    if !marker.exists() {
+        return false;
+    }
+    let removed = std::fs::remove_file(index.with_extension("lock")).is_ok();
+    let _ = std::fs::remove_file(&marker);
+    removed
+}

@@ -321,7 +321,24 @@ fn merge_back_in(
             Cas::Lost => continue,
         }
         crate::crash::point("branch-cas.after");
-        return after_cas(store, req, &worktrees, prepared, &link, turn, tip);
+        after_cas(
+            store,
+            &format!("merge-back {id}: merged {}", link.sha),
+            &[(req, &link)],
+            Checkouts {
+                worktrees: &worktrees,
+                prepared,
+                from: link.onto_tree,
+                to: link.tree,
+                changed: &link.changed,
+            },
+            turn,
+        )?;
+        return Ok(Outcome::Merged {
+            sha: link.sha,
+            pre_merge_head: tip,
+            changed: link.changed_text(),
+        });
     }
     Err(Error::Git {
         context: format!("merging {id} into {}", req.into.shorten()),
@@ -332,48 +349,49 @@ fn merge_back_in(
     })
 }
 
-/// The branch moved to `link`: (4) keep checked-out copies in step, and
-/// finish (5) even if that fails: done, plus the merge commit's note. Then
-/// the turn goes, and post-merge hooks run outside it.
+/// The checked-out copies of the integration branch, prepared to go from
+/// tree `from` to tree `to` (`changed` between them).
+struct Checkouts<'a> {
+    worktrees: &'a [gix::Repository],
+    prepared: Vec<checkout::Prepared>,
+    from: ObjectId,
+    to: ObjectId,
+    changed: &'a [Changed],
+}
+
+/// The branch moved to the last of `chain`: (4) keep checked-out copies in
+/// step, and finish (5) even if that fails: each merge done, plus its
+/// commit's note, in one transaction (`message`). Then the turn goes, and
+/// post-merge hooks run outside it, as `git merge` runs them once its
+/// checkout is updated, so a slow hook holds up no other merge.
 fn after_cas(
     store: &Store,
-    req: &Request,
-    worktrees: &[gix::Repository],
-    prepared: Vec<checkout::Prepared>,
-    link: &Link,
+    message: &str,
+    chain: &[(&Request, &Link)],
+    checkouts: Checkouts<'_>,
     turn: std::fs::File,
-    tip: ObjectId,
-) -> Result<Outcome> {
-    let (updated, sync_error) = apply_checkouts(
+) -> Result<()> {
+    let Checkouts {
         worktrees,
         prepared,
-        link.onto_tree,
-        link.tree,
-        &link.changed,
-    );
+        from,
+        to,
+        changed,
+    } = checkouts;
+    let (updated, sync_error) = apply_checkouts(worktrees, prepared, from, to, changed);
     crate::crash::point("merge-recorded.before");
-    store.transact(
-        &format!("merge-back {}: merged {}", req.wo.id, link.sha),
-        |txn| -> Result<()> {
+    store.transact(message, |txn| -> Result<()> {
+        for (req, link) in chain {
             record_merged(txn, req, link)?;
-            Ok(())
-        },
-    )?;
+        }
+        Ok(())
+    })?;
     crate::crash::point("merge-recorded.after");
     drop(turn);
-    // As `git merge` does once its checkout is updated; outside the turn,
-    // so a slow hook holds up no other merge.
     for dir in &updated {
         checkout::run_post_merge(dir);
     }
-    if let Some(e) = sync_error {
-        return Err(e);
-    }
-    Ok(Outcome::Merged {
-        sha: link.sha,
-        pre_merge_head: tip,
-        changed: link.changed_text(),
-    })
+    sync_error.map_or(Ok(()), Err)
 }
 
 /// Whose merge a merge-back is, by the record read under the turn.
@@ -678,26 +696,19 @@ pub fn land(
             Cas::Lost => return Ok(Landed::Moved),
         }
         crate::crash::point("branch-cas.after");
-        let (updated, sync_error) =
-            apply_checkouts(&worktrees, prepared, tip_tree, last.tree, &changed);
-        crate::crash::point("merge-recorded.before");
-        store.transact(
+        after_cas(
+            store,
             &format!("{what}: merged {}", last.sha),
-            |txn| -> Result<()> {
-                for (req, link) in chain {
-                    record_merged(txn, req, link)?;
-                }
-                Ok(())
+            chain,
+            Checkouts {
+                worktrees: &worktrees,
+                prepared,
+                from: tip_tree,
+                to: last.tree,
+                changed: &changed,
             },
+            turn,
         )?;
-        crate::crash::point("merge-recorded.after");
-        drop(turn);
-        for dir in &updated {
-            checkout::run_post_merge(dir);
-        }
-        if let Some(e) = sync_error {
-            return Err(e);
-        }
         return Ok(Landed::Landed { sha: last.sha });
     }
 }

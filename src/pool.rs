@@ -657,13 +657,7 @@ pub fn setup_needed(worktree: &Path, base: ObjectId, inputs: &[String]) -> Resul
     else {
         return Ok(true);
     };
-    let repo = open(worktree)?;
-    let tree = repo
-        .find_commit(base)
-        .git_context(format!("reading commit {base}"))?
-        .tree_id()
-        .git_context(format!("reading the tree of {base}"))?
-        .detach();
+    let (repo, tree) = base_tree(worktree, base)?;
     if tree == last {
         return Ok(false);
     }
@@ -678,11 +672,8 @@ pub fn setup_needed(worktree: &Path, base: ObjectId, inputs: &[String]) -> Resul
     }))
 }
 
-/// Record that the setup command succeeded in `worktree` at `base`.
-pub fn setup_done(worktree: &Path, base: ObjectId) -> Result<()> {
-    let Some((common, n)) = lease_of(worktree) else {
-        return Ok(());
-    };
+/// The repository of `worktree` and the tree of commit `base`.
+fn base_tree(worktree: &Path, base: ObjectId) -> Result<(gix::Repository, ObjectId)> {
     let repo = open(worktree)?;
     let tree = repo
         .find_commit(base)
@@ -690,6 +681,15 @@ pub fn setup_done(worktree: &Path, base: ObjectId) -> Result<()> {
         .tree_id()
         .git_context(format!("reading the tree of {base}"))?
         .detach();
+    Ok((repo, tree))
+}
+
+/// Record that the setup command succeeded in `worktree` at `base`.
+pub fn setup_done(worktree: &Path, base: ObjectId) -> Result<()> {
+    let Some((common, n)) = lease_of(worktree) else {
+        return Ok(());
+    };
+    let (_, tree) = base_tree(worktree, base)?;
     let mut entry = read_entry(&common, &n).unwrap_or_default();
     entry.setup_tree = Some(tree.to_string());
     entry.setup_at = Some(now());
