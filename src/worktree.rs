@@ -457,14 +457,14 @@ fn prune_registration(ctx: &Context, name: &str) -> Result<()> {
     )))
 }
 
-/// Drop each `<git-common-dir>/worktrees/<name>` that has no `gitdir` file
-/// and no lock: what a removal killed midway leaves (gix deletes a
-/// registration's files in any order), or an `add` killed before it wrote
-/// `gitdir`. Neither gix nor git lists such an entry, so nothing else would
-/// ever drop it, `git worktree prune` drops it too, and while it is there
-/// gix refuses every `add`. An `add` in progress holds a lock
-/// (`initializing`) from just after it made the folder (ours hold the
-/// worktree turn the caller holds). Returns one report line each.
+/// Drop each `<git-common-dir>/worktrees/<name>` without a `gitdir` (or
+/// with an empty one) that is not locked by hand: what a removal killed
+/// midway leaves (gix deletes a registration's files in any order), or an
+/// `add` killed before it wrote `gitdir` (its `initializing` lock stays).
+/// Neither gix nor git lists such an entry, so nothing else would ever drop
+/// it, and while it is there gix refuses every `add`. Our adds hold the
+/// worktree turn the caller holds; git's own writes `gitdir` microseconds
+/// after its lock. Returns one report line each.
 fn prune_unlisted_registrations(ctx: &Context) -> Result<Vec<String>> {
     let dir = ctx.repo.common_dir().join("worktrees");
     let Ok(listing) = std::fs::read_dir(&dir) else {
@@ -473,10 +473,12 @@ fn prune_unlisted_registrations(ctx: &Context) -> Result<Vec<String>> {
     let mut report = Vec::new();
     for entry in listing.flatten() {
         let registration = entry.path();
-        if !registration.is_dir()
-            || registration.join("gitdir").exists()
-            || registration.join("locked").exists()
-        {
+        let gitdir = std::fs::read_to_string(registration.join("gitdir"));
+        // A lock by hand (`git worktree lock`) keeps it; `initializing` is
+        // the lock an add takes just before it writes `gitdir`.
+        let locked_by_hand = std::fs::read_to_string(registration.join("locked"))
+            .is_ok_and(|reason| reason.trim() != INITIALIZING);
+        if !registration.is_dir() || gitdir.is_ok_and(|g| !g.trim().is_empty()) || locked_by_hand {
             continue;
         }
         std::fs::remove_dir_all(&registration).map_err(Error::io(format!(
@@ -672,19 +674,6 @@ fn registration_of(ctx: &Context, path: &Path) -> Option<PathBuf> {
         std::fs::read_to_string(r.join("gitdir"))
             .is_ok_and(|gitdir| Path::new(gitdir.trim()).parent() == Some(path))
     })
-}
-
-/// Remove the `index.lock` a killed git-arbiter left in the worktree whose
-/// git dir is `git_dir` (its marker is there), when the caller knows no one
-/// of ours works in it (it holds its pool lock). True when it removed one.
-fn clear_stale_index_lock_in(git_dir: &Path) -> bool {
-    let marker = crate::layout::index_lock_marker(git_dir);
-    if !marker.exists() {
-        return false;
-    }
-    let removed = std::fs::remove_file(git_dir.join("index.lock")).is_ok();
-    let _ = std::fs::remove_file(&marker);
-    removed
 }
 
 /// What [`hold_while_on`] found.
@@ -886,6 +875,22 @@ pub type BranchTips = std::collections::BTreeMap<String, gix::ObjectId>;
 /// [`BranchTips`] in one listing of `refs/heads/arbiter/`, not a lookup per
 /// order (status reads every order's).
 pub fn branch_tips(ctx: &Context) -> Result<BranchTips> {
+    // Another thread or conductor may delete a branch between the listing
+    // and the read of its file: list again.
+    let mut tips = read_branch_tips(ctx);
+    for _ in 1..LIST_TRIES {
+        if tips.is_ok() {
+            break;
+        }
+        tips = read_branch_tips(ctx);
+    }
+    tips
+}
+
+/// How often [`branch_tips`] lists the branches before it gives up.
+const LIST_TRIES: u32 = 5;
+
+fn read_branch_tips(ctx: &Context) -> Result<BranchTips> {
     let mut tips = BranchTips::new();
     let refs = ctx.repo.references().git_context("listing references")?;
     for r in refs
@@ -967,7 +972,7 @@ pub fn cleanup_stale(
     for info in pooled(ctx)? {
         if let Some(_held) = crate::ledger::hold(ctx, &info.name)? {
             if let Some(git_dir) = registration_of(ctx, &info.path) {
-                if clear_stale_index_lock_in(&git_dir) {
+                if crate::layout::clear_index_lock_left(&git_dir, &git_dir.join("index")) {
                     report.push(format!(
                         "removed the index lock a killed git-arbiter left in {}",
                         info.path.display()

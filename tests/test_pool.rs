@@ -448,9 +448,14 @@ fn a_registration_a_killed_removal_left_is_pruned_by_the_next_run() {
     let registration = env.repo.join(".git/worktrees/1");
     std::fs::remove_dir_all(&pool).expect("the folder goes first");
     std::fs::remove_file(registration.join("gitdir")).expect("then gitdir");
+    // An add killed after it locked the registration, before `gitdir`.
+    let killed_add = env.repo.join(".git/worktrees/killed");
+    std::fs::create_dir_all(&killed_add).expect("mkdir");
+    std::fs::write(killed_add.join("locked"), "initializing\n").expect("lock");
+    // A worktree locked by hand stays whatever it holds.
     let locked = env.repo.join(".git/worktrees/someone");
     std::fs::create_dir_all(&locked).expect("mkdir");
-    std::fs::write(locked.join("locked"), "initializing\n").expect("lock");
+    std::fs::write(locked.join("locked"), "on a USB disk\n").expect("lock");
     // The next run needs one worktree: it takes the free `pool/0`.
     env.work_order("wo-c", "Order c", &[], &["c.txt"]);
     env.commit_all("order c");
@@ -459,7 +464,8 @@ fn a_registration_a_killed_removal_left_is_pruned_by_the_next_run() {
         !registration.exists(),
         "the half-removed registration is gone"
     );
-    assert!(locked.exists(), "a locked registration is someone's add");
+    assert!(!killed_add.exists(), "a killed add's registration is gone");
+    assert!(locked.exists(), "a registration locked by hand stays");
     std::fs::remove_dir_all(&locked).expect("tidy");
     env.fsck();
 }
