@@ -227,6 +227,17 @@ impl Session {
             }
         }
     }
+
+    /// As [`Session::link`], for trying a chain without one of its links:
+    /// an order that would not merge cleanly onto `onto` is not halted
+    /// (it merged cleanly in the chain it came from), and nothing is
+    /// written (`None`).
+    pub fn relink(&mut self, ctx: &Context, onto: ObjectId, req: &Request) -> Result<Option<Link>> {
+        match compute(ctx, &mut self.caches, onto, req)? {
+            Computed::Clean(clean) => Ok(Some(write_link(ctx, onto, req, clean)?)),
+            Computed::UpToDate | Computed::Conflict { .. } | Computed::Drift { .. } => Ok(None),
+        }
+    }
 }
 
 /// One merge-back in a session of its own.

@@ -5,10 +5,11 @@
 //! - [`Verify::Merged`]: the gates run once on the chain's tip in a scratch
 //!   worktree, and the branch moves to it by one compare-and-swap only if
 //!   they pass. On failure the chain is bisected (gates on prefixes) for the
-//!   first merge after which they fail: the prefix before it lands, that
-//!   order goes back for rework ([`MERGED_GATE_FAILED`], its attempt spent),
-//!   and the rest are chained again on the new tip and verified again. No
-//!   merge lands that the gates did not pass as merged.
+//!   first merge after which they fail; with two suspects left, the chain
+//!   without each is tried, which lands every other merge at once when one
+//!   passes. The culprit goes back for rework ([`MERGED_GATE_FAILED`], its
+//!   attempt spent); what was not verified is chained again on the new tip
+//!   and verified again. No merge lands that the gates did not pass as merged.
 //! - [`Verify::None`]: each merge lands as it is chained, one merge-back at a
 //!   time.
 
@@ -100,6 +101,20 @@ pub enum Fate {
     GateFailed { detail: String },
     /// A stop came while verifying: given back unmerged.
     Interrupted,
+}
+
+/// Gate verdicts of one landing, by the tree they were on.
+type Known = std::collections::HashMap<ObjectId, bool>;
+
+/// What the gates decided about a chain.
+struct Decided {
+    /// Positions (in the chain) of the orders that land, in order.
+    lands: Vec<usize>,
+    /// Their merges: the chain's own, or merged again when an earlier
+    /// link was left out.
+    links: Vec<Link>,
+    /// The position of the merge that broke the gates, and how it was found.
+    culprit: Option<(usize, String)>,
 }
 
 /// The queue of one conductor: its merge session, its verification worktree
@@ -229,6 +244,7 @@ impl<'a> Queue<'a> {
         progress: &dyn Progress,
     ) -> Result<Vec<(String, Fate)>> {
         let mut fates = Vec::with_capacity(entries.len());
+        let mut known = Known::new();
         let mut pending = entries;
         while !pending.is_empty() {
             let tip = self.ctx.branch_tip(self.into)?;
@@ -238,89 +254,68 @@ impl<'a> Queue<'a> {
                 continue;
             }
             let links: Vec<(&Request, &Link)> = chain.iter().map(|(e, l)| (&e.req, l)).collect();
-            let Some(good) = self.passing_prefix(&links, progress)? else {
-                for (entry, _) in &chain {
-                    fates.push((entry.req.wo.id.clone(), Fate::Interrupted));
-                }
-                for entry in &later {
+            let Some(decided) = self.decide(&links, &mut known, progress)? else {
+                for entry in chain.into_iter().map(|(e, _)| e).chain(later) {
                     fates.push((entry.req.wo.id.clone(), Fate::Interrupted));
                 }
                 break;
             };
-            match merge::land(self.ctx, self.store, self.into, tip, &links[..good])? {
+            let landing: Vec<(&Request, &Link)> = decided
+                .lands
+                .iter()
+                .zip(&decided.links)
+                .map(|(&at, link)| (links[at].0, link))
+                .collect();
+            // Orders that leave the chain without landing, by position.
+            let mut out: Vec<(usize, Fate)> = Vec::new();
+            match merge::land(self.ctx, self.store, self.into, tip, &landing)? {
                 Landed::Landed { sha } => {
-                    if good > 0 {
+                    if !landing.is_empty() {
                         self.batches += 1;
-                        let ids: Vec<&str> = links[..good]
-                            .iter()
-                            .map(|(r, _)| r.wo.id.as_str())
-                            .collect();
+                        let ids: Vec<&str> =
+                            landing.iter().map(|(r, _)| r.wo.id.as_str()).collect();
                         report_land(progress, self.batches, sha, &ids);
+                    }
+                    if let Some((at, detail)) = decided.culprit {
+                        let fate = if self.rework_culprits {
+                            self.reject(links[at].0, detail, progress)?
+                        } else {
+                            Fate::GateFailed { detail }
+                        };
+                        out.push((at, fate));
+                    }
+                    for (&at, link) in decided.lands.iter().zip(&decided.links) {
+                        let fate = Fate::Landed {
+                            sha: link.sha,
+                            batch: self.batches,
+                            changed: link.changed.len(),
+                        };
+                        out.push((at, fate));
                     }
                 }
                 // Someone else's merge came first: the verdicts were on a
                 // chain that can no longer land. Chain again, verify again.
-                Landed::Moved => {
-                    pending = chain.into_iter().map(|(e, _)| e).chain(later).collect();
-                    continue;
-                }
+                Landed::Moved => {}
                 Landed::Withdrawn { index, reason } => {
-                    let mut rest = Vec::new();
-                    for (i, (entry, _)) in chain.into_iter().enumerate() {
-                        if i == index {
-                            fates.push((
-                                entry.req.wo.id.clone(),
-                                Fate::Withdrawn {
-                                    reason: reason.clone(),
-                                },
-                            ));
-                        } else {
-                            rest.push(entry);
-                        }
-                    }
-                    pending = rest.into_iter().chain(later).collect();
-                    continue;
+                    out.push((decided.lands[index], Fate::Withdrawn { reason }));
                 }
                 Landed::CheckoutBlocked { indexes, paths } => {
-                    let mut rest = Vec::new();
-                    for (i, (entry, _)) in chain.into_iter().enumerate() {
-                        if indexes.contains(&i) {
-                            fates.push((
-                                entry.req.wo.id.clone(),
-                                Fate::Halted {
-                                    reason: merge::HALT_CHECKOUT_BLOCKED.into(),
-                                    paths: paths.clone(),
-                                },
-                            ));
-                        } else {
-                            rest.push(entry);
-                        }
+                    for index in indexes {
+                        let fate = Fate::Halted {
+                            reason: merge::HALT_CHECKOUT_BLOCKED.into(),
+                            paths: paths.clone(),
+                        };
+                        out.push((decided.lands[index], fate));
                     }
-                    pending = rest.into_iter().chain(later).collect();
-                    continue;
                 }
             }
+            out.sort_by_key(|(at, _)| *at);
+            let mut out = out.into_iter().peekable();
             let mut rest = Vec::new();
-            for (i, (entry, link)) in chain.into_iter().enumerate() {
-                if i < good {
-                    fates.push((
-                        entry.req.wo.id.clone(),
-                        Fate::Landed {
-                            sha: link.sha,
-                            batch: self.batches,
-                            changed: link.changed.len(),
-                        },
-                    ));
-                } else if i == good {
-                    let detail = culprit_detail(good);
-                    let fate = if self.rework_culprits {
-                        self.reject(&entry.req, detail, progress)?
-                    } else {
-                        Fate::GateFailed { detail }
-                    };
-                    fates.push((entry.req.wo.id.clone(), fate));
-                } else {
-                    rest.push(entry);
+            for (at, (entry, _)) in chain.into_iter().enumerate() {
+                match out.next_if(|(o, _)| *o == at) {
+                    Some((_, fate)) => fates.push((entry.req.wo.id.clone(), fate)),
+                    None => rest.push(entry),
                 }
             }
             pending = rest.into_iter().chain(later).collect();
@@ -372,42 +367,123 @@ impl<'a> Queue<'a> {
         Ok((chain, later))
     }
 
-    /// How many links of `links` land: all when the gates pass on the last,
-    /// else (bisecting on prefixes) those before the first link after which
-    /// they fail. `None` when a stop interrupted the gates.
-    fn passing_prefix(
+    /// Which links of `links` land, as which merges, and which one broke the
+    /// gates: all of them when the gates pass on the last; else, bisecting
+    /// on prefixes, the first link after which they fail is the culprit.
+    /// `None` when a stop interrupted the gates.
+    fn decide(
         &mut self,
         links: &[(&Request, &Link)],
+        known: &mut Known,
         progress: &dyn Progress,
-    ) -> Result<Option<usize>> {
+    ) -> Result<Option<Decided>> {
         let n = links.len();
-        match self.gates_pass(links, n, progress)? {
+        let prefix = |len: usize, culprit: Option<(usize, String)>| Decided {
+            lands: (0..len).collect(),
+            links: links[..len].iter().map(|(_, l)| (*l).clone()).collect(),
+            culprit,
+        };
+        match self.passes(links, known, progress)? {
             None => return Ok(None),
-            Some(true) => return Ok(Some(n)),
+            Some(true) => return Ok(Some(prefix(n, None))),
             Some(false) => {}
         }
         // The empty prefix (the tip) passed when it landed; the whole chain fails.
         let (mut good, mut bad) = (0, n);
         while bad - good > 1 {
+            if bad - good == 2 {
+                // Two suspects. One more prefix would name the culprit but
+                // leave the merges after it to verify again on the new tip;
+                // the chain without a suspect, when it passes, names the
+                // culprit and lands every other merge at once.
+                for suspect in [good + 1, good] {
+                    let Some((lands, relinked)) = self.without(links, suspect)? else {
+                        continue;
+                    };
+                    let tried: Vec<(&Request, &Link)> = lands
+                        .iter()
+                        .zip(&relinked)
+                        .map(|(&at, link)| (links[at].0, link))
+                        .collect();
+                    match self.passes(&tried, known, progress)? {
+                        None => return Ok(None),
+                        Some(true) => {
+                            let detail = format!(
+                                "the gates failed on the merged result with the {n} merges and passed without it"
+                            );
+                            return Ok(Some(Decided {
+                                lands,
+                                links: relinked,
+                                culprit: Some((suspect, detail)),
+                            }));
+                        }
+                        Some(false) => {}
+                    }
+                }
+                // Both failed: more than one culprit; the first, by prefix.
+            }
             let mid = good + (bad - good) / 2;
-            match self.gates_pass(links, mid, progress)? {
+            match self.passes(&links[..mid], known, progress)? {
                 None => return Ok(None),
                 Some(true) => good = mid,
                 Some(false) => bad = mid,
             }
         }
-        Ok(Some(good))
+        let detail = format!(
+            "the gates passed on the merged result with the {good} merge(s) before it and failed once it was merged"
+        );
+        Ok(Some(prefix(good, Some((good, detail)))))
     }
 
-    /// Run every gate on the tip of the first `len` links. `None`: interrupted.
+    /// The chain `links` without the link at `skip`: the links before it,
+    /// and those after it merged again onto them. `None` when one of those
+    /// would not merge cleanly there.
+    fn without(
+        &mut self,
+        links: &[(&Request, &Link)],
+        skip: usize,
+    ) -> Result<Option<(Vec<usize>, Vec<Link>)>> {
+        let mut lands: Vec<usize> = (0..skip).collect();
+        let mut relinked: Vec<Link> = links[..skip].iter().map(|(_, l)| (*l).clone()).collect();
+        for (at, (req, _)) in links.iter().enumerate().skip(skip + 1) {
+            let onto = relinked.last().map_or(links[0].1.onto, |l| l.sha);
+            let Some(link) = self.session.relink(self.ctx, onto, req)? else {
+                return Ok(None);
+            };
+            lands.push(at);
+            relinked.push(link);
+        }
+        Ok(Some((lands, relinked)))
+    }
+
+    /// Whether the gates pass on the tip of `links`. A tree already
+    /// verified in this landing is not verified again: the chain after a
+    /// culprit is often the very chain a bisection step already tried.
+    fn passes(
+        &mut self,
+        links: &[(&Request, &Link)],
+        known: &mut Known,
+        progress: &dyn Progress,
+    ) -> Result<Option<bool>> {
+        let tree = links[links.len() - 1].1.tree;
+        if let Some(&passed) = known.get(&tree) {
+            return Ok(Some(passed));
+        }
+        let result = self.gates_pass(links, progress)?;
+        if let Some(passed) = result {
+            known.insert(tree, passed);
+        }
+        Ok(result)
+    }
+
+    /// Run every gate on the tip of `links`. `None`: interrupted.
     fn gates_pass(
         &mut self,
         links: &[(&Request, &Link)],
-        len: usize,
         progress: &dyn Progress,
     ) -> Result<Option<bool>> {
-        let at = links[len - 1].1.sha;
-        let ids: Vec<&str> = links[..len].iter().map(|(r, _)| r.wo.id.as_str()).collect();
+        let at = links[links.len() - 1].1.sha;
+        let ids: Vec<&str> = links.iter().map(|(r, _)| r.wo.id.as_str()).collect();
         self.gate_runs += 1;
         let name = format!("{VERIFY_PREFIX}{}", self.me.name);
         let branch = worktree::verify_branch(&self.me.name);
@@ -535,12 +611,6 @@ impl<'a> Queue<'a> {
         });
         Ok(Fate::GateFailed { detail })
     }
-}
-
-fn culprit_detail(good: usize) -> String {
-    format!(
-        "the gates passed on the merged result with the {good} merge(s) before it and failed once it was merged"
-    )
 }
 
 fn report_land(progress: &dyn Progress, batch: usize, sha: ObjectId, ids: &[&str]) {

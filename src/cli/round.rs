@@ -24,9 +24,10 @@ use super::{json, out, progress, Env};
 /// files), and with `--verify merged` the gates run once on the chain's tip
 /// in a scratch worktree before the branch moves to it by one
 /// compare-and-swap. If they fail, the chain is bisected (gates on
-/// prefixes): the prefix before the first failing merge lands, that order
-/// goes back for rework (`merged_gate_failed`, its attempt spent), the rest
-/// are chained again and verified again.
+/// prefixes, then the chain without either of the last two suspects): what
+/// passed lands, the first failing merge goes back for rework
+/// (`merged_gate_failed`, its attempt spent), the rest are chained again and
+/// verified again.
 ///
 /// `--schedule rounds` runs lockstep rounds instead: a batch of pairwise
 /// disjoint orders is built, then its clean orders land as one chain, then
