@@ -336,26 +336,32 @@ pub fn preflight(
         Some(ix) => index_equals_tree(wt, ix, old_tree)?,
         None => false,
     };
+    // The files whose stat data differ from their entry (or that are racy).
+    let suspects = match &index {
+        Some(ix) if clean_index => Some(stat_suspects(wt, ix, &dir)),
+        _ => None,
+    };
     let mut refreshed = Vec::new();
-    let changed_local = match &index {
+    let changed_local = match (&index, suspects) {
         // Every file with the stat data of its entry (and none written in
         // the moment the index was): nothing to read. A submodule's own
         // files are only looked at by the status.
-        Some(ix)
-            if clean_index
+        (Some(ix), Some(suspects))
+            if suspects.is_empty()
                 && !ix
                     .entries()
                     .iter()
-                    .any(|e| e.mode == gix::index::entry::Mode::COMMIT)
-                && stat_suspects(wt, ix, &dir).is_empty() =>
+                    .any(|e| e.mode == gix::index::entry::Mode::COMMIT) =>
         {
             Vec::new()
         }
-        Some(ix) if clean_index => {
-            let (mut paths, fresh) = unstaged_changes_and_stat(wt, Some(ix.clone()))?;
-            refreshed = fresh;
+        (Some(ix), Some(suspects)) => {
+            let mut paths = unstaged_changes(wt, Some(ix.clone()))?;
             paths.sort();
             paths.dedup();
+            if paths.is_empty() {
+                refreshed = proven_clean(wt, ix, &suspects)?;
+            }
             paths
         }
         _ => local_changes(wt)?,
@@ -1202,17 +1208,6 @@ fn holds_tip_content(
 /// Changes between index and files only (HEAD is ahead of the index during
 /// recovery); `index` is the worktree's index if already loaded.
 fn unstaged_changes(wt: &gix::Repository, index: Option<gix::index::File>) -> Result<Vec<String>> {
-    Ok(unstaged_changes_and_stat(wt, index)?.0)
-}
-
-/// [`unstaged_changes`], and the fresh stat data of the entries whose file
-/// was read and found unchanged, sorted by path.
-#[allow(clippy::type_complexity)]
-fn unstaged_changes_and_stat(
-    wt: &gix::Repository,
-    index: Option<gix::index::File>,
-) -> Result<(Vec<String>, Vec<(Vec<u8>, gix::index::entry::Stat)>)> {
-    use gix::status::plumbing::index_as_worktree::EntryStatus;
     let mut status = wt
         .status(gix::progress::Discard)
         .git_context("preparing status")?;
@@ -1225,22 +1220,40 @@ fn unstaged_changes_and_stat(
         .into_index_worktree_iter(Vec::new())
         .git_context("reading status")?;
     let mut paths = Vec::new();
-    let mut refreshed = Vec::new();
     for item in iter {
         let item = item.git_context("reading status")?;
         if is_edit(&item) {
             paths.push(item.rela_path().to_str_lossy().into_owned());
-        } else if let gix::status::index_worktree::Item::Modification {
-            status: EntryStatus::NeedsUpdate(stat),
-            rela_path,
-            ..
-        } = &item
-        {
-            refreshed.push((rela_path.to_vec(), *stat));
         }
     }
-    refreshed.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok((paths, refreshed))
+    Ok(paths)
+}
+
+/// The fresh stat data of the `suspects` (of [`stat_suspects`]) that the
+/// status just read and found holding their blob (it found no change),
+/// sorted by path. The status keeps what it learns to itself (gix hands it
+/// only to its own index writer), so the stat data are those seen before
+/// the status ran: a file changed since then no longer matches them, and
+/// is read again next time. Only entries the status had to read qualify:
+/// its stat check is laxer than ours (whole seconds), and an entry it
+/// passed on stat data alone was not proven to hold its blob.
+fn proven_clean(
+    wt: &gix::Repository,
+    index: &gix::index::State,
+    suspects: &[(usize, Option<gix::index::entry::Stat>)],
+) -> Result<Vec<(Vec<u8>, gix::index::entry::Stat)>> {
+    let options = wt.stat_options().git_context("reading core.checkStat")?;
+    let timestamp = index.timestamp();
+    let mut fresh = Vec::new();
+    for &(at, seen) in suspects {
+        let Some(seen) = seen else { continue };
+        let entry = &index.entries()[at];
+        let read = !seen.matches(&entry.stat, options) || seen.is_racy(timestamp, options);
+        if read && entry.mode != gix::index::entry::Mode::COMMIT {
+            fresh.push((entry.path(index).to_vec(), seen));
+        }
+    }
+    Ok(fresh)
 }
 
 fn preflight_untracked_only(
@@ -1399,7 +1412,10 @@ fn restore_files(
     dir: &Path,
 ) -> Result<(gix::index::File, Option<ObjectId>)> {
     use gix::index::entry::{Flags, Stat};
-    let suspects = stat_suspects(wt, &index, dir);
+    let suspects: Vec<usize> = stat_suspects(wt, &index, dir)
+        .into_iter()
+        .map(|(at, _)| at)
+        .collect();
     // An index without a checksum (`index.skipHash`) is written once more
     // with one: the pool recognises its own index by it.
     if let (true, Some(checksum)) = (suspects.is_empty(), index.checksum()) {
@@ -1460,7 +1476,8 @@ fn restore_files(
 }
 
 /// The positions of the entries of `index` (stage 0, as [`index_equals_tree`]
-/// checked) whose file in `dir` may not hold the entry's blob: missing, of
+/// checked) whose file in `dir` may not hold the entry's blob, each with the
+/// stat data its file had (none when there was no file to stat): missing, of
 /// another kind or mode, with stat data other than recorded, or written in
 /// the same moment as the index (racy: a later change may not show in the
 /// stat data). Stricter than git's status, never laxer: a file listed here
@@ -1468,7 +1485,11 @@ fn restore_files(
 /// links on the way (a folder replaced by a link lists everything below
 /// it), and its files are looked up relative to it, so a check costs one
 /// path component rather than a walk of the whole path.
-fn stat_suspects(wt: &gix::Repository, index: &gix::index::State, dir: &Path) -> Vec<usize> {
+fn stat_suspects(
+    wt: &gix::Repository,
+    index: &gix::index::State,
+    dir: &Path,
+) -> Vec<(usize, Option<gix::index::entry::Stat>)> {
     let config = wt.config_snapshot();
     let file_mode = config.boolean("core.fileMode").unwrap_or(true);
     let trust_ctime = config.boolean("core.trustctime").unwrap_or(true);
@@ -1488,14 +1509,19 @@ fn stat_suspects(wt: &gix::Repository, index: &gix::index::State, dir: &Path) ->
         let running: Vec<_> = (0..threads)
             .map(|t| {
                 let range = t * chunk..((t + 1) * chunk).min(len);
-                scope.spawn(move || stat_suspects_in(index, range, dir, file_mode, trust_ctime))
+                let check = range.clone();
+                let thread = scope
+                    .spawn(move || stat_suspects_in(index, check, dir, file_mode, trust_ctime));
+                (range, thread)
             })
             .collect();
         running
             .into_iter()
-            .flat_map(|r| {
-                // A check that panicked proves nothing: its whole range is written again.
-                r.join().unwrap_or_default()
+            .flat_map(|(range, thread)| {
+                // A check that panicked proves nothing: its whole range is suspect.
+                thread
+                    .join()
+                    .unwrap_or_else(|_| range.map(|at| (at, None)).collect())
             })
             .collect()
     })
@@ -1511,7 +1537,7 @@ fn stat_suspects_in(
     dir: &Path,
     file_mode: bool,
     trust_ctime: bool,
-) -> Vec<usize> {
+) -> Vec<(usize, Option<gix::index::entry::Stat>)> {
     use gix::index::entry::Mode;
     use rustix::fs::{AtFlags, FileType, OFlags};
     let stamp = index.timestamp();
@@ -1524,7 +1550,7 @@ fn stat_suspects_in(
         }
     };
     let Ok(root) = open_dir(None, b"") else {
-        return range.collect();
+        return range.map(|at| (at, None)).collect();
     };
     // The folders open along the current path: (its path with a trailing '/', its fd or none).
     let mut open: Vec<(Vec<u8>, Option<rustix::fd::OwnedFd>)> = Vec::new();
@@ -1554,13 +1580,13 @@ fn stat_suspects_in(
         let folder = match open.last() {
             Some((_, Some(fd))) => fd,
             Some((_, None)) => {
-                suspects.push(i);
+                suspects.push((i, None));
                 continue;
             }
             None => &root,
         };
         let Ok(st) = rustix::fs::statat(folder, name, AtFlags::SYMLINK_NOFOLLOW) else {
-            suspects.push(i);
+            suspects.push((i, None));
             continue;
         };
         let kind = FileType::from_raw_mode(st.st_mode);
@@ -1572,7 +1598,7 @@ fn stat_suspects_in(
             // A submodule's files are never ours to write: its folder is enough.
             Mode::COMMIT => {
                 if kind != FileType::Directory {
-                    suspects.push(i);
+                    suspects.push((i, None));
                 }
                 continue;
             }
@@ -1600,10 +1626,31 @@ fn stat_suspects_in(
                 ));
         let racy = (i64::from(s.mtime.secs), s.mtime.nsecs) >= (stamp_secs, stamp_nsecs);
         if !unchanged || racy {
-            suspects.push(i);
+            suspects.push((i, kind_matches.then(|| index_stat(&st))));
         }
     }
     suspects
+}
+
+/// What the index records of a file's `lstat`, truncated as git and gix do.
+#[allow(clippy::unnecessary_cast)]
+fn index_stat(st: &rustix::fs::Stat) -> gix::index::entry::Stat {
+    use gix::index::entry::stat::Time;
+    gix::index::entry::Stat {
+        mtime: Time {
+            secs: st.st_mtime as u32,
+            nsecs: st.st_mtime_nsec as u32,
+        },
+        ctime: Time {
+            secs: st.st_ctime as u32,
+            nsecs: st.st_ctime_nsec as u32,
+        },
+        dev: st.st_dev as u32,
+        ino: st.st_ino as u32,
+        uid: st.st_uid as u32,
+        gid: st.st_gid as u32,
+        size: st.st_size as u32,
+    }
 }
 
 /// Two-way update of a pooled worktree whose index and files hold exactly
@@ -1903,6 +1950,73 @@ mod tests {
         }
         // Type changes send some cases to the general path; most stay in place.
         assert!(in_place >= 20, "only {in_place} of 40 cases went in place");
+    }
+
+    /// A checkout whose index has stale stat data for every file (a copy:
+    /// new inodes and change times) has every file read once by the status
+    /// that proves it clean; the update then writes those files' fresh stat
+    /// data into the index, as `git status` would, so that the next landing
+    /// compares stat data only instead of reading the whole tree again.
+    #[test]
+    fn an_update_refreshes_the_stale_stat_data_it_read_past() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().canonicalize().expect("canonical");
+        std::fs::write(root.join("global.gitconfig"), "").expect("global config");
+        let seed = root.join("seed");
+        std::fs::create_dir(&seed).expect("mkdir");
+        git(&root, &seed, &["init", "-q", "-b", "main"]);
+        for i in 0..20 {
+            std::fs::write(seed.join(format!("f{i}.txt")), format!("{i}\n")).expect("write");
+        }
+        // Old files: no entry is racy (written in the moment the index is).
+        git(&root, &seed, &["-c", "core.quotePath=false", "add", "-A"]);
+        let status = Command::new("touch")
+            .args(["-d", "2020-01-01"])
+            .args((0..20).map(|i| format!("f{i}.txt")))
+            .current_dir(&seed)
+            .status()
+            .expect("touch");
+        assert!(status.success());
+        git(&root, &seed, &["update-index", "-q", "--refresh"]);
+        git(&root, &seed, &["commit", "-q", "-m", "old"]);
+        let old_commit = git(&root, &seed, &["rev-parse", "HEAD"]).trim().to_owned();
+        git(&root, &seed, &["checkout", "-q", "-b", "next"]);
+        std::fs::write(seed.join("new.txt"), "new\n").expect("write");
+        git(&root, &seed, &["add", "new.txt"]);
+        git(&root, &seed, &["commit", "-q", "-m", "new"]);
+        let new_commit = git(&root, &seed, &["rev-parse", "HEAD"]).trim().to_owned();
+        git(&root, &seed, &["checkout", "-q", "main"]);
+        let copy = root.join("copy");
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(&seed)
+            .arg(&copy)
+            .status()
+            .expect("cp");
+        assert!(status.success());
+        let stale = git(&root, &copy, &["diff-files", "--name-only"]);
+        assert_eq!(stale.lines().count(), 20, "the copy's stat data are stale");
+
+        let wt = gix::open_opts(&copy, gix::open::Options::isolated()).expect("open");
+        let tree_of = |commit: &str| -> ObjectId {
+            let id = ObjectId::from_hex(commit.as_bytes()).expect("sha");
+            wt.find_commit(id)
+                .expect("commit")
+                .tree_id()
+                .expect("tree")
+                .detach()
+        };
+        let (old_tree, new_tree) = (tree_of(&old_commit), tree_of(&new_commit));
+        let changed = crate::drift::changed_paths(&wt, old_tree, new_tree).expect("diff");
+        let prepared = super::preflight(&wt, old_tree, new_tree, &changed)
+            .expect("preflight")
+            .unwrap_or_else(|b| panic!("blocked: {:?}", b.paths));
+        super::apply(&wt, old_tree, new_tree, &changed, prepared).expect("apply");
+        assert_eq!(git(&root, &copy, &["diff-files", "--name-only"]), "");
+        let wt = gix::open_opts(&copy, gix::open::Options::isolated()).expect("open");
+        let index = wt.open_index().expect("index");
+        assert_eq!(index.entries().len(), 21);
+        assert!(super::stat_suspects(&wt, &index, &copy).is_empty());
     }
 
     #[test]
