@@ -140,6 +140,57 @@ fn index_mode(mode: gix::objs::tree::EntryMode) -> gix::index::entry::Mode {
     }
 }
 
+/// Index files known to hold a tree, by the checksum that ends each file
+/// (the hash of its content): a landing checks that the checked-out
+/// branch's index holds the tip's tree, twice, and its previous landing
+/// wrote that very index. Comparing 50,000 entries with the tree again
+/// each time is a waste: the same checksum is the same content.
+static HOLDS: std::sync::Mutex<std::collections::VecDeque<(ObjectId, ObjectId)>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+
+fn known_to_hold(checksum: ObjectId, tree: ObjectId) -> bool {
+    HOLDS
+        .lock()
+        .is_ok_and(|known| known.contains(&(checksum, tree)))
+}
+
+fn remember_holds(checksum: ObjectId, tree: ObjectId) {
+    // An index written without its hash (`index.skipHash`) ends in zeros.
+    if checksum.is_null() {
+        return;
+    }
+    if let Ok(mut known) = HOLDS.lock() {
+        if known.len() >= 64 {
+            known.pop_front();
+        }
+        known.push_back((checksum, tree));
+    }
+}
+
+/// [`index_equals_tree`] for an index file, remembered by its checksum.
+fn holds(repo: &gix::Repository, index: &gix::index::File, tree: ObjectId) -> Result<bool> {
+    let checksum = index.checksum().filter(|c| !c.is_null());
+    if checksum.is_some_and(|c| known_to_hold(c, tree)) {
+        return Ok(true);
+    }
+    let equal = index_equals_tree(repo, index, tree)?;
+    if let (true, Some(checksum)) = (equal, checksum) {
+        remember_holds(checksum, tree);
+    }
+    Ok(equal)
+}
+
+/// The checksum that ends `wt`'s index file, read without reading the index.
+fn index_file_checksum(wt: &gix::Repository) -> Option<ObjectId> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = wt.object_hash().len_in_bytes();
+    let mut file = std::fs::File::open(wt.index_path()).ok()?;
+    file.seek(SeekFrom::End(-(len as i64))).ok()?;
+    let mut bytes = vec![0; len];
+    file.read_exact(&mut bytes).ok()?;
+    ObjectId::try_from(bytes.as_slice()).ok()
+}
+
 /// Does `index` hold exactly `tree` (paths, modes, ids; stage 0 only, nothing
 /// else)? One depth-first walk of the tree objects against the sorted entries
 /// (tree order visits paths in index order), without building a second index.
@@ -333,7 +384,7 @@ pub fn preflight(
         refuse_sparse_index(wt)?;
     }
     let clean_index = match &index {
-        Some(ix) => index_equals_tree(wt, ix, old_tree)?,
+        Some(ix) => holds(wt, ix, old_tree)?,
         None => false,
     };
     // The files whose stat data differ from their entry (or that are racy).
@@ -529,7 +580,9 @@ pub fn apply(
                 && changed.len() <= index.entries().len() / 4 + 64 =>
         {
             match apply_in_place(wt, index, new_tree, changed, &prepared.refreshed)? {
-                InPlace::Done(index) => lock.commit(&index, &workdir(wt)?).map(drop),
+                InPlace::Done(index) => lock
+                    .commit(&index, &workdir(wt)?)
+                    .map(|checksum| remember_holds(checksum, new_tree)),
                 InPlace::NotApplicable => {
                     apply_from_tree(wt, old_tree, new_tree, lock, &prepared.refreshed)
                 }
@@ -1103,10 +1156,13 @@ fn refuse_sparse_index(wt: &gix::Repository) -> Result<()> {
 
 /// Does the index of `wt` hold exactly `tree` (paths, modes, ids; no conflicts)?
 fn index_matches(wt: &gix::Repository, tree: ObjectId) -> Result<bool> {
+    if index_file_checksum(wt).is_some_and(|c| known_to_hold(c, tree)) {
+        return Ok(true);
+    }
     let Ok(index) = wt.open_index() else {
         return Ok(false);
     };
-    index_equals_tree(wt, &index, tree)
+    holds(wt, &index, tree)
 }
 
 /// Crash recovery: every worktree with `branch` checked out whose index still
@@ -1336,7 +1392,7 @@ pub(crate) fn reset_to(
             e.flags
                 .intersects(Flags::SKIP_WORKTREE | Flags::INTENT_TO_ADD | Flags::ASSUME_VALID)
         });
-        if plain && index_equals_tree(wt, index, tree)? {
+        if plain && holds(wt, index, tree)? {
             return restore_files(wt, index.clone(), &dir);
         }
     }
