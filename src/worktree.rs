@@ -493,6 +493,44 @@ fn prune_unlisted_registrations(ctx: &Context) -> Result<Vec<String>> {
     Ok(report)
 }
 
+/// Is the worktree at `path`, registered at `registration`, a checkout
+/// stock git accepts: a `.git` file naming a git dir that holds `HEAD` and
+/// `commondir`? A removal killed midway deletes files in no set order and
+/// can leave either side without them; a registration locked by hand
+/// counts as sound whatever it holds.
+fn is_checkout(registration: Option<&Path>, path: &Path) -> bool {
+    let Some(registration) = registration else {
+        return false;
+    };
+    if std::fs::read_to_string(registration.join("locked"))
+        .is_ok_and(|reason| reason.trim() != INITIALIZING)
+    {
+        return true;
+    }
+    let Ok(dot_git) = std::fs::read_to_string(path.join(".git")) else {
+        return false;
+    };
+    let Some(git_dir) = dot_git.strip_prefix("gitdir: ").map(str::trim) else {
+        return false;
+    };
+    let git_dir = path.join(git_dir);
+    git_dir.join("HEAD").is_file() && git_dir.join("commondir").is_file()
+}
+
+/// Remove a worktree that is no longer a checkout: its folder and its
+/// registration, as `git worktree prune` would (gix's removal needs a
+/// readable worktree). The caller holds the worktree turn.
+fn remove_broken(registration: Option<&Path>, path: &Path) -> Result<()> {
+    for dir in [Some(path), registration].into_iter().flatten() {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("removing {}", dir.display()))(e)),
+        }
+    }
+    Ok(())
+}
+
 /// Is `dest` (a folder of ours under the worktree dir that no registration
 /// names) what an `add` killed before registering it left: empty, or with a
 /// `.git` file naming a registration that is not there? Anything else in
@@ -971,7 +1009,17 @@ pub fn cleanup_stale(
     // hold is in no one's hands, so an index lock ours left there is stale.
     for info in pooled(ctx)? {
         if let Some(_held) = crate::ledger::hold(ctx, &info.name)? {
-            if let Some(git_dir) = registration_of(ctx, &info.path) {
+            let registration = registration_of(ctx, &info.path);
+            if info.branch.is_none() && !is_checkout(registration.as_deref(), &info.path) {
+                remove_broken(registration.as_deref(), &info.path)?;
+                crate::ledger::forget(ctx, &info.name)?;
+                report.push(format!(
+                    "removed the pooled worktree {}, no longer a checkout (a removal was killed midway)",
+                    info.path.display()
+                ));
+                continue;
+            }
+            if let Some(git_dir) = registration {
                 if crate::layout::clear_index_lock_left(&git_dir, &git_dir.join("index")) {
                     report.push(format!(
                         "removed the index lock a killed git-arbiter left in {}",

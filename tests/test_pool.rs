@@ -470,6 +470,45 @@ fn a_registration_a_killed_removal_left_is_pruned_by_the_next_run() {
     env.fsck();
 }
 
+/// A removal killed midway (folders are deleted in no set order) can leave
+/// a pooled worktree whose folder lost its `.git` file, or whose
+/// registration lost its `HEAD` and `commondir` but not `gitdir`: no longer
+/// a checkout (stock git says "not a git repository" there), yet listed.
+/// The next run removes both, even when it takes no worktree.
+#[test]
+fn a_pooled_worktree_a_killed_removal_broke_is_removed_by_the_next_run() {
+    let env = repo(&["a", "b"]);
+    env.run(&["round", "--max-total", "2", "--build", BUILD])
+        .success();
+    let pool = env.worktree_root().join("pool");
+    std::fs::remove_file(pool.join("0/.git")).expect("the .git file goes first");
+    for file in ["HEAD", "commondir"] {
+        std::fs::remove_file(env.repo.join(".git/worktrees/1").join(file)).expect("rm");
+    }
+    let broken = env.git_try_in(&pool.join("1"), &["status"]);
+    assert!(
+        broken.stderr.contains("not a git repository"),
+        "{}",
+        broken.stderr
+    );
+    // Nothing to build: recovery alone must clear them.
+    env.run(&["round", "--build", BUILD]).success();
+    for n in ["0", "1"] {
+        let pool = env.worktree_root().join("pool").join(n);
+        assert!(!pool.exists(), "{} is left", pool.display());
+        assert!(!env.repo.join(".git/worktrees").join(n).exists());
+    }
+    let list = env.git(&["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+    // And a run that takes a worktree makes a sound one.
+    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
+    env.commit_all("order c");
+    round(&env, &["--build", BUILD]).success();
+    let pool = env.worktree_root().join("pool/0");
+    assert_eq!(env.git_in(&pool, &["status", "--porcelain"]), "");
+    env.fsck();
+}
+
 /// A conductor killed while it reset a pooled worktree's index leaves its
 /// `index.lock` (marked as ours) in a worktree the next run may not need:
 /// its recovery removes the lock anyway, since it can hold the worktree.
