@@ -26,6 +26,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::median;
+
 const DIRS: usize = 50;
 /// Merge-back cases: (label, integration branch, in-process).
 const CASES: [(&str, &str, bool); 4] = [
@@ -75,11 +78,6 @@ fn run(program: &Path, dir: &Path, home: &Path, args: &[&str], envs: &[(&str, &s
 
 fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
     run(Path::new("git"), dir, home, args, &[])
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// A commit on top of `parent` that changes `path`, made with plumbing (no checkout).

@@ -25,25 +25,13 @@ use std::time::{Duration, Instant};
 use git_arbiter::context::Context;
 use git_arbiter::pool;
 
+mod support;
+use support::{fresh, git, median, ms};
+
 const PER_BATCH: usize = 8;
 const BATCHES: [&str; 3] = ["a", "b", "c"];
 const BUILD: &str = "mkdir -p out && echo done > out/$ARBITER_WO.txt";
 const GATE: &str = "if [ -e target/gate-cache ]; then sleep 0.1; else sleep 3; mkdir -p target && touch target/gate-cache; fi";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn ids() -> Vec<String> {
     BATCHES
@@ -84,18 +72,6 @@ fn template(root: &Path, files: usize) -> PathBuf {
     git(&repo, &["commit", "-q", "-m", "init"]);
     git(&repo, &["repack", "-adq"]);
     repo
-}
-
-fn fresh(template: &Path, root: &Path, name: &str) -> PathBuf {
-    let dest = root.join(name);
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(template)
-        .arg(&dest)
-        .status()
-        .expect("cp");
-    assert!(status.success());
-    dest
 }
 
 /// Drop `repo` and its worktrees, so the disk holds one copy at a time.
@@ -208,15 +184,6 @@ fn by_hand_batches(repo: &Path) -> Vec<Duration> {
         out.push(start.elapsed());
     }
     out
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// Batches 2 and 3 together.

@@ -13,17 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const ORDERS: usize = 8;
+mod support;
+use support::{fresh, git, median};
 
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?} failed in {}", dir.display());
-}
+const ORDERS: usize = 8;
 
 fn template(root: &Path, files: usize) -> PathBuf {
     let repo = root.join("template");
@@ -50,20 +43,6 @@ fn template(root: &Path, files: usize) -> PathBuf {
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "init"]);
     repo
-}
-
-fn fresh(template: &Path, root: &Path, name: &str) -> PathBuf {
-    let dest = root.join(name);
-    let _ = std::fs::remove_dir_all(&dest);
-    let _ = std::fs::remove_dir_all(root.join(format!("{name}.arbiter")));
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(template)
-        .arg(&dest)
-        .status()
-        .expect("cp");
-    assert!(status.success());
-    dest
 }
 
 /// Peak RSS (KiB) of waited-for children so far, from getrusage(2).
@@ -152,11 +131,6 @@ fn by_hand(repo: &Path) -> Duration {
         git(repo, &["branch", "-q", "-D", &format!("wo-{i}")]);
     }
     start.elapsed()
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// One side by side comparison under `root`: medians of `runs` of each.

@@ -17,18 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+mod support;
+use support::{fresh, git};
+
 const SLOTS: usize = 6;
 const SEED: u64 = 0x5eed_2026_1201;
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?} failed in {}", dir.display());
-}
 
 /// splitmix64: a seeded stream, so both schedules see the same durations.
 struct Stream(u64);
@@ -102,18 +95,6 @@ fn template(root: &Path, sleeps_of: &[f64]) -> PathBuf {
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "init"]);
     repo
-}
-
-fn fresh(template: &Path, root: &Path, name: &str) -> PathBuf {
-    let dest = root.join(name);
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(template)
-        .arg(&dest)
-        .status()
-        .expect("cp");
-    assert!(status.success());
-    dest
 }
 
 struct Measured {

@@ -1,0 +1,49 @@
+//! Helpers the benchmarks share: running git, copying a template
+//! repository, medians.
+
+#![allow(dead_code)] // each bench uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Run `git args` in `dir` and return its stdout; panics when it fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A copy of `template` at `root/name` (`cp -a`), replacing any earlier
+/// copy and its worktree dir.
+pub fn fresh(template: &Path, root: &Path, name: &str) -> PathBuf {
+    let dest = root.join(name);
+    let _ = std::fs::remove_dir_all(&dest);
+    let _ = std::fs::remove_dir_all(root.join(format!("{name}.arbiter")));
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(template)
+        .arg(&dest)
+        .status()
+        .expect("cp");
+    assert!(status.success(), "cp -a {}", template.display());
+    dest
+}
+
+pub fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
