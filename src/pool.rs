@@ -460,7 +460,10 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
             (reset, listing)
         });
         let (index, checksum) = reset?;
-        let kept = remove_listed(&wt, listing?, keep_ignored, Some(&index))?;
+        // The size of what stays is walked for a budget only: a whole
+        // `node_modules/` on every give-back would cost more than the rest.
+        let measure = lease.opts.max_bytes.is_some();
+        let kept = remove_listed(&wt, listing?, keep_ignored, Some(&index), measure)?;
         crate::crash::point("pool-clean.after");
         Ok((tree, kept, checksum))
     });
@@ -480,7 +483,7 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
     entry.base = Some(tip.to_string());
     entry.tree = Some(tree.to_string());
     entry.index_checksum = checksum.map(|c| c.to_string());
-    entry.ignored_bytes = Some(kept);
+    entry.ignored_bytes = kept;
     if !lease.opts.keep_ignored {
         // Whatever the setup made (ignored files) is gone with them.
         entry.setup_tree = None;
@@ -514,6 +517,12 @@ fn enforce_budget(ctx: &Context, max: u64) -> Result<()> {
         };
         free.push((info, entry));
     }
+    // Given back before the budget was set: measured now.
+    for (info, entry) in &mut free {
+        if entry.ignored_bytes.is_none() {
+            entry.ignored_bytes = ignored_size(&info.path).ok();
+        }
+    }
     let mut total: u64 = free.iter().filter_map(|(_, e)| e.ignored_bytes).sum();
     free.sort_by_key(|(_, e)| e.last_use);
     for (info, mut entry) in free {
@@ -542,9 +551,27 @@ fn enforce_budget(ctx: &Context, max: u64) -> Result<()> {
 
 /// Remove the untracked files of `wt` (and its ignored ones unless
 /// `keep_ignored`); returns the bytes of ignored content kept.
-fn remove_untracked(wt: &gix::Repository, keep_ignored: bool) -> Result<u64> {
+fn remove_untracked(wt: &gix::Repository, keep_ignored: bool) -> Result<()> {
     let listing = untracked(wt)?;
-    remove_listed(wt, listing, keep_ignored, None)
+    remove_listed(wt, listing, keep_ignored, None, false).map(drop)
+}
+
+/// The bytes of ignored content in the worktree at `path`.
+fn ignored_size(path: &Path) -> Result<u64> {
+    let wt = open(path)?;
+    let top = wt
+        .workdir()
+        .map(Path::to_owned)
+        .ok_or_else(|| Error::Input(InputError::new("a pooled worktree without files")))?;
+    let mut bytes = 0;
+    for (rela_path, ignored) in untracked(&wt)? {
+        if ignored {
+            let rel = gix::path::from_bstr(rela_path.as_bstr())
+                .git_context(format!("the path '{rela_path}'"))?;
+            bytes += size_of(&top.join(rel));
+        }
+    }
+    Ok(bytes)
 }
 
 /// The untracked and ignored paths of `wt` (folders whose content is all
@@ -589,13 +616,14 @@ fn untracked(wt: &gix::Repository) -> Result<Vec<(gix::bstr::BString, bool)>> {
 /// Remove the paths of `listing` ([`untracked`]) in `wt`, the ignored ones
 /// only unless `keep_ignored`, and none that `tracked` (the index now on
 /// disk, when the listing was made with an earlier one) has as a file or
-/// folder; returns the bytes of ignored content kept.
+/// folder; returns the bytes of ignored content kept when asked to `measure`.
 fn remove_listed(
     wt: &gix::Repository,
     listing: Vec<(gix::bstr::BString, bool)>,
     keep_ignored: bool,
     tracked: Option<&gix::index::File>,
-) -> Result<u64> {
+    measure: bool,
+) -> Result<Option<u64>> {
     let dir = wt
         .workdir()
         .map(Path::to_owned)
@@ -611,7 +639,9 @@ fn remove_listed(
         let path = dir
             .join(gix::path::from_bstr(repo_path).git_context(format!("the path '{rela_path}'"))?);
         if ignored && keep_ignored {
-            kept += size_of(&path);
+            if measure {
+                kept += size_of(&path);
+            }
             continue;
         }
         let meta = match std::fs::symlink_metadata(&path) {
@@ -625,7 +655,7 @@ fn remove_listed(
         };
         removed.map_err(Error::io(format!("removing {}", path.display())))?;
     }
-    Ok(kept)
+    Ok(measure.then_some(kept))
 }
 
 /// Bytes in the files at and below `path` (links are not followed).
@@ -749,7 +779,13 @@ pub fn status(ctx: &Context) -> Result<Vec<Row>> {
                 .as_ref()
                 .and_then(|e| e.base.clone())
                 .or(info.head.clone()),
-            ignored_bytes: entry.as_ref().and_then(|e| e.ignored_bytes),
+            // Measured at give-back only for a budget: a free one is
+            // measured now, a held one shows what it kept when last freed.
+            ignored_bytes: entry.as_ref().and_then(|e| e.ignored_bytes).or_else(|| {
+                (state == "free")
+                    .then(|| ignored_size(&info.path).ok())
+                    .flatten()
+            }),
             last_setup_tree: entry.as_ref().and_then(|e| e.setup_tree.clone()),
             last_setup_at: entry.as_ref().and_then(|e| e.setup_at),
             last_use: entry.as_ref().map(|e| e.last_use),

@@ -944,6 +944,21 @@ fn loop_repo(template: &TestEnv, rng: &mut Rng) -> (TestEnv, String, Vec<String>
 #[test]
 #[ignore = "slow: cargo test --test cli test_crash -- --ignored"]
 fn random_sigkill_loop() {
+    kill_loop(1);
+}
+
+/// The same with two conductors started together on the repository: one
+/// is killed, the other must finish on its own (never wait on the dead
+/// one's claims for ever), and the plain round after them must recover
+/// everything, each order landed exactly once.
+#[test]
+#[ignore = "slow: cargo test --test cli test_crash -- --ignored"]
+fn random_sigkill_loop_beside_a_live_conductor() {
+    kill_loop(2);
+}
+
+/// `conductors` rounds started together per iteration; the first is killed.
+fn kill_loop(conductors: usize) {
     let seed: u64 = std::env::var("ARBITER_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -952,7 +967,8 @@ fn random_sigkill_loop() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(30);
-    eprintln!("random_sigkill_loop: ARBITER_SEED={seed} iterations={iterations}");
+    let name = format!("random_sigkill_loop ({conductors} conductor(s))");
+    eprintln!("{name}: ARBITER_SEED={seed} iterations={iterations}");
     let mut rng = Rng(seed.max(1));
     let template = big_template(3000);
 
@@ -979,7 +995,7 @@ fn random_sigkill_loop() {
         "uninterrupted round"
     );
     let span = full.as_millis() as u64 * 11 / 10;
-    eprintln!("random_sigkill_loop: an uninterrupted round takes {full:?}; kills within {span} ms");
+    eprintln!("{name}: an uninterrupted round takes {full:?}; kills within {span} ms");
 
     let mut report = Report::default();
     let (mut killed, mut finished_first) = (0, 0);
@@ -987,20 +1003,37 @@ fn random_sigkill_loop() {
         let (env, base, ids, args) = loop_repo(&template, &mut rng);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let delay = rng.range(0, span);
-        let mut child = env
-            .command_in(&env.repo, &args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn round");
+        let mut children: Vec<_> = (0..conductors)
+            .map(|_| {
+                env.command_in(&env.repo, &args)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("spawn round")
+            })
+            .collect();
         std::thread::sleep(Duration::from_millis(delay));
-        if child.try_wait().expect("wait").is_some() {
+        if children[0].try_wait().expect("wait").is_some() {
             finished_first += 1;
         } else {
-            child.kill().expect("SIGKILL the conductor");
+            children[0].kill().expect("SIGKILL the conductor");
             killed += 1;
         }
-        child.wait().expect("reap");
+        children[0].wait().expect("reap");
+        let mut problems = Vec::new();
+        // The others run on: they must end by themselves.
+        for (k, child) in children.iter_mut().enumerate().skip(1) {
+            let deadline = Instant::now() + Duration::from_secs(300);
+            while child.try_wait().expect("wait").is_none() {
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    problems.push(format!("conductor {k} beside the killed one never ended"));
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.wait();
+        }
 
         let files: Vec<(String, String)> = ids
             .iter()
@@ -1012,7 +1045,6 @@ fn random_sigkill_loop() {
             tree: &tree,
             kept_branches: &[],
         };
-        let mut problems = Vec::new();
         let run = run_timed(env.command_in(&env.repo, &args), Duration::from_secs(300));
         if !run.ok() {
             let again = arbiter(&env, &args, None);
@@ -1036,8 +1068,6 @@ fn random_sigkill_loop() {
         }
         report.add(&case, problems);
     }
-    eprintln!(
-        "random_sigkill_loop: {killed} killed mid-round, {finished_first} finished before the kill"
-    );
-    report.finish(&format!("random SIGKILL loop (ARBITER_SEED={seed})"));
+    eprintln!("{name}: {killed} killed mid-round, {finished_first} finished before the kill");
+    report.finish(&format!("{name} (ARBITER_SEED={seed})"));
 }

@@ -410,6 +410,35 @@ fn pool_max_bytes_strips_the_least_recently_used_caches() {
     assert!(total <= 10, "the budget holds: {rows:?}");
 }
 
+/// The ignored content a worktree keeps (a whole `target/` or
+/// `node_modules/`, often hundreds of thousands of files) is only walked
+/// for its size when a budget needs it: without `arbiter.poolMaxBytes` a
+/// give-back records no size, and `pool status` measures what it shows.
+#[test]
+fn kept_caches_are_measured_only_for_a_budget_or_for_pool_status() {
+    let env = repo(&["a"]);
+    let build = r#"echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt"; mkdir -p target; head -c 100 /dev/zero > target/big"#;
+    round(&env, &["--build", build]).success();
+    let ledger = env.repo.join(".git/arbiter/pool/0.json");
+    let entry: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ledger).expect("ledger")).expect("json");
+    assert!(
+        entry["ignored_bytes"].is_null(),
+        "measured at give-back without a budget: {entry}"
+    );
+    let rows = pool_status(&env);
+    assert_eq!(rows[0]["state"], "free");
+    assert_eq!(rows[0]["ignored_bytes"], 100, "{rows:?}");
+    // With a budget each give-back measures.
+    env.git(&["config", "arbiter.poolMaxBytes", "1g"]);
+    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
+    env.commit_all("order c");
+    round(&env, &["--build", build]).success();
+    let entry: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ledger).expect("ledger")).expect("json");
+    assert_eq!(entry["ignored_bytes"], 100, "{entry}");
+}
+
 #[test]
 fn bad_pool_config_is_one_line_and_exit_2() {
     let env = repo(&["a"]);
