@@ -8,7 +8,8 @@
 //! order `done`. Each area is one test that tries every point and reports
 //! every broken one at once.
 //!
-//! The random SIGKILL loop is `#[ignore]`d (slow): run it with
+//! The random SIGKILL loops (one conductor, or one of two) are `#[ignore]`d
+//! (slow): run them with
 //! `cargo test --test cli test_crash -- --ignored`, `ARBITER_SEED=<n>` to
 //! replay a run, `ARBITER_ITERATIONS=<n>` for more iterations.
 
