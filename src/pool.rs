@@ -517,11 +517,23 @@ fn enforce_budget(ctx: &Context, max: u64) -> Result<()> {
         };
         free.push((info, entry));
     }
-    // Given back before the budget was set: measured now.
+    // Given back before the budget was set: measured now, once.
     for (info, entry) in &mut free {
-        if entry.ignored_bytes.is_none() {
-            entry.ignored_bytes = ignored_size(&info.path).ok();
+        if entry.ignored_bytes.is_some() {
+            continue;
         }
+        let Some(_lock) = hold(ctx, &info.name)? else {
+            continue;
+        };
+        if read_entry(&common, &info.name).is_none_or(|e| e.state != State::Free) {
+            continue;
+        }
+        // One that cannot be walked counts as empty, as before the budget.
+        let Ok(bytes) = ignored_size(&info.path) else {
+            continue;
+        };
+        entry.ignored_bytes = Some(bytes);
+        write_entry(&common, &info.name, entry)?;
     }
     let mut total: u64 = free.iter().filter_map(|(_, e)| e.ignored_bytes).sum();
     free.sort_by_key(|(_, e)| e.last_use);
@@ -549,8 +561,15 @@ fn enforce_budget(ctx: &Context, max: u64) -> Result<()> {
     Ok(())
 }
 
+/// The top folder of the pooled worktree `wt`.
+fn files_of(wt: &gix::Repository) -> Result<PathBuf> {
+    wt.workdir()
+        .map(Path::to_owned)
+        .ok_or_else(|| Error::Input(InputError::new("a pooled worktree without files")))
+}
+
 /// Remove the untracked files of `wt` (and its ignored ones unless
-/// `keep_ignored`); returns the bytes of ignored content kept.
+/// `keep_ignored`).
 fn remove_untracked(wt: &gix::Repository, keep_ignored: bool) -> Result<()> {
     let listing = untracked(wt)?;
     remove_listed(wt, listing, keep_ignored, None, false).map(drop)
@@ -559,10 +578,7 @@ fn remove_untracked(wt: &gix::Repository, keep_ignored: bool) -> Result<()> {
 /// The bytes of ignored content in the worktree at `path`.
 fn ignored_size(path: &Path) -> Result<u64> {
     let wt = open(path)?;
-    let top = wt
-        .workdir()
-        .map(Path::to_owned)
-        .ok_or_else(|| Error::Input(InputError::new("a pooled worktree without files")))?;
+    let top = files_of(&wt)?;
     let mut bytes = 0;
     for (rela_path, ignored) in untracked(&wt)? {
         if ignored {
@@ -579,10 +595,7 @@ fn ignored_size(path: &Path) -> Result<u64> {
 fn untracked(wt: &gix::Repository) -> Result<Vec<(gix::bstr::BString, bool)>> {
     use gix::dir::entry::Status;
     use gix::dir::walk::EmissionMode;
-    let dir = wt
-        .workdir()
-        .map(Path::to_owned)
-        .ok_or_else(|| Error::Input(InputError::new("a pooled worktree without files")))?;
+    let dir = files_of(wt)?;
     let index = wt
         .index_or_empty()
         .git_context(format!("reading the index of {}", dir.display()))?;
@@ -624,10 +637,7 @@ fn remove_listed(
     tracked: Option<&gix::index::File>,
     measure: bool,
 ) -> Result<Option<u64>> {
-    let dir = wt
-        .workdir()
-        .map(Path::to_owned)
-        .ok_or_else(|| Error::Input(InputError::new("a pooled worktree without files")))?;
+    let dir = files_of(wt)?;
     let mut kept = 0;
     for (rela_path, ignored) in listing {
         let repo_path = rela_path.as_bstr();

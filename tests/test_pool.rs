@@ -414,29 +414,41 @@ fn pool_max_bytes_strips_the_least_recently_used_caches() {
 /// `node_modules/`, often hundreds of thousands of files) is only walked
 /// for its size when a budget needs it: without `arbiter.poolMaxBytes` a
 /// give-back records no size, and `pool status` measures what it shows.
+/// Once a budget is set, a worktree freed before it is measured once, and
+/// its size recorded.
 #[test]
 fn kept_caches_are_measured_only_for_a_budget_or_for_pool_status() {
-    let env = repo(&["a"]);
+    let env = repo(&["a", "b"]);
     let build = r#"echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt"; mkdir -p target; head -c 100 /dev/zero > target/big"#;
-    round(&env, &["--build", build]).success();
-    let ledger = env.repo.join(".git/arbiter/pool/0.json");
-    let entry: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&ledger).expect("ledger")).expect("json");
-    assert!(
-        entry["ignored_bytes"].is_null(),
-        "measured at give-back without a budget: {entry}"
-    );
+    env.run(&["round", "--max-total", "2", "--build", build])
+        .success();
+    let recorded = |n: &str| -> serde_json::Value {
+        let ledger = env.repo.join(format!(".git/arbiter/pool/{n}.json"));
+        let entry: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&ledger).expect("ledger")).expect("json");
+        entry["ignored_bytes"].clone()
+    };
+    for n in ["0", "1"] {
+        assert!(
+            recorded(n).is_null(),
+            "measured at give-back without a budget"
+        );
+    }
     let rows = pool_status(&env);
-    assert_eq!(rows[0]["state"], "free");
-    assert_eq!(rows[0]["ignored_bytes"], 100, "{rows:?}");
-    // With a budget each give-back measures.
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        assert_eq!(row["state"], "free");
+        assert_eq!(row["ignored_bytes"], 100, "{rows:?}");
+    }
+    // With a budget the give-back measures, and the worktree freed before
+    // it is measured too.
     env.git(&["config", "arbiter.poolMaxBytes", "1g"]);
     env.work_order("wo-c", "Order c", &[], &["c.txt"]);
     env.commit_all("order c");
     round(&env, &["--build", build]).success();
-    let entry: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&ledger).expect("ledger")).expect("json");
-    assert_eq!(entry["ignored_bytes"], 100, "{entry}");
+    for n in ["0", "1"] {
+        assert_eq!(recorded(n), 100, "pool/{n}");
+    }
 }
 
 #[test]
