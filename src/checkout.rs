@@ -1970,20 +1970,13 @@ mod tests {
             assert_eq!(want.2, "", "git left stale entries");
 
             for (k, copy) in copies[1..].iter().enumerate() {
-                let wt = gix::open_opts(copy, gix::open::Options::isolated()).expect("open");
-                let tree_of = |commit: &str| -> ObjectId {
-                    let id = ObjectId::from_hex(commit.as_bytes()).expect("sha");
-                    wt.find_commit(id)
-                        .expect("commit")
-                        .tree_id()
-                        .expect("tree")
-                        .detach()
-                };
-                let (old_tree, new_tree) = (tree_of(&old_commit), tree_of(&new_commit));
-                let changed = crate::drift::changed_paths(&wt, old_tree, new_tree).expect("diff");
-                let prepared = super::preflight(&wt, old_tree, new_tree, &changed)
-                    .expect("preflight")
-                    .unwrap_or_else(|b| panic!("blocked: {:?}", b.paths));
+                let Update {
+                    wt,
+                    old_tree,
+                    new_tree,
+                    changed,
+                    prepared,
+                } = preflight_update(copy, &old_commit, &new_commit);
                 let lock = super::IndexLock::take(&wt).expect("lock");
                 if k == 0 {
                     let index = prepared.index.expect("the index holds the old tree");
@@ -2053,7 +2046,41 @@ mod tests {
         let stale = git(&root, &copy, &["diff-files", "--name-only"]);
         assert_eq!(stale.lines().count(), 20, "the copy's stat data are stale");
 
+        let Update {
+            wt,
+            old_tree,
+            new_tree,
+            changed,
+            prepared,
+        } = preflight_update(&copy, &old_commit, &new_commit);
+        super::apply(&wt, old_tree, new_tree, &changed, prepared).expect("apply");
+        assert_eq!(git(&root, &copy, &["diff-files", "--name-only"]), "");
         let wt = gix::open_opts(&copy, gix::open::Options::isolated()).expect("open");
+        let index = wt.open_index().expect("index");
+        assert_eq!(index.entries().len(), 21);
+        assert!(super::stat_suspects(&wt, &index, &copy).is_empty());
+
+        // The index written in place is known to hold the new tree; one
+        // changed since (a user's `git add`) is compared again.
+        assert!(super::index_matches(&wt, new_tree).expect("match"));
+        assert!(!super::index_matches(&wt, old_tree).expect("match"));
+        std::fs::write(copy.join("f3.txt"), "edited\n").expect("write");
+        git(&root, &copy, &["add", "f3.txt"]);
+        assert!(!super::index_matches(&wt, new_tree).expect("match"));
+    }
+
+    /// A worktree at `dir` opened for an update from `old_commit` to
+    /// `new_commit`, and what [`super::preflight`] prepared for it.
+    struct Update {
+        wt: gix::Repository,
+        old_tree: ObjectId,
+        new_tree: ObjectId,
+        changed: Vec<crate::drift::Changed>,
+        prepared: super::Prepared,
+    }
+
+    fn preflight_update(dir: &Path, old_commit: &str, new_commit: &str) -> Update {
+        let wt = gix::open_opts(dir, gix::open::Options::isolated()).expect("open");
         let tree_of = |commit: &str| -> ObjectId {
             let id = ObjectId::from_hex(commit.as_bytes()).expect("sha");
             wt.find_commit(id)
@@ -2062,17 +2089,18 @@ mod tests {
                 .expect("tree")
                 .detach()
         };
-        let (old_tree, new_tree) = (tree_of(&old_commit), tree_of(&new_commit));
+        let (old_tree, new_tree) = (tree_of(old_commit), tree_of(new_commit));
         let changed = crate::drift::changed_paths(&wt, old_tree, new_tree).expect("diff");
         let prepared = super::preflight(&wt, old_tree, new_tree, &changed)
             .expect("preflight")
             .unwrap_or_else(|b| panic!("blocked: {:?}", b.paths));
-        super::apply(&wt, old_tree, new_tree, &changed, prepared).expect("apply");
-        assert_eq!(git(&root, &copy, &["diff-files", "--name-only"]), "");
-        let wt = gix::open_opts(&copy, gix::open::Options::isolated()).expect("open");
-        let index = wt.open_index().expect("index");
-        assert_eq!(index.entries().len(), 21);
-        assert!(super::stat_suspects(&wt, &index, &copy).is_empty());
+        Update {
+            wt,
+            old_tree,
+            new_tree,
+            changed,
+            prepared,
+        }
     }
 
     #[test]
