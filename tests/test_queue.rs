@@ -1,7 +1,7 @@
 //! Continuous dispatch, claims across conductors, and the verified merge
 //! queue (issue 11): real processes on real repositories.
 
-use crate::common::TestEnv;
+use crate::common::{Run, TestEnv};
 
 /// The first-parent commits of `main` from the newest, as shas.
 fn first_parents(env: &TestEnv) -> Vec<String> {
@@ -264,93 +264,12 @@ fn verify_runs(stderr: &str) -> Vec<&str> {
         .collect()
 }
 
-/// One culprit among eight, at every position. A chain that fails is
-/// bisected on prefixes down to two suspects; then the chain without one
-/// suspect, and without the other, is tried, so that the seven good orders
-/// land in one batch, verified, without verifying the merges after the
-/// culprit again. With the full chain tried first (the one run a passing
-/// batch costs), no strategy can land the seven within 1 + ⌈log2 8⌉ = 4
-/// runs wherever the culprit is: that takes 4 for half the positions and 5
-/// for the others, which is what this achieves.
-#[test]
-fn bisection_lands_the_seven_good_orders_of_eight_in_one_batch() {
-    for culprit in 1..=8 {
-        let env = eight_orders(&[culprit]);
-        let run = env
-            .run(&[
-                "round",
-                "--json",
-                "--schedule",
-                "rounds",
-                "--once",
-                "--max",
-                "8",
-                "--max-total",
-                "8",
-                "--gate",
-                API_GATE,
-                "--build",
-                &api_build(&[culprit]),
-            ])
-            .success();
-        let summary = run.json();
-        assert_eq!(
-            summary["verify"], "merged",
-            "a gate makes verification the default"
-        );
-        let bad = format!("wo-0{culprit}");
-        let good: Vec<String> = (1..=8)
-            .map(|n| format!("wo-0{n}"))
-            .filter(|id| *id != bad)
-            .collect();
-        let done: Vec<&str> = summary["done"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|v| v.as_str())
-            .collect();
-        assert_eq!(done, good, "{}", run.stderr);
-        assert!(
-            run.stderr.contains(&format!(
-                "arbiter rework wo={bad} reason=merged_gate_failed"
-            )),
-            "{}",
-            run.stderr
-        );
-        let lands: Vec<&str> = run
-            .stderr
-            .lines()
-            .filter(|l| l.starts_with("arbiter land "))
-            .collect();
-        assert_eq!(lands.len(), 1, "{}", run.stderr);
-        assert!(
-            lands[0].ends_with(&format!("orders={}", good.join(","))),
-            "{}",
-            run.stderr
-        );
-        // The suspects' pair is (1, 2), (3, 4)…: the later one is tried first.
-        let runs = if culprit % 2 == 0 { 4 } else { 5 };
-        assert_eq!(summary["gate_runs"], runs, "culprit {bad}: {}", run.stderr);
-        assert_eq!(verify_runs(&run.stderr).len(), runs, "{}", run.stderr);
-        for sha in first_parents(&env) {
-            assert!(gate_passes_at(&env, &sha, API_GATE), "{sha} fails the gate");
-        }
-        env.fsck();
-    }
-}
-
-#[test]
-fn bisection_with_two_culprits_lands_all_six_good_orders() {
-    for culprits in [[3, 6], [4, 5]] {
-        two_culprits(culprits);
-    }
-}
-
-/// Two culprits, apart or side by side (then both suspects of the last
-/// bisection step are culprits, and the chain after the first one is the
-/// very chain tried without it: its failure is not verified again).
-fn two_culprits(culprits: [usize; 2]) {
-    let env = eight_orders(&culprits);
+/// A lockstep round of [`eight_orders`] with `culprits`, verified merged:
+/// every good order lands, each culprit goes back for rework, and every
+/// first-parent commit of main passes the gate. Returns the round and the
+/// good orders.
+fn bisect(culprits: &[usize]) -> (Run, Vec<String>) {
+    let env = eight_orders(culprits);
     let run = env
         .run(&[
             "round",
@@ -365,10 +284,14 @@ fn two_culprits(culprits: [usize; 2]) {
             "--gate",
             API_GATE,
             "--build",
-            &api_build(&culprits),
+            &api_build(culprits),
         ])
         .success();
     let summary = run.json();
+    assert_eq!(
+        summary["verify"], "merged",
+        "a gate makes verification the default"
+    );
     let bad: Vec<String> = culprits.iter().map(|c| format!("wo-0{c}")).collect();
     let good: Vec<String> = (1..=8)
         .map(|n| format!("wo-0{n}"))
@@ -390,16 +313,63 @@ fn two_culprits(culprits: [usize; 2]) {
             run.stderr
         );
     }
-    // Each: the full chain, prefixes 4 and 2, both suspects left out (both
-    // fail), prefix 3 naming the first culprit; the chain after it is the
-    // one just tried without it, a known failure; two more runs for the
-    // second culprit and one for what remains (or the suspects left out).
-    assert_eq!(summary["gate_runs"], 9, "{}", run.stderr);
-    assert_eq!(verify_runs(&run.stderr).len(), 9, "{}", run.stderr);
     for sha in first_parents(&env) {
         assert!(gate_passes_at(&env, &sha, API_GATE), "{sha} fails the gate");
     }
     env.fsck();
+    (run, good)
+}
+
+/// One culprit among eight, at every position. A chain that fails is
+/// bisected on prefixes down to two suspects; then the chain without one
+/// suspect, and without the other, is tried, so that the seven good orders
+/// land in one batch, verified, without verifying the merges after the
+/// culprit again. With the full chain tried first (the one run a passing
+/// batch costs), no strategy can land the seven within 1 + ⌈log2 8⌉ = 4
+/// runs wherever the culprit is: that takes 4 for half the positions and 5
+/// for the others, which is what this achieves.
+#[test]
+fn bisection_lands_the_seven_good_orders_of_eight_in_one_batch() {
+    for culprit in 1..=8 {
+        let (run, good) = bisect(&[culprit]);
+        let lands: Vec<&str> = run
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("arbiter land "))
+            .collect();
+        assert_eq!(lands.len(), 1, "{}", run.stderr);
+        assert!(
+            lands[0].ends_with(&format!("orders={}", good.join(","))),
+            "{}",
+            run.stderr
+        );
+        // The suspects' pair is (1, 2), (3, 4)…: the later one is tried first.
+        let runs = if culprit % 2 == 0 { 4 } else { 5 };
+        assert_eq!(
+            run.json()["gate_runs"],
+            runs,
+            "culprit wo-0{culprit}: {}",
+            run.stderr
+        );
+        assert_eq!(verify_runs(&run.stderr).len(), runs, "{}", run.stderr);
+    }
+}
+
+/// Two culprits, apart or side by side (then both suspects of the last
+/// bisection step are culprits, and the chain after the first one is the
+/// very chain tried without it: its failure is not verified again).
+#[test]
+fn bisection_with_two_culprits_lands_all_six_good_orders() {
+    for culprits in [[3, 6], [4, 5]] {
+        let (run, _) = bisect(&culprits);
+        // Each: the full chain, prefixes 4 and 2, both suspects left out
+        // (both fail), prefix 3 naming the first culprit; the chain after
+        // it is the one just tried without it, a known failure; two more
+        // runs for the second culprit and one for what remains (or the
+        // suspects left out).
+        assert_eq!(run.json()["gate_runs"], 9, "{}", run.stderr);
+        assert_eq!(verify_runs(&run.stderr).len(), 9, "{}", run.stderr);
+    }
 }
 
 #[test]
