@@ -182,6 +182,42 @@ fn untracked_files_in_the_way_block_only_that_order() {
     env.fsck();
 }
 
+/// An untracked file below a folder the merge turns into a file is not a
+/// path the merge changes, but it is in the way all the same: the order
+/// whose merge writes there is halted with that path (a landing once found
+/// no order to blame and stopped the whole run). Verified and unverified
+/// landings alike.
+#[test]
+fn an_untracked_file_below_a_replaced_folder_halts_the_order_that_replaces_it() {
+    for extra in [&[][..], &["--gate", "true"][..]] {
+        let env = TestEnv::new();
+        env.write("src/d/x.txt", "x\n");
+        env.work_order("wo-01", "Flatten", &[], &["src/d"]);
+        env.work_order("wo-02", "Other", &[], &["other.txt"]);
+        env.commit_all("init");
+        env.write("src/d/mine.txt", "my notes\n");
+        let build = "case $ARBITER_WO in wo-01) rm -rf src/d; echo file > src/d;; *) echo o > other.txt;; esac";
+        let mut args = vec!["round", "--json", "--build", build];
+        args.extend_from_slice(extra);
+        let run = env.run(&args);
+        assert_eq!(run.code, 1, "{extra:?}: {}", run.stderr);
+        let out = run.json();
+        assert_eq!(out["halted"][0]["wo_id"], "wo-01", "{out}");
+        assert_eq!(out["halted"][0]["reason"], "checkout_blocked", "{out}");
+        assert_eq!(
+            out["halted"][0]["paths"],
+            serde_json::json!(["src/d/mine.txt"]),
+            "{out}"
+        );
+        assert_eq!(env.git(&["show", "main:other.txt"]), "o\n");
+        assert_eq!(
+            std::fs::read_to_string(env.repo.join("src/d/mine.txt")).expect("kept"),
+            "my notes\n"
+        );
+        env.fsck();
+    }
+}
+
 /// Defect 7: after an order bumped an initialised submodule, the checkout
 /// shows ` M vendor/lib` (as after `git merge`: neither updates the
 /// submodule's own checkout), and every later round refused it as a local
