@@ -10,8 +10,11 @@
 //!   passes. The culprit goes back for rework ([`MERGED_GATE_FAILED`], its
 //!   attempt spent); what was not verified is chained again on the new tip
 //!   and verified again. No merge lands that the gates did not pass as merged.
-//! - [`Verify::None`]: each merge lands as it is chained, one merge-back at a
-//!   time.
+//! - [`Verify::None`]: the branch moves to the chain's tip at once. Each
+//!   order still gets its own merge commit, drift-checked on its own; a
+//!   checked-out integration branch is updated (and its `post-merge` hook
+//!   run) once for the chain, and the notes record the whole landing in one
+//!   transaction.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -24,7 +27,7 @@ use crate::conductor::{self, Conductor};
 use crate::context::Context;
 use crate::error::{Error, GitContext, InputError, Result};
 use crate::exec::{self, Exit};
-use crate::merge::{self, Landed, Link, Linked, Outcome, Request};
+use crate::merge::{self, Landed, Link, Linked, Request};
 use crate::progress::{Event, Phase, Progress};
 use crate::state::{Store, Verdict};
 use crate::worktree::{self, VERIFY_PREFIX};
@@ -36,7 +39,7 @@ pub const MERGED_GATE_FAILED: &str = "merged_gate_failed";
 /// Whether the gates run on the merged result before the branch moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Verify {
-    /// Each merge lands as it is chained.
+    /// The chain lands as it is, unverified.
     #[default]
     None,
     /// The gates pass on the chain's tip before it lands.
@@ -188,57 +191,9 @@ impl<'a> Queue<'a> {
         self.verify
     }
 
-    /// Land `entries` (in order), reporting each order's fate as it is known.
+    /// Land `entries` (in order) as one chain, reporting each order's fate
+    /// as it is known.
     pub fn land(
-        &mut self,
-        entries: Vec<Entry<'_>>,
-        progress: &dyn Progress,
-    ) -> Result<Vec<(String, Fate)>> {
-        match self.verify {
-            Verify::None => self.land_one_by_one(entries, progress),
-            Verify::Merged => self.land_verified(entries, progress),
-        }
-    }
-
-    fn land_one_by_one(
-        &mut self,
-        entries: Vec<Entry<'_>>,
-        progress: &dyn Progress,
-    ) -> Result<Vec<(String, Fate)>> {
-        let mut fates = Vec::with_capacity(entries.len());
-        for entry in entries {
-            let id = entry.req.wo.id.clone();
-            progress.phase(&id, Phase::Merge);
-            let fate = match self.session.merge_back(self.ctx, self.store, &entry.req)? {
-                Outcome::Merged { sha, changed, .. } => {
-                    self.batches += 1;
-                    report_land(progress, self.batches, sha, &[&id]);
-                    Fate::Landed {
-                        sha,
-                        batch: self.batches,
-                        changed: changed.len(),
-                    }
-                }
-                Outcome::UpToDate { .. } => Fate::UpToDate,
-                Outcome::Withdrawn { reason } => Fate::Withdrawn { reason },
-                halted @ (Outcome::Conflict { .. }
-                | Outcome::Drift { .. }
-                | Outcome::CheckoutBlocked { .. }) => Fate::Halted {
-                    reason: halted.name().into(),
-                    paths: match halted {
-                        Outcome::Conflict { paths }
-                        | Outcome::Drift { paths }
-                        | Outcome::CheckoutBlocked { paths } => paths,
-                        _ => Vec::new(),
-                    },
-                },
-            };
-            fates.push((id, fate));
-        }
-        Ok(fates)
-    }
-
-    fn land_verified(
         &mut self,
         entries: Vec<Entry<'_>>,
         progress: &dyn Progress,
@@ -368,7 +323,8 @@ impl<'a> Queue<'a> {
     }
 
     /// Which links of `links` land, as which merges, and which one broke the
-    /// gates: all of them when the gates pass on the last; else, bisecting
+    /// gates: all of them without verification or when the gates pass on
+    /// the last; else, bisecting
     /// on prefixes, the first link after which they fail is the culprit.
     /// `None` when a stop interrupted the gates.
     fn decide(
@@ -383,6 +339,9 @@ impl<'a> Queue<'a> {
             links: links[..len].iter().map(|(_, l)| (*l).clone()).collect(),
             culprit,
         };
+        if self.verify == Verify::None {
+            return Ok(Some(prefix(n, None)));
+        }
         match self.passes(links, known, progress)? {
             None => return Ok(None),
             Some(true) => return Ok(Some(prefix(n, None))),

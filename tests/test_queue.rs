@@ -517,3 +517,53 @@ fn bad_schedule_and_verify_values_are_input_errors() {
     assert!(run.stderr.contains("arbiter.verify"), "{}", run.stderr);
     assert!(first_parents(&env).len() == 1, "nothing changed");
 }
+
+/// Without verification, orders that wait together land by one move of the
+/// branch, and still each as its own merge commit on the first-parent
+/// chain (in the order they waited), drift-checked on its own: an order
+/// that strays outside its files is halted and the others land.
+#[test]
+fn unverified_orders_that_wait_together_land_as_one_batch_of_separate_merges() {
+    let env = TestEnv::new();
+    for id in ["wo-01", "wo-02", "wo-03", "wo-04"] {
+        env.work_order(id, id, &[], &[&format!("{id}.txt")]);
+    }
+    env.commit_all("init");
+    let before = first_parents(&env);
+    let build =
+        "echo $ARBITER_WO > $ARBITER_WO.txt; [ $ARBITER_WO = wo-03 ] && echo x > stray.txt; true";
+    let run = env.run(&["round", "--schedule", "rounds", "--json", "--build", build]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let out = run.json();
+    assert_eq!(out["landed_batches"], 1, "{out}");
+    assert_eq!(
+        out["done"],
+        serde_json::json!(["wo-01", "wo-02", "wo-04"]),
+        "{out}"
+    );
+    assert_eq!(out["halted"][0]["reason"], "undeclared_file_drift", "{out}");
+    let after = first_parents(&env);
+    assert_eq!(after.len(), before.len() + 3, "{after:?}");
+    for id in ["wo-01", "wo-02", "wo-04"] {
+        assert_eq!(landed(&env, id), 1, "{id}");
+        assert_eq!(
+            env.git(&["show", &format!("main:{id}.txt")]),
+            format!("{id}\n")
+        );
+    }
+    // Each merge's first parent is the one before it: a chain, not an octopus.
+    for sha in &after[..3] {
+        let parents = env.git(&["rev-list", "--parents", "-n", "1", sha]);
+        assert_eq!(parents.split_whitespace().count(), 3, "{parents}");
+    }
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    let status = env.run(&["status", "--json"]).success().json();
+    let done = status["orders"]
+        .as_array()
+        .expect("orders")
+        .iter()
+        .filter(|o| o["status"] == "done")
+        .count();
+    assert_eq!(done, 3, "{status}");
+    env.fsck();
+}

@@ -378,9 +378,10 @@ fn a_sparse_index_is_refused_before_anything_moves() {
 }
 
 /// Defect 10: merges ran no hook on the user's checkout. Like `git merge`,
-/// each merge that updates it runs `post-merge 0` there, once the checkout
-/// holds the merge (git-lfs and many setups rely on it); a failing hook is
-/// reported and changes nothing.
+/// each landing that updates it runs `post-merge 0` there, once the checkout
+/// holds the merges (git-lfs and many setups rely on it); a failing hook is
+/// reported and changes nothing. Orders that wait together land together:
+/// one run of the hook for the two.
 #[test]
 fn post_merge_runs_in_the_updated_checkout() {
     let env = TestEnv::new();
@@ -403,19 +404,17 @@ fn post_merge_runs_in_the_updated_checkout() {
         .status()
         .expect("chmod");
     let build = "case $ARBITER_WO in wo-01) echo wo-01 > one.txt;; *) echo wo-02 > two.txt;; esac";
-    let run = env.run(&["round", "--build", build]);
+    let run = env.run(&["round", "--schedule", "rounds", "--json", "--build", build]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr.contains("arbiter hook post-merge"),
         "{}",
         run.stderr
     );
+    assert_eq!(run.json()["landed_batches"], 1, "{}", run.stdout);
     let log = std::fs::read_to_string(&seen).expect("the hook ran");
-    let lines: Vec<&str> = log.lines().collect();
-    assert_eq!(lines.len(), 2, "{log}");
     let main = env.git(&["rev-parse", "main"]);
-    assert_eq!(lines[1], format!("0 {} wo-01", main.trim()));
-    assert!(lines.iter().all(|l| l.starts_with("0 ")), "{log}");
+    assert_eq!(log, format!("0 {} wo-01\n", main.trim()));
 }
 
 /// Defect 5: with `commit.gpgsign=true` merge commits carried no signature
