@@ -136,20 +136,143 @@ impl Host {
         if !add.status.success() {
             return Err(CommitError::from_output("git add -A", &add));
         }
-        if git(&["diff", "--cached", "--quiet"])?.status.success() {
+        // The index's tree, through git's cache of its subtrees (`git add`
+        // kept it valid but for the folders it touched): `git commit` would
+        // stat every file again and hash the whole index twice.
+        let written = git(&["write-tree"])?;
+        if !written.status.success() {
+            return Err(CommitError::from_output("git write-tree", &written));
+        }
+        let tree = std::str::from_utf8(&written.stdout)
+            .ok()
+            .and_then(|hex| gix::ObjectId::from_hex(hex.trim().as_bytes()).ok())
+            .ok_or_else(|| CommitError {
+                command: "git write-tree".into(),
+                detail: "it printed no object id".into(),
+            })?;
+        let wt = self.open_worktree(worktree)?;
+        let head = wt.head_commit().ok();
+        let head_tree = head.as_ref().and_then(|c| c.tree_id().ok());
+        if head_tree.is_some_and(|t| t == tree) {
             return Ok(());
         }
-        let message = format!(
+        let message = stripspace(&format!(
             "{id}: {title}\n\nUncommitted work left by the builder, committed by git-arbiter.\n\nArbiter-WO: {id}\nArbiter-Attempt: {attempt}\n{extra_trailers}",
             id = wo.id,
             title = wo.title,
-        );
-        let commit = git(&["commit", "-q", "--no-verify", "-m", &message])?;
-        if !commit.status.success() {
-            return Err(CommitError::from_output("git commit", &commit));
+        ));
+        match head {
+            Some(head) if commits_plainly(&wt) => commit_tree(&wt, head.id, tree, &message),
+            // A hook to run, a signature to make, a message to clean or
+            // encode otherwise: `git commit` does what it does there.
+            _ => {
+                let commit = git(&["commit", "-q", "--no-verify", "-m", &message])?;
+                if !commit.status.success() {
+                    return Err(CommitError::from_output("git commit", &commit));
+                }
+                Ok(())
+            }
         }
-        Ok(())
     }
+
+    /// The worktree as `git -C <worktree>` sees it, with the stand-in
+    /// identity the commit needs when none is configured.
+    fn open_worktree(&self, worktree: &Path) -> Result<gix::Repository, CommitError> {
+        let mut overrides = Vec::new();
+        if self.missing_name {
+            overrides.push("user.name=git-arbiter");
+        }
+        if self.missing_email {
+            overrides.push("user.email=git-arbiter@localhost");
+        }
+        gix::open_opts(
+            worktree,
+            gix::open::Options::default().config_overrides(overrides),
+        )
+        .map_err(|e| CommitError {
+            command: "opening the worktree".into(),
+            detail: e.to_string(),
+        })
+    }
+}
+
+/// Would `git commit --no-verify -m` make exactly the commit
+/// [`commit_tree`] makes? Not when it runs a hook (`prepare-commit-msg`,
+/// `post-commit`), signs, cleans the message by a configured mode or
+/// re-encodes it.
+fn commits_plainly(wt: &gix::Repository) -> bool {
+    let config = wt.config_snapshot();
+    let utf8 = config
+        .string("i18n.commitEncoding")
+        .is_none_or(|e| e.eq_ignore_ascii_case(b"utf-8") || e.eq_ignore_ascii_case(b"utf8"));
+    utf8 && config.string("commit.cleanup").is_none()
+        && config.boolean("commit.gpgsign") != Some(true)
+        && !crate::hooks::present(wt, "prepare-commit-msg")
+        && !crate::hooks::present(wt, "post-commit")
+}
+
+/// Commit `tree` onto `head` and move HEAD (its branch, when on one) there
+/// by compare-and-swap, logged as `git commit` logs it.
+fn commit_tree(
+    wt: &gix::Repository,
+    head: gix::ObjectId,
+    tree: gix::ObjectId,
+    message: &str,
+) -> Result<(), CommitError> {
+    use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+    use gix::refs::Target;
+    let failed = |detail: String| CommitError {
+        command: "commit".into(),
+        detail,
+    };
+    let commit = crate::odb::write_signed_commit(wt, message, tree, [head])
+        .map_err(|e| failed(e.to_string()))?;
+    let subject = message.lines().next().unwrap_or_default();
+    let locked = match wt.head_name() {
+        Ok(Some(branch)) => branch.as_bstr().to_string(),
+        _ => "HEAD".to_owned(),
+    };
+    crate::refguard::guarded(wt, &locked, || {
+        wt.edit_reference(RefEdit {
+            change: Change::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: false,
+                    message: format!("commit: {subject}").into(),
+                },
+                expected: PreviousValue::MustExistAndMatch(Target::Object(head)),
+                new: Target::Object(commit),
+            },
+            name: "HEAD".try_into().expect("HEAD is a valid ref name"),
+            deref: true,
+        })
+    })
+    .map_err(|e| failed(format!("moving HEAD to {commit}: {e}")))?;
+    Ok(())
+}
+
+/// `message` cleaned as `git commit -m` cleans it (git's `stripspace`):
+/// no trailing whitespace on a line, no blank lines at either end, runs of
+/// blank lines as one, and one newline at the end.
+fn stripspace(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut blank_run = false;
+    for line in message
+        .lines()
+        .map(|l| l.trim_end_matches(|c: char| c.is_ascii_whitespace()))
+    {
+        if line.is_empty() {
+            blank_run = !out.is_empty();
+            continue;
+        }
+        if blank_run {
+            out.push('\n');
+            blank_run = false;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Committing what a builder left failed. Committing is git-arbiter's own
@@ -759,5 +882,37 @@ impl Host {
             }
         }
         BuildOutcome::Passed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stripspace;
+
+    /// Cleaned as `git stripspace` cleans it, which is what `git commit -m` does.
+    #[test]
+    fn messages_are_cleaned_as_git_cleans_them() {
+        for message in [
+            "wo-01: Title\n\nBody.\n\nArbiter-WO: wo-01\nArbiter-Attempt: 1\n",
+            "wo-01: Title  \n\n\n\nBody\t\n\nArbiter-WO: wo-01\n\n\n",
+            "\n\n  \nwo-01: Title\r\nmore\n",
+            "no newline at the end",
+            "wo-01: a\u{a0}title\u{a0}\n",
+        ] {
+            let mut git = std::process::Command::new("git")
+                .arg("stripspace")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("git stripspace");
+            std::io::Write::write_all(&mut git.stdin.take().expect("stdin"), message.as_bytes())
+                .expect("write");
+            let out = git.wait_with_output().expect("git stripspace");
+            assert_eq!(
+                stripspace(message),
+                String::from_utf8(out.stdout).expect("utf-8"),
+                "{message:?}"
+            );
+        }
     }
 }

@@ -1080,8 +1080,11 @@ fn apply_from_tree(
 /// (not a squash merge), as `git merge` does after updating a checkout:
 /// setups such as git-lfs rely on it. Its output goes to stderr (stdout may
 /// carry JSON); like git, its exit status changes nothing. gix has no hook
-/// runner, so git's `hook run` does it (git ≥ 2.36).
+/// runner, so git's `hook run` does it (git ≥ 2.36), when there is a hook.
 pub fn run_post_merge(dir: &Path) {
+    if gix::open(dir).is_ok_and(|wt| !crate::hooks::present(&wt, "post-merge")) {
+        return;
+    }
     let mut cmd = std::process::Command::new("git");
     for var in crate::exec::GIT_ENV {
         cmd.env_remove(var);

@@ -7,7 +7,7 @@
 //! (`tests/test_layers.rs` fails on an import cycle):
 //!
 //! 1. leaves: `scope`, `select`, `sign`, `layout`, `parallel`, `refguard`,
-//!    `crash`,
+//!    `crash`, `hooks`,
 //!    then `odb` and `orders`;
 //! 2. state and plumbing: `state`, `error`, `exec`, `progress` (its events
 //!    carry how a command exited), `config_env`, `context`;
@@ -28,6 +28,7 @@ pub mod doctor;
 pub mod drift;
 pub mod error;
 pub mod exec;
+pub mod hooks;
 pub mod layout;
 pub mod ledger;
 pub mod lint;

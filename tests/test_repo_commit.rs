@@ -286,3 +286,45 @@ fn a_partial_clone_whose_promisor_remote_is_gone_is_refused_before_any_attempt()
     assert_eq!(env.merges_in(&clone, "dev", "wo-01"), 1);
     nothing_left(&env, &clone);
 }
+
+/// What a builder leaves is committed without `git commit` when no hook or
+/// setting of git's would change that commit: `git write-tree` and a commit
+/// written by git-arbiter. It must be byte for byte the commit `git commit`
+/// makes (same identity, date, message), which a `post-commit` hook forces
+/// here for comparison; HEAD's reflog says `commit: <subject>` either way.
+#[test]
+fn leftovers_are_committed_as_git_commit_commits_them() {
+    let commit_of = |hook: bool| {
+        let env = repo();
+        let ran = env.root.join("post-commit.log");
+        if hook {
+            let path = env.repo.join(".git/hooks/post-commit");
+            std::fs::write(&path, format!("#!/bin/sh\necho ran >> {}\n", ran.display()))
+                .expect("hook");
+            std::process::Command::new("chmod")
+                .arg("+x")
+                .arg(&path)
+                .status()
+                .expect("chmod");
+        }
+        env.run(&["round", "--build", &counting_build(&env)])
+            .success();
+        let sha = env.git(&["rev-parse", "main^2"]);
+        let pooled = env.worktree_root().join("pool/0");
+        let reflog = env.git_in(&pooled, &["reflog", "--format=%gs"]);
+        assert!(reflog.contains("commit: wo-01: One\n"), "{reflog}");
+        assert_eq!(
+            std::fs::read_to_string(&ran).unwrap_or_default(),
+            if hook { "ran\n" } else { "" }
+        );
+        env.fsck();
+        (sha, env.git(&["cat-file", "-p", "main^2"]))
+    };
+    let (by_arbiter, object) = commit_of(false);
+    let (by_git, _) = commit_of(true);
+    assert_eq!(by_arbiter, by_git, "{object}");
+    assert!(
+        object.contains("\n\nwo-01: One\n\nUncommitted work left by the builder"),
+        "{object}"
+    );
+}
