@@ -154,6 +154,7 @@ impl Host {
         let head = wt.head_commit().ok();
         let head_tree = head.as_ref().and_then(|c| c.tree_id().ok());
         if head_tree.is_some_and(|t| t == tree) {
+            settled(&wt, worktree);
             return Ok(());
         }
         let message = stripspace(&format!(
@@ -162,7 +163,7 @@ impl Host {
             title = wo.title,
         ));
         match head {
-            Some(head) if commits_plainly(&wt) => commit_tree(&wt, head.id, tree, &message),
+            Some(head) if commits_plainly(&wt) => commit_tree(&wt, head.id, tree, &message)?,
             // A hook to run, a signature to make, a message to clean or
             // encode otherwise: `git commit` does what it does there.
             _ => {
@@ -170,9 +171,10 @@ impl Host {
                 if !commit.status.success() {
                     return Err(CommitError::from_output("git commit", &commit));
                 }
-                Ok(())
             }
         }
+        settled(&wt, worktree);
+        Ok(())
     }
 
     /// The worktree as `git -C <worktree>` sees it, with the stand-in
@@ -193,6 +195,17 @@ impl Host {
             command: "opening the worktree".into(),
             detail: e.to_string(),
         })
+    }
+}
+
+/// `git add -A` just made the index of `wt` (at `dir`) hold every file
+/// but the ignored ones, and HEAD now holds that index's tree: record it,
+/// so giving the worktree back need not check every file again.
+fn settled(wt: &gix::Repository, dir: &Path) {
+    let Ok(head) = wt.head_id() else { return };
+    // A null checksum (`index.skipHash`) would not tell two indexes apart.
+    if let Some(checksum) = crate::checkout::index_file_checksum(wt).filter(|c| !c.is_null()) {
+        exec::mark_settled(dir, head.detach(), checksum);
     }
 }
 

@@ -181,7 +181,7 @@ fn holds(repo: &gix::Repository, index: &gix::index::File, tree: ObjectId) -> Re
 }
 
 /// The checksum that ends `wt`'s index file, read without reading the index.
-fn index_file_checksum(wt: &gix::Repository) -> Option<ObjectId> {
+pub(crate) fn index_file_checksum(wt: &gix::Repository) -> Option<ObjectId> {
     use std::io::{Read, Seek, SeekFrom};
     let len = wt.object_hash().len_in_bytes();
     let mut file = std::fs::File::open(wt.index_path()).ok()?;

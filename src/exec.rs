@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -36,6 +36,44 @@ pub const MARKER: &str = "[git-arbiter] ";
 /// of its output. Only a process that left the group (a daemon) can keep the
 /// pipe open longer, and it must not hold up the conductor.
 const LAST_OUTPUT_WAIT: Duration = Duration::from_secs(1);
+
+/// Worktrees whose files git-arbiter proved equal to a commit (the builder's
+/// leftovers just staged by `git add -A` and committed), by canonical path:
+/// that commit and the checksum of the index file that proved it. Nothing
+/// of ours has run there since: [`run`] forgets a worktree it runs a command in.
+type Settled = std::collections::BTreeMap<PathBuf, (gix::ObjectId, gix::ObjectId)>;
+
+fn settled() -> std::sync::MutexGuard<'static, Settled> {
+    static SETTLED: Mutex<Settled> = Mutex::new(Settled::new());
+    SETTLED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Record that the files of the worktree at `dir` equal `commit`, as its
+/// index (whose file ends in `index_checksum`) says.
+pub fn mark_settled(dir: &Path, commit: gix::ObjectId, index_checksum: gix::ObjectId) {
+    if let Ok(dir) = dir.canonicalize() {
+        settled().insert(dir, (commit, index_checksum));
+    }
+}
+
+/// What [`mark_settled`] recorded for `dir`, if no command ran there since;
+/// forgotten as it is read.
+pub fn take_settled(dir: &Path) -> Option<(gix::ObjectId, gix::ObjectId)> {
+    let dir = dir.canonicalize().ok()?;
+    settled().remove(&dir)
+}
+
+/// A command runs in `dir`: forget what was proved about any worktree it is in.
+fn unsettle(dir: &Path) {
+    let mut all = settled();
+    if all.is_empty() {
+        return;
+    }
+    // A folder that cannot be resolved is one no command can start in.
+    if let Ok(dir) = dir.canonicalize() {
+        all.retain(|top, _| !dir.starts_with(top));
+    }
+}
 
 /// The variables git itself sets for a repository (`git rev-parse --local-env-vars`)
 /// plus a few more that redirect where git reads or writes.
@@ -137,6 +175,7 @@ pub fn shell(command: &str, cwd: &Path, env: &[(String, String)]) -> Command {
 
 /// Run to completion, a timeout, or until `stop()` says so.
 pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
+    unsettle(spec.cwd);
     if let Some(dir) = spec.log.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -413,6 +452,28 @@ mod tests {
             timeout,
             groups: None,
         }
+    }
+
+    /// What was proved about a worktree is forgotten once any command of
+    /// ours runs in it (or below it), and kept while commands run elsewhere.
+    #[test]
+    fn a_command_run_in_a_settled_worktree_unsettles_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (wt, elsewhere) = (dir.path().join("wt"), dir.path().join("other"));
+        std::fs::create_dir_all(wt.join("sub")).expect("mkdir");
+        std::fs::create_dir_all(&elsewhere).expect("mkdir");
+        let log = dir.path().join("x.log");
+        let (commit, index) = (
+            gix::ObjectId::empty_tree(gix::hash::Kind::Sha1),
+            gix::ObjectId::null(gix::hash::Kind::Sha1),
+        );
+        mark_settled(&wt, commit, index);
+        run(&spec("true", &elsewhere, &log, None), &|| false).expect("runs");
+        assert_eq!(take_settled(&wt.join("sub/..")), Some((commit, index)));
+        assert_eq!(take_settled(&wt), None, "read once");
+        mark_settled(&wt, commit, index);
+        run(&spec("true", &wt.join("sub"), &log, None), &|| false).expect("runs");
+        assert_eq!(take_settled(&wt), None);
     }
 
     #[test]
