@@ -4,7 +4,9 @@
 //!
 //! 1. per-order setup (creating or switching the worktree: `pool::take`)
 //!    in each batch, and the give-back (reset, untracked files removed)
-//!    that makes a worktree free again;
+//!    that makes a worktree free again: its full walk, as these orders are
+//!    committed by hand (a round's own commit of the leftovers lets the
+//!    give-back skip it);
 //! 2. wall time of each batch (`git arbiter round --once`, 8 slots) with the
 //!    pool, with `--no-pool`, and the same work with the git CLI
 //!    (`git worktree add` per order, commit, `git merge --no-ff`,

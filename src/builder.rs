@@ -615,6 +615,10 @@ pub fn verdict(kind: &str, command: &str, exit: &Exit, wall: Duration) -> Verdic
 #[derive(Default)]
 pub struct HaltWatch {
     watched: Mutex<Vec<(String, Arc<AtomicBool>)>>,
+    /// Set by [`HaltWatch::stop`]; `wake` ends the watcher's wait at once,
+    /// so a run never waits out a poll interval before it can end.
+    stopped: Mutex<bool>,
+    wake: std::sync::Condvar,
 }
 
 impl HaltWatch {
@@ -635,16 +639,39 @@ impl HaltWatch {
         self.watched.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// End [`HaltWatch::run`] now.
+    fn stop(&self) {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.wake.notify_all();
+    }
+
+    /// End [`HaltWatch::run`] when the guard goes, by a panic too: a scope
+    /// that joins the watcher must never wait on it forever.
+    pub fn stop_on_drop(&self) -> StopWatch<'_> {
+        StopWatch(self)
+    }
+
     /// Watch the state for halts of the watched orders that this conductor
     /// (`owner`) holds, so that only those builds stop. Polls the notes
-    /// ref's tip; returns once `until` is set.
-    pub fn run(&self, repo: &gix::ThreadSafeRepository, owner: &str, until: &AtomicBool) {
-        const POLL: Duration = Duration::from_millis(200);
+    /// ref's tip; returns once the guard of [`HaltWatch::stop_on_drop`] goes.
+    pub fn run(&self, repo: &gix::ThreadSafeRepository, owner: &str) {
+        self.run_polling(repo, owner, Duration::from_millis(200));
+    }
+
+    fn run_polling(&self, repo: &gix::ThreadSafeRepository, owner: &str, poll: Duration) {
         let repo = repo.to_thread_local();
         let mut seen = None;
         let mut seen_count = 0;
-        while !until.load(Ordering::Relaxed) {
-            std::thread::sleep(POLL);
+        loop {
+            let stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+            let (stopped, _) = self
+                .wake
+                .wait_timeout_while(stopped, poll, |stopped| !*stopped)
+                .unwrap_or_else(|e| e.into_inner());
+            if *stopped {
+                return;
+            }
+            drop(stopped);
             let tip = repo
                 .try_find_reference(crate::state::NOTES_REF)
                 .ok()
@@ -672,6 +699,15 @@ impl HaltWatch {
                 }
             }
         }
+    }
+}
+
+/// See [`HaltWatch::stop_on_drop`].
+pub struct StopWatch<'a>(&'a HaltWatch);
+
+impl Drop for StopWatch<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
     }
 }
 
@@ -900,7 +936,39 @@ impl Host {
 
 #[cfg(test)]
 mod tests {
-    use super::stripspace;
+    use super::{stripspace, HaltWatch};
+
+    /// A run ended while its watcher waited the whole poll interval before
+    /// it could end (200 ms at the end of every round); stopping wakes it.
+    #[test]
+    fn a_halt_watch_ends_when_stopped_not_at_its_next_poll() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let status = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .arg(dir.path())
+            .status()
+            .expect("git init");
+        assert!(status.success());
+        let repo = gix::open_opts(dir.path(), gix::open::Options::isolated())
+            .expect("open")
+            .into_sync();
+        let watch = HaltWatch::default();
+        let (ended, ended_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let (watch, repo) = (&watch, &repo);
+            scope.spawn(move || {
+                watch.run_polling(repo, "me", std::time::Duration::from_secs(3600));
+                let _ = ended.send(());
+            });
+            drop(watch.stop_on_drop());
+            assert!(
+                ended_rx
+                    .recv_timeout(std::time::Duration::from_secs(60))
+                    .is_ok(),
+                "the watcher still waits for its next poll"
+            );
+        });
+    }
 
     /// Cleaned as `git stripspace` cleans it, which is what `git commit -m` does.
     #[test]

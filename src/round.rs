@@ -498,12 +498,12 @@ impl<'a> Run<'a> {
             for job in &mut jobs {
                 job.halted = watch.watch(&job.wo.id);
             }
-            let built = AtomicBool::new(false);
             let shared_repo = ctx.repo.clone().into_sync();
             std::thread::scope(|scope| {
-                let (watch, built, owner) = (&watch, &built, &self.me.name);
+                let (watch, owner) = (&watch, &self.me.name);
                 let shared_repo = &shared_repo;
-                scope.spawn(move || watch.run(shared_repo, owner, built));
+                scope.spawn(move || watch.run(shared_repo, owner));
+                let _stop = watch.stop_on_drop();
                 let builds: Vec<_> = jobs
                     .iter_mut()
                     .map(|job| scope.spawn(move || build_one(shared, job)))
@@ -511,7 +511,6 @@ impl<'a> Run<'a> {
                 for build in builds {
                     let _ = build.join();
                 }
-                built.store(true, Ordering::Relaxed);
             });
             let union: Vec<crate::scope::Entry> = picked
                 .iter()
@@ -535,12 +534,12 @@ impl<'a> Run<'a> {
     /// queue at once, and the queue lands whatever is waiting.
     fn continuous(&mut self, shared: &Shared<'_>) -> Result<()> {
         let watch = HaltWatch::default();
-        let finished = AtomicBool::new(false);
         let shared_repo = self.ctx.repo.clone().into_sync();
         let me = self.me;
         std::thread::scope(|scope| {
-            let (watch_ref, finished_ref, shared_repo) = (&watch, &finished, &shared_repo);
-            scope.spawn(move || watch_ref.run(shared_repo, &me.name, finished_ref));
+            let (watch_ref, shared_repo) = (&watch, &shared_repo);
+            scope.spawn(move || watch_ref.run(shared_repo, &me.name));
+            let _stop = watch_ref.stop_on_drop();
             let (tx, rx) = std::sync::mpsc::channel::<Msg<'_>>();
             // The merge queue lands in a thread of its own, so that a slot
             // freed while it verifies is filled at once.
@@ -608,7 +607,6 @@ impl<'a> Run<'a> {
                 flow.poll(self.me);
             };
             drop(to_lander);
-            finished.store(true, Ordering::Relaxed);
             if self.me.should_stop() {
                 self.summary.stopped = Some(Stopped::Requested);
             }

@@ -293,7 +293,6 @@ impl<'r> Race<'r> {
         let watch = HaltWatch::default();
         let halted = watch.watch(id);
         let misconfigured = AtomicBool::new(false);
-        let built = AtomicBool::new(false);
         let shared_repo = self.ctx.repo.clone().into_sync();
         let builds = Builds {
             host,
@@ -309,8 +308,9 @@ impl<'r> Race<'r> {
             progress: self.progress,
         };
         std::thread::scope(|scope| {
-            let (watch, built, shared_repo, me) = (&watch, &built, &shared_repo, self.me);
-            scope.spawn(move || watch.run(shared_repo, &me.name, built));
+            let (watch, shared_repo, me) = (&watch, &shared_repo, self.me);
+            scope.spawn(move || watch.run(shared_repo, &me.name));
+            let _stop = watch.stop_on_drop();
             let threads: Vec<_> = self
                 .jobs
                 .iter_mut()
@@ -322,7 +322,6 @@ impl<'r> Race<'r> {
             for thread in threads {
                 let _ = thread.join();
             }
-            built.store(true, Ordering::Relaxed);
         });
         for job in &self.jobs {
             self.progress.event(&Event::Instance {
