@@ -52,7 +52,13 @@ fn settled() -> std::sync::MutexGuard<'static, Settled> {
 /// index (whose file ends in `index_checksum`) says.
 pub fn mark_settled(dir: &Path, commit: gix::ObjectId, index_checksum: gix::ObjectId) {
     if let Ok(dir) = dir.canonicalize() {
-        settled().insert(dir, (commit, index_checksum));
+        let mut all = settled();
+        // Worktrees that are removed, not given back (`--no-pool`), are
+        // never read: forgetting costs a give-back its shortcut, nothing more.
+        if all.len() >= 256 {
+            all.clear();
+        }
+        all.insert(dir, (commit, index_checksum));
     }
 }
 
