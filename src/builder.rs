@@ -154,7 +154,7 @@ impl Host {
         let head = wt.head_commit().ok();
         let head_tree = head.as_ref().and_then(|c| c.tree_id().ok());
         if head_tree.is_some_and(|t| t == tree) {
-            settled(&wt, worktree);
+            record_settled(&wt, worktree);
             return Ok(());
         }
         let message = stripspace(&format!(
@@ -163,9 +163,13 @@ impl Host {
             title = wo.title,
         ));
         match head {
-            Some(head) if commits_plainly(&wt) => commit_tree(&wt, head.id, tree, &message)?,
+            Some(head) if commits_plainly(&wt) => {
+                commit_tree(&wt, head.id, tree, &message)?;
+                record_settled(&wt, worktree);
+            }
             // A hook to run, a signature to make, a message to clean or
-            // encode otherwise: `git commit` does what it does there.
+            // encode otherwise: `git commit` does what it does there. Its
+            // hooks run in the worktree, so nothing is proved about it.
             _ => {
                 let commit = git(&["commit", "-q", "--no-verify", "-m", &message])?;
                 if !commit.status.success() {
@@ -173,7 +177,6 @@ impl Host {
                 }
             }
         }
-        settled(&wt, worktree);
         Ok(())
     }
 
@@ -201,7 +204,7 @@ impl Host {
 /// `git add -A` just made the index of `wt` (at `dir`) hold every file
 /// but the ignored ones, and HEAD now holds that index's tree: record it,
 /// so giving the worktree back need not check every file again.
-fn settled(wt: &gix::Repository, dir: &Path) {
+fn record_settled(wt: &gix::Repository, dir: &Path) {
     let Ok(head) = wt.head_id() else { return };
     // A null checksum (`index.skipHash`) would not tell two indexes apart.
     if let Some(checksum) = crate::checkout::index_file_checksum(wt).filter(|c| !c.is_null()) {

@@ -739,3 +739,33 @@ echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
     git_accepts(&env, &wt);
     env.fsck();
 }
+
+/// A `post-commit` hook runs in the worktree when git commits the
+/// builder's leftovers; what it leaves there was never proved clean, so
+/// the next order on that worktree must not find it.
+#[test]
+fn what_a_post_commit_hook_leaves_is_gone_before_reuse() {
+    let env = repo(&["a", "b"]);
+    let hook = env.repo.join(".git/hooks/post-commit");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\necho junk > junk.txt\necho edited >> README\n",
+    )
+    .expect("hook");
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&hook)
+        .status()
+        .expect("chmod");
+    let build = r#"echo "$ARBITER_WO $ARBITER_WORKTREE" >> "$ARBITER_REPO/../worktrees"
+test ! -e junk.txt && test "$(cat README)" = base && echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
+    let run = round(&env, &["--build", build]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let used = worktrees_used(&env);
+    assert_eq!(used.len(), 2, "{used:?}");
+    assert_eq!(
+        used[0].1, used[1].1,
+        "wo-b reuses wo-a's worktree: {used:?}"
+    );
+    env.fsck();
+}
