@@ -157,14 +157,14 @@ impl Host {
             record_settled(&wt, worktree);
             return Ok(());
         }
-        let message = stripspace(&format!(
+        let message = format!(
             "{id}: {title}\n\nUncommitted work left by the builder, committed by git-arbiter.\n\nArbiter-WO: {id}\nArbiter-Attempt: {attempt}\n{extra_trailers}",
             id = wo.id,
             title = wo.title,
-        ));
+        );
         match head {
             Some(head) if commits_plainly(&wt) => {
-                commit_tree(&wt, head.id, tree, &message)?;
+                commit_tree(&wt, head.id, tree, &stripspace(&message))?;
                 record_settled(&wt, worktree);
             }
             // A hook to run, a signature to make, a message to clean or

@@ -84,4 +84,20 @@ mod tests {
             "the default folder is not read"
         );
     }
+
+    /// A hooks path that cannot be resolved is not read as "no hooks": the
+    /// caller leaves the hook to git, which decides.
+    #[test]
+    fn an_unresolvable_hooks_path_counts_as_a_hook() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().join("r");
+        repo(&dir);
+        let r = gix::open_opts(
+            &dir,
+            gix::open::Options::isolated()
+                .config_overrides(["core.hooksPath=~no-such-user-here/hooks"]),
+        )
+        .expect("open");
+        assert!(present(&r, "post-merge"));
+    }
 }

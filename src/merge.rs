@@ -739,7 +739,7 @@ fn halt_blocked(
         // below a folder it turns into a file, or a file where it needs a folder.
         let mine: Vec<String> = paths
             .iter()
-            .filter(|p| writes.iter().any(|w| same_or_nested(p, w)))
+            .filter(|p| writes.iter().any(|w| crate::scope::literal_overlap(p, w)))
             .cloned()
             .collect();
         if !mine.is_empty() {
@@ -752,15 +752,6 @@ fn halt_blocked(
         return Err(blocked.error);
     }
     Ok(Landed::CheckoutBlocked { indexes, paths })
-}
-
-/// Is one of the repository paths `a` and `b` the other or inside it?
-fn same_or_nested(a: &str, b: &str) -> bool {
-    let inside = |p: &str, folder: &str| {
-        p.strip_prefix(folder)
-            .is_some_and(|rest| rest.starts_with('/'))
-    };
-    a == b || inside(a, b) || inside(b, a)
 }
 
 /// How a compare-and-swap of the integration branch went.
@@ -1021,18 +1012,4 @@ fn halt(
             Ok(None)
         },
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::same_or_nested;
-
-    #[test]
-    fn a_path_is_in_the_way_of_itself_its_folders_and_what_they_hold() {
-        assert!(same_or_nested("src/d", "src/d"));
-        assert!(same_or_nested("src/d/mine.txt", "src/d"));
-        assert!(same_or_nested("a", "a/b/c"));
-        assert!(!same_or_nested("src/dx", "src/d"));
-        assert!(!same_or_nested("src/d", "src/dx/y"));
-    }
 }

@@ -324,8 +324,8 @@ impl<'a> Queue<'a> {
 
     /// Which links of `links` land, as which merges, and which one broke the
     /// gates: all of them without verification or when the gates pass on
-    /// the last; else, bisecting
-    /// on prefixes, the first link after which they fail is the culprit.
+    /// the last; else, bisecting on prefixes, the first link after which
+    /// they fail is the culprit.
     /// `None` when a stop interrupted the gates.
     fn decide(
         &mut self,

@@ -379,7 +379,7 @@ fn literals(set: &[Entry]) -> impl Iterator<Item = &str> {
 
 /// [`Entry::overlaps`] for two literal paths: equal, or one is a path
 /// ancestor of the other.
-fn literal_overlap(x: &str, y: &str) -> bool {
+pub fn literal_overlap(x: &str, y: &str) -> bool {
     let (short, long) = if x.len() <= y.len() { (x, y) } else { (y, x) };
     long.starts_with(short) && (long.len() == short.len() || long.as_bytes()[short.len()] == b'/')
 }

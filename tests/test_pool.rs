@@ -746,17 +746,10 @@ echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
 #[test]
 fn what_a_post_commit_hook_leaves_is_gone_before_reuse() {
     let env = repo(&["a", "b"]);
-    let hook = env.repo.join(".git/hooks/post-commit");
-    std::fs::write(
-        &hook,
+    env.hook(
+        "post-commit",
         "#!/bin/sh\necho junk > junk.txt\necho edited >> README\n",
-    )
-    .expect("hook");
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&hook)
-        .status()
-        .expect("chmod");
+    );
     let build = r#"echo "$ARBITER_WO $ARBITER_WORKTREE" >> "$ARBITER_REPO/../worktrees"
 test ! -e junk.txt && test "$(cat README)" = base && echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
     let run = round(&env, &["--build", build]);

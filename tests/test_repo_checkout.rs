@@ -389,20 +389,13 @@ fn post_merge_runs_in_the_updated_checkout() {
     env.work_order("wo-02", "Two", &[], &["two.txt"]);
     env.commit_all("init");
     let seen = env.root.join("post-merge.log");
-    let hook = env.repo.join(".git/hooks/post-merge");
-    std::fs::write(
-        &hook,
-        format!(
+    env.hook(
+        "post-merge",
+        &format!(
             "#!/bin/sh\necho \"$1 $(git rev-parse HEAD) $(cat one.txt 2>/dev/null)\" >> {}\nexit 1\n",
             seen.display()
         ),
-    )
-    .expect("hook");
-    std::process::Command::new("chmod")
-        .args(["+x"])
-        .arg(&hook)
-        .status()
-        .expect("chmod");
+    );
     let build = "case $ARBITER_WO in wo-01) echo wo-01 > one.txt;; *) echo wo-02 > two.txt;; esac";
     let run = env.run(&["round", "--schedule", "rounds", "--json", "--build", build]);
     assert_eq!(run.code, 0, "{}", run.stderr);

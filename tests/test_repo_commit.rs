@@ -115,18 +115,10 @@ fn gpgsign_without_a_key_stops_the_round_and_keeps_the_work() {
 }
 
 fn failing_hook(env: &TestEnv) -> PathBuf {
-    let hook = env.repo.join(".git/hooks/prepare-commit-msg");
-    std::fs::write(
-        &hook,
+    env.hook(
+        "prepare-commit-msg",
         "#!/bin/sh\necho 'prepare-commit-msg: no ticket number in the message' >&2\nexit 1\n",
     )
-    .expect("hook");
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&hook)
-        .status()
-        .expect("chmod");
-    hook
 }
 
 /// A failing `prepare-commit-msg` hook (which `--no-verify` does not skip)
@@ -292,20 +284,22 @@ fn a_partial_clone_whose_promisor_remote_is_gone_is_refused_before_any_attempt()
 /// written by git-arbiter. It must be byte for byte the commit `git commit`
 /// makes (same identity, date, message), which a `post-commit` hook forces
 /// here for comparison; HEAD's reflog says `commit: <subject>` either way.
+/// Settings that change git's commit (a message encoding; a cleanup mode:
+/// with `A` as the comment character, `strip` drops the `Arbiter-` trailer
+/// lines) leave it to `git commit`.
 #[test]
 fn leftovers_are_committed_as_git_commit_commits_them() {
-    let commit_of = |hook: bool| {
+    let commit_of = |hook: bool, config: &[(&str, &str)]| {
         let env = repo();
+        for (key, value) in config {
+            env.git(&["config", key, value]);
+        }
         let ran = env.root.join("post-commit.log");
         if hook {
-            let path = env.repo.join(".git/hooks/post-commit");
-            std::fs::write(&path, format!("#!/bin/sh\necho ran >> {}\n", ran.display()))
-                .expect("hook");
-            std::process::Command::new("chmod")
-                .arg("+x")
-                .arg(&path)
-                .status()
-                .expect("chmod");
+            env.hook(
+                "post-commit",
+                &format!("#!/bin/sh\necho ran >> {}\n", ran.display()),
+            );
         }
         env.run(&["round", "--build", &counting_build(&env)])
             .success();
@@ -320,11 +314,30 @@ fn leftovers_are_committed_as_git_commit_commits_them() {
         env.fsck();
         (sha, env.git(&["cat-file", "-p", "main^2"]))
     };
-    let (by_arbiter, object) = commit_of(false);
-    let (by_git, _) = commit_of(true);
+    let (by_arbiter, object) = commit_of(false, &[]);
+    let (by_git, _) = commit_of(true, &[]);
     assert_eq!(by_arbiter, by_git, "{object}");
     assert!(
         object.contains("\n\nwo-01: One\n\nUncommitted work left by the builder"),
         "{object}"
     );
+    // What git's commit shows for each setting: an `encoding` header; no
+    // trailer lines after the body.
+    let encoded = |object: &str| object.contains("\nencoding ISO-8859-1\n");
+    let stripped = |object: &str| object.ends_with("committed by git-arbiter.\n");
+    for (config, shows) in [
+        (
+            &[("i18n.commitEncoding", "ISO-8859-1")][..],
+            &encoded as &dyn Fn(&str) -> bool,
+        ),
+        (
+            &[("commit.cleanup", "strip"), ("core.commentChar", "A")][..],
+            &stripped,
+        ),
+    ] {
+        let (plain, object) = commit_of(false, config);
+        let (by_git, _) = commit_of(true, config);
+        assert_eq!(plain, by_git, "{config:?}: {object}");
+        assert!(shows(&object), "{config:?}: {object}");
+    }
 }

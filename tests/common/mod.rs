@@ -376,6 +376,15 @@ impl TestEnv {
         std::fs::write(path, content).expect("write");
     }
 
+    /// Install `script` as the executable git hook `name` of the repository.
+    pub fn hook(&self, name: &str, script: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.repo.join(".git/hooks").join(name);
+        std::fs::write(&path, script).expect("hook");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        path
+    }
+
     /// Write a work order `work-orders/<id>.md`; with no `files`, without a
     /// `## Files to touch` section (the order may touch anything).
     pub fn work_order(&self, id: &str, title: &str, deps: &[&str], files: &[&str]) {
