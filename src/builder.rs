@@ -25,6 +25,8 @@ pub struct Host {
     pub repo_top: PathBuf,
     missing_name: bool,
     missing_email: bool,
+    /// The conductor's repository, whose worktrees the builds run in.
+    repo: gix::ThreadSafeRepository,
 }
 
 impl Host {
@@ -40,6 +42,7 @@ impl Host {
             repo_top: crate::worktree::main_top(ctx)?,
             missing_name: ctx.config_string("user.name").is_none(),
             missing_email: ctx.config_string("user.email").is_none(),
+            repo: ctx.repo.clone().into_sync(),
         })
     }
 
@@ -183,21 +186,29 @@ impl Host {
     /// The worktree as `git -C <worktree>` sees it, with the stand-in
     /// identity the commit needs when none is configured.
     fn open_worktree(&self, worktree: &Path) -> Result<gix::Repository, CommitError> {
-        let mut overrides = Vec::new();
+        let failed = |detail: String| CommitError {
+            command: "opening the worktree".into(),
+            detail,
+        };
+        let mut wt = crate::worktree::open_linked(&self.repo.to_thread_local(), worktree)
+            .map_err(|e| failed(e.to_string()))?;
+        let mut stand_in = Vec::new();
         if self.missing_name {
-            overrides.push("user.name=git-arbiter");
+            stand_in.push(("user.name", "git-arbiter"));
         }
         if self.missing_email {
-            overrides.push("user.email=git-arbiter@localhost");
+            stand_in.push(("user.email", "git-arbiter@localhost"));
         }
-        gix::open_opts(
-            worktree,
-            gix::open::Options::default().config_overrides(overrides),
-        )
-        .map_err(|e| CommitError {
-            command: "opening the worktree".into(),
-            detail: e.to_string(),
-        })
+        if !stand_in.is_empty() {
+            let mut config = wt.config_snapshot_mut();
+            for (key, value) in stand_in {
+                config
+                    .set_raw_value(key, value)
+                    .map_err(|e| failed(e.to_string()))?;
+            }
+            config.commit().map_err(|e| failed(e.to_string()))?;
+        }
+        Ok(wt)
     }
 }
 

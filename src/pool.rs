@@ -325,7 +325,7 @@ fn switch(
         )
     })
     .git_context(format!("creating branch {branch}"))?;
-    let wt = open(&info.path)?;
+    let wt = open(ctx, &info.path)?;
     let index = wt.open_index().ok();
     let old_tree = entry
         .tree
@@ -361,8 +361,8 @@ fn switch(
     write_entry(&common, &info.name, &entry)
 }
 
-fn open(path: &Path) -> Result<gix::Repository> {
-    gix::open(path).git_context(format!("opening the pooled worktree {}", path.display()))
+fn open(ctx: &Context, path: &Path) -> Result<gix::Repository> {
+    worktree::open_linked(&ctx.repo, path)
 }
 
 fn set_head(wt: &gix::Repository, new: Target, message: String) -> Result<()> {
@@ -430,7 +430,7 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
     }
     entry.state = State::Cleaning;
     write_entry(&lease.common, &lease.n, &entry)?;
-    let wt = open(&lease.path)?;
+    let wt = open(ctx, &lease.path)?;
     let tip = wt
         .head_id()
         .git_context(format!("reading HEAD of {}", lease.path.display()))?
@@ -545,7 +545,7 @@ fn enforce_budget(ctx: &Context, max: u64) -> Result<()> {
             continue;
         }
         // One that cannot be walked counts as empty, as before the budget.
-        let Ok(bytes) = ignored_size(&info.path) else {
+        let Ok(bytes) = ignored_size(ctx, &info.path) else {
             continue;
         };
         entry.ignored_bytes = Some(bytes);
@@ -568,7 +568,7 @@ fn enforce_budget(ctx: &Context, max: u64) -> Result<()> {
         if read_entry(&common, &info.name).is_none_or(|e| e.state != State::Free) {
             continue;
         }
-        remove_untracked(&open(&info.path)?, false)?;
+        remove_untracked(&open(ctx, &info.path)?, false)?;
         entry.ignored_bytes = Some(0);
         entry.setup_tree = None;
         write_entry(&common, &info.name, &entry)?;
@@ -592,8 +592,8 @@ fn remove_untracked(wt: &gix::Repository, keep_ignored: bool) -> Result<()> {
 }
 
 /// The bytes of ignored content in the worktree at `path`.
-fn ignored_size(path: &Path) -> Result<u64> {
-    let wt = open(path)?;
+fn ignored_size(ctx: &Context, path: &Path) -> Result<u64> {
+    let wt = open(ctx, path)?;
     let top = files_of(&wt)?;
     let mut bytes = 0;
     for (rela_path, ignored) in untracked(&wt)? {
@@ -730,7 +730,9 @@ pub fn setup_needed(worktree: &Path, base: ObjectId, inputs: &[String]) -> Resul
 
 /// The repository of `worktree` and the tree of commit `base`.
 fn base_tree(worktree: &Path, base: ObjectId) -> Result<(gix::Repository, ObjectId)> {
-    let repo = open(worktree)?;
+    // Objects only: what a hook's `GIT_INDEX_FILE` says does not matter here.
+    let repo = gix::open(worktree)
+        .git_context(format!("opening the pooled worktree {}", worktree.display()))?;
     let tree = repo
         .find_commit(base)
         .git_context(format!("reading commit {base}"))?
@@ -809,7 +811,7 @@ pub fn status(ctx: &Context) -> Result<Vec<Row>> {
             // measured now, a held one shows what it kept when last freed.
             ignored_bytes: entry.as_ref().and_then(|e| e.ignored_bytes).or_else(|| {
                 (state == "free")
-                    .then(|| ignored_size(&info.path).ok())
+                    .then(|| ignored_size(ctx, &info.path).ok())
                     .flatten()
             }),
             last_setup_tree: entry.as_ref().and_then(|e| e.setup_tree.clone()),

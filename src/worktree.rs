@@ -779,6 +779,24 @@ pub(crate) fn pool_dir(ctx: &Context) -> Result<PathBuf> {
     Ok(root_dir(ctx)?.join(POOL_DIR))
 }
 
+/// Open the linked worktree checked out at `path` as one of `repo`'s: with
+/// the settings `repo` was opened with (`git -c` ones included), but none of
+/// the variables a hook may have set for `repo` itself (`GIT_INDEX_FILE`
+/// names *its* index, and would be taken for the worktree's).
+pub(crate) fn open_linked(repo: &gix::Repository, path: &Path) -> Result<gix::Repository> {
+    let context = || format!("opening the worktree {}", path.display());
+    let want = std::fs::canonicalize(path).map_err(Error::io(context()))?;
+    for proxy in repo.worktrees().git_context(context())? {
+        let here = proxy.base().ok().and_then(|b| std::fs::canonicalize(b).ok());
+        if here.as_deref() == Some(want.as_path()) {
+            return proxy.into_repo().git_context(context());
+        }
+    }
+    Err(InputError::new(format!("{} is not a registered worktree", path.display()))
+        .hint("run 'git worktree list' to see the registered ones")
+        .into())
+}
+
 /// The sub-folder of the worktree dir that holds the pool.
 pub(crate) const POOL_DIR: &str = "pool";
 

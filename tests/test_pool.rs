@@ -762,3 +762,50 @@ test ! -e junk.txt && test "$(cat README)" = base && echo "$ARBITER_WO" > "${ARB
     );
     env.fsck();
 }
+
+/// `git ls-files -s` as it is when the index of `wt` holds exactly HEAD's tree.
+fn index_holds_head(env: &TestEnv, wt: &Path) {
+    let tree: String = env
+        .git_in(wt, &["ls-tree", "-r", "HEAD"])
+        .lines()
+        .map(|l| {
+            let (meta, path) = l.split_once('\t').expect("tab");
+            let mut parts = meta.split(' ');
+            let (mode, _, id) = (parts.next(), parts.next(), parts.next());
+            format!("{} {} 0\t{path}\n", mode.expect("mode"), id.expect("id"))
+        })
+        .collect();
+    assert_eq!(env.git_in(wt, &["ls-files", "-s"]), tree, "{}", wt.display());
+}
+
+/// As from a hook: `git commit` sets `GIT_INDEX_FILE` to the index of the
+/// checkout it commits in. That is the conductor's checkout, never a pooled
+/// worktree's: switching and resetting a pooled worktree must not take it
+/// for the worktree's own index (and overwrite the user's).
+#[test]
+fn a_hooks_index_file_names_the_checkouts_index_not_a_pooled_worktrees() {
+    let mut env = repo(&["a"]);
+    let main_index = env.repo.join(".git/index");
+    env.set_env("GIT_INDEX_FILE", main_index.to_str().expect("utf-8"));
+    round(&env, &["--build", BUILD]).success();
+    // The next order's base differs from what the pooled worktree holds,
+    // and the user's checkout is on another branch: nothing of the run
+    // has any business with its index.
+    env.write("README", "edited by the user\n");
+    env.work_order("wo-b", "Order b", &[], &["b.txt"]);
+    env.commit_all("more");
+    env.git(&["checkout", "-q", "-b", "elsewhere"]);
+    env.write("mine.txt", "staged by the user\n");
+    env.git(&["add", "mine.txt"]);
+    let staged = env.git(&["ls-files", "-s"]);
+    round(&env, &["--build", BUILD, "--into", "main"]).success();
+    env.unset_env("GIT_INDEX_FILE");
+    let wt = env.worktree_root().join("pool/0");
+    assert_eq!(worktrees_used(&env).len(), 2);
+    assert!(worktrees_used(&env).iter().all(|(_, p)| *p == wt));
+    assert_eq!(env.git(&["ls-files", "-s"]), staged, "the user's index is untouched");
+    assert_eq!(env.git(&["status", "--porcelain"]), "A  mine.txt\n");
+    index_holds_head(&env, &wt);
+    git_accepts(&env, &wt);
+    env.fsck();
+}

@@ -244,6 +244,10 @@ impl TestEnv {
         self.extra_env.insert(key.into(), value.into());
     }
 
+    pub fn unset_env(&mut self, key: &str) {
+        self.extra_env.remove(key);
+    }
+
     fn apply_env(&self, cmd: &mut Command) {
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
