@@ -23,6 +23,7 @@ use gix::ObjectId;
 use crate::context::Context;
 use crate::drift::Changed;
 use crate::error::{Error, GitContext, InputError, Result};
+use crate::splitindex;
 
 /// How many arbiter merges back recovery looks for the tree a stale index matches.
 const MAX_RECOVERY_DEPTH: usize = 64;
@@ -294,6 +295,14 @@ pub struct Prepared {
 pub(crate) struct IndexLock {
     lock: Option<gix::lock::File>,
     marker: PathBuf,
+    /// The worktree's git dir, where a split index keeps its shared index.
+    git_dir: PathBuf,
+    /// The shared index files there are git-arbiter's ([`splitindex`]).
+    owned: bool,
+    /// Write the index split.
+    split: bool,
+    /// Its `splitIndex.maxPercentChange`.
+    max_percent: u8,
 }
 
 impl Drop for IndexLock {
@@ -339,25 +348,66 @@ impl IndexLock {
         Ok(IndexLock {
             lock: Some(lock),
             marker,
+            git_dir: wt.git_dir().to_owned(),
+            owned: splitindex::owned(wt),
+            split: splitindex::wanted(wt),
+            max_percent: splitindex::max_percent_change(wt),
         })
     }
 
-    /// Write `index` through the lock and put it in place; returns its checksum.
-    fn commit(mut self, index: &gix::index::File, dir: &Path) -> Result<ObjectId> {
-        let context = || format!("writing the index of {}", dir.display());
-        let mut lock = self.lock.take().expect("an index lock is committed once");
+    /// Write `index` through the lock and put it in place; returns its
+    /// checksum. A split index gets a new shared index holding all of it.
+    fn commit(self, index: &gix::index::State, dir: &Path) -> Result<ObjectId> {
+        if self.split && !index.is_sparse() {
+            let shared = splitindex::write_shared(&self.git_dir, index)?;
+            crate::crash::point("shared-index.after");
+            let empty = gix::index::State::new(index.object_hash());
+            let data = splitindex::split_file(&empty, shared, &[])?;
+            let git_dir = self.git_dir.clone();
+            let checksum = self.put(data, index.object_hash(), dir)?;
+            splitindex::remove_stale(&git_dir, Some(shared));
+            return Ok(checksum);
+        }
+        let stale = self.owned.then(|| self.git_dir.clone());
         // `File::write_to` feeds the checksum every small write of the
         // serialisation (a few per entry): on 50,000 entries that costs three
         // times what hashing the finished bytes at once does. Same bytes,
         // same trailing checksum.
-        let state: &gix::index::State = index;
-        let mut data = Vec::with_capacity(state.entries().len() * 80 + 4096);
-        state
+        let mut data = Vec::with_capacity(index.entries().len() * 80 + 4096);
+        index
             .write_to(&mut data, Default::default())
-            .git_context(context())?;
-        let mut hasher = gix::hash::hasher(state.object_hash());
-        hasher.update(&data);
-        let checksum = hasher.try_finalize().git_context(context())?;
+            .git_context(format!("writing the index of {}", dir.display()))?;
+        let checksum = self.put(data, index.object_hash(), dir)?;
+        // Split no more (`core.splitIndex=false`): no shared index is needed.
+        if let Some(git_dir) = stale {
+            splitindex::remove_stale(&git_dir, None);
+        }
+        Ok(checksum)
+    }
+
+    /// Write the split index `split` (only what it adds and deletes, unless
+    /// that has grown past git's limit: then all of it, shared anew).
+    fn commit_split(self, split: &splitindex::Split, dir: &Path) -> Result<ObjectId> {
+        match split.shared_checksum() {
+            Some(shared) if self.split && !split.too_many_added(self.max_percent) => {
+                let data = splitindex::split_file(&split.added, shared, &split.deleted)?;
+                let git_dir = self.git_dir.clone();
+                let checksum = self.put(data, split.added.object_hash(), dir)?;
+                // git keeps a shared index it replaced for two weeks; no
+                // other index of this worktree names it.
+                splitindex::remove_stale(&git_dir, Some(shared));
+                Ok(checksum)
+            }
+            _ => self.commit(&split.merged(), dir),
+        }
+    }
+
+    /// Write the index file `data` and its checksum through the lock, and
+    /// put it in place.
+    fn put(mut self, data: Vec<u8>, hash: gix::hash::Kind, dir: &Path) -> Result<ObjectId> {
+        let context = || format!("writing the index of {}", dir.display());
+        let mut lock = self.lock.take().expect("an index lock is committed once");
+        let checksum = splitindex::checksum_of(hash, &data)?;
         lock.write_all(&data)
             .and_then(|()| lock.write_all(checksum.as_slice()))
             .map_err(Error::io(context()))?;
@@ -379,7 +429,7 @@ pub fn preflight(
     let dir = workdir(wt)?;
     // An index holding exactly the old tree (HEAD's) has nothing staged, so
     // only the files need comparing with it; otherwise the full status decides.
-    let index = wt.open_index().ok();
+    let index = read_index(wt).ok();
     if index.as_ref().is_some_and(|ix| ix.is_sparse()) {
         refuse_sparse_index(wt)?;
     }
@@ -611,20 +661,133 @@ fn apply_in_place(
     changed: &[Changed],
     refreshed: &[(Vec<u8>, gix::index::entry::Stat)],
 ) -> Result<InPlace> {
-    use gix::index::entry::{Flags, Stat};
     let dir = workdir(wt)?;
+    let options = in_place_options(wt)?;
+    let (mut writes, gone) = new_entries(wt, new_tree, changed, &options)?;
+    let removed: Vec<&[u8]> = gone
+        .into_iter()
+        .filter(|p| index.entry_by_path(p.as_bstr()).is_some())
+        .collect();
+
+    // The new index, so far without the new files' stat data.
+    let is_changed = |path: &BStr| is_one_of(changed, path);
+    index.remove_entries(|_, path, _| is_changed(path));
+    for (path, stat) in refreshed {
+        if let Some(e) = index
+            .entry_mut_by_path_and_stage(path.as_bstr(), gix::index::entry::Stage::Unconflicted)
+        {
+            e.stat = *stat;
+        }
+    }
+    for e in writes.entries() {
+        index.dangerously_push_entry(e.stat, e.id, e.flags, e.mode, e.path(&writes));
+    }
+    index.sort_entries();
+    let has = |p: &BStr| index.entry_by_path(p).is_some();
+    let has_under = |dir: &BStr| index.prefixed_entries(dir).is_some_and(|e| !e.is_empty());
+    if malformed(&writes, has, has_under) {
+        return Ok(InPlace::NotApplicable);
+    }
+
+    let attributes = index.entries().iter().map(|e| (e, e.path(&index)));
+    write_changed_files(
+        wt,
+        &mut writes,
+        attributes,
+        changed,
+        &removed,
+        &dir,
+        options,
+    )?;
+    set_stats(&writes, &mut index);
+    // The tree cache no longer describes the entries.
+    index.remove_tree();
+    index.remove_resolve_undo();
+    Ok(InPlace::Done(Box::new(index)))
+}
+
+/// [`apply_in_place`] for a split index: only the split file changes. The
+/// shared index is read but never rebuilt, so a switch costs the changed
+/// entries and one read of the shared index, not a rewrite of all of it.
+fn apply_split_in_place(
+    wt: &gix::Repository,
+    mut split: splitindex::Split,
+    new_tree: ObjectId,
+    changed: &[Changed],
+) -> Result<Option<splitindex::Split>> {
+    let dir = workdir(wt)?;
+    let options = in_place_options(wt)?;
+    let (mut writes, gone) = new_entries(wt, new_tree, changed, &options)?;
+    let removed: Vec<&[u8]> = gone
+        .into_iter()
+        .filter(|p| split.entry(p.as_bstr()).is_some())
+        .collect();
+
+    // The new index, so far without the new files' stat data.
+    for c in changed {
+        if let Some(i) = split.shared_at(c.path.as_bstr()) {
+            split.deleted[i] = true;
+        }
+    }
+    split
+        .added
+        .remove_entries(|_, path, _| is_one_of(changed, path));
+    for e in writes.entries() {
+        split
+            .added
+            .dangerously_push_entry(e.stat, e.id, e.flags, e.mode, e.path(&writes));
+    }
+    split.added.sort_entries();
+    let has = |p: &BStr| split.entry(p).is_some();
+    let has_under = |dir: &BStr| split.has_under(dir);
+    if malformed(&writes, has, has_under) {
+        return Ok(None);
+    }
+
+    write_changed_files(
+        wt,
+        &mut writes,
+        split.entries(),
+        changed,
+        &removed,
+        &dir,
+        options,
+    )?;
+    set_stats(&writes, &mut split.added);
+    Ok(Some(split))
+}
+
+/// Is `path` one of `changed` (sorted by path)?
+fn is_one_of(changed: &[Changed], path: &BStr) -> bool {
+    changed
+        .binary_search_by(|c| c.path.as_slice().cmp(path.as_bytes()))
+        .is_ok()
+}
+
+/// Checkout options for writing some files over a populated worktree.
+fn in_place_options(wt: &gix::Repository) -> Result<gix::worktree::state::checkout::Options> {
     let mut options = wt
         .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
         .git_context("reading checkout options")?;
     options.destination_is_initially_empty = false;
     options.overwrite_existing = true;
+    Ok(options)
+}
 
-    // What each changed path becomes: a non-tree entry of the new tree, or nothing.
+/// What each changed path becomes: the non-tree entries of `new_tree` among
+/// `changed` (sorted, without stat data), and the changed paths it does not have.
+fn new_entries<'a>(
+    wt: &gix::Repository,
+    new_tree: ObjectId,
+    changed: &'a [Changed],
+    options: &gix::worktree::state::checkout::Options,
+) -> Result<(gix::index::State, Vec<&'a [u8]>)> {
+    use gix::index::entry::{Flags, Stat};
     let tree = wt
         .find_tree(new_tree)
         .git_context(format!("reading tree {new_tree}"))?;
     let mut writes = gix::index::State::new(wt.object_hash());
-    let mut removed: Vec<&[u8]> = Vec::new();
+    let mut gone = Vec::new();
     for c in changed {
         let entry = tree
             .lookup_entry(c.path.split(|b| *b == b'/'))
@@ -651,61 +814,53 @@ fn apply_in_place(
                     c.path.as_bstr(),
                 );
             }
-            None => {
-                if index.entry_by_path(c.path.as_bstr()).is_some() {
-                    removed.push(&c.path);
-                }
-            }
+            None => gone.push(c.path.as_slice()),
         }
     }
     writes.sort_entries();
+    Ok((writes, gone))
+}
 
-    // The new index, so far without the new files' stat data.
-    let is_changed = |path: &BStr| {
-        changed
-            .binary_search_by(|c| c.path.as_slice().cmp(path.as_bytes()))
-            .is_ok()
-    };
-    index.remove_entries(|_, path, _| is_changed(path));
-    for (path, stat) in refreshed {
-        if let Some(e) = index
-            .entry_mut_by_path_and_stage(path.as_bstr(), gix::index::entry::Stage::Unconflicted)
-        {
-            e.stat = *stat;
-        }
-    }
-    for e in writes.entries() {
-        index.dangerously_push_entry(e.stat, e.id, e.flags, e.mode, e.path(&writes));
-    }
-    index.sort_entries();
-    // A malformed tree (a file and a directory at one path) goes the general way.
-    for e in writes.entries() {
-        let path = e.path(&writes);
+/// A malformed tree (a file and a directory at one path) among `writes`,
+/// judged by the new index: the general path must handle it.
+fn malformed(
+    writes: &gix::index::State,
+    has: impl Fn(&BStr) -> bool,
+    has_under: impl Fn(&BStr) -> bool,
+) -> bool {
+    writes.entries().iter().any(|e| {
+        let path = e.path(writes);
         let mut dir_prefix = path.to_vec();
         dir_prefix.push(b'/');
-        let is_dir = index
-            .prefixed_entries(dir_prefix.as_bstr())
-            .is_some_and(|entries| !entries.is_empty());
         let file_ancestor = path
             .iter()
             .enumerate()
             .filter(|(_, b)| **b == b'/')
-            .any(|(i, _)| index.entry_by_path(path[..i].as_bstr()).is_some());
-        if is_dir || file_ancestor {
-            return Ok(InPlace::NotApplicable);
-        }
-    }
+            .any(|(i, _)| has(path[..i].as_bstr()));
+        has_under(dir_prefix.as_bstr()) || file_ancestor
+    })
+}
 
+/// Delete `removed` and write `writes` (given their stat data). The checkout
+/// reads `.gitattributes` (eol, ident, filters) from the index it is given,
+/// so every one among `entries` (the new index) goes along, marked to be
+/// skipped unless it changed itself.
+fn write_changed_files<'e>(
+    wt: &gix::Repository,
+    writes: &mut gix::index::State,
+    entries: impl Iterator<Item = (&'e gix::index::Entry, &'e BStr)>,
+    changed: &[Changed],
+    removed: &[&[u8]],
+    dir: &Path,
+    options: gix::worktree::state::checkout::Options,
+) -> Result<()> {
+    use gix::index::entry::Flags;
     // 1. Delete what the new tree no longer has.
-    remove_paths(&dir, removed.iter().copied())?;
-
-    // 2. Write the new and changed files. The checkout reads `.gitattributes`
-    // (eol, ident, filters) from the index it is given, so every one of the
-    // new index goes along, marked to be skipped unless it changed itself.
-    for e in index.entries() {
-        let path = e.path(&index);
+    remove_paths(dir, removed.iter().copied())?;
+    // 2. Write the new and changed files.
+    for (e, path) in entries {
         let is_attributes = path == ".gitattributes" || path.ends_with(b"/.gitattributes");
-        if is_attributes && !is_changed(path) {
+        if is_attributes && !is_one_of(changed, path) {
             writes.dangerously_push_entry(
                 e.stat,
                 e.id,
@@ -716,24 +871,23 @@ fn apply_in_place(
         }
     }
     writes.sort_entries();
-    write_files(wt, &mut writes, &dir, options)?;
+    write_files(wt, writes, dir, options)?;
     crate::crash::point("checkout-files.after");
+    Ok(())
+}
 
-    // 3. Their fresh stat data into the index, and write it.
+/// 3. The fresh stat data of the files `writes` wrote into their entries.
+fn set_stats(writes: &gix::index::State, index: &mut gix::index::State) {
     for e in writes.entries() {
-        if e.flags.contains(Flags::SKIP_WORKTREE) {
+        if e.flags.contains(gix::index::entry::Flags::SKIP_WORKTREE) {
             continue;
         }
         if let Some(target) = index
-            .entry_mut_by_path_and_stage(e.path(&writes), gix::index::entry::Stage::Unconflicted)
+            .entry_mut_by_path_and_stage(e.path(writes), gix::index::entry::Stage::Unconflicted)
         {
             target.stat = e.stat;
         }
     }
-    // The tree cache no longer describes the entries.
-    index.remove_tree();
-    index.remove_resolve_undo();
-    Ok(InPlace::Done(Box::new(index)))
 }
 
 /// Delete the files (links, empty gitlink folders) at `paths` and the folders that leaves empty.
@@ -1012,7 +1166,7 @@ fn apply_from_tree(
     // 2. The new index; entries unchanged since the old tree keep their stat
     // data and are skipped. In a sparse checkout, entries the patterns
     // exclude are marked as `git merge` leaves them: no file, bit kept.
-    let old_index = wt.open_index().ok();
+    let old_index = read_index(wt).ok();
     let mut index = wt
         .index_from_tree(&new_tree)
         .git_context(format!("reading tree {new_tree}"))?;
@@ -1143,7 +1297,7 @@ fn sparse_patterns(wt: &gix::Repository) -> Result<Option<Sparse>> {
 /// A sparse index (folders outside the cone stored as one entry) is refused
 /// before anything moves: gix cannot yet compare or rewrite one.
 fn refuse_sparse_index(wt: &gix::Repository) -> Result<()> {
-    let Ok(index) = wt.open_index() else {
+    let Ok(index) = read_index(wt) else {
         return Ok(());
     };
     if !index.is_sparse() {
@@ -1162,7 +1316,7 @@ fn index_matches(wt: &gix::Repository, tree: ObjectId) -> Result<bool> {
     if index_file_checksum(wt).is_some_and(|c| known_to_hold(c, tree)) {
         return Ok(true);
     }
-    let Ok(index) = wt.open_index() else {
+    let Ok(index) = read_index(wt) else {
         return Ok(false);
     };
     holds(wt, &index, tree)
@@ -1385,7 +1539,7 @@ pub(crate) fn reset_to(
     use gix::index::entry::Flags;
     clear_our_stale_index_lock(wt);
     let dir = workdir(wt)?;
-    let old_index = wt.open_index().ok().filter(|ix| !ix.is_sparse());
+    let old_index = read_index(wt).ok().filter(|ix| !ix.is_sparse());
     // The common case: the builder's work is committed, so the index holds
     // `tree` already and only files whose stat data differ need looking at.
     if let Some(index) = &old_index {
@@ -1712,20 +1866,42 @@ fn index_stat(st: &rustix::fs::Stat) -> gix::index::entry::Stat {
     }
 }
 
-/// Two-way update of a pooled worktree whose index and files hold exactly
-/// `old_tree` (its last [`reset_to`] left it so, and its index is the one
-/// written then) to `new_tree`: only the `changed` paths are touched, and the
-/// index ends up matching `new_tree`. Ignored files in the way of a new file
-/// are removed; every other ignored file stays.
+/// Switch the pooled worktree `wt`, whose index and files hold `old_tree`
+/// (its index is the one git-arbiter wrote), to `new_tree`: only the files
+/// of `changed` are written, and a split index only its split file. False,
+/// with nothing touched, when its index is sparse: the caller resets it.
 pub(crate) fn switch_clean(
     wt: &gix::Repository,
-    index: gix::index::File,
     old_tree: ObjectId,
     new_tree: ObjectId,
     changed: &[Changed],
-) -> Result<()> {
+) -> Result<bool> {
     clear_our_stale_index_lock(wt);
     let dir = workdir(wt)?;
+    let small = |entries: usize| changed.len() <= entries / 4 + 64;
+    if let Some(split) = splitindex::read(wt)? {
+        let added = changed
+            .iter()
+            .map(|c| c.path.as_slice())
+            .filter(|p| split.entry(p.as_bstr()).is_none());
+        clear_the_way(&dir, added, |p| split.entry(p.as_bstr()).is_some())?;
+        let lock = IndexLock::take(wt)?;
+        let in_place = sparse_patterns(wt)?.is_none() && small(split.shared.entries().len());
+        let done = match in_place {
+            true => apply_split_in_place(wt, split, new_tree, changed)?,
+            false => None,
+        };
+        match done {
+            Some(split) => remember_holds(lock.commit_split(&split, &dir)?, new_tree),
+            None => apply_from_tree(wt, old_tree, new_tree, lock, &[])?,
+        }
+        crate::crash::point("checkout-index.after");
+        return Ok(true);
+    }
+    let index = read_index(wt)?;
+    if index.is_sparse() {
+        return Ok(false);
+    }
     let added = changed
         .iter()
         .map(|c| c.path.as_slice())
@@ -1740,7 +1916,38 @@ pub(crate) fn switch_clean(
             index: Some(index),
             refreshed: Vec::new(),
         },
+    )?;
+    Ok(true)
+}
+
+/// `wt`'s index, read as git reads it: the checksum at its end is not
+/// verified (git does that in `git fsck` only; at 50,000 entries it costs
+/// twice the decoding).
+pub(crate) fn read_index(wt: &gix::Repository) -> Result<gix::index::File> {
+    gix::index::File::at(
+        wt.index_path(),
+        wt.object_hash(),
+        true,
+        gix::index::decode::Options::default(),
     )
+    .git_context(format!("reading the index of {}", workdir(wt)?.display()))
+}
+
+/// Keep `wt`'s index split from now on ([`splitindex`]): a pooled worktree,
+/// switched from one base to the next. An index not split yet is written
+/// split now, with the same entries.
+pub(crate) fn keep_index_split(wt: &gix::Repository) -> Result<()> {
+    if splitindex::owned(wt) {
+        return Ok(());
+    }
+    splitindex::enable(wt)?;
+    clear_our_stale_index_lock(wt);
+    let Ok(index) = read_index(wt) else {
+        // No index (or none readable): the next full write makes one, split.
+        return Ok(());
+    };
+    let dir = workdir(wt)?;
+    IndexLock::take(wt)?.commit(&index, &dir).map(drop)
 }
 
 /// Remove what occupies the place of each of `paths` in `dir` (a file, a
@@ -1940,6 +2147,7 @@ mod tests {
         std::fs::write(root.join("global.gitconfig"), "").expect("global config");
         let mut rng = Rng(0x005e_ed0f_a2b1_7e25);
         let mut in_place = 0;
+        let mut split_in_place = 0;
         for case in 0..40 {
             let (old, new) = (random_tree(&mut rng), random_tree(&mut rng));
             let seed = root.join(format!("seed-{case}"));
@@ -1948,7 +2156,7 @@ mod tests {
             let old_commit = commit_tree(&root, &seed, &old, "old");
             let new_commit = commit_tree(&root, &seed, &new, "new");
             git(&root, &seed, &["checkout", "-q", "-f", &old_commit]);
-            let copies: Vec<PathBuf> = ["git", "in-place", "from-tree"]
+            let copies: Vec<PathBuf> = ["git", "in-place", "from-tree", "split"]
                 .iter()
                 .map(|way| {
                     let copy = root.join(format!("{way}-{case}"));
@@ -1980,6 +2188,39 @@ mod tests {
                     changed,
                     prepared,
                 } = preflight_update(copy, &old_commit, &new_commit);
+                if k == 2 {
+                    // A pooled worktree's way: its index split first, then
+                    // switched by writing the split file only.
+                    // Never a new shared index for the few entries here.
+                    git(
+                        &root,
+                        copy,
+                        &["config", "splitIndex.maxPercentChange", "100"],
+                    );
+                    let wt = gix::open_opts(copy, gix::open::Options::isolated()).expect("open");
+                    super::keep_index_split(&wt).expect("split the index");
+                    let shared_before = super::splitindex::read(&wt)
+                        .expect("read")
+                        .expect("split")
+                        .shared_checksum();
+                    drop(prepared);
+                    let switched = super::switch_clean(&wt, old_tree, new_tree, &changed);
+                    assert!(switched.expect("switch"), "not sparse");
+                    let got = outcome(&root, copy);
+                    assert_eq!(got, want, "case {case}, split: {old:?} -> {new:?}");
+                    let split = super::splitindex::read(&wt).expect("read").expect("split");
+                    let shared = std::fs::read_dir(wt.git_dir())
+                        .expect("git dir")
+                        .flatten()
+                        .filter(|e| e.file_name().to_string_lossy().starts_with("sharedindex."))
+                        .count();
+                    assert_eq!(shared, 1, "case {case}: one shared index");
+                    // The same shared index: only the split file was written.
+                    if split.shared_checksum() == shared_before {
+                        split_in_place += 1;
+                    }
+                    continue;
+                }
                 let lock = super::IndexLock::take(&wt).expect("lock");
                 if k == 0 {
                     let index = prepared.index.expect("the index holds the old tree");
@@ -2002,6 +2243,10 @@ mod tests {
         }
         // Type changes send some cases to the general path; most stay in place.
         assert!(in_place >= 20, "only {in_place} of 40 cases went in place");
+        assert!(
+            split_in_place >= 20,
+            "only {split_in_place} of 40 split indexes took the changes only"
+        );
     }
 
     /// A checkout whose index has stale stat data for every file (a copy:

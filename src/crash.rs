@@ -17,6 +17,8 @@ pub const POINTS: &[&str] = &[
     // the pool: switching a free worktree to an order's base, resetting it after
     "pool-switch.before",
     "pool-switch.after",
+    // a split index's new shared index is written, the index naming it not yet
+    "shared-index.after",
     "build.started",
     "leftovers.before",
     "leftovers.after",

@@ -49,6 +49,7 @@ pub mod scope;
 pub mod select;
 pub mod sign;
 pub mod slots;
+pub mod splitindex;
 pub mod state;
 pub mod worktree;
 

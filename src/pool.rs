@@ -283,6 +283,12 @@ fn create(ctx: &Context, branch: &str, base: ObjectId) -> Result<(String, PathBu
                 return Err(e);
             }
         };
+        // Split from the start, so that its first switch writes a few entries.
+        // Only speed depends on it: an index left whole (a full disk) still
+        // serves, and the next write of it tries again.
+        if let Ok(wt) = open(ctx, &path) {
+            let _ = checkout::keep_index_split(&wt);
+        }
         entry.state = State::Held;
         write_entry(&common, &n, &entry)?;
         return Ok((n, path, lock));
@@ -326,34 +332,36 @@ fn switch(
     })
     .git_context(format!("creating branch {branch}"))?;
     let wt = open(ctx, &info.path)?;
-    let index = wt.open_index().ok();
     let old_tree = entry
         .tree
         .as_deref()
         .and_then(|t| ObjectId::from_hex(t.as_bytes()).ok());
-    let trusted = match (&index, old_tree) {
-        (Some(ix), Some(_)) => {
-            ix.checksum().map(|c| c.to_string()) == entry.index_checksum && !ix.is_sparse()
-        }
-        _ => false,
-    };
-    match (index, old_tree) {
-        (Some(index), Some(old_tree)) if trusted => {
+    // The index is the one the give-back left (its checksum says so), so
+    // index and files hold the old tree: only the difference is written.
+    let trusted = entry.index_checksum.is_some()
+        && checkout::index_file_checksum(&wt).map(|c| c.to_string()) == entry.index_checksum;
+    // A worktree pooled before indexes were split is split now (speed only,
+    // as in `create`).
+    let _ = checkout::keep_index_split(&wt);
+    let switched = match old_tree {
+        Some(old_tree) if trusted => {
             let changed = crate::drift::changed_paths(&ctx.repo, old_tree, base_tree)?;
             let ignore_rules_changed = changed
                 .iter()
                 .any(|c| c.path == b".gitignore" || c.path.ends_with(b"/.gitignore"));
-            checkout::switch_clean(&wt, index, old_tree, base_tree, &changed)?;
+            let switched = checkout::switch_clean(&wt, old_tree, base_tree, &changed)?;
             // Files the old rules ignored may be untracked under the new ones.
-            if ignore_rules_changed {
+            if switched && ignore_rules_changed {
                 remove_untracked(&wt, true)?;
             }
+            switched
         }
-        // The index is not the one the reset wrote: do it all again.
-        _ => {
-            checkout::reset_to(&wt, base_tree)?;
-            remove_untracked(&wt, keep_ignored)?;
-        }
+        _ => false,
+    };
+    // The index is not the one the reset wrote: do it all again.
+    if !switched {
+        checkout::reset_to(&wt, base_tree)?;
+        remove_untracked(&wt, keep_ignored)?;
     }
     attach_head(&wt, &full)?;
     crate::crash::point("pool-switch.after");
@@ -612,9 +620,13 @@ fn untracked(wt: &gix::Repository) -> Result<Vec<(gix::bstr::BString, bool)>> {
     use gix::dir::entry::Status;
     use gix::dir::walk::EmissionMode;
     let dir = files_of(wt)?;
-    let index = wt
-        .index_or_empty()
-        .git_context(format!("reading the index of {}", dir.display()))?;
+    let index = match checkout::read_index(wt) {
+        Ok(index) => index,
+        Err(_) if !wt.index_path().exists() => {
+            gix::index::File::from_state(gix::index::State::new(wt.object_hash()), wt.index_path())
+        }
+        Err(e) => return Err(e),
+    };
     let options = wt
         .dirwalk_options()
         .git_context("preparing a directory walk")?
@@ -731,8 +743,10 @@ pub fn setup_needed(worktree: &Path, base: ObjectId, inputs: &[String]) -> Resul
 /// The repository of `worktree` and the tree of commit `base`.
 fn base_tree(worktree: &Path, base: ObjectId) -> Result<(gix::Repository, ObjectId)> {
     // Objects only: what a hook's `GIT_INDEX_FILE` says does not matter here.
-    let repo = gix::open(worktree)
-        .git_context(format!("opening the pooled worktree {}", worktree.display()))?;
+    let repo = gix::open(worktree).git_context(format!(
+        "opening the pooled worktree {}",
+        worktree.display()
+    ))?;
     let tree = repo
         .find_commit(base)
         .git_context(format!("reading commit {base}"))?

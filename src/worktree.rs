@@ -787,14 +787,19 @@ pub(crate) fn open_linked(repo: &gix::Repository, path: &Path) -> Result<gix::Re
     let context = || format!("opening the worktree {}", path.display());
     let want = std::fs::canonicalize(path).map_err(Error::io(context()))?;
     for proxy in repo.worktrees().git_context(context())? {
-        let here = proxy.base().ok().and_then(|b| std::fs::canonicalize(b).ok());
+        let here = proxy
+            .base()
+            .ok()
+            .and_then(|b| std::fs::canonicalize(b).ok());
         if here.as_deref() == Some(want.as_path()) {
             return proxy.into_repo().git_context(context());
         }
     }
-    Err(InputError::new(format!("{} is not a registered worktree", path.display()))
-        .hint("run 'git worktree list' to see the registered ones")
-        .into())
+    Err(
+        InputError::new(format!("{} is not a registered worktree", path.display()))
+            .hint("run 'git worktree list' to see the registered ones")
+            .into(),
+    )
 }
 
 /// The sub-folder of the worktree dir that holds the pool.

@@ -763,6 +763,19 @@ test ! -e junk.txt && test "$(cat README)" = base && echo "$ARBITER_WO" > "${ARB
     env.fsck();
 }
 
+/// The shared index files in the git dir of the worktree at `wt`.
+fn shared_indexes(env: &TestEnv, wt: &Path) -> Vec<String> {
+    let git_dir = env.git_in(wt, &["rev-parse", "--absolute-git-dir"]);
+    let mut names: Vec<String> = std::fs::read_dir(git_dir.trim())
+        .expect("git dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("sharedindex."))
+        .collect();
+    names.sort();
+    names
+}
+
 /// `git ls-files -s` as it is when the index of `wt` holds exactly HEAD's tree.
 fn index_holds_head(env: &TestEnv, wt: &Path) {
     let tree: String = env
@@ -775,7 +788,87 @@ fn index_holds_head(env: &TestEnv, wt: &Path) {
             format!("{} {} 0\t{path}\n", mode.expect("mode"), id.expect("id"))
         })
         .collect();
-    assert_eq!(env.git_in(wt, &["ls-files", "-s"]), tree, "{}", wt.display());
+    assert_eq!(
+        env.git_in(wt, &["ls-files", "-s"]),
+        tree,
+        "{}",
+        wt.display()
+    );
+}
+
+/// The index file of the worktree at `wt` links to a shared index.
+fn is_split(env: &TestEnv, wt: &Path) -> bool {
+    let git_dir = env.git_in(wt, &["rev-parse", "--absolute-git-dir"]);
+    let index = std::fs::read(Path::new(git_dir.trim()).join("index")).expect("index");
+    index.windows(4).any(|w| w == b"link")
+}
+
+/// Pooled worktrees keep git's split index (that a switch writes only the
+/// changed entries is pinned in `checkout`'s tests), and stock git reads
+/// it, keeps it split when it writes it (a builder's `git add`), checks it,
+/// and removes the worktree.
+#[test]
+fn pooled_worktrees_keep_a_split_index_that_git_reads_and_keeps() {
+    let env = repo(&["a", "b", "c"]);
+    round(&env, &["--build", BUILD]).success();
+    let wt = env.worktree_root().join("pool/0");
+    assert_eq!(worktrees_used(&env).len(), 3);
+    assert!(worktrees_used(&env).iter().all(|(_, p)| *p == wt));
+    assert!(is_split(&env, &wt));
+    assert!(!shared_indexes(&env, &wt).is_empty());
+    index_holds_head(&env, &wt);
+    git_accepts(&env, &wt);
+    env.fsck();
+
+    // Stock git writes it split again (`git update-index` would write it
+    // whole: the next switch splits it anew).
+    env.git_in(&wt, &["status"]);
+    std::fs::write(wt.join("extra.txt"), "x\n").expect("write");
+    env.git_in(&wt, &["add", "-A"]);
+    assert!(is_split(&env, &wt));
+    env.git_in(&wt, &["reset", "-q", "--hard"]);
+    env.git_in(&wt, &["update-index", "--refresh"]);
+    assert!(!is_split(&env, &wt));
+
+    // The next order switches that worktree again from what git wrote.
+    env.work_order("wo-d", "Order d", &[], &["d.txt"]);
+    env.commit_all("one more order");
+    round(&env, &["--build", BUILD]).success();
+    assert_eq!(worktrees_used(&env).last().map(|(_, p)| p), Some(&wt));
+    assert!(is_split(&env, &wt));
+    index_holds_head(&env, &wt);
+    git_accepts(&env, &wt);
+    env.fsck();
+    env.git(&["worktree", "remove", wt.to_str().expect("utf-8")]);
+    env.fsck();
+}
+
+/// `core.splitIndex=false` keeps every index whole, and the shared index
+/// files an earlier run made go with the next write.
+#[test]
+fn core_split_index_false_keeps_pooled_indexes_whole() {
+    let env = repo(&["a", "b"]);
+    round(&env, &["--build", BUILD]).success();
+    let wt = env.worktree_root().join("pool/0");
+    assert!(is_split(&env, &wt));
+    // A shared index nothing names (a killed write left it) goes with the next one.
+    let git_dir = env.git_in(&wt, &["rev-parse", "--absolute-git-dir"]);
+    let stale = Path::new(git_dir.trim()).join(format!("sharedindex.{}", "0".repeat(40)));
+    std::fs::write(&stale, "left by a killed write").expect("write");
+
+    env.git(&["config", "core.splitIndex", "false"]);
+    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
+    env.commit_all("one more order");
+    round(&env, &["--build", BUILD]).success();
+    assert!(!is_split(&env, &wt));
+    assert!(
+        shared_indexes(&env, &wt).is_empty(),
+        "{:?}",
+        shared_indexes(&env, &wt)
+    );
+    index_holds_head(&env, &wt);
+    git_accepts(&env, &wt);
+    env.fsck();
 }
 
 /// As from a hook: `git commit` sets `GIT_INDEX_FILE` to the index of the
@@ -803,7 +896,11 @@ fn a_hooks_index_file_names_the_checkouts_index_not_a_pooled_worktrees() {
     let wt = env.worktree_root().join("pool/0");
     assert_eq!(worktrees_used(&env).len(), 2);
     assert!(worktrees_used(&env).iter().all(|(_, p)| *p == wt));
-    assert_eq!(env.git(&["ls-files", "-s"]), staged, "the user's index is untouched");
+    assert_eq!(
+        env.git(&["ls-files", "-s"]),
+        staged,
+        "the user's index is untouched"
+    );
     assert_eq!(env.git(&["status", "--porcelain"]), "A  mine.txt\n");
     index_holds_head(&env, &wt);
     git_accepts(&env, &wt);
