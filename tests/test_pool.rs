@@ -820,14 +820,14 @@ fn pooled_worktrees_keep_a_split_index_that_git_reads_and_keeps() {
     git_accepts(&env, &wt);
     env.fsck();
 
-    // Stock git writes it split again (`git update-index` would write it
-    // whole: the next switch splits it anew).
+    // Stock git writes it split again; one written whole by git (`git
+    // update-index` may) is split anew by the next switch.
     env.git_in(&wt, &["status"]);
     std::fs::write(wt.join("extra.txt"), "x\n").expect("write");
     env.git_in(&wt, &["add", "-A"]);
     assert!(is_split(&env, &wt));
     env.git_in(&wt, &["reset", "-q", "--hard"]);
-    env.git_in(&wt, &["update-index", "--refresh"]);
+    env.git_in(&wt, &["update-index", "--no-split-index"]);
     assert!(!is_split(&env, &wt));
 
     // The next order switches that worktree again from what git wrote.
