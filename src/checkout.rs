@@ -2249,6 +2249,177 @@ mod tests {
         );
     }
 
+    /// A small random change of `tree`: entries edited, removed, added, a
+    /// file turned into a folder, a link.
+    fn mutate(rng: &mut Rng, tree: &mut Vec<(String, Entry)>) {
+        let clashes = |tree: &[(String, Entry)], path: &str| {
+            tree.iter().any(|(p, _)| {
+                p == path
+                    || p.starts_with(&format!("{path}/"))
+                    || path.starts_with(&format!("{p}/"))
+            })
+        };
+        for _ in 0..rng.below(3) + 1 {
+            let n = tree.len() as u64;
+            match rng.below(5) {
+                0 if n > 0 => {
+                    tree.remove(rng.below(n) as usize);
+                }
+                1 if n > 0 => {
+                    let i = rng.below(n) as usize;
+                    tree[i].1 = Entry::File {
+                        text: format!("{}\n", rng.below(1000)),
+                        executable: rng.below(4) == 0,
+                    };
+                }
+                2 if n > 0 => {
+                    let i = rng.below(n) as usize;
+                    let (path, _) = tree.remove(i);
+                    let inner = format!("{path}/inner");
+                    if !clashes(tree, &inner) {
+                        tree.push((
+                            inner,
+                            Entry::File {
+                                text: "in\n".into(),
+                                executable: false,
+                            },
+                        ));
+                    }
+                }
+                3 => {
+                    let path = format!(
+                        "{}/l{}",
+                        ["a", "b", "e/f"][rng.below(3) as usize],
+                        rng.below(50)
+                    );
+                    if !clashes(tree, &path) {
+                        tree.push((path, Entry::Link("../a".into())));
+                    }
+                }
+                _ => {
+                    let path = format!(
+                        "{}/n{}",
+                        ["a", "b", "c", "d"][rng.below(4) as usize],
+                        rng.below(200)
+                    );
+                    if !clashes(tree, &path) {
+                        tree.push((
+                            path,
+                            Entry::File {
+                                text: format!("{}\n", rng.below(9)),
+                                executable: false,
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A pooled worktree's life: its split index switched along a chain of
+    /// small random changes, with stock git writing that index between
+    /// switches (`git status` refreshes it, `git add -A` rewrites it, and
+    /// copies racily clean entries into it), ends every switch where `git
+    /// read-tree -m -u` does. Most switches write the split file only; a new
+    /// shared index comes when the changes outgrow it.
+    #[test]
+    fn a_split_index_switched_again_and_again_matches_git_read_tree() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().canonicalize().expect("canonical");
+        std::fs::write(root.join("global.gitconfig"), "").expect("global config");
+        let mut rng = Rng(0x5b11_7a1d_e0c5_0001);
+        let seed = root.join("seed");
+        std::fs::create_dir(&seed).expect("mkdir");
+        git(&root, &seed, &["init", "-q", "-b", "main"]);
+        let mut tree: Vec<(String, Entry)> = (0..40)
+            .map(|i| {
+                let path = format!("{}/f{i}", ["a", "b", "c", "d"][i % 4]);
+                (
+                    path,
+                    Entry::File {
+                        text: format!("{i}\n"),
+                        executable: false,
+                    },
+                )
+            })
+            .collect();
+        let mut commits = vec![commit_tree(&root, &seed, &tree, "0")];
+        for k in 1..=30 {
+            mutate(&mut rng, &mut tree);
+            commits.push(commit_tree(&root, &seed, &tree, &k.to_string()));
+        }
+        git(&root, &seed, &["checkout", "-q", "-f", &commits[0]]);
+        let copies: Vec<PathBuf> = ["git", "split"]
+            .iter()
+            .map(|way| {
+                let copy = root.join(way);
+                let status = Command::new("cp")
+                    .arg("-a")
+                    .arg(&seed)
+                    .arg(&copy)
+                    .status()
+                    .expect("cp");
+                assert!(status.success());
+                git(&root, &copy, &["update-index", "-q", "--refresh"]);
+                copy
+            })
+            .collect();
+        let (by_git, split) = (&copies[0], &copies[1]);
+        git(
+            &root,
+            split,
+            &["config", "splitIndex.maxPercentChange", "30"],
+        );
+        let wt = gix::open_opts(split, gix::open::Options::isolated()).expect("open");
+        super::keep_index_split(&wt).expect("split the index");
+        let (mut in_place, mut shared_anew) = (0, 0);
+        for k in 1..commits.len() {
+            git(
+                &root,
+                by_git,
+                &["read-tree", "-m", "-u", &commits[k - 1], &commits[k]],
+            );
+            let Update {
+                wt,
+                old_tree,
+                new_tree,
+                changed,
+                prepared,
+            } = preflight_update(split, &commits[k - 1], &commits[k]);
+            drop(prepared);
+            let shared = |wt: &gix::Repository| {
+                super::splitindex::read(wt)
+                    .expect("read")
+                    .expect("split")
+                    .shared_checksum()
+            };
+            let before = shared(&wt);
+            let switched = super::switch_clean(&wt, old_tree, new_tree, &changed);
+            assert!(switched.expect("switch"), "not sparse");
+            git(
+                &root,
+                split,
+                &["update-ref", "--no-deref", "HEAD", &commits[k]],
+            );
+            assert_eq!(outcome(&root, split), outcome(&root, by_git), "step {k}");
+            if shared(&wt) == before {
+                in_place += 1;
+            } else {
+                shared_anew += 1;
+            }
+            match k % 3 {
+                0 => drop(git(&root, split, &["status", "--porcelain"])),
+                1 => drop(git(&root, split, &["add", "-A"])),
+                _ => {}
+            }
+        }
+        assert!(
+            in_place >= 15,
+            "{in_place} of 30 switches wrote the split file only"
+        );
+        assert!(shared_anew >= 1, "no switch outgrew its shared index");
+    }
+
     /// A checkout whose index has stale stat data for every file (a copy:
     /// new inodes and change times) has every file read once by the status
     /// that proves it clean; the update then writes those files' fresh stat
