@@ -1869,7 +1869,8 @@ fn index_stat(st: &rustix::fs::Stat) -> gix::index::entry::Stat {
 /// Switch the pooled worktree `wt`, whose index and files hold `old_tree`
 /// (its index is the one git-arbiter wrote), to `new_tree`: only the files
 /// of `changed` are written, and a split index only its split file. False,
-/// with nothing touched, when its index is sparse: the caller resets it.
+/// with nothing touched, when its index is sparse or cannot be read (its
+/// shared index removed): the caller resets it.
 pub(crate) fn switch_clean(
     wt: &gix::Repository,
     old_tree: ObjectId,
@@ -1879,7 +1880,10 @@ pub(crate) fn switch_clean(
     clear_our_stale_index_lock(wt);
     let dir = workdir(wt)?;
     let small = |entries: usize| changed.len() <= entries / 4 + 64;
-    if let Some(split) = splitindex::read(wt)? {
+    let Ok(split) = splitindex::read(wt) else {
+        return Ok(false);
+    };
+    if let Some(split) = split {
         let added = changed
             .iter()
             .map(|c| c.path.as_slice())
@@ -1898,10 +1902,10 @@ pub(crate) fn switch_clean(
         crate::crash::point("checkout-index.after");
         return Ok(true);
     }
-    let index = read_index(wt)?;
-    if index.is_sparse() {
-        return Ok(false);
-    }
+    let index = match read_index(wt) {
+        Ok(index) if !index.is_sparse() => index,
+        _ => return Ok(false),
+    };
     let added = changed
         .iter()
         .map(|c| c.path.as_slice())

@@ -906,3 +906,25 @@ fn a_hooks_index_file_names_the_checkouts_index_not_a_pooled_worktrees() {
     git_accepts(&env, &wt);
     env.fsck();
 }
+
+/// A free worktree whose shared index is gone (removed by hand, or by a
+/// tool cleaning git dirs) is reset in full by its next switch, not left
+/// failing every order that gets it.
+#[test]
+fn a_worktree_whose_shared_index_is_gone_is_reset_not_wedged() {
+    let env = repo(&["a"]);
+    round(&env, &["--build", BUILD]).success();
+    let wt = env.worktree_root().join("pool/0");
+    let git_dir = env.git_in(&wt, &["rev-parse", "--absolute-git-dir"]);
+    for name in shared_indexes(&env, &wt) {
+        std::fs::remove_file(Path::new(git_dir.trim()).join(name)).expect("rm");
+    }
+    env.work_order("wo-b", "Order b", &[], &["b.txt"]);
+    env.commit_all("one more order");
+    round(&env, &["--build", BUILD]).success();
+    assert_eq!(worktrees_used(&env).last().map(|(_, p)| p), Some(&wt));
+    assert!(is_split(&env, &wt));
+    index_holds_head(&env, &wt);
+    git_accepts(&env, &wt);
+    env.fsck();
+}
