@@ -1994,6 +1994,8 @@ mod tests {
 
     use gix::ObjectId;
 
+    use crate::testutil::{copy_of, git};
+
     /// One entry of a generated tree.
     #[derive(Clone, Debug)]
     enum Entry {
@@ -2045,30 +2047,6 @@ mod tests {
             tree.push((path, entry));
         }
         tree
-    }
-
-    /// Stock git with nothing of the user's, in `dir`; panics on failure.
-    fn git(root: &Path, dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", root)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", root.join("global.gitconfig"))
-            .env("GIT_AUTHOR_NAME", "Arbiter Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.com")
-            .env("GIT_COMMITTER_NAME", "Arbiter Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.com")
-            .output()
-            .expect("git runs");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8")
     }
 
     /// Replace everything but `.git` in `dir` with `tree`; return the commit.
@@ -2163,14 +2141,7 @@ mod tests {
             let copies: Vec<PathBuf> = ["git", "in-place", "from-tree", "split"]
                 .iter()
                 .map(|way| {
-                    let copy = root.join(format!("{way}-{case}"));
-                    let status = Command::new("cp")
-                        .args(["-a"])
-                        .arg(&seed)
-                        .arg(&copy)
-                        .status()
-                        .expect("cp");
-                    assert!(status.success());
+                    let copy = copy_of(&root, &seed, &format!("{way}-{case}"));
                     // A copy has new inodes: let the index take their stat data.
                     git(&root, &copy, &["update-index", "-q", "--refresh"]);
                     copy
@@ -2356,14 +2327,7 @@ mod tests {
         let copies: Vec<PathBuf> = ["git", "split"]
             .iter()
             .map(|way| {
-                let copy = root.join(way);
-                let status = Command::new("cp")
-                    .arg("-a")
-                    .arg(&seed)
-                    .arg(&copy)
-                    .status()
-                    .expect("cp");
-                assert!(status.success());
+                let copy = copy_of(&root, &seed, way);
                 git(&root, &copy, &["update-index", "-q", "--refresh"]);
                 copy
             })
@@ -2458,14 +2422,7 @@ mod tests {
         git(&root, &seed, &["commit", "-q", "-m", "new"]);
         let new_commit = git(&root, &seed, &["rev-parse", "HEAD"]).trim().to_owned();
         git(&root, &seed, &["checkout", "-q", "main"]);
-        let copy = root.join("copy");
-        let status = Command::new("cp")
-            .arg("-a")
-            .arg(&seed)
-            .arg(&copy)
-            .status()
-            .expect("cp");
-        assert!(status.success());
+        let copy = copy_of(&root, &seed, "copy");
         let stale = git(&root, &copy, &["diff-files", "--name-only"]);
         assert_eq!(stale.lines().count(), 20, "the copy's stat data are stale");
 

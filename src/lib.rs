@@ -51,6 +51,8 @@ pub mod sign;
 pub mod slots;
 pub mod splitindex;
 pub mod state;
+#[cfg(test)]
+mod testutil;
 pub mod worktree;
 
 pub use error::{Error, ExitCode, Result};

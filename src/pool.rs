@@ -620,13 +620,14 @@ fn untracked(wt: &gix::Repository) -> Result<Vec<(gix::bstr::BString, bool)>> {
     use gix::dir::entry::Status;
     use gix::dir::walk::EmissionMode;
     let dir = files_of(wt)?;
-    let index = match checkout::read_index(wt) {
-        Ok(index) => index,
-        Err(_) if !wt.index_path().exists() => {
-            gix::index::File::from_state(gix::index::State::new(wt.object_hash()), wt.index_path())
-        }
-        Err(e) => return Err(e),
-    };
+    // Without its checksum verified, as `checkout::read_index` reads it.
+    let index = gix::index::File::at_or_default(
+        wt.index_path(),
+        wt.object_hash(),
+        true,
+        Default::default(),
+    )
+    .git_context(format!("reading the index of {}", dir.display()))?;
     let options = wt
         .dirwalk_options()
         .git_context("preparing a directory walk")?

@@ -348,31 +348,16 @@ pub(crate) fn remove_stale(git_dir: &Path, keep: Option<ObjectId>) {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
     use std::process::Command;
 
-    /// Stock git with nothing of the user's, in `dir`; panics on failure.
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", dir.join(".git/no-global"))
-            .env("GIT_AUTHOR_NAME", "Arbiter Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.com")
-            .env("GIT_COMMITTER_NAME", "Arbiter Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.com")
-            .output()
-            .expect("git runs");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8")
+    use crate::testutil::git;
+
+    /// An empty repository `<root>/repo`.
+    fn new_repo(root: &std::path::Path) -> std::path::PathBuf {
+        let dir = root.join("repo");
+        std::fs::create_dir(&dir).expect("mkdir");
+        git(root, &dir, &["init", "-q", "-b", "main"]);
+        dir
     }
 
     type Row = (String, gix::ObjectId, u32, gix::index::entry::Stat);
@@ -394,8 +379,8 @@ mod tests {
     #[test]
     fn a_split_index_git_wrote_reads_as_the_whole_index() {
         let tmp = tempfile::tempdir().expect("tmp");
-        let dir = tmp.path();
-        git(dir, &["init", "-q", "-b", "main"]);
+        let (root, dir) = (tmp.path(), &new_repo(tmp.path()));
+        let git = |dir: &std::path::Path, args: &[&str]| git(root, dir, args);
         for name in ["a", "b", "c", "d", "e"] {
             std::fs::write(dir.join(name), format!("{name}\n")).expect("write");
         }
@@ -442,5 +427,35 @@ mod tests {
         assert!(split.too_many_added(0));
         assert!(split.too_many_added(20), "2 of 5 entries");
         assert!(!split.too_many_added(40));
+    }
+
+    /// A link whose bitmap names more entries than its shared index has is
+    /// an error (the pool then resets the worktree), never a wrong view.
+    #[test]
+    fn a_link_that_does_not_fit_its_shared_index_is_refused() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (root, dir) = (tmp.path(), &new_repo(tmp.path()));
+        std::fs::write(dir.join("a"), "a\n").expect("write");
+        git(root, dir, &["add", "a"]);
+        let repo = gix::open_opts(dir, gix::open::Options::isolated()).expect("open");
+        let whole = repo.open_index().expect("index");
+        let shared = super::write_shared(repo.git_dir(), &whole).expect("shared");
+        let empty = gix::index::State::new(repo.object_hash());
+        let mut data = super::split_file(&empty, shared, &[false, false, true]).expect("split");
+        let sum = super::checksum_of(repo.object_hash(), &data).expect("sum");
+        data.extend_from_slice(sum.as_slice());
+        std::fs::write(repo.index_path(), data).expect("write");
+        super::enable(&repo).expect("mark");
+        assert!(
+            super::read(&repo).is_err(),
+            "a bitmap past the shared index was accepted"
+        );
+        // The same link within bounds reads.
+        let mut data = super::split_file(&empty, shared, &[true]).expect("split");
+        let sum = super::checksum_of(repo.object_hash(), &data).expect("sum");
+        data.extend_from_slice(sum.as_slice());
+        std::fs::write(repo.index_path(), data).expect("write");
+        let split = super::read(&repo).expect("read").expect("split");
+        assert_eq!(split.entries().count(), 0, "its one entry is deleted");
     }
 }

@@ -81,6 +81,13 @@ fn pool_status(env: &TestEnv) -> Vec<serde_json::Value> {
 
 /// Stock git accepts the worktree at `wt`: listed, clean, and (last) removable.
 #[track_caller]
+/// `git fsck --strict` is clean before and after `git worktree remove` of `wt`.
+fn git_removes(env: &TestEnv, wt: &Path) {
+    env.fsck();
+    env.git(&["worktree", "remove", wt.to_str().expect("utf-8")]);
+    env.fsck();
+}
+
 fn git_accepts(env: &TestEnv, wt: &Path) {
     let list = env.git(&["worktree", "list", "--porcelain"]);
     assert!(
@@ -133,9 +140,7 @@ fn a_reused_worktree_holds_the_new_base_and_keeps_ignored_caches() {
         "!! target/\n"
     );
     assert!(env.git(&["for-each-ref", "refs/heads/arbiter/"]).is_empty());
-    env.fsck();
-    env.git(&["worktree", "remove", wt.to_str().expect("utf-8")]);
-    env.fsck();
+    git_removes(&env, &wt);
 }
 
 #[test]
@@ -838,9 +843,7 @@ fn pooled_worktrees_keep_a_split_index_that_git_reads_and_keeps() {
     assert!(is_split(&env, &wt));
     index_holds_head(&env, &wt);
     git_accepts(&env, &wt);
-    env.fsck();
-    env.git(&["worktree", "remove", wt.to_str().expect("utf-8")]);
-    env.fsck();
+    git_removes(&env, &wt);
 }
 
 /// `core.splitIndex=false` keeps every index whole, and the shared index

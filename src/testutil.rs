@@ -1,0 +1,43 @@
+//! Helpers for the library's unit tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Stock git with nothing of the user's (its global configuration is
+/// `<root>/global.gitconfig`), in `dir`; panics on failure.
+pub(crate) fn git(root: &Path, dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", root)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", root.join("global.gitconfig"))
+        .env("GIT_AUTHOR_NAME", "Arbiter Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Arbiter Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// A copy of the repository `seed` at `<root>/<name>` (`cp -a`: new inodes
+/// and change times, so its index's stat data are stale).
+pub(crate) fn copy_of(root: &Path, seed: &Path, name: &str) -> PathBuf {
+    let copy = root.join(name);
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(seed)
+        .arg(&copy)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    copy
+}
