@@ -113,8 +113,8 @@ impl Host {
         attempt: u32,
         extra_trailers: &str,
     ) -> Result<(), CommitError> {
-        // gix 0.90 has no porcelain to stage a whole worktree (`add -A`: new,
-        // modified, deleted, mode changes, respecting .gitignore), so git does it.
+        // git stages what `stage` leaves to it, and makes the commits it
+        // cannot make plainly.
         let git = |args: &[&str]| -> Result<std::process::Output, CommitError> {
             let mut cmd = std::process::Command::new("git");
             for var in exec::GIT_ENV {
@@ -135,27 +135,19 @@ impl Host {
                 detail: format!("cannot run git: {e}"),
             })
         };
-        let add = git(&["add", "-A"])?;
-        if !add.status.success() {
-            return Err(CommitError::from_output("git add -A", &add));
-        }
-        // The index's tree, through git's cache of its subtrees (`git add`
-        // kept it valid but for the folders it touched): `git commit` would
-        // stat every file again and hash the whole index twice.
-        let written = git(&["write-tree"])?;
-        if !written.status.success() {
-            return Err(CommitError::from_output("git write-tree", &written));
-        }
-        let tree = std::str::from_utf8(&written.stdout)
-            .ok()
-            .and_then(|hex| gix::ObjectId::from_hex(hex.trim().as_bytes()).ok())
-            .ok_or_else(|| CommitError {
-                command: "git write-tree".into(),
-                detail: "it printed no object id".into(),
-            })?;
         let wt = self.open_worktree(worktree)?;
         let head = wt.head_commit().ok();
         let head_tree = head.as_ref().and_then(|c| c.tree_id().ok());
+        // The plain case without git (see `stage`: git would read every
+        // file of a worktree written this second again). Anything else, an
+        // error included, is git's to do, and to report.
+        let staged = head_tree
+            .and_then(|t| crate::stage::stage_all(&wt, t.detach()).ok())
+            .flatten();
+        let tree = match staged {
+            Some(tree) => tree,
+            None => git_add_all(&git)?,
+        };
         if head_tree.is_some_and(|t| t == tree) {
             record_settled(&wt, worktree);
             return Ok(());
@@ -212,8 +204,35 @@ impl Host {
     }
 }
 
-/// `git add -A` just made the index of `wt` (at `dir`) hold every file
-/// but the ignored ones, and HEAD now holds that index's tree: record it,
+/// `git add -A && git write-tree` through `git`: the index's tree.
+fn git_add_all(
+    git: &dyn Fn(&[&str]) -> Result<std::process::Output, CommitError>,
+) -> Result<gix::ObjectId, CommitError> {
+    // gix 0.90 has no porcelain to stage a whole worktree (`add -A`: new,
+    // modified, deleted, mode changes, respecting .gitignore) beyond the
+    // plain case `stage` handles.
+    let add = git(&["add", "-A"])?;
+    if !add.status.success() {
+        return Err(CommitError::from_output("git add -A", &add));
+    }
+    // The index's tree, through git's cache of its subtrees (`git add`
+    // kept it valid but for the folders it touched): `git commit` would
+    // stat every file again and hash the whole index twice.
+    let written = git(&["write-tree"])?;
+    if !written.status.success() {
+        return Err(CommitError::from_output("git write-tree", &written));
+    }
+    std::str::from_utf8(&written.stdout)
+        .ok()
+        .and_then(|hex| gix::ObjectId::from_hex(hex.trim().as_bytes()).ok())
+        .ok_or_else(|| CommitError {
+            command: "git write-tree".into(),
+            detail: "it printed no object id".into(),
+        })
+}
+
+/// The index of `wt` (at `dir`) was just made to hold every file but the
+/// ignored ones, and HEAD now holds that index's tree: record it,
 /// so giving the worktree back need not check every file again.
 fn record_settled(wt: &gix::Repository, dir: &Path) {
     let Ok(head) = wt.head_id() else { return };

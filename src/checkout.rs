@@ -77,7 +77,7 @@ fn head_names(path: &Path, branch: &FullName) -> bool {
     }
 }
 
-fn workdir(wt: &gix::Repository) -> Result<PathBuf> {
+pub(crate) fn workdir(wt: &gix::Repository) -> Result<PathBuf> {
     wt.workdir().map(Path::to_owned).ok_or_else(|| {
         Error::Input(InputError::new(
             "a checked-out branch without a worktree was found",
@@ -155,7 +155,7 @@ fn known_to_hold(checksum: ObjectId, tree: ObjectId) -> bool {
         .is_ok_and(|known| known.contains(&(checksum, tree)))
 }
 
-fn remember_holds(checksum: ObjectId, tree: ObjectId) {
+pub(crate) fn remember_holds(checksum: ObjectId, tree: ObjectId) {
     // An index written without its hash (`index.skipHash`) ends in zeros.
     if checksum.is_null() {
         return;
@@ -169,7 +169,11 @@ fn remember_holds(checksum: ObjectId, tree: ObjectId) {
 }
 
 /// [`index_equals_tree`] for an index file, remembered by its checksum.
-fn holds(repo: &gix::Repository, index: &gix::index::File, tree: ObjectId) -> Result<bool> {
+pub(crate) fn holds(
+    repo: &gix::Repository,
+    index: &gix::index::File,
+    tree: ObjectId,
+) -> Result<bool> {
     let checksum = index.checksum().filter(|c| !c.is_null());
     if checksum.is_some_and(|c| known_to_hold(c, tree)) {
         return Ok(true);
@@ -323,7 +327,7 @@ fn clear_our_stale_index_lock(wt: &gix::Repository) {
 }
 
 impl IndexLock {
-    fn take(wt: &gix::Repository) -> Result<IndexLock> {
+    pub(crate) fn take(wt: &gix::Repository) -> Result<IndexLock> {
         let path = wt.index_path();
         // The marker goes first: a kill between the two then leaves a marker
         // without a lock (harmless), never a lock nobody can tell is ours.
@@ -355,9 +359,14 @@ impl IndexLock {
         })
     }
 
+    /// Is the index written split ([`splitindex::wanted`])?
+    pub(crate) fn writes_split(&self) -> bool {
+        self.split
+    }
+
     /// Write `index` through the lock and put it in place; returns its
     /// checksum. A split index gets a new shared index holding all of it.
-    fn commit(self, index: &gix::index::State, dir: &Path) -> Result<ObjectId> {
+    pub(crate) fn commit(self, index: &gix::index::State, dir: &Path) -> Result<ObjectId> {
         if self.split && !index.is_sparse() {
             let shared = splitindex::write_shared(&self.git_dir, index)?;
             crate::crash::point("shared-index.after");
@@ -387,7 +396,7 @@ impl IndexLock {
 
     /// Write the split index `split` (only what it adds and deletes, unless
     /// that has grown past git's limit: then all of it, shared anew).
-    fn commit_split(self, split: &splitindex::Split, dir: &Path) -> Result<ObjectId> {
+    pub(crate) fn commit_split(self, split: &splitindex::Split, dir: &Path) -> Result<ObjectId> {
         match split.shared_checksum() {
             Some(shared) if self.split && !split.too_many_added(self.max_percent) => {
                 let data = splitindex::split_file(&split.added, shared, &split.deleted)?;
@@ -1698,7 +1707,7 @@ fn restore_files(
 /// links on the way (a folder replaced by a link lists everything below
 /// it), and its files are looked up relative to it, so a check costs one
 /// path component rather than a walk of the whole path.
-fn stat_suspects(
+pub(crate) fn stat_suspects(
     wt: &gix::Repository,
     index: &gix::index::State,
     dir: &Path,
@@ -1847,7 +1856,7 @@ fn stat_suspects_in(
 
 /// What the index records of a file's `lstat`, truncated as git and gix do.
 #[allow(clippy::unnecessary_cast)]
-fn index_stat(st: &rustix::fs::Stat) -> gix::index::entry::Stat {
+pub(crate) fn index_stat(st: &rustix::fs::Stat) -> gix::index::entry::Stat {
     use gix::index::entry::stat::Time;
     gix::index::entry::Stat {
         mtime: Time {
@@ -1994,28 +2003,13 @@ mod tests {
 
     use gix::ObjectId;
 
-    use crate::testutil::{copy_of, git};
+    use crate::testutil::{copy_of, git, Rng};
 
     /// One entry of a generated tree.
     #[derive(Clone, Debug)]
     enum Entry {
         File { text: String, executable: bool },
         Link(String),
-    }
-
-    /// A tiny seeded generator (xorshift64*): the same trees on every run.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
     }
 
     /// A random tree over a three-letter alphabet at most three deep, so that

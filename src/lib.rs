@@ -13,7 +13,8 @@
 //!    carry how a command exited), `config_env`, `context`;
 //! 3. services on one repository: `conductor`, `slots`, `promisor`,
 //!    `ledger` (the pool's bookkeeping), `worktree`, `builder`, `reconcile`,
-//!    `batch`, `drift`, `lint`, `checkout`, then `pool` (warm worktrees);
+//!    `batch`, `drift`, `lint`, `checkout`, `stage` (a builder's leftovers
+//!    staged as `git add -A` would), then `pool` (warm worktrees);
 //! 4. porcelain: `merge`, `queue` (the merge queue), then `round`, `review`,
 //!    `doctor` and `race`.
 
@@ -50,6 +51,7 @@ pub mod select;
 pub mod sign;
 pub mod slots;
 pub mod splitindex;
+pub mod stage;
 pub mod state;
 #[cfg(test)]
 mod testutil;

@@ -41,3 +41,19 @@ pub(crate) fn copy_of(root: &Path, seed: &Path, name: &str) -> PathBuf {
     assert!(status.success());
     copy
 }
+
+/// A tiny seeded generator (xorshift64*): the same cases on every run.
+pub(crate) struct Rng(pub u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
