@@ -186,20 +186,34 @@ pub fn take(
         return worktree::add(ctx, name, branch, base);
     }
     let common = ctx.repo.common_dir().to_owned();
+    let free = |info: &Info, entry: Option<&Entry>| {
+        info.branch.is_none() && !info.prunable && entry.is_some_and(|e| e.state == State::Free)
+    };
+    // Most recently used first (its caches are the warmest), judged before
+    // any lock is taken: a take locks only the free worktree it keeps (and
+    // the broken ones it removes), so a take beside it never finds one it
+    // wants locked for a moment and makes a new one instead.
+    let mut candidates: Vec<(Info, Option<Entry>)> = worktree::pooled(ctx)?
+        .into_iter()
+        .map(|info| {
+            let entry = read_entry(&common, &info.name);
+            (info, entry)
+        })
+        .collect();
+    candidates.sort_by_key(|(_, entry)| std::cmp::Reverse(entry.as_ref().map(|e| e.last_use)));
     let mut best: Option<(Info, Entry, File)> = None;
-    for info in worktree::pooled(ctx)? {
+    for (info, seen) in candidates {
+        if best.is_some() && free(&info, seen.as_ref()) {
+            continue;
+        }
         let Some(lock) = hold(ctx, &info.name)? else {
             continue;
         };
+        // Under its lock, as it is now.
         let entry = read_entry(&common, &info.name);
         match entry {
-            Some(entry)
-                if entry.state == State::Free && info.branch.is_none() && !info.prunable =>
-            {
-                if best
-                    .as_ref()
-                    .is_none_or(|(_, b, _)| entry.last_use > b.last_use)
-                {
+            Some(entry) if free(&info, Some(&entry)) => {
+                if best.is_none() {
                     best = Some((info, entry, lock));
                 }
             }

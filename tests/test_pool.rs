@@ -931,3 +931,60 @@ fn a_worktree_whose_shared_index_is_gone_is_reset_not_wedged() {
     git_accepts(&env, &wt);
     env.fsck();
 }
+
+/// Takes at once in one process (a round's builders) each get a free
+/// worktree while one is free: none is made anew. Each take used to lock
+/// every free worktree in turn while looking for the most recently used,
+/// so a take running beside it skipped them and made a new one.
+#[test]
+fn takes_at_once_share_the_free_worktrees_and_make_none_anew() {
+    use git_arbiter::pool;
+    const TAKERS: usize = 8;
+    let env = repo(&[]);
+    let ctx = env.context();
+    let base = ctx.repo.head_id().expect("HEAD").detach();
+    let opts = pool::Options {
+        enabled: true,
+        size: 2 * TAKERS,
+        keep_ignored: true,
+        ..pool::Options::default()
+    };
+    let pooled =
+        || std::fs::read_dir(env.worktree_root().join("pool")).map_or(0, |dir| dir.count());
+    for round in 0..60 {
+        let barrier = std::sync::Barrier::new(TAKERS);
+        let taken: Vec<PathBuf> = std::thread::scope(|scope| {
+            let takers: Vec<_> = (0..TAKERS)
+                .map(|i| {
+                    let (ctx, barrier, opts) = (env.context(), &barrier, &opts);
+                    scope.spawn(move || {
+                        let id = format!("r{round}-{i}");
+                        barrier.wait();
+                        pool::take(&ctx, opts, &id, &format!("arbiter/{id}"), base).expect("take")
+                    })
+                })
+                .collect();
+            takers
+                .into_iter()
+                .map(|t| t.join().expect("taker"))
+                .collect()
+        });
+        let mut distinct = taken.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(
+            distinct.len(),
+            TAKERS,
+            "round {round}: one worktree taken twice"
+        );
+        assert_eq!(
+            pooled(),
+            TAKERS,
+            "round {round}: a worktree made while one was free"
+        );
+        for i in 0..TAKERS {
+            let id = format!("r{round}-{i}");
+            pool::give_back(&ctx, &id, &format!("arbiter/{id}"), false).expect("give back");
+        }
+    }
+}
