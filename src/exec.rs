@@ -240,6 +240,10 @@ fn wait(
     stop: &dyn Fn() -> bool,
 ) -> std::io::Result<Exit> {
     let started = Instant::now();
+    // Short first looks, then every 20 ms: a command that ends in a few
+    // milliseconds (a one-line builder, a warm gate) is seen ending then,
+    // not a whole poll later.
+    let mut pause = Duration::from_millis(1);
     loop {
         if let Some(status) = child.try_wait()? {
             // The shell is gone; end anything it left running in its group.
@@ -260,7 +264,8 @@ fn wait(
                 Exit::Interrupted
             });
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
     }
 }
 
