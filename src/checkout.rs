@@ -280,16 +280,19 @@ pub struct Blocked {
     pub error: Error,
 }
 
+/// Paths (sorted) proven to hold their blob, with their fresh stat data.
+type Refreshed = Vec<(Vec<u8>, gix::index::entry::Stat)>;
+
 /// What [`preflight`] learned about a worktree, for [`apply`].
 pub struct Prepared {
     /// The worktree's index, when it held exactly the old tree: [`apply`] then
     /// edits it in place for the changed paths only.
     index: Option<gix::index::File>,
     /// Entries whose file holds their blob but whose stat data were stale
-    /// (the status had to read them): their fresh stat data go into the
+    /// (they were read again): their fresh stat data go into the
     /// index written next, as `git status` refreshes it, so the next check
     /// of this worktree compares stat data instead of reading every file.
-    refreshed: Vec<(Vec<u8>, gix::index::entry::Stat)>,
+    refreshed: Refreshed,
 }
 
 /// A held `index.lock`; the new index is written through it. While it is
@@ -464,6 +467,23 @@ pub fn preflight(
                     .any(|e| e.mode == gix::index::entry::Mode::COMMIT) =>
         {
             Vec::new()
+        }
+        // A few suspects (files written in the moment the index was, or
+        // touched): each is read and hashed as git would store it, not
+        // every file walked again by a status. Links stored as files
+        // (`core.symlinks=false`) and submodules are the status's to judge.
+        (Some(ix), Some(suspects))
+            if wt.config_snapshot().boolean("core.symlinks") != Some(false)
+                && !ix
+                    .entries()
+                    .iter()
+                    .any(|e| e.mode == gix::index::entry::Mode::COMMIT) =>
+        {
+            let (paths, fresh) = read_suspects(wt, ix, &dir, &suspects)?;
+            if paths.is_empty() {
+                refreshed = fresh;
+            }
+            paths
         }
         (Some(ix), Some(suspects)) => {
             let mut paths = unstaged_changes(wt, Some(ix.clone()))?;
@@ -1463,7 +1483,7 @@ fn proven_clean(
     wt: &gix::Repository,
     index: &gix::index::State,
     suspects: &[(usize, Option<gix::index::entry::Stat>)],
-) -> Result<Vec<(Vec<u8>, gix::index::entry::Stat)>> {
+) -> Result<Refreshed> {
     let options = wt.stat_options().git_context("reading core.checkStat")?;
     let timestamp = index.timestamp();
     let mut fresh = Vec::new();
@@ -1476,6 +1496,102 @@ fn proven_clean(
         }
     }
     Ok(fresh)
+}
+
+/// The `suspects` (of [`stat_suspects`]) read from their files: the paths
+/// whose kind or content differs from their entry (sorted), and the fresh
+/// stat data of the others, now proven to hold their blob (sorted by path).
+/// Nothing is written to the object database.
+fn read_suspects(
+    wt: &gix::Repository,
+    index: &gix::index::State,
+    dir: &Path,
+    suspects: &[(usize, Option<gix::index::entry::Stat>)],
+) -> Result<(Vec<String>, Refreshed)> {
+    let mut changed = Vec::new();
+    let mut fresh = Vec::new();
+    if suspects.is_empty() {
+        return Ok((changed, fresh));
+    }
+    let attributes = wt
+        .attributes_only(
+            index,
+            gix::worktree::stack::state::attributes::Source::WorktreeThenIdMapping,
+        )
+        .git_context("reading .gitattributes")?;
+    let mut pipeline = gix::filter::Pipeline::new(wt, attributes.detach())
+        .git_context("preparing the filters of .gitattributes")?;
+    use gix::index::entry::Flags;
+    for &(at, seen) in suspects {
+        let entry = &index.entries()[at];
+        let path = entry.path(index);
+        // Outside a sparse checkout, or assumed unchanged: git does not look.
+        if entry
+            .flags
+            .intersects(Flags::SKIP_WORKTREE | Flags::ASSUME_VALID)
+        {
+            continue;
+        }
+        // No stat data: gone, or no longer of its entry's kind (or mode).
+        let same = match seen {
+            Some(_) => blob_id(wt, &mut pipeline, index, dir, entry)? == Some(entry.id),
+            None => false,
+        };
+        match (same, seen) {
+            (true, Some(seen)) => fresh.push((path.to_vec(), seen)),
+            _ => changed.push(path.to_str_lossy().into_owned()),
+        }
+    }
+    changed.sort();
+    Ok((changed, fresh))
+}
+
+/// The id of the blob git would store for `entry`'s file (through the
+/// filters of .gitattributes; a link's target), without storing it; `None`
+/// when it cannot be read as one.
+fn blob_id(
+    wt: &gix::Repository,
+    pipeline: &mut gix::filter::Pipeline<'_>,
+    index: &gix::index::State,
+    dir: &Path,
+    entry: &gix::index::Entry,
+) -> Result<Option<ObjectId>> {
+    use gix::filter::plumbing::pipeline::convert::ToGitOutcome;
+    use std::io::Read;
+    let path = entry.path(index);
+    let rel = rel_path(path)?;
+    let abs = dir.join(&rel);
+    let data = if entry.mode == gix::index::entry::Mode::SYMLINK {
+        match std::fs::read_link(&abs) {
+            Ok(target) => gix::path::os_str_into_bstr(target.as_os_str())
+                .map(|t| t.to_vec())
+                .unwrap_or_default(),
+            Err(_) => return Ok(None),
+        }
+    } else {
+        let Ok(file) = std::fs::File::open(&abs) else {
+            return Ok(None);
+        };
+        let mut data = Vec::new();
+        let read = match pipeline
+            .convert_to_git(file, &rel, index)
+            .git_context(format!("reading {}", abs.display()))?
+        {
+            ToGitOutcome::Unchanged(mut file) => file.read_to_end(&mut data).map(drop),
+            ToGitOutcome::Process(mut filtered) => filtered.read_to_end(&mut data).map(drop),
+            ToGitOutcome::Buffer(buf) => {
+                data.extend_from_slice(buf);
+                Ok(())
+            }
+        };
+        if read.is_err() {
+            return Ok(None);
+        }
+        data
+    };
+    gix::objs::compute_hash(wt.object_hash(), gix::objs::Kind::Blob, &data)
+        .map(Some)
+        .git_context(format!("hashing {}", abs.display()))
 }
 
 fn preflight_untracked_only(
@@ -2475,6 +2591,55 @@ mod tests {
             changed,
             prepared,
         }
+    }
+
+    /// Files the index cannot vouch for by their stat data are read: the
+    /// same content (through the eol filter) passes and its fresh stat data
+    /// are kept; an edit of the same size, in the second the index was
+    /// written, is a local change.
+    #[test]
+    fn suspect_files_are_read_not_trusted() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().canonicalize().expect("canonical");
+        std::fs::write(root.join("global.gitconfig"), "").expect("global config");
+        let dir = root.join("repo");
+        std::fs::create_dir(&dir).expect("mkdir");
+        git(&root, &dir, &["init", "-q", "-b", "main"]);
+        std::fs::write(dir.join(".gitattributes"), "c.txt eol=crlf\n").expect("write");
+        for (name, text) in [("a.txt", "one\n"), ("b.txt", "two\n"), ("c.txt", "x\n")] {
+            std::fs::write(dir.join(name), text).expect("write");
+        }
+        git(&root, &dir, &["add", "-A"]);
+        git(&root, &dir, &["commit", "-q", "-m", "old"]);
+        let old = git(&root, &dir, &["rev-parse", "HEAD"]);
+        std::fs::write(dir.join("d.txt"), "new\n").expect("write");
+        git(&root, &dir, &["add", "d.txt"]);
+        git(&root, &dir, &["commit", "-q", "-m", "new"]);
+        let new = git(&root, &dir, &["rev-parse", "HEAD"]);
+        git(&root, &dir, &["checkout", "-q", "-f", old.trim()]);
+        // The same content written again: new stat data, the same blob
+        // (c.txt as checked out, with CRLF).
+        for (name, text) in [("a.txt", "one\n"), ("c.txt", "x\r\n")] {
+            std::fs::remove_file(dir.join(name)).expect("rm");
+            std::fs::write(dir.join(name), text).expect("write");
+        }
+        let update = preflight_update(&dir, old.trim(), new.trim());
+        let refreshed: Vec<&[u8]> = update
+            .prepared
+            .refreshed
+            .iter()
+            .map(|(p, _)| p.as_slice())
+            .collect();
+        assert_eq!(refreshed, [&b"a.txt"[..], b"c.txt"]);
+
+        // Same size, so only the content tells.
+        std::fs::write(dir.join("b.txt"), "TWO\n").expect("write");
+        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        let err = match super::preflight(&wt, update.old_tree, update.new_tree, &update.changed) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("an edit was not seen"),
+        };
+        assert!(err.contains("local changes: 'b.txt'"), "{err}");
     }
 
     #[test]
