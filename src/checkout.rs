@@ -88,6 +88,9 @@ pub(crate) fn workdir(wt: &gix::Repository) -> Result<PathBuf> {
 /// Tracked paths with local changes (staged or not) in `wt`; untracked files are not listed.
 pub fn local_changes(wt: &gix::Repository) -> Result<Vec<String>> {
     refuse_sparse_index(wt)?;
+    if let Some(paths) = changes_by_stat(wt)? {
+        return Ok(paths);
+    }
     let iter = wt
         .status(gix::progress::Discard)
         .git_context("preparing status")?
@@ -106,6 +109,31 @@ pub fn local_changes(wt: &gix::Repository) -> Result<Vec<String>> {
         paths.insert(item.location().to_str_lossy().into_owned());
     }
     Ok(paths.into_iter().collect())
+}
+
+/// [`local_changes`] by stat data, reading only the files they cannot vouch
+/// for, when nothing is staged (the index holds HEAD's tree) and
+/// [`suspects_readable`]; `None` otherwise.
+fn changes_by_stat(wt: &gix::Repository) -> Result<Option<Vec<String>>> {
+    let (Ok(index), Ok(head_tree)) = (read_index(wt), wt.head_tree_id()) else {
+        return Ok(None);
+    };
+    if !suspects_readable(wt, &index) || !holds(wt, &index, head_tree.detach())? {
+        return Ok(None);
+    }
+    let dir = workdir(wt)?;
+    let suspects = stat_suspects(wt, &index, &dir);
+    Ok(Some(read_suspects(wt, &index, &dir, &suspects)?.0))
+}
+
+/// Can [`read_suspects`] judge `wt`'s files? Not links stored as files
+/// (`core.symlinks=false`) nor submodules: the status judges those.
+fn suspects_readable(wt: &gix::Repository, index: &gix::index::State) -> bool {
+    wt.config_snapshot().boolean("core.symlinks") != Some(false)
+        && !index
+            .entries()
+            .iter()
+            .any(|e| e.mode == gix::index::entry::Mode::COMMIT)
 }
 
 /// Could updating the files lose this difference between index and worktree?
@@ -470,15 +498,8 @@ pub fn preflight(
         }
         // A few suspects (files written in the moment the index was, or
         // touched): each is read and hashed as git would store it, not
-        // every file walked again by a status. Links stored as files
-        // (`core.symlinks=false`) and submodules are the status's to judge.
-        (Some(ix), Some(suspects))
-            if wt.config_snapshot().boolean("core.symlinks") != Some(false)
-                && !ix
-                    .entries()
-                    .iter()
-                    .any(|e| e.mode == gix::index::entry::Mode::COMMIT) =>
-        {
+        // every file walked again by a status.
+        (Some(ix), Some(suspects)) if suspects_readable(wt, ix) => {
             let (paths, fresh) = read_suspects(wt, ix, &dir, &suspects)?;
             if paths.is_empty() {
                 refreshed = fresh;
@@ -2593,7 +2614,8 @@ mod tests {
         }
     }
 
-    /// Files the index cannot vouch for by their stat data are read: the
+    /// Files the index cannot vouch for by their stat data are read (by
+    /// `preflight` and `local_changes`): the
     /// same content (through the eol filter) passes and its fresh stat data
     /// are kept; an edit of the same size, in the second the index was
     /// written, is a local change.
@@ -2631,10 +2653,12 @@ mod tests {
             .map(|(p, _)| p.as_slice())
             .collect();
         assert_eq!(refreshed, [&b"a.txt"[..], b"c.txt"]);
+        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        assert!(super::local_changes(&wt).expect("changes").is_empty());
 
         // Same size, so only the content tells.
         std::fs::write(dir.join("b.txt"), "TWO\n").expect("write");
-        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        assert_eq!(super::local_changes(&wt).expect("changes"), ["b.txt"]);
         let err = match super::preflight(&wt, update.old_tree, update.new_tree, &update.changed) {
             Err(e) => e.to_string(),
             Ok(_) => panic!("an edit was not seen"),
