@@ -21,6 +21,8 @@ pub const POINTS: &[&str] = &[
     "shared-index.after",
     "build.started",
     "leftovers.before",
+    // the leftovers staged (the index written), not yet committed
+    "leftovers-index.after",
     "leftovers.after",
     "verdict.before",
     "verdict.after",

@@ -137,6 +137,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
         .git_context("writing the tree of the leftovers")?
         .detach();
     let checksum = write_index(wt, lock, index, &staged, &dir)?;
+    crate::crash::point("leftovers-index.after");
     checkout::remember_holds(checksum, tree);
     Ok(Some(tree))
 }
