@@ -2140,7 +2140,7 @@ mod tests {
 
     use gix::ObjectId;
 
-    use crate::testutil::{copy_of, git, Rng};
+    use crate::testutil::{copy_of, git, new_repo, scratch, Rng};
 
     /// One entry of a generated tree.
     #[derive(Clone, Debug)]
@@ -2255,17 +2255,13 @@ mod tests {
     /// empty folders gone), and an index whose stat data matches the files.
     #[test]
     fn both_checkout_paths_match_git_read_tree() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let root = tmp.path().canonicalize().expect("canonical");
-        std::fs::write(root.join("global.gitconfig"), "").expect("global config");
+        let (_tmp, root) = scratch();
         let mut rng = Rng(0x005e_ed0f_a2b1_7e25);
         let mut in_place = 0;
         let mut split_in_place = 0;
         for case in 0..40 {
             let (old, new) = (random_tree(&mut rng), random_tree(&mut rng));
-            let seed = root.join(format!("seed-{case}"));
-            std::fs::create_dir(&seed).expect("mkdir");
-            git(&root, &seed, &["init", "-q", "-b", "main"]);
+            let seed = new_repo(&root, &format!("seed-{case}"));
             let old_commit = commit_tree(&root, &seed, &old, "old");
             let new_commit = commit_tree(&root, &seed, &new, "new");
             git(&root, &seed, &["checkout", "-q", "-f", &old_commit]);
@@ -2430,13 +2426,9 @@ mod tests {
     /// shared index comes when the changes outgrow it.
     #[test]
     fn a_split_index_switched_again_and_again_matches_git_read_tree() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let root = tmp.path().canonicalize().expect("canonical");
-        std::fs::write(root.join("global.gitconfig"), "").expect("global config");
+        let (_tmp, root) = scratch();
         let mut rng = Rng(0x5b11_7a1d_e0c5_0001);
-        let seed = root.join("seed");
-        std::fs::create_dir(&seed).expect("mkdir");
-        git(&root, &seed, &["init", "-q", "-b", "main"]);
+        let seed = new_repo(&root, "seed");
         let mut tree: Vec<(String, Entry)> = (0..40)
             .map(|i| {
                 let path = format!("{}/f{i}", ["a", "b", "c", "d"][i % 4]);
@@ -2526,12 +2518,8 @@ mod tests {
     /// compares stat data only instead of reading the whole tree again.
     #[test]
     fn an_update_refreshes_the_stale_stat_data_it_read_past() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let root = tmp.path().canonicalize().expect("canonical");
-        std::fs::write(root.join("global.gitconfig"), "").expect("global config");
-        let seed = root.join("seed");
-        std::fs::create_dir(&seed).expect("mkdir");
-        git(&root, &seed, &["init", "-q", "-b", "main"]);
+        let (_tmp, root) = scratch();
+        let seed = new_repo(&root, "seed");
         for i in 0..20 {
             std::fs::write(seed.join(format!("f{i}.txt")), format!("{i}\n")).expect("write");
         }
@@ -2621,12 +2609,8 @@ mod tests {
     /// written, is a local change.
     #[test]
     fn suspect_files_are_read_not_trusted() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let root = tmp.path().canonicalize().expect("canonical");
-        std::fs::write(root.join("global.gitconfig"), "").expect("global config");
-        let dir = root.join("repo");
-        std::fs::create_dir(&dir).expect("mkdir");
-        git(&root, &dir, &["init", "-q", "-b", "main"]);
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
         std::fs::write(dir.join(".gitattributes"), "c.txt eol=crlf\n").expect("write");
         for (name, text) in [("a.txt", "one\n"), ("b.txt", "two\n"), ("c.txt", "x\n")] {
             std::fs::write(dir.join(name), text).expect("write");

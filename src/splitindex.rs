@@ -350,16 +350,9 @@ pub(crate) fn remove_stale(git_dir: &Path, keep: Option<ObjectId>) {
 mod tests {
     use std::process::Command;
 
-    use crate::testutil::git;
+    use crate::testutil::{git, new_repo, scratch};
 
     /// An empty repository `<root>/repo`.
-    fn new_repo(root: &std::path::Path) -> std::path::PathBuf {
-        let dir = root.join("repo");
-        std::fs::create_dir(&dir).expect("mkdir");
-        git(root, &dir, &["init", "-q", "-b", "main"]);
-        dir
-    }
-
     type Row = (String, gix::ObjectId, u32, gix::index::entry::Stat);
 
     fn rows<'a>(
@@ -378,8 +371,8 @@ mod tests {
     /// the real changes count as added.
     #[test]
     fn a_split_index_git_wrote_reads_as_the_whole_index() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let (root, dir) = (tmp.path(), &new_repo(tmp.path()));
+        let (_tmp, root) = scratch();
+        let (root, dir) = (root.as_path(), &new_repo(&root, "repo"));
         let git = |dir: &std::path::Path, args: &[&str]| git(root, dir, args);
         for name in ["a", "b", "c", "d", "e"] {
             std::fs::write(dir.join(name), format!("{name}\n")).expect("write");
@@ -433,8 +426,8 @@ mod tests {
     /// an error (the pool then resets the worktree), never a wrong view.
     #[test]
     fn a_link_that_does_not_fit_its_shared_index_is_refused() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let (root, dir) = (tmp.path(), &new_repo(tmp.path()));
+        let (_tmp, root) = scratch();
+        let (root, dir) = (root.as_path(), &new_repo(&root, "repo"));
         std::fs::write(dir.join("a"), "a\n").expect("write");
         git(root, dir, &["add", "a"]);
         let repo = gix::open_opts(dir, gix::open::Options::isolated()).expect("open");

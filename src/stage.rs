@@ -310,7 +310,7 @@ mod tests {
 
     use gix::ObjectId;
 
-    use crate::testutil::{copy_of, git, Rng};
+    use crate::testutil::{copy_of, git, new_repo, scratch, Rng};
 
     /// What a case does that `stage_all` may leave to git (a later change
     /// can undo it).
@@ -347,7 +347,6 @@ mod tests {
     /// The committed state every case starts from: text, CRLF and ident
     /// attributes, ignore rules with a negation, a link and an executable.
     fn seed(root: &Path, dir: &Path, autocrlf: Option<&str>) {
-        git(root, dir, &["init", "-q", "-b", "main"]);
         if let Some(value) = autocrlf {
             git(root, dir, &["config", "core.autocrlf", value]);
         }
@@ -446,14 +445,11 @@ mod tests {
     /// status`; and where it leaves the work to git, the index is untouched.
     #[test]
     fn staging_matches_git_add_all() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let root = tmp.path().canonicalize().expect("canonical");
-        std::fs::write(root.join("global.gitconfig"), "").expect("global config");
+        let (_tmp, root) = scratch();
         let mut rng = Rng(0x57a9_e0a1_1f00_d5e7);
         let (mut ours, mut split_ours) = (0, 0);
         for case in 0..48 {
-            let dir = root.join(format!("ours-{case}"));
-            std::fs::create_dir(&dir).expect("mkdir");
+            let dir = new_repo(&root, &format!("ours-{case}"));
             let autocrlf = [None, Some("input"), Some("true")][case % 3];
             seed(&root, &dir, autocrlf);
             let split = case % 2 == 1;
@@ -498,5 +494,39 @@ mod tests {
             split_ours >= 12,
             "only {split_ours} split cases staged without git"
         );
+    }
+
+    /// What `git add -A` would refuse or do otherwise is left to it, with
+    /// nothing written: a held `index.lock` (kept), something the builder
+    /// staged itself, an index that cannot be read.
+    #[test]
+    fn a_locked_staged_or_unreadable_index_is_left_to_git() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        seed(&root, &dir, None);
+        write(&dir, "new.txt", b"new\n");
+        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        let head_tree = git(&root, &dir, &["rev-parse", "HEAD^{tree}"]);
+        let head_tree = ObjectId::from_hex(head_tree.trim().as_bytes()).expect("sha");
+        let index_path = dir.join(".git/index");
+        let left_to_git = |why: &str| {
+            let before = std::fs::read(&index_path).expect("index");
+            let staged = super::stage_all(&wt, head_tree).expect("stage");
+            assert_eq!(staged, None, "{why}");
+            let after = std::fs::read(&index_path).expect("index");
+            assert!(after == before, "{why}: the index was written");
+        };
+
+        let lock = dir.join(".git/index.lock");
+        std::fs::write(&lock, b"another git's").expect("lock");
+        left_to_git("a held index.lock");
+        assert_eq!(std::fs::read(&lock).expect("lock kept"), b"another git's");
+        std::fs::remove_file(&lock).expect("rm lock");
+
+        git(&root, &dir, &["add", "new.txt"]);
+        left_to_git("a file the builder staged");
+
+        std::fs::write(&index_path, b"DIRC garbage").expect("corrupt");
+        left_to_git("an unreadable index");
     }
 }

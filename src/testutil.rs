@@ -28,6 +28,23 @@ pub(crate) fn git(root: &Path, dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// A scratch folder for one test (its canonical path; gone when the guard
+/// drops), holding the empty global configuration [`git`] points at.
+pub(crate) fn scratch() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().canonicalize().expect("canonical");
+    std::fs::write(root.join("global.gitconfig"), "").expect("global config");
+    (tmp, root)
+}
+
+/// A new, empty repository `<root>/<name>` on branch `main`.
+pub(crate) fn new_repo(root: &Path, name: &str) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir(&dir).expect("mkdir");
+    git(root, &dir, &["init", "-q", "-b", "main"]);
+    dir
+}
+
 /// A copy of the repository `seed` at `<root>/<name>` (`cp -a`: new inodes
 /// and change times, so its index's stat data are stale).
 pub(crate) fn copy_of(root: &Path, seed: &Path, name: &str) -> PathBuf {

@@ -801,6 +801,18 @@ fn index_holds_head(env: &TestEnv, wt: &Path) {
     );
 }
 
+/// The last order took `wt` again, which keeps a split index holding
+/// exactly HEAD's tree, and git accepts it.
+fn switched_again_split(env: &TestEnv, wt: &Path) {
+    assert_eq!(
+        worktrees_used(env).last().map(|(_, p)| p.as_path()),
+        Some(wt)
+    );
+    assert!(is_split(env, wt));
+    index_holds_head(env, wt);
+    git_accepts(env, wt);
+}
+
 /// The index file of the worktree at `wt` links to a shared index.
 fn is_split(env: &TestEnv, wt: &Path) -> bool {
     let git_dir = env.git_in(wt, &["rev-parse", "--absolute-git-dir"]);
@@ -839,10 +851,7 @@ fn pooled_worktrees_keep_a_split_index_that_git_reads_and_keeps() {
     env.work_order("wo-d", "Order d", &[], &["d.txt"]);
     env.commit_all("one more order");
     round(&env, &["--build", BUILD]).success();
-    assert_eq!(worktrees_used(&env).last().map(|(_, p)| p), Some(&wt));
-    assert!(is_split(&env, &wt));
-    index_holds_head(&env, &wt);
-    git_accepts(&env, &wt);
+    switched_again_split(&env, &wt);
     git_removes(&env, &wt);
 }
 
@@ -925,10 +934,7 @@ fn a_worktree_whose_shared_index_is_gone_is_reset_not_wedged() {
     env.work_order("wo-b", "Order b", &[], &["b.txt"]);
     env.commit_all("one more order");
     round(&env, &["--build", BUILD]).success();
-    assert_eq!(worktrees_used(&env).last().map(|(_, p)| p), Some(&wt));
-    assert!(is_split(&env, &wt));
-    index_holds_head(&env, &wt);
-    git_accepts(&env, &wt);
+    switched_again_split(&env, &wt);
     env.fsck();
 }
 
