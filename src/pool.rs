@@ -817,7 +817,7 @@ pub struct Row {
 pub fn status(ctx: &Context) -> Result<Vec<Row>> {
     let common = ctx.repo.common_dir().to_owned();
     let mut rows = Vec::new();
-    for info in worktree::pooled(ctx)? {
+    for info in worktree::pooled_with_heads(ctx)? {
         let held = hold(ctx, &info.name)?.is_none();
         let entry = read_entry(&common, &info.name);
         let state = match (&entry, held) {

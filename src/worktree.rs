@@ -182,6 +182,35 @@ fn resolve_existing_prefix(p: &Path) -> PathBuf {
     }
 }
 
+/// [`resolve_existing_prefix`] for many paths, most in a few folders (a
+/// listing of worktrees): each folder is resolved once, and a path in it
+/// that is no link (or is missing) resolves to the folder's resolution
+/// joined with its name, without a walk of every component for each path.
+#[derive(Default)]
+struct Resolver {
+    folders: std::collections::HashMap<PathBuf, PathBuf>,
+}
+
+impl Resolver {
+    fn resolve(&mut self, path: &Path) -> PathBuf {
+        use std::path::Component;
+        let (Some(parent), Some(Component::Normal(name))) =
+            (path.parent(), path.components().next_back())
+        else {
+            return resolve_existing_prefix(path);
+        };
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if !meta.file_type().is_symlink() => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            _ => return resolve_existing_prefix(path),
+        }
+        self.folders
+            .entry(parent.to_owned())
+            .or_insert_with(|| resolve_existing_prefix(parent))
+            .join(name)
+    }
+}
+
 /// A folder name is one safe path component: `[A-Za-z0-9][A-Za-z0-9._-]*`, ≤ 100 bytes.
 pub fn check_name(name: &str) -> Result<()> {
     let mut bytes = name.bytes();
@@ -560,10 +589,11 @@ fn find_registered<'r>(
     repo: &'r gix::Repository,
     path: &Path,
 ) -> Result<Option<gix::worktree::Proxy<'r>>> {
-    let want = resolve_existing_prefix(path);
+    let mut resolver = Resolver::default();
+    let want = resolver.resolve(path);
     for proxy in repo.worktrees().git_context("listing linked worktrees")? {
         let Ok(base) = proxy.base() else { continue };
-        if base == path || resolve_existing_prefix(&base) == want {
+        if base == path || resolver.resolve(&base) == want {
             return Ok(Some(proxy));
         }
     }
@@ -731,8 +761,7 @@ enum Held {
 /// read just before the switch).
 fn hold_while_on(ctx: &Context, info: &Info, branch: &FullName) -> Result<Held> {
     let on_branch = || {
-        registration_of(ctx, &info.path)
-            .is_none_or(|r| head_of(&ctx.repo, &r).0.as_ref() == Some(branch))
+        registration_of(ctx, &info.path).is_none_or(|r| head_branch(&r).as_ref() == Some(branch))
     };
     for _ in 0..HOLD_TRIES {
         if let Some(held) = crate::ledger::hold(ctx, &info.name)? {
@@ -786,11 +815,9 @@ pub(crate) fn pool_dir(ctx: &Context) -> Result<PathBuf> {
 pub(crate) fn open_linked(repo: &gix::Repository, path: &Path) -> Result<gix::Repository> {
     let context = || format!("opening the worktree {}", path.display());
     let want = std::fs::canonicalize(path).map_err(Error::io(context()))?;
+    let mut resolver = Resolver::default();
     for proxy in repo.worktrees().git_context(context())? {
-        let here = proxy
-            .base()
-            .ok()
-            .and_then(|b| std::fs::canonicalize(b).ok());
+        let here = proxy.base().ok().map(|b| resolver.resolve(&b));
         if here.as_deref() == Some(want.as_path()) {
             return proxy.into_repo().git_context(context());
         }
@@ -806,17 +833,25 @@ pub(crate) fn open_linked(repo: &gix::Repository, path: &Path) -> Result<gix::Re
 pub(crate) const POOL_DIR: &str = "pool";
 
 /// The pooled worktrees (the `pool` module's): the linked worktrees registered
-/// directly under [`pool_dir`], by name (`0`, `1`, …).
+/// directly under [`pool_dir`], by name (`0`, `1`, …), their commits unread
+/// (`head` is `None`).
 pub(crate) fn pooled(ctx: &Context) -> Result<Vec<Info>> {
-    registered_under(ctx, &pool_dir(ctx)?)
+    registered_under(ctx, &pool_dir(ctx)?, false)
+}
+
+/// [`pooled`], with each worktree's commit.
+pub(crate) fn pooled_with_heads(ctx: &Context) -> Result<Vec<Info>> {
+    registered_under(ctx, &pool_dir(ctx)?, true)
 }
 
 fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
-    let main = ctx
-        .repo
-        .main_repo()
-        .git_context("opening the main worktree")?;
-    if main.head_name().ok().flatten().as_ref() == Some(full) {
+    // The main worktree's HEAD is the common dir's: read as a file, the
+    // repository opened only to say where it is.
+    if head_branch(ctx.repo.common_dir()).as_ref() == Some(full) {
+        let main = ctx
+            .repo
+            .main_repo()
+            .git_context("opening the main worktree")?;
         return Ok(Some(
             main.workdir()
                 .map(Path::to_owned)
@@ -828,7 +863,7 @@ fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
         .worktrees()
         .git_context("listing linked worktrees")?
     {
-        if head_of(&ctx.repo, proxy.git_dir()).0.as_ref() == Some(full) {
+        if head_branch(proxy.git_dir()).as_ref() == Some(full) {
             return Ok(Some(
                 proxy.base().unwrap_or_else(|_| proxy.git_dir().to_owned()),
             ));
@@ -839,25 +874,42 @@ fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
 
 /// Arbiter's worktrees: the linked worktrees registered directly under [`root_dir`], by name.
 pub fn list(ctx: &Context) -> Result<Vec<Info>> {
-    registered_under(ctx, &root_dir(ctx)?)
+    registered_under(ctx, &root_dir(ctx)?, true)
 }
 
-/// A linked worktree's branch (`None` when detached) and the commit its
-/// HEAD names, read from its own `HEAD` file and the shared refs.
-/// Opening each worktree as a repository only to read these costs a
-/// configuration and object-database load apiece, and the pool lists its
-/// worktrees at every dispatch.
-fn head_of(repo: &gix::Repository, git_dir: &Path) -> (Option<FullName>, Option<String>) {
-    let Ok(content) = std::fs::read(git_dir.join("HEAD")) else {
-        return (None, None);
-    };
+/// What a worktree's `HEAD` file says, read from the file alone: opening
+/// each worktree as a repository costs a configuration and object-database
+/// load apiece, and the pool lists its worktrees at every take and give-back.
+enum HeadFile {
+    Branch(FullName),
+    Detached(gix::ObjectId),
+}
+
+fn read_head_file(git_dir: &Path) -> Option<HeadFile> {
+    let content = std::fs::read(git_dir.join("HEAD")).ok()?;
     let content = String::from_utf8_lossy(&content);
     let content = content.trim();
     match content.strip_prefix("ref: ") {
-        Some(name) => {
-            let Ok(full) = FullName::try_from(name) else {
-                return (None, None);
-            };
+        Some(name) => FullName::try_from(name).ok().map(HeadFile::Branch),
+        None => gix::ObjectId::from_hex(content.as_bytes())
+            .ok()
+            .map(HeadFile::Detached),
+    }
+}
+
+/// The branch a worktree's HEAD names, `None` when detached or unreadable.
+fn head_branch(git_dir: &Path) -> Option<FullName> {
+    match read_head_file(git_dir)? {
+        HeadFile::Branch(full) => Some(full),
+        HeadFile::Detached(_) => None,
+    }
+}
+
+/// A linked worktree's branch (as [`head_branch`]) and the commit its HEAD
+/// names (`None` when unreadable), a branch's through the shared refs.
+fn head_of(repo: &gix::Repository, git_dir: &Path) -> (Option<FullName>, Option<String>) {
+    match read_head_file(git_dir) {
+        Some(HeadFile::Branch(full)) => {
             let head = repo
                 .try_find_reference(full.as_ref())
                 .ok()
@@ -866,16 +918,17 @@ fn head_of(repo: &gix::Repository, git_dir: &Path) -> (Option<FullName>, Option<
                 .map(|id| id.to_string());
             (Some(full), head)
         }
-        None => {
-            let head = gix::ObjectId::from_hex(content.as_bytes()).ok();
-            (None, head.map(|id| id.to_string()))
-        }
+        Some(HeadFile::Detached(id)) => (None, Some(id.to_string())),
+        None => (None, None),
     }
 }
 
-/// The linked worktrees registered directly under `dir`, by folder name.
-fn registered_under(ctx: &Context, dir: &Path) -> Result<Vec<Info>> {
+/// The linked worktrees registered directly under `dir`, by folder name;
+/// with `heads`, each one's commit too (read through the refs, which the
+/// pool's takes and give-backs do not need).
+fn registered_under(ctx: &Context, dir: &Path, heads: bool) -> Result<Vec<Info>> {
     let root = resolve_existing_prefix(dir);
+    let mut resolver = Resolver::default();
     let mut out = Vec::new();
     for proxy in ctx
         .repo
@@ -883,7 +936,7 @@ fn registered_under(ctx: &Context, dir: &Path) -> Result<Vec<Info>> {
         .git_context("listing linked worktrees")?
     {
         let Ok(base) = proxy.base() else { continue };
-        let resolved = resolve_existing_prefix(&base);
+        let resolved = resolver.resolve(&base);
         if resolved.parent() != Some(root.as_path()) {
             continue;
         }
@@ -892,7 +945,11 @@ fn registered_under(ctx: &Context, dir: &Path) -> Result<Vec<Info>> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let prunable = proxy.is_prunable();
-        let (branch, head) = head_of(&ctx.repo, proxy.git_dir());
+        let (branch, head) = if heads {
+            head_of(&ctx.repo, proxy.git_dir())
+        } else {
+            (head_branch(proxy.git_dir()), None)
+        };
         let branch = branch.map(|b| b.shorten().to_string());
         out.push(Info {
             name,
@@ -1292,5 +1349,36 @@ mod tests {
             Some("race-wo-1-2")
         );
         assert_eq!(super::name_of_branch("main"), None);
+    }
+
+    /// The resolver's shortcut (a folder resolved once, its entries joined
+    /// to it) must say what a full resolution says, links included: a
+    /// pooled worktree's folder replaced by a link is not in the pool.
+    #[test]
+    fn resolving_in_a_resolved_folder_matches_a_full_resolution() {
+        let (_keep, top) = crate::testutil::scratch();
+        std::fs::create_dir_all(top.join("real/pool/0")).unwrap();
+        std::fs::create_dir_all(top.join("elsewhere/7")).unwrap();
+        std::fs::write(top.join("real/pool/file"), "").unwrap();
+        std::os::unix::fs::symlink(top.join("real"), top.join("via")).unwrap();
+        std::os::unix::fs::symlink(top.join("elsewhere/7"), top.join("real/pool/1")).unwrap();
+        std::os::unix::fs::symlink(top.join("gone"), top.join("real/pool/2")).unwrap();
+        let mut resolver = super::Resolver::default();
+        for dir in ["real/pool", "via/pool"] {
+            for name in ["0", "1", "2", "3", "file", "..", "0/.."] {
+                let path = top.join(dir).join(name);
+                assert_eq!(
+                    resolver.resolve(&path),
+                    super::resolve_existing_prefix(&path),
+                    "{}",
+                    path.display()
+                );
+            }
+        }
+        let pool = super::resolve_existing_prefix(&top.join("via/pool"));
+        assert_ne!(
+            resolver.resolve(&top.join("via/pool/1")).parent(),
+            Some(pool.as_path())
+        );
     }
 }
