@@ -107,8 +107,12 @@ pub struct SharedContext {
 
 impl SharedContext {
     pub fn local(&self) -> Context {
+        // A thread's handle starts without the cache that spares a reread
+        // (a loose object is mapped and unmapped at each read).
+        let mut repo = self.repo.to_thread_local();
+        repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
         Context {
-            repo: self.repo.to_thread_local(),
+            repo,
             workdir: self.workdir.clone(),
             cwd: self.cwd.clone(),
         }
