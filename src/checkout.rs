@@ -1116,13 +1116,21 @@ fn git_ident_form(content: &[u8]) -> Option<Vec<u8>> {
     changed.then_some(out)
 }
 
+/// Below this many entries a checkout writes from the calling thread: gix
+/// would start threads (each with its own attribute and filter state) for
+/// the few files a switch or a landing writes.
+const SERIAL_CHECKOUT_BELOW: usize = 256;
+
 /// gix's parallel checkout of the entries of `index` not marked SKIP_WORKTREE into `dest`.
 fn checkout_into(
     wt: &gix::Repository,
     index: &mut gix::index::State,
     dest: &Path,
-    options: gix::worktree::state::checkout::Options,
+    mut options: gix::worktree::state::checkout::Options,
 ) -> Result<()> {
+    if index.entries().len() < SERIAL_CHECKOUT_BELOW {
+        options.thread_limit = Some(1);
+    }
     let objects = wt
         .objects
         .clone()
