@@ -1173,8 +1173,8 @@ fn returner<'a>(
 }
 
 /// Where the worktrees of orders that left the merge queue go back to the
-/// pool: in the lander's thread for a continuous run, so the conductor's
-/// loop meanwhile fills freed slots; in the loop itself for rounds.
+/// pool: on the lander's returner thread for a continuous run, so the
+/// conductor's loop meanwhile fills freed slots; in the loop itself for rounds.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum GivenBack {
     Already,
