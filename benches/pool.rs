@@ -10,7 +10,8 @@
 //! 2. wall time of each batch (`git arbiter round --once`, 8 slots) with the
 //!    pool, with `--no-pool`, and the same work with the git CLI
 //!    (`git worktree add` per order, commit, `git merge --no-ff`,
-//!    `git worktree remove`, `git branch -D`);
+//!    `git worktree remove`, `git branch -D`), and one stat of every file
+//!    (what each order's leftovers and each landing cost, pool or not);
 //! 3. a gate that takes 3 s on an empty `target/` and 0.1 s when it finds
 //!    its cache, with and without the pool.
 //!
@@ -188,6 +189,28 @@ fn by_hand_batches(repo: &Path) -> Vec<Duration> {
     out
 }
 
+/// The median time to stat every file of `repo` outside `.git`, each
+/// relative to its open folder (as a check for leftovers does).
+fn stat_walk(repo: &Path) -> Duration {
+    fn walk(dir: &Path) {
+        for entry in std::fs::read_dir(dir).expect("read_dir") {
+            let entry = entry.expect("entry");
+            let meta = entry.metadata().expect("stat");
+            if meta.is_dir() && entry.file_name() != ".git" {
+                walk(&entry.path());
+            }
+        }
+    }
+    let times = (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            walk(repo);
+            start.elapsed()
+        })
+        .collect();
+    median(times)
+}
+
 /// Batches 2 and 3 together.
 fn later(batches: &[Duration]) -> Duration {
     batches[1..].iter().sum()
@@ -258,6 +281,12 @@ fn one_size(root: &Path, files: usize, with_gate: bool, setup_only: bool) -> Siz
         "batches 2-3: git CLI / pool = {:.1}x (target >= 10x), --no-pool / pool = {:.1}x (target >= 5x)",
         later(&by_hand).as_secs_f64() / ours,
         later(&no_pool).as_secs_f64() / ours
+    );
+    let walk = stat_walk(&template);
+    println!(
+        "one stat of every file of the repository: {:.1} ms ({:.2} us a file); a batch makes one such walk per order (its leftovers), one at the run's start and one per landing (the checked-out branch), with or without the pool",
+        ms(walk),
+        walk.as_secs_f64() * 1e6 / files as f64
     );
 
     if with_gate {
