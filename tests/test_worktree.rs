@@ -219,6 +219,29 @@ fn remove_refuses_a_branch_checked_out_elsewhere() {
 }
 
 #[test]
+fn remove_refuses_a_branch_checked_out_in_another_linked_worktree() {
+    let env = setup();
+    let mine = env.root.join("mine");
+    env.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "arbiter/wo-01",
+        mine.to_str().expect("utf-8"),
+    ]);
+    let run = env.run(&["worktree", "remove", "wo-01"]).code(2);
+    assert!(
+        run.stderr
+            .contains(&format!("is checked out in {}", mine.display())),
+        "{}",
+        run.stderr
+    );
+    assert!(branch_exists(&env, "arbiter/wo-01"));
+    assert!(mine.join(".git").exists());
+}
+
+#[test]
 fn cleanup_stale_removes_leftovers_and_keeps_halted_work() {
     use git_arbiter::state::{Status, Store};
     let env = setup();
