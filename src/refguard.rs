@@ -48,7 +48,9 @@ pub fn guarded<T>(repo: &gix::Repository, reference: &str, edit: impl FnOnce() -
     out
 }
 
-/// The lock file git and gix take to edit `reference`.
+/// The lock file git and gix take to edit `reference`, by its canonical
+/// path: markers name it by bytes, and a linked worktree's handle spells the
+/// common dir `<git-dir>/worktrees/<name>/../..`.
 fn ref_lock(repo: &gix::Repository, reference: &str) -> PathBuf {
     // Refs outside `refs/` (HEAD) belong to their worktree.
     let base = if reference.starts_with("refs/") {
@@ -56,6 +58,7 @@ fn ref_lock(repo: &gix::Repository, reference: &str) -> PathBuf {
     } else {
         repo.git_dir()
     };
+    let base = base.canonicalize().unwrap_or_else(|_| base.to_path_buf());
     base.join(format!("{reference}.lock"))
 }
 
@@ -127,7 +130,7 @@ pub fn blocking_lock(repo: &gix::Repository, reference: &str) -> PathBuf {
     if packed.exists() {
         packed
     } else {
-        repo.common_dir().join(format!("{reference}.lock"))
+        ref_lock(repo, reference)
     }
 }
 
@@ -383,6 +386,44 @@ mod tests {
             "the waiting edit's marker is younger than the lock"
         );
         drop(waiting);
+    }
+
+    /// A killed edit made through a linked worktree's handle (a commit on
+    /// its branch) named the branch's lock by that handle's common dir,
+    /// `<git-dir>/worktrees/<name>/../..`; the next edit of that branch,
+    /// through the main repository's handle, must still see it as ours.
+    #[test]
+    fn a_ref_lock_is_named_alike_through_every_worktree_of_the_repository() {
+        use crate::testutil::{git, new_repo, scratch};
+        let (_keep, root) = scratch();
+        let main = new_repo(&root, "repo");
+        git(
+            &root,
+            &main,
+            &["commit", "-q", "--allow-empty", "-m", "base"],
+        );
+        let linked = root.join("linked");
+        let linked_arg = linked.to_str().expect("utf-8");
+        git(
+            &root,
+            &main,
+            &["worktree", "add", "-q", "-b", "topic", linked_arg],
+        );
+        let through_main = gix::open(&main).expect("open main");
+        let through_linked = gix::open(&linked).expect("open linked");
+        let reference = "refs/heads/topic";
+        assert_eq!(
+            ref_lock(&through_linked, reference),
+            ref_lock(&through_main, reference)
+        );
+
+        let lock = ref_lock(&through_linked, reference);
+        let dir = markers_dir(&through_linked);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("7-0"), lock.as_os_str().as_encoded_bytes()).expect("marker");
+        std::fs::write(&lock, "").expect("lock");
+        guarded(&through_main, reference, || ());
+        assert!(!lock.exists(), "the killed edit's lock is cleared");
     }
 
     #[test]
