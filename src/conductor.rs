@@ -46,10 +46,9 @@ impl Conductor {
             .write(true)
             .open(&path)
             .map_err(Error::io(format!("creating {}", path.display())))?;
-        fs4::FileExt::try_lock(&lock).map_err(|e| Error::Io {
-            context: format!("locking {}", path.display()),
-            source: std::io::Error::other(e.to_string()),
-        })?;
+        // Waits, at most for a probe: the name is this process's alone, but
+        // `stop` may be looking at every lock file at this moment.
+        fs4::FileExt::lock(&lock).map_err(Error::io(format!("locking {}", path.display())))?;
         let _ = writeln!(lock, "{}", std::process::id());
         // Best effort: on a disk already full there is no reserve to keep.
         let reserve = dir.join(format!("{name}.reserve"));
@@ -127,13 +126,7 @@ pub fn is_live(ctx: &Context, name: &str) -> bool {
 }
 
 fn lock_is_held(path: &Path) -> bool {
-    match File::open(path) {
-        Ok(file) => matches!(
-            fs4::FileExt::try_lock(&file),
-            Err(fs4::TryLockError::WouldBlock)
-        ),
-        Err(_) => false,
-    }
+    File::open(path).is_ok_and(|file| crate::flock::held_by_a_live_process(&file).unwrap_or(false))
 }
 
 /// End the commands that conductors killed without warning (SIGKILL, a
@@ -246,7 +239,7 @@ pub fn request_stop_all(ctx: &Context) -> Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{group_id, is_our_group};
+    use super::{group_id, is_our_group, lock_is_held};
 
     #[test]
     fn a_record_names_a_group_only_by_an_id_above_1() {
@@ -270,5 +263,23 @@ mod tests {
         // Nothing usable recorded, or no boot id here: leave it alone.
         assert!(!is_our_group("", boot, None));
         assert!(!is_our_group("b1 100", None, None));
+    }
+
+    /// Two conductors starting at once both look at a dead one's lock: one's
+    /// look must not make it seem alive to the other (which would then leave
+    /// the dead one's orders and process groups alone).
+    #[test]
+    fn a_dead_conductor_stays_dead_while_another_looks_at_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("1-1.lock");
+        std::fs::write(&path, "1\n").expect("lock file");
+        let looking = std::fs::File::open(&path).expect("open");
+        assert!(!crate::flock::held_by_a_live_process(&looking).expect("probe"));
+        assert!(!lock_is_held(&path));
+        drop(looking);
+
+        let running = std::fs::File::open(&path).expect("open");
+        fs4::FileExt::try_lock(&running).expect("lock");
+        assert!(lock_is_held(&path));
     }
 }

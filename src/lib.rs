@@ -29,6 +29,7 @@ pub mod doctor;
 pub mod drift;
 pub mod error;
 pub mod exec;
+pub mod flock;
 pub mod hooks;
 pub mod layout;
 pub mod ledger;

@@ -88,6 +88,9 @@ fn clear_named(dir: &Path, lock: &Path) {
     let (mut dead, mut live, mut close) = (Vec::new(), false, false);
     for entry in listing.flatten() {
         let path = entry.path();
+        if being_made(&path) {
+            continue;
+        }
         let Ok(content) = std::fs::read(&path) else {
             continue;
         };
@@ -98,17 +101,17 @@ fn clear_named(dir: &Path, lock: &Path) {
             continue;
         };
         let marked_at = file.metadata().and_then(|m| m.modified()).ok();
-        match fs4::FileExt::try_lock(&file) {
-            Ok(()) => {
-                close |= marked_at.is_some_and(|marked_at| {
-                    locked_at
-                        .duration_since(marked_at)
-                        .unwrap_or_else(|e| e.duration())
-                        <= WINDOW
-                });
-                dead.push(path);
-            }
-            Err(_) => live |= may_hold(marked_at, Some(locked_at)),
+        // Unsure counts as live: a running edit's lock must never go.
+        if crate::flock::held_by_a_live_process(&file).unwrap_or(true) {
+            live |= may_hold(marked_at, Some(locked_at));
+        } else {
+            close |= marked_at.is_some_and(|marked_at| {
+                locked_at
+                    .duration_since(marked_at)
+                    .unwrap_or_else(|e| e.duration())
+                    <= WINDOW
+            });
+            dead.push(path);
         }
     }
     if live || dead.is_empty() {
@@ -198,12 +201,31 @@ struct Seen {
     dead: Vec<PathBuf>,
     /// `lock` exists and a killed edit of ours left it.
     ours: bool,
+    /// A marker was left half made longer than [`WINDOW`] ago.
+    made_long_ago: bool,
+}
+
+/// A marker under its temporary name: its edit has not started, and a look
+/// at it could keep its maker from locking it.
+fn being_made(path: &Path) -> bool {
+    path.extension().is_some_and(|ext| ext == "new")
+}
+
+/// Was `path` last written more than [`WINDOW`] ago? A marker is made in
+/// microseconds, so a half-made one that old is a killed process's.
+fn is_old(path: &Path) -> bool {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > WINDOW)
 }
 
 fn inspect(dir: &Path, lock: &Path) -> Seen {
     let mut seen = Seen {
         dead: Vec::new(),
         ours: false,
+        made_long_ago: false,
     };
     let Ok(listing) = std::fs::read_dir(dir) else {
         return seen;
@@ -215,22 +237,25 @@ fn inspect(dir: &Path, lock: &Path) -> Seen {
     let mut left_by_dead = false;
     for entry in listing.flatten() {
         let path = entry.path();
+        if being_made(&path) {
+            seen.made_long_ago |= is_old(&path);
+            continue;
+        }
         let Ok(file) = File::open(&path) else {
             continue;
         };
         let marked_at = file.metadata().and_then(|m| m.modified()).ok();
-        match fs4::FileExt::try_lock(&file) {
-            Ok(()) => {
-                if let (Some(locked_at), Some(marked_at)) = (locked_at, marked_at) {
-                    // Either way round: file times can be coarser than one edit.
-                    let apart = locked_at
-                        .duration_since(marked_at)
-                        .unwrap_or_else(|e| e.duration());
-                    left_by_dead |= apart <= WINDOW;
-                }
-                seen.dead.push(path);
+        if crate::flock::held_by_a_live_process(&file).unwrap_or(true) {
+            live |= may_hold(marked_at, locked_at);
+        } else {
+            if let (Some(locked_at), Some(marked_at)) = (locked_at, marked_at) {
+                // Either way round: file times can be coarser than one edit.
+                let apart = locked_at
+                    .duration_since(marked_at)
+                    .unwrap_or_else(|e| e.duration());
+                left_by_dead |= apart <= WINDOW;
             }
-            Err(_) => live |= may_hold(marked_at, locked_at),
+            seen.dead.push(path);
         }
     }
     seen.ours = locked_at.is_some() && !live && left_by_dead;
@@ -242,6 +267,9 @@ fn inspect(dir: &Path, lock: &Path) -> Seen {
 /// whether it removed `lock`.
 fn clear_ours(dir: &Path, lock: &Path) -> bool {
     let seen = inspect(dir, lock);
+    if seen.made_long_ago {
+        remove_half_made(dir);
+    }
     let removed = seen.ours && std::fs::remove_file(lock).is_ok();
     if removed || !lock.exists() {
         for path in seen.dead {
@@ -255,6 +283,16 @@ fn clear_ours(dir: &Path, lock: &Path) -> bool {
         }
     }
     removed
+}
+
+/// Remove the markers that killed processes left half made.
+fn remove_half_made(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if being_made(&path) && is_old(&path) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// The `packed-refs.lock` of `repo`, if a killed ref edit of git-arbiter left it.
@@ -424,6 +462,53 @@ mod tests {
         std::fs::write(&lock, "").expect("lock");
         guarded(&through_main, reference, || ());
         assert!(!lock.exists(), "the killed edit's lock is cleared");
+    }
+
+    /// Edits of the next run look at a killed edit's marker at the same
+    /// moment (each build thread writes the state): one's look must not make
+    /// the marker seem alive to the other, which would then give up on the
+    /// lock the killed edit left (a round exited 2 on it).
+    #[test]
+    fn a_killed_edits_marker_stays_dead_while_another_edit_looks_at_it() {
+        let (root, dir, packed) = setup();
+        let lock = root.path().join("refs/notes/arbiter.lock");
+        std::fs::create_dir_all(lock.parent().expect("parent")).expect("mkdir");
+        let dead = dir.join("7-0");
+        std::fs::write(&dead, lock.as_os_str().as_encoded_bytes()).expect("marker");
+        std::fs::write(&lock, "").expect("lock");
+        let looking = File::open(&dead).expect("open");
+        assert!(!crate::flock::held_by_a_live_process(&looking).expect("probe"));
+        clear_named(&dir, &lock);
+        assert!(!lock.exists(), "the ref lock is cleared");
+
+        drop(looking);
+
+        let dead = dir.join("8-0");
+        std::fs::write(&dead, "").expect("marker");
+        std::fs::write(&packed, "").expect("lock");
+        let looking = File::open(&dead).expect("open");
+        assert!(!crate::flock::held_by_a_live_process(&looking).expect("probe"));
+        clear_ours(&dir, &packed);
+        assert!(!packed.exists(), "packed-refs.lock is cleared");
+    }
+
+    /// A marker being made (`<name>.new`, not yet locked or renamed) is
+    /// not looked at, so the look cannot stop its edit from locking it, nor
+    /// removed; one a process killed while making it is, once old.
+    #[test]
+    fn a_marker_being_made_is_left_alone_until_old() {
+        let (_root, dir, lock) = setup();
+        let making = dir.join("9-0.new");
+        std::fs::write(&making, "").expect("marker");
+        std::fs::write(&lock, "").expect("lock");
+        clear_ours(&dir, &lock);
+        assert!(lock.exists(), "no marker says it is ours");
+        std::fs::remove_file(&lock).expect("unlock");
+        clear_ours(&dir, &lock);
+        assert!(making.exists(), "a marker being made stays");
+        set_age(&making, 60);
+        clear_ours(&dir, &lock);
+        assert!(!making.exists(), "an old one is a killed process's");
     }
 
     #[test]
