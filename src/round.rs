@@ -1120,10 +1120,40 @@ fn lander<'a>(
             return;
         }
     };
-    while let Ok(mut entries) = batches.recv() {
-        // Whatever else waits lands in the same batch.
-        entries.extend(batches.try_iter().flatten());
-        let result = queue.land(entries, shared.progress);
+    // The landed orders' worktrees go back to the pool on a thread of their
+    // own, which reports each batch once its worktrees are back: the next
+    // batch lands meanwhile, not after them (on the serial path of a run).
+    let (to_returner, landed) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(move || returner(shared, &landed, report));
+        while let Ok(mut entries) = batches.recv() {
+            // Whatever else waits lands in the same batch.
+            entries.extend(batches.try_iter().flatten());
+            let result = queue.land(entries, shared.progress);
+            // The returner is gone only when the run stopped listening.
+            if to_returner
+                .send((result, queue.batches, queue.gate_runs))
+                .is_err()
+            {
+                return;
+            }
+        }
+        // No more batches: the returner ends once it has reported the last.
+        drop(to_returner);
+    });
+}
+
+/// The lander's fates of one batch, with its counts of batches and gate runs so far.
+type LandedBatch = (Result<Vec<(String, Fate)>>, usize, usize);
+
+/// Give back the worktrees of each batch the lander sends, then report it.
+fn returner<'a>(
+    shared: &Shared<'_>,
+    landed: &std::sync::mpsc::Receiver<LandedBatch>,
+    report: &std::sync::mpsc::Sender<Msg<'a>>,
+) {
+    let ctx = shared.ctx.local();
+    for (result, batches, gate_runs) in landed {
         let given_back = match &result {
             Ok(fates) => fates
                 .iter()
@@ -1132,8 +1162,8 @@ fn lander<'a>(
         };
         let sent = report.send(Msg::Landed {
             result,
-            batches: queue.batches,
-            gate_runs: queue.gate_runs,
+            batches,
+            gate_runs,
             given_back,
         });
         if sent.is_err() {
@@ -1143,8 +1173,8 @@ fn lander<'a>(
 }
 
 /// Where the worktrees of orders that left the merge queue go back to the
-/// pool: in the lander's thread for a continuous run, so the conductor's
-/// loop meanwhile fills freed slots; in the loop itself for rounds.
+/// pool: on the lander's returner thread for a continuous run, so the
+/// conductor's loop meanwhile fills freed slots; in the loop itself for rounds.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum GivenBack {
     Already,
