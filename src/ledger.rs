@@ -64,6 +64,19 @@ pub(crate) fn entry_path(common: &Path, n: &str) -> PathBuf {
     meta_dir(common).join(format!("{n}.json"))
 }
 
+/// The numbers that have an entry.
+pub(crate) fn numbers(common: &Path) -> Vec<String> {
+    std::fs::read_dir(meta_dir(common))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|file| {
+            let name = file.file_name();
+            Some(name.to_str()?.strip_suffix(".json")?.to_owned())
+        })
+        .collect()
+}
+
 pub(crate) fn read_entry(common: &Path, n: &str) -> Option<Entry> {
     let bytes = std::fs::read(entry_path(common, n)).ok()?;
     serde_json::from_slice(&bytes).ok()

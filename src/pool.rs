@@ -38,7 +38,7 @@ use crate::checkout;
 use crate::context::Context;
 use crate::error::{Error, GitContext, InputError, Result};
 pub(crate) use crate::ledger::{forget, hold};
-use crate::ledger::{meta_dir, read_entry, write_entry};
+use crate::ledger::{read_entry, write_entry};
 pub use crate::ledger::{Entry, State};
 use crate::worktree::{self, Info};
 
@@ -855,11 +855,11 @@ pub fn status(ctx: &Context) -> Result<Vec<Row>> {
 
 /// Remove free pooled worktrees beyond `size` (the least recently used go
 /// first), or every free one with `all`, and those a killed run left
-/// broken. Held ones and those of halted orders are never touched. Returns
-/// the paths removed.
+/// broken or half made. Held ones and those of halted orders are never
+/// touched. Returns the paths removed.
 pub fn prune(ctx: &Context, size: usize, all: bool) -> Result<Vec<PathBuf>> {
     let common = ctx.repo.common_dir().to_owned();
-    let mut removed = Vec::new();
+    let mut removed = worktree::remove_killed_creations(ctx)?;
     let mut free = Vec::new();
     for info in worktree::pooled(ctx)? {
         let Some(lock) = hold(ctx, &info.name)? else {
@@ -887,16 +887,10 @@ pub fn prune(ctx: &Context, size: usize, all: bool) -> Result<Vec<PathBuf>> {
     // Bookkeeping whose worktree is gone (removed by hand with `git worktree remove`).
     let names: std::collections::BTreeSet<String> =
         worktree::pooled(ctx)?.into_iter().map(|i| i.name).collect();
-    if let Ok(listing) = std::fs::read_dir(meta_dir(&common)) {
-        for file in listing.flatten() {
-            let file_name = file.file_name().to_string_lossy().into_owned();
-            let Some(n) = file_name.strip_suffix(".json") else {
-                continue;
-            };
-            if !names.contains(n) {
-                if let Some(_lock) = hold(ctx, n)? {
-                    forget(ctx, n)?;
-                }
+    for n in crate::ledger::numbers(&common) {
+        if !names.contains(&n) {
+            if let Some(_lock) = hold(ctx, &n)? {
+                forget(ctx, &n)?;
             }
         }
     }

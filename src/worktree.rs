@@ -786,6 +786,11 @@ const HOLD_TRIES: u32 = 30;
 /// left: its registration, whole or without `gitdir`, and its folder.
 pub(crate) fn clear_half_made(ctx: &Context, n: &str, path: &Path) -> Result<()> {
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    clear_half_made_in_turn(ctx, n, path)
+}
+
+/// [`clear_half_made`] for a caller that has the worktree turn.
+fn clear_half_made_in_turn(ctx: &Context, n: &str, path: &Path) -> Result<()> {
     remove_registered(ctx, path)?;
     prune_registration(ctx, n)?;
     if path.exists() {
@@ -795,6 +800,56 @@ pub(crate) fn clear_half_made(ctx: &Context, n: &str, path: &Path) -> Result<()>
         )))?;
     }
     Ok(())
+}
+
+/// Remove what killed creations of pooled worktrees left: each entry that
+/// still says `creating`, that no process holds, for a number no worktree
+/// is registered under (a registered one is judged with the pool), with its
+/// folder and any half-written registration. Nothing ran in such a folder:
+/// a builder starts only once its worktree is made. Without this, a folder
+/// stays until a later creation needs that very number, and `pool prune`
+/// would drop the entry that marks it as ours. Returns the folders removed.
+pub(crate) fn remove_killed_creations(ctx: &Context) -> Result<Vec<PathBuf>> {
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    remove_killed_creations_in_turn(ctx)
+}
+
+fn remove_killed_creations_in_turn(ctx: &Context) -> Result<Vec<PathBuf>> {
+    use crate::ledger::{self, State};
+    let common = ctx.repo.common_dir().to_owned();
+    let creating =
+        |n: &str| ledger::read_entry(&common, n).is_some_and(|e| e.state == State::Creating);
+    let numbers: Vec<String> = ledger::numbers(&common)
+        .into_iter()
+        .filter(|n| creating(n))
+        .collect();
+    if numbers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let registered: std::collections::BTreeSet<String> =
+        pooled(ctx)?.into_iter().map(|info| info.name).collect();
+    let dir = pool_dir(ctx)?;
+    let mut removed = Vec::new();
+    for n in numbers {
+        if registered.contains(&n) {
+            continue;
+        }
+        let Some(_held) = ledger::hold(ctx, &n)? else {
+            continue;
+        };
+        // Under its lock, as it is now.
+        if !creating(&n) {
+            continue;
+        }
+        let path = dir.join(&n);
+        let existed = std::fs::symlink_metadata(&path).is_ok();
+        clear_half_made_in_turn(ctx, &n, &path)?;
+        ledger::forget(ctx, &n)?;
+        if existed {
+            removed.push(path);
+        }
+    }
+    Ok(removed)
 }
 
 /// Remove the pooled worktree at `path` (its branch, if any, stays).
@@ -1085,6 +1140,12 @@ pub fn cleanup_stale(
     // the snapshot as live work, or a true leftover.
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
     report.extend(prune_unlisted_registrations(ctx)?);
+    for path in remove_killed_creations_in_turn(ctx)? {
+        report.push(format!(
+            "removed the half-made pooled worktree {} (its creation was killed midway)",
+            path.display()
+        ));
+    }
     // Every switch and reset of a pooled worktree holds its lock: one we can
     // hold is in no one's hands, so an index lock ours left there is stale.
     for info in pooled(ctx)? {

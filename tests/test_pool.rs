@@ -555,6 +555,47 @@ fn a_pooled_worktree_a_killed_removal_broke_is_removed_by_the_next_run() {
     env.fsck();
 }
 
+/// A run killed while it made a pooled worktree (its entry says `creating`,
+/// the folder holds part of a checkout, nothing is registered yet) leaves a
+/// folder the next run may not need that number for: its recovery removes
+/// it anyway, and so does `pool prune`; neither leaves the number taken.
+#[test]
+fn a_worktree_a_killed_creation_left_half_made_is_removed() {
+    for recovery in ["round", "prune"] {
+        let env = repo(&["a", "b"]);
+        env.run(&["round", "--max-total", "2", "--build", BUILD])
+            .success();
+        let half_made = env.worktree_root().join("pool/2");
+        std::fs::create_dir_all(&half_made).expect("mkdir");
+        std::fs::write(half_made.join("README"), "base\n").expect("part of a checkout");
+        let entry = env.repo.join(".git/arbiter/pool/2.json");
+        std::fs::write(
+            &entry,
+            r#"{"state": "creating", "pid": 4242, "branch": "arbiter/wo-x", "last_use": 1}"#,
+        )
+        .expect("entry");
+        // Someone else's folder in the pool, without our entry, stays.
+        let foreign = env.worktree_root().join("pool/mine");
+        std::fs::create_dir_all(&foreign).expect("mkdir");
+        if recovery == "round" {
+            // Needs one worktree: it takes the free `pool/0`.
+            env.work_order("wo-c", "Order c", &[], &["c.txt"]);
+            env.commit_all("order c");
+            round(&env, &["--build", BUILD]).success();
+        } else {
+            env.run(&["pool", "prune"]).success();
+        }
+        assert!(
+            !half_made.exists(),
+            "{recovery}: the half-made folder is left"
+        );
+        assert!(!entry.exists(), "{recovery}: its entry is left");
+        assert!(foreign.exists(), "{recovery}: a folder not ours is removed");
+        std::fs::remove_dir_all(&foreign).expect("tidy");
+        env.fsck();
+    }
+}
+
 /// A conductor killed while it reset a pooled worktree's index leaves its
 /// `index.lock` (marked as ours) in a worktree the next run may not need:
 /// its recovery removes the lock anyway, since it can hold the worktree.
