@@ -37,7 +37,7 @@ pub struct StatusArgs {
     json: bool,
 }
 
-/// Remove free pooled worktrees beyond `arbiter.poolSize` (least recently used first) and broken ones.
+/// Remove free pooled worktrees beyond `arbiter.poolSize` (least recently used first) and broken or half-made ones.
 ///
 /// Worktrees in use and those of halted orders are never removed. Prints the
 /// removed paths.
