@@ -18,6 +18,7 @@
 
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -101,17 +102,18 @@ fn clear_named(dir: &Path, lock: &Path) {
             continue;
         };
         let marked_at = file.metadata().and_then(|m| m.modified()).ok();
-        // Unsure counts as live: a running edit's lock must never go.
-        if crate::flock::held_by_a_live_process(&file).unwrap_or(true) {
-            live |= may_hold(marked_at, Some(locked_at));
-        } else {
-            close |= marked_at.is_some_and(|marked_at| {
-                locked_at
-                    .duration_since(marked_at)
-                    .unwrap_or_else(|e| e.duration())
-                    <= WINDOW
-            });
-            dead.push(path);
+        match look(&file) {
+            Look::Running => live |= may_hold(marked_at, Some(locked_at)),
+            Look::Finished => {}
+            Look::Killed => {
+                close |= marked_at.is_some_and(|marked_at| {
+                    locked_at
+                        .duration_since(marked_at)
+                        .unwrap_or_else(|e| e.duration())
+                        <= WINDOW
+                });
+                dead.push(path);
+            }
         }
     }
     if live || dead.is_empty() {
@@ -205,6 +207,32 @@ struct Seen {
     made_long_ago: bool,
 }
 
+/// What a marker, opened by its name, says of its edit.
+#[derive(Debug, PartialEq, Eq)]
+enum Look {
+    /// Its edit runs, or we cannot tell (a running edit's lock must never go).
+    Running,
+    /// Its edit ended normally after we opened it: no evidence of anything.
+    Finished,
+    /// Its process was killed during the edit.
+    Killed,
+}
+
+fn look(file: &File) -> Look {
+    if crate::flock::held_by_a_live_process(file).unwrap_or(true) {
+        return Look::Running;
+    }
+    // An edit removes its marker before unlocking it, so an unlocked marker
+    // that is gone from its folder (looked at after the lock, in that order)
+    // was a finished edit's; taken for a killed one, it could make a lock
+    // that someone else took meanwhile look ours.
+    if file.metadata().is_ok_and(|m| m.nlink() == 0) {
+        Look::Finished
+    } else {
+        Look::Killed
+    }
+}
+
 /// A marker under its temporary name: its edit has not started, and a look
 /// at it could keep its maker from locking it.
 fn being_made(path: &Path) -> bool {
@@ -245,17 +273,19 @@ fn inspect(dir: &Path, lock: &Path) -> Seen {
             continue;
         };
         let marked_at = file.metadata().and_then(|m| m.modified()).ok();
-        if crate::flock::held_by_a_live_process(&file).unwrap_or(true) {
-            live |= may_hold(marked_at, locked_at);
-        } else {
-            if let (Some(locked_at), Some(marked_at)) = (locked_at, marked_at) {
-                // Either way round: file times can be coarser than one edit.
-                let apart = locked_at
-                    .duration_since(marked_at)
-                    .unwrap_or_else(|e| e.duration());
-                left_by_dead |= apart <= WINDOW;
+        match look(&file) {
+            Look::Running => live |= may_hold(marked_at, locked_at),
+            Look::Finished => {}
+            Look::Killed => {
+                if let (Some(locked_at), Some(marked_at)) = (locked_at, marked_at) {
+                    // Either way round: file times can be coarser than one edit.
+                    let apart = locked_at
+                        .duration_since(marked_at)
+                        .unwrap_or_else(|e| e.duration());
+                    left_by_dead |= apart <= WINDOW;
+                }
+                seen.dead.push(path);
             }
-            seen.dead.push(path);
         }
     }
     seen.ours = locked_at.is_some() && !live && left_by_dead;
@@ -509,6 +539,23 @@ mod tests {
         set_age(&making, 60);
         clear_ours(&dir, &lock);
         assert!(!making.exists(), "an old one is a killed process's");
+    }
+
+    /// A marker opened just before its edit ended (removed, then unlocked)
+    /// says nothing: taken for a killed edit's, it would make a lock that
+    /// stock git took within seconds of it look ours, and be removed.
+    #[test]
+    fn a_marker_its_edit_removed_is_no_evidence() {
+        let (_root, dir, lock) = setup();
+        let running = Marker::take(&dir, &lock).expect("marker");
+        let seen = File::open(&running.path).expect("open");
+        assert_eq!(look(&seen), Look::Running);
+        drop(running);
+        assert_eq!(look(&seen), Look::Finished);
+
+        std::fs::write(dir.join("7-0"), "").expect("marker");
+        let killed = File::open(dir.join("7-0")).expect("open");
+        assert_eq!(look(&killed), Look::Killed);
     }
 
     #[test]
