@@ -404,13 +404,21 @@ mod tests {
     fn a_ref_lock_a_killed_edit_left_is_cleared_before_the_next_edit() {
         let (root, dir, _) = setup();
         let lock = root.path().join("refs/notes/arbiter.lock");
-        std::fs::create_dir_all(lock.parent().expect("parent")).expect("mkdir");
-        // A killed edit: its marker names the lock, nobody holds the marker.
-        std::fs::write(dir.join("7-0"), lock.as_os_str().as_encoded_bytes()).expect("marker");
-        std::fs::write(&lock, "").expect("lock");
+        let marker = killed_edit(&dir, &lock);
         clear_named(&dir, &lock);
         assert!(!lock.exists());
-        assert!(!dir.join("7-0").exists());
+        assert!(!marker.exists());
+    }
+
+    /// What an edit of `lock` killed midway leaves: its marker `<dir>/7-0`
+    /// naming the lock, which nobody holds, and the lock. Returns the marker.
+    fn killed_edit(dir: &Path, lock: &Path) -> PathBuf {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        std::fs::create_dir_all(lock.parent().expect("parent")).expect("mkdir");
+        let marker = dir.join("7-0");
+        std::fs::write(&marker, lock.as_os_str().as_encoded_bytes()).expect("marker");
+        std::fs::write(lock, "").expect("lock");
+        marker
     }
 
     fn set_age(path: &Path, seconds: u64) {
@@ -429,11 +437,8 @@ mod tests {
     fn edits_that_started_after_a_killed_edits_lock_do_not_keep_it() {
         let (root, dir, packed) = setup();
         let lock = root.path().join("refs/notes/arbiter.lock");
-        std::fs::create_dir_all(lock.parent().expect("parent")).expect("mkdir");
-        let dead = dir.join("7-0");
-        std::fs::write(&dead, lock.as_os_str().as_encoded_bytes()).expect("marker");
+        let dead = killed_edit(&dir, &lock);
         set_age(&dead, 3);
-        std::fs::write(&lock, "").expect("lock");
         set_age(&lock, 2);
         let waiting = Marker::take(&dir, &lock).expect("marker");
         clear_named(&dir, &lock);
@@ -486,10 +491,7 @@ mod tests {
         );
 
         let lock = ref_lock(&through_linked, reference);
-        let dir = markers_dir(&through_linked);
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        std::fs::write(dir.join("7-0"), lock.as_os_str().as_encoded_bytes()).expect("marker");
-        std::fs::write(&lock, "").expect("lock");
+        killed_edit(&markers_dir(&through_linked), &lock);
         guarded(&through_main, reference, || ());
         assert!(!lock.exists(), "the killed edit's lock is cleared");
     }
@@ -502,10 +504,7 @@ mod tests {
     fn a_killed_edits_marker_stays_dead_while_another_edit_looks_at_it() {
         let (root, dir, packed) = setup();
         let lock = root.path().join("refs/notes/arbiter.lock");
-        std::fs::create_dir_all(lock.parent().expect("parent")).expect("mkdir");
-        let dead = dir.join("7-0");
-        std::fs::write(&dead, lock.as_os_str().as_encoded_bytes()).expect("marker");
-        std::fs::write(&lock, "").expect("lock");
+        let dead = killed_edit(&dir, &lock);
         let looking = File::open(&dead).expect("open");
         assert!(!crate::flock::held_by_a_live_process(&looking).expect("probe"));
         clear_named(&dir, &lock);

@@ -170,14 +170,7 @@ fn arbiter_repo_is_the_main_worktree_or_a_bare_git_dir() {
         counting_build(&env)
     );
     let linked = env.root.join("linked");
-    env.git(&[
-        "worktree",
-        "add",
-        "-q",
-        "-b",
-        "other",
-        linked.to_str().expect("utf-8"),
-    ]);
+    env.git_worktree_add("other", &linked);
     env.run_in(
         &linked,
         &["round", "--max", "1", "--once", "--build", &build],

@@ -221,22 +221,8 @@ fn initializing_lock_of_a_killed_add_is_cleared_and_its_worktree_removed() {
     let env = setup();
     let wt = env.root.join("repo.arbiter/wo-01");
     let other = env.root.join("elsewhere");
-    env.git(&[
-        "worktree",
-        "add",
-        "-q",
-        "-b",
-        "arbiter/wo-01",
-        wt.to_str().expect("utf-8"),
-    ]);
-    env.git(&[
-        "worktree",
-        "add",
-        "-q",
-        "-b",
-        "mine",
-        other.to_str().expect("utf-8"),
-    ]);
+    env.git_worktree_add("arbiter/wo-01", &wt);
+    env.git_worktree_add("mine", &other);
     // What `add` writes first and removes last.
     let ours = git_dir(&env).join("worktrees/wo-01/locked");
     let theirs = git_dir(&env).join("worktrees/elsewhere/locked");

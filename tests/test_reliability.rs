@@ -198,14 +198,7 @@ fn a_worktree_left_locked_while_initializing_does_not_wedge_rounds() {
     let env = repo();
     let root = env.worktree_root();
     std::fs::create_dir_all(&root).expect("root");
-    env.git(&[
-        "worktree",
-        "add",
-        "-q",
-        "-b",
-        "arbiter/wo-01",
-        root.join("wo-01").to_str().expect("utf-8"),
-    ]);
+    env.git_worktree_add("arbiter/wo-01", &root.join("wo-01"));
     let admin = env.git(&["rev-parse", "--git-common-dir"]);
     let admin = env.repo.join(admin.trim()).join("worktrees/wo-01");
     std::fs::write(admin.join("locked"), "initializing\n").expect("lock");
@@ -222,14 +215,7 @@ fn a_worktree_locked_by_hand_is_left_locked() {
     let root = env.worktree_root();
     std::fs::create_dir_all(&root).expect("root");
     let path = root.join("wo-01");
-    env.git(&[
-        "worktree",
-        "add",
-        "-q",
-        "-b",
-        "arbiter/wo-01",
-        path.to_str().expect("utf-8"),
-    ]);
+    env.git_worktree_add("arbiter/wo-01", &path);
     env.git(&[
         "worktree",
         "lock",
@@ -334,14 +320,7 @@ fn a_killed_race_leaves_nothing_behind_after_the_next_round() {
     std::fs::create_dir_all(&root).expect("root");
     for k in 0..2 {
         let path = root.join(format!("race-wo-01-{k}"));
-        env.git(&[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            &format!("arbiter-race/wo-01/{k}"),
-            path.to_str().expect("utf-8"),
-        ]);
+        env.git_worktree_add(&format!("arbiter-race/wo-01/{k}"), &path);
     }
     env.git(&["branch", "arbiter-race/wo-01/2"]);
     round(&env, WRITE_OWN).success();

@@ -222,14 +222,7 @@ fn remove_refuses_a_branch_checked_out_elsewhere() {
 fn remove_refuses_a_branch_checked_out_in_another_linked_worktree() {
     let env = setup();
     let mine = env.root.join("mine");
-    env.git(&[
-        "worktree",
-        "add",
-        "-q",
-        "-b",
-        "arbiter/wo-01",
-        mine.to_str().expect("utf-8"),
-    ]);
+    env.git_worktree_add("arbiter/wo-01", &mine);
     let run = env.run(&["worktree", "remove", "wo-01"]).code(2);
     assert!(
         run.stderr

@@ -374,6 +374,19 @@ impl TestEnv {
         self.git_in(&self.repo, args)
     }
 
+    /// Stock git's `worktree add -q -b <branch> <path>`: a linked worktree
+    /// made by hand, as a user (or a killed run) leaves one.
+    pub fn git_worktree_add(&self, branch: &str, path: &Path) {
+        self.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            branch,
+            path.to_str().expect("utf-8"),
+        ]);
+    }
+
     pub fn write(&self, rel: &str, content: &str) {
         let path = self.repo.join(rel);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
