@@ -600,6 +600,85 @@ fn find_registered<'r>(
     Ok(None)
 }
 
+/// The linked worktrees registered when read, each with where it is, for
+/// the lookups of one removal: each is found as [`find_registered`] and
+/// [`pooled`] would find it, and a registration taken out (to be removed)
+/// is not found again.
+struct Registrations<'r> {
+    resolver: Resolver,
+    /// Each registration with its worktree's folder as recorded and resolved.
+    listed: Vec<(gix::worktree::Proxy<'r>, Option<(PathBuf, PathBuf)>)>,
+}
+
+impl<'r> Registrations<'r> {
+    fn read(repo: &'r gix::Repository) -> Result<Self> {
+        let mut resolver = Resolver::default();
+        let listed = repo
+            .worktrees()
+            .git_context("listing linked worktrees")?
+            .into_iter()
+            .map(|proxy| {
+                let base = proxy.base().ok().map(|base| {
+                    let resolved = resolver.resolve(&base);
+                    (base, resolved)
+                });
+                (proxy, base)
+            })
+            .collect();
+        Ok(Registrations { resolver, listed })
+    }
+
+    /// Take out the registration of the worktree at `path`.
+    fn take_at(&mut self, path: &Path) -> Option<gix::worktree::Proxy<'r>> {
+        let want = self.resolver.resolve(path);
+        let at = self.listed.iter().position(|(_, base)| {
+            base.as_ref()
+                .is_some_and(|(base, resolved)| base == path || *resolved == want)
+        })?;
+        Some(self.listed.remove(at).0)
+    }
+
+    /// Take out the pooled worktree (as [`pooled`] lists it) that has
+    /// `branch` checked out.
+    fn take_pooled_on(
+        &mut self,
+        ctx: &Context,
+        branch: &str,
+    ) -> Result<Option<(Info, gix::worktree::Proxy<'r>)>> {
+        let pool = resolve_existing_prefix(&pool_dir(ctx)?);
+        let found = self.listed.iter().position(|(proxy, base)| {
+            base.as_ref()
+                .is_some_and(|(_, resolved)| resolved.parent() == Some(pool.as_path()))
+                && head_branch(proxy.git_dir())
+                    .is_some_and(|full| full.shorten() == branch.as_bytes())
+        });
+        let Some((proxy, Some((path, resolved)))) = found.map(|at| self.listed.remove(at)) else {
+            return Ok(None);
+        };
+        let info = Info {
+            name: resolved
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            path,
+            branch: Some(branch.to_owned()),
+            head: None,
+            prunable: proxy.is_prunable(),
+        };
+        Ok(Some((info, proxy)))
+    }
+
+    /// Put back a registration taken out and kept.
+    fn keep(&mut self, proxy: gix::worktree::Proxy<'r>) {
+        self.listed.push((proxy, None));
+    }
+
+    /// The registrations not taken out.
+    fn left(&self) -> impl Iterator<Item = &gix::worktree::Proxy<'r>> {
+        self.listed.iter().map(|(proxy, _)| proxy)
+    }
+}
+
 /// Remove worktree `<root_dir>/<name>` (untracked files included: builders
 /// leave them) and delete branch `branch`. Missing pieces are fine. A branch
 /// checked out in some other worktree is never deleted.
@@ -617,20 +696,21 @@ pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
 fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     let full = branch_name(branch)?;
     let mut dest = root_dir(ctx)?.join(name);
-    if find_registered(&ctx.repo, &dest)?.is_none() {
-        if let Some(info) = pooled(ctx)?
-            .into_iter()
-            .find(|i| i.branch.as_deref() == Some(branch))
-        {
+    // One listing serves every lookup below: under the turn, only this
+    // removal changes the registrations.
+    let mut listed = Registrations::read(&ctx.repo)?;
+    let mut at_dest = listed.take_at(&dest);
+    if at_dest.is_none() {
+        if let Some((info, proxy)) = listed.take_pooled_on(ctx, branch)? {
             match hold_while_on(ctx, &info, &full)? {
                 Held::Locked(_held) => {
-                    remove_registered(ctx, &info.path)?;
+                    remove_registration(&info.path, proxy)?;
                     crate::ledger::forget(ctx, &info.name)?;
                     dest = info.path;
                 }
                 // Taken and switched to another branch meanwhile: nothing of
                 // `branch` is left in it.
-                Held::Moved => {}
+                Held::Moved => listed.keep(proxy),
                 Held::InUse => {
                     return Err(InputError::new(format!(
                         "the pooled worktree {} holding branch '{branch}' is in use by a running git-arbiter",
@@ -642,7 +722,9 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
             }
         }
     }
-    remove_registered(ctx, &dest)?;
+    if let Some(proxy) = at_dest.take() {
+        remove_registration(&dest, proxy)?;
+    }
     prune_registration(ctx, name)?;
     if half_made(ctx, &dest) {
         std::fs::remove_dir_all(&dest).map_err(Error::io(format!(
@@ -658,7 +740,7 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     {
         return Ok(());
     }
-    if let Some(elsewhere) = checked_out_at(ctx, &full)? {
+    if let Some(elsewhere) = checked_out_at(ctx, &full, listed.left())? {
         return Err(InputError::new(format!(
             "branch '{branch}' is checked out in {}; not deleting it",
             elsewhere.display()
@@ -690,9 +772,14 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
 /// Remove the linked worktree registered at `dest` (untracked files included),
 /// if any; the caller holds the worktree turn.
 fn remove_registered(ctx: &Context, dest: &Path) -> Result<()> {
-    let Some(proxy) = find_registered(&ctx.repo, dest)? else {
-        return Ok(());
-    };
+    match find_registered(&ctx.repo, dest)? {
+        Some(proxy) => remove_registration(dest, proxy),
+        None => Ok(()),
+    }
+}
+
+/// [`remove_registered`] with the registration of `dest` found already.
+fn remove_registration(dest: &Path, proxy: gix::worktree::Proxy<'_>) -> Result<()> {
     // gix and git lock a worktree with this reason while they create it.
     // Creating an arbiter worktree takes the turn we hold: so no one is
     // creating this one, and the lock is what a killed `add` left.
@@ -870,6 +957,9 @@ pub(crate) fn pool_dir(ctx: &Context) -> Result<PathBuf> {
 pub(crate) fn open_linked(repo: &gix::Repository, path: &Path) -> Result<gix::Repository> {
     let context = || format!("opening the worktree {}", path.display());
     let want = std::fs::canonicalize(path).map_err(Error::io(context()))?;
+    if let Some(proxy) = named_registration(repo, &want) {
+        return proxy.into_repo().git_context(context());
+    }
     let mut resolver = Resolver::default();
     for proxy in repo.worktrees().git_context(context())? {
         let here = proxy.base().ok().map(|b| resolver.resolve(&b));
@@ -882,6 +972,26 @@ pub(crate) fn open_linked(repo: &gix::Repository, path: &Path) -> Result<gix::Re
             .hint("run 'git worktree list' to see the registered ones")
             .into(),
     )
+}
+
+/// The registration that the `.git` file of the worktree at `dir` (a
+/// canonical path) names, when it is one of `repo`'s and names `dir` back:
+/// one registration read instead of all of them (a worktree is opened a few
+/// times per order). `None` leaves the search to a listing.
+fn named_registration<'r>(
+    repo: &'r gix::Repository,
+    dir: &Path,
+) -> Option<gix::worktree::Proxy<'r>> {
+    let dot_git = std::fs::read_to_string(dir.join(".git")).ok()?;
+    let gitdir = Path::new(
+        dot_git
+            .strip_prefix("gitdir: ")?
+            .trim_end_matches(['\n', '\r']),
+    );
+    let id = gitdir.file_name()?.to_str()?;
+    let proxy = repo.worktree_proxy_by_id(id).ok()??;
+    let base = std::fs::canonicalize(proxy.base().ok()?).ok()?;
+    (base == dir).then_some(proxy)
 }
 
 /// The sub-folder of the worktree dir that holds the pool.
@@ -899,7 +1009,13 @@ pub(crate) fn pooled_with_heads(ctx: &Context) -> Result<Vec<Info>> {
     registered_under(ctx, &pool_dir(ctx)?, true)
 }
 
-fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
+/// Where `full` is checked out: the main worktree, or one of the linked
+/// worktrees registered at `linked` (their HEAD files read now).
+fn checked_out_at<'r>(
+    ctx: &Context,
+    full: &FullName,
+    linked: impl Iterator<Item = &'r gix::worktree::Proxy<'r>>,
+) -> Result<Option<PathBuf>> {
     // The main worktree's HEAD is the common dir's: read as a file, the
     // repository opened only to say where it is.
     if head_branch(ctx.repo.common_dir()).as_ref() == Some(full) {
@@ -913,11 +1029,7 @@ fn checked_out_at(ctx: &Context, full: &FullName) -> Result<Option<PathBuf>> {
                 .unwrap_or_else(|| main.git_dir().to_owned()),
         ));
     }
-    for proxy in ctx
-        .repo
-        .worktrees()
-        .git_context("listing linked worktrees")?
-    {
+    for proxy in linked {
         if head_branch(proxy.git_dir()).as_ref() == Some(full) {
             return Ok(Some(
                 proxy.base().unwrap_or_else(|_| proxy.git_dir().to_owned()),
@@ -1410,6 +1522,47 @@ mod tests {
             Some("race-wo-1-2")
         );
         assert_eq!(super::name_of_branch("main"), None);
+    }
+
+    /// A worktree opens with the registration that names it back, whether
+    /// its `.git` file names that registration or another one, and through
+    /// a link to its folder; a folder no registration names is refused.
+    #[test]
+    fn a_worktree_opens_with_the_registration_that_names_it() {
+        use crate::testutil::{git, new_repo, scratch};
+        let (_keep, root) = scratch();
+        let repo = new_repo(&root, "repo");
+        git(
+            &root,
+            &repo,
+            &["commit", "-q", "--allow-empty", "-m", "init"],
+        );
+        for name in ["a", "b"] {
+            let path = root.join(name);
+            git(
+                &root,
+                &repo,
+                &["worktree", "add", "-q", "-b", name, path.to_str().unwrap()],
+            );
+        }
+        let opened = gix::open_opts(&repo, gix::open::Options::isolated()).unwrap();
+        let git_dir_of = |path: &std::path::Path| {
+            let wt = super::open_linked(&opened, path).expect("opens");
+            std::fs::canonicalize(wt.git_dir()).unwrap()
+        };
+        let registration =
+            |id: &str| std::fs::canonicalize(repo.join(".git/worktrees").join(id)).unwrap();
+        assert_eq!(git_dir_of(&root.join("a")), registration("a"));
+        std::os::unix::fs::symlink(root.join("a"), root.join("via")).unwrap();
+        assert_eq!(git_dir_of(&root.join("via")), registration("a"));
+        // `a`'s `.git` file names `b`'s registration, which names `b`: `a`'s own is found.
+        let b_link = std::fs::read_to_string(root.join("b/.git")).unwrap();
+        std::fs::write(root.join("a/.git"), &b_link).unwrap();
+        assert_eq!(git_dir_of(&root.join("a")), registration("a"));
+        assert_eq!(git_dir_of(&root.join("b")), registration("b"));
+        std::fs::create_dir(root.join("stray")).unwrap();
+        std::fs::write(root.join("stray/.git"), &b_link).unwrap();
+        assert!(super::open_linked(&opened, &root.join("stray")).is_err());
     }
 
     /// The resolver's shortcut (a folder resolved once, its entries joined
