@@ -1864,8 +1864,7 @@ pub(crate) fn stat_suspects(
     // over the cores in contiguous ranges (each opens its own folders).
     const PER_THREAD: usize = 4096;
     let len = index.entries().len();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
+    let threads = crate::parallel::cores()
         .min(len.div_ceil(PER_THREAD))
         .max(1);
     if threads == 1 {

@@ -3,6 +3,7 @@
 //! `worktree`, which must not remove a pooled worktree a live process holds.
 
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use std::sync::Mutex;
@@ -87,8 +88,11 @@ pub(crate) fn write_entry(common: &Path, n: &str, entry: &Entry) -> Result<()> {
     let dir = meta_dir(common);
     let path = entry_path(common, n);
     let context = || format!("writing {}", path.display());
+    // Serialized first, then written at once: the file is unbuffered, and
+    // the serializer writes token by token.
+    let text = serde_json::to_vec_pretty(entry).map_err(|e| Error::io(context())(e.into()))?;
     let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(Error::io(context()))?;
-    serde_json::to_writer_pretty(&mut tmp, entry).map_err(|e| Error::io(context())(e.into()))?;
+    tmp.write_all(&text).map_err(Error::io(context()))?;
     tmp.persist(&path)
         .map_err(|e| Error::io(context())(e.error))?;
     Ok(())

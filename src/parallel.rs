@@ -8,7 +8,7 @@ const MAX_READERS: usize = 4;
 
 /// The machine's cores, asked once: `available_parallelism` reads the
 /// cgroup files on every call, and every state transaction reads in chunks.
-fn cores() -> usize {
+pub(crate) fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }

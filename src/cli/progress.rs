@@ -14,8 +14,10 @@ pub struct Lines;
 
 impl Progress for Lines {
     fn event(&self, event: &Event) {
-        let mut stderr = std::io::stderr().lock();
-        let _ = writeln!(stderr, "{event}");
+        // One write per line: stderr is unbuffered, and an event formats
+        // in pieces.
+        let line = format!("{event}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
     fn phase(&self, _wo: &str, _phase: Phase) {}
     fn finished(&self, _wo: &str) {}
