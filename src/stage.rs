@@ -232,6 +232,22 @@ fn hash(
 fn untracked(wt: &gix::Repository, index: &gix::index::State) -> Result<Option<Vec<BString>>> {
     use gix::dir::entry::{Kind, Status};
     use gix::dir::walk::EmissionMode;
+    // Only where the index names nothing can an untracked file be: the walk
+    // (which classifies every file it meets) looks there alone, and not at
+    // all when there is no such place.
+    let unknown = unknown_names(index, &checkout::workdir(wt)?);
+    if unknown.as_ref().is_some_and(Vec::is_empty) {
+        return Ok(Some(Vec::new()));
+    }
+    let patterns: Vec<BString> = unknown
+        .unwrap_or_default()
+        .into_iter()
+        .map(|path| {
+            let mut literal = BString::from(":(literal)");
+            literal.extend_from_slice(&path);
+            literal
+        })
+        .collect();
     let options = wt
         .dirwalk_options()
         .git_context("preparing a directory walk")?
@@ -244,7 +260,7 @@ fn untracked(wt: &gix::Repository, index: &gix::index::State) -> Result<Option<V
     let mut found = gix::dir::walk::delegate::Collect::default();
     wt.dirwalk(
         index,
-        None::<&str>,
+        &patterns,
         &std::sync::atomic::AtomicBool::new(false),
         options,
         &mut found,
@@ -261,6 +277,81 @@ fn untracked(wt: &gix::Repository, index: &gix::index::State) -> Result<Option<V
         }
     }
     Ok(Some(paths))
+}
+
+/// Each name in a folder of the worktree `dir` that holds tracked files
+/// (the worktree's top included) that the index does not name there: an
+/// untracked or ignored file or folder, where every untracked file is or
+/// is below. `None` when a folder cannot be read as one (gone, or a link
+/// now) or holds a nested `.git`: then only a full walk tells.
+fn unknown_names(index: &gix::index::State, dir: &Path) -> Option<Vec<BString>> {
+    use rustix::fs::{Dir, Mode, OFlags};
+    use std::collections::{BTreeMap, HashSet};
+    // Each folder that holds tracked files, with the names tracked in it.
+    let mut folders: BTreeMap<&[u8], HashSet<&[u8]>> = BTreeMap::new();
+    folders.entry(b"").or_default();
+    for entry in index.entries() {
+        let path = entry.path(index).as_bytes();
+        let mut parent: &[u8] = b"";
+        let mut start = 0;
+        while let Some(at) = path[start..].iter().position(|b| *b == b'/') {
+            folders
+                .entry(parent)
+                .or_default()
+                .insert(&path[start..start + at]);
+            parent = &path[..start + at];
+            start += at + 1;
+        }
+        folders.entry(parent).or_default().insert(&path[start..]);
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let root = rustix::fs::open(dir, flags, Mode::empty()).ok()?;
+    // The folders open along the current one's path (sorted order puts each
+    // folder after its parent), each opened from its parent without
+    // following a link.
+    let mut open: Vec<(&[u8], rustix::fd::OwnedFd)> = Vec::new();
+    let mut unknown = Vec::new();
+    for (&folder, tracked) in &folders {
+        let within =
+            |p: &[u8]| folder == p || (folder.starts_with(p) && folder.get(p.len()) == Some(&b'/'));
+        while open.last().is_some_and(|(p, _)| !within(p)) {
+            open.pop();
+        }
+        loop {
+            let from = open.last().map_or(0, |(p, _)| p.len() + 1);
+            if folder.is_empty() || from > folder.len() {
+                break;
+            }
+            let end = folder[from..]
+                .iter()
+                .position(|b| *b == b'/')
+                .map_or(folder.len(), |at| from + at);
+            let parent = open.last().map_or(&root, |(_, fd)| fd);
+            let fd = rustix::fs::openat(parent, &folder[from..end], flags, Mode::empty()).ok()?;
+            open.push((&folder[..end], fd));
+        }
+        let fd = open.last().map_or(&root, |(_, fd)| fd);
+        for found in Dir::read_from(fd).ok()? {
+            let name = found.ok()?;
+            let name = name.file_name().to_bytes();
+            if name == b"." || name == b".." || tracked.contains(name) {
+                continue;
+            }
+            if name == b".git" {
+                if folder.is_empty() {
+                    continue;
+                }
+                return None;
+            }
+            let mut path = BString::from(folder);
+            if !folder.is_empty() {
+                path.push(b'/');
+            }
+            path.extend_from_slice(name);
+            unknown.push(path);
+        }
+    }
+    Some(unknown)
 }
 
 /// Write `index` with `staged` (sorted by path) through `lock`: a split
@@ -308,6 +399,7 @@ fn push_staged(state: &mut gix::index::State, staged: &[Staged]) {
 mod tests {
     use std::path::Path;
 
+    use gix::bstr::BString;
     use gix::ObjectId;
 
     use crate::testutil::{copy_of, git, new_repo, scratch, Rng};
@@ -386,7 +478,12 @@ mod tests {
             3 => drop(std::fs::remove_dir_all(dir.join(["a/b", "b", "a"][n % 3]))),
             4 => write(dir, &format!("new/deep/n{n}.txt"), b"new\n"),
             5 => write(dir, &format!("a/n{n}.crlf"), b"one\ntwo\r\n"),
-            6 => write(dir, &format!("x{n}.log"), b"ignored\n"),
+            6 => match n % 3 {
+                0 => write(dir, &format!("x{n}.log"), b"ignored\n"),
+                // Names a pathspec would read as magic or a pattern: taken as they are.
+                1 => write(dir, &format!("a/[b]*?{n} x.txt"), b"odd\n"),
+                _ => write(dir, &format!(":(glob)n{n}/!*"), b"odd\n"),
+            },
             7 => write(dir, &format!("build/o{n}"), b"ignored\n"),
             8 => write(dir, "a/b/id.c", b"$Id: 0123456789abcdef $\n"),
             9 => {
@@ -494,6 +591,35 @@ mod tests {
             split_ours >= 12,
             "only {split_ours} split cases staged without git"
         );
+    }
+
+    /// The names the index does not know, folder by folder; none to tell
+    /// when a tracked folder is a link now or holds a repository.
+    #[test]
+    fn unknown_names_are_where_untracked_files_can_be() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        seed(&root, &dir, None);
+        let unknown = |dir: &Path| {
+            let wt = gix::open_opts(dir, gix::open::Options::isolated()).expect("open");
+            let index = crate::checkout::read_index(&wt).expect("index");
+            super::unknown_names(&index, dir).map(|mut names| {
+                names.sort();
+                names
+            })
+        };
+        assert_eq!(unknown(&dir), Some(Vec::new()));
+        write(&dir, "a/b/new.txt", b"new\n");
+        write(&dir, "fresh/deep/x", b"x\n");
+        write(&dir, "build/o", b"ignored\n");
+        let names: Vec<BString> = ["a/b/new.txt", "build", "fresh"].map(BString::from).into();
+        assert_eq!(unknown(&dir), Some(names));
+        std::fs::create_dir(dir.join("a/b/.git")).expect("mkdir");
+        assert_eq!(unknown(&dir), None, "a repository inside");
+        std::fs::remove_dir(dir.join("a/b/.git")).expect("rmdir");
+        std::fs::rename(dir.join("a/b"), dir.join("elsewhere")).expect("move");
+        std::os::unix::fs::symlink("../elsewhere", dir.join("a/b")).expect("symlink");
+        assert_eq!(unknown(&dir), None, "a link where a folder was");
     }
 
     /// What `git add -A` would refuse or do otherwise is left to it, with
