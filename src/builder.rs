@@ -516,8 +516,7 @@ impl Host {
     ) -> Result<(), String> {
         use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
         use gix::refs::Target;
-        let repo =
-            gix::open(worktree).map_err(|e| format!("opening {}: {e}", worktree.display()))?;
+        let repo = self.open_worktree(worktree).map_err(|e| e.to_string())?;
         let full = format!("refs/heads/{branch}");
         let head = repo.head().map_err(|e| format!("reading HEAD: {e}"))?;
         if head
@@ -612,6 +611,9 @@ fn is_ancestor(
     ancestor: gix::ObjectId,
     descendant: gix::ObjectId,
 ) -> Result<bool, String> {
+    if crate::context::near_ancestor(repo, ancestor, descendant) {
+        return Ok(true);
+    }
     repo.merge_base(ancestor, descendant)
         .map(|base| base.is_some_and(|b| b.detach() == ancestor))
         .map_err(|e| format!("comparing {ancestor} and {descendant}: {e}"))

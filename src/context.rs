@@ -393,6 +393,9 @@ impl Context {
         if ancestor == tip {
             return Ok(true);
         }
+        if near_ancestor(&self.repo, ancestor, tip) {
+            return Ok(true);
+        }
         self.repo
             .find_commit(ancestor)
             .git_context(format!("reading commit {ancestor}"))?;
@@ -401,5 +404,80 @@ impl Context {
             .merge_base(ancestor, tip)
             .git_context(format!("finding the merge base of {ancestor} and {tip}"))?;
         Ok(base.is_some_and(|b| b.detach() == ancestor))
+    }
+}
+
+/// Is `ancestor` one of the few commits nearest `tip` (`tip` included)? An
+/// order's branch is a commit or two past its base, and the merge base that
+/// settles it otherwise loads the whole commit graph first. `false` says
+/// nothing: not found that near, or a commit that cannot be read.
+pub(crate) fn near_ancestor(
+    repo: &gix::Repository,
+    ancestor: gix::ObjectId,
+    tip: gix::ObjectId,
+) -> bool {
+    const NEAR: usize = 64;
+    let mut seen = std::collections::HashSet::new();
+    let mut next = std::collections::VecDeque::from([tip]);
+    while let Some(id) = next.pop_front() {
+        if id == ancestor {
+            return true;
+        }
+        if seen.len() == NEAR || !seen.insert(id) {
+            continue;
+        }
+        let Ok(commit) = repo.find_commit(id) else {
+            return false;
+        };
+        next.extend(commit.parent_ids().map(|p| p.detach()));
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::{git, new_repo, scratch};
+
+    /// Near commits are found by their parents, in merges too; a far one is
+    /// left to the merge base, which still says yes; a later commit is no
+    /// ancestor either way.
+    #[test]
+    fn an_ancestor_is_found_near_or_far() {
+        let (_keep, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        let commit = |message: &str| {
+            git(
+                &root,
+                &dir,
+                &["commit", "-q", "--allow-empty", "-m", message],
+            );
+            let sha = git(&root, &dir, &["rev-parse", "HEAD"]);
+            gix::ObjectId::from_hex(sha.trim().as_bytes()).expect("sha")
+        };
+        let first = commit("first");
+        git(&root, &dir, &["checkout", "-q", "-b", "side"]);
+        let side = commit("side");
+        git(&root, &dir, &["checkout", "-q", "main"]);
+        commit("main");
+        git(
+            &root,
+            &dir,
+            &["merge", "-q", "--no-ff", "-m", "merge", "side"],
+        );
+        let merge = commit("after the merge");
+        let ctx = super::Context::isolated(&dir, &[]).expect("open");
+        assert!(super::near_ancestor(&ctx.repo, side, merge));
+        assert!(super::near_ancestor(&ctx.repo, first, merge));
+        assert!(!super::near_ancestor(&ctx.repo, merge, first));
+        for n in 0..70 {
+            commit(&format!("later {n}"));
+        }
+        let tip = commit("tip");
+        assert!(
+            !super::near_ancestor(&ctx.repo, first, tip),
+            "too far to look"
+        );
+        assert!(ctx.is_ancestor(first, tip).expect("merge base"));
+        assert!(!ctx.is_ancestor(tip, first).expect("merge base"));
     }
 }
