@@ -87,8 +87,12 @@ pub(crate) fn workdir(wt: &gix::Repository) -> Result<PathBuf> {
 
 /// Tracked paths with local changes (staged or not) in `wt`; untracked files are not listed.
 pub fn local_changes(wt: &gix::Repository) -> Result<Vec<String>> {
-    refuse_sparse_index(wt)?;
-    if let Some(paths) = changes_by_stat(wt)? {
+    // Read once: at 5,000 files a read of the index costs more than a ms.
+    let index = read_index(wt).ok();
+    if let Some(index) = &index {
+        refuse_sparse_index(wt, index)?;
+    }
+    if let Some(paths) = changes_by_stat(wt, index)? {
         return Ok(paths);
     }
     let iter = wt
@@ -114,8 +118,11 @@ pub fn local_changes(wt: &gix::Repository) -> Result<Vec<String>> {
 /// [`local_changes`] by stat data, reading only the files they cannot vouch
 /// for, when nothing is staged (the index holds HEAD's tree) and
 /// [`suspects_readable`]; `None` otherwise.
-fn changes_by_stat(wt: &gix::Repository) -> Result<Option<Vec<String>>> {
-    let (Ok(index), Ok(head_tree)) = (read_index(wt), wt.head_tree_id()) else {
+fn changes_by_stat(
+    wt: &gix::Repository,
+    index: Option<gix::index::File>,
+) -> Result<Option<Vec<String>>> {
+    let (Some(index), Ok(head_tree)) = (index, wt.head_tree_id()) else {
         return Ok(None);
     };
     if !suspects_readable(wt, &index) || !holds(wt, &index, head_tree.detach())? {
@@ -470,8 +477,8 @@ pub fn preflight(
     // An index holding exactly the old tree (HEAD's) has nothing staged, so
     // only the files need comparing with it; otherwise the full status decides.
     let index = read_index(wt).ok();
-    if index.as_ref().is_some_and(|ix| ix.is_sparse()) {
-        refuse_sparse_index(wt)?;
+    if let Some(index) = &index {
+        refuse_sparse_index(wt, index)?;
     }
     let clean_index = match &index {
         Some(ix) => holds(wt, ix, old_tree)?,
@@ -1354,10 +1361,7 @@ fn sparse_patterns(wt: &gix::Repository) -> Result<Option<Sparse>> {
 
 /// A sparse index (folders outside the cone stored as one entry) is refused
 /// before anything moves: gix cannot yet compare or rewrite one.
-fn refuse_sparse_index(wt: &gix::Repository) -> Result<()> {
-    let Ok(index) = read_index(wt) else {
-        return Ok(());
-    };
+fn refuse_sparse_index(wt: &gix::Repository, index: &gix::index::State) -> Result<()> {
     if !index.is_sparse() {
         return Ok(());
     }
@@ -1404,10 +1408,15 @@ pub(crate) fn sync_worktrees(
     let head_tree = ctx.tree_of(tip)?;
     for wt in worktrees {
         clear_our_stale_index_lock(wt);
-        refuse_sparse_index(wt)?;
+        let index = read_index(wt).ok();
+        if let Some(index) = &index {
+            refuse_sparse_index(wt, index)?;
+        }
         // The common case: the index holds the tip's tree, nothing to finish.
-        if index_matches(wt, head_tree)? {
-            continue;
+        if let Some(index) = &index {
+            if holds(wt, index, head_tree)? {
+                continue;
+            }
         }
         let mut commit = tip;
         for _ in 0..MAX_RECOVERY_DEPTH {
