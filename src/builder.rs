@@ -541,7 +541,7 @@ impl Host {
             .peel_to_id()
             .map_err(|e| format!("resolving {branch}: {e}"))?
             .detach();
-        if tip != head_id && !is_ancestor(&repo, tip, head_id)? {
+        if !crate::context::is_ancestor(&repo, tip, head_id).map_err(|e| e.to_string())? {
             return Err(format!(
                 "the builder left the worktree on {where_}, which does not contain {branch}: its work cannot be told apart"
             ));
@@ -594,7 +594,7 @@ impl Host {
             .peel_to_id()
             .map_err(|e| format!("resolving {branch}: {e}"))?
             .detach();
-        if tip == base || is_ancestor(repo, base, tip)? {
+        if crate::context::is_ancestor(repo, base, tip).map_err(|e| e.to_string())? {
             Ok(())
         } else {
             Err(format!(
@@ -603,20 +603,6 @@ impl Host {
             ))
         }
     }
-}
-
-/// Is `ancestor` reachable from `descendant`?
-fn is_ancestor(
-    repo: &gix::Repository,
-    ancestor: gix::ObjectId,
-    descendant: gix::ObjectId,
-) -> Result<bool, String> {
-    if crate::context::near_ancestor(repo, ancestor, descendant) {
-        return Ok(true);
-    }
-    repo.merge_base(ancestor, descendant)
-        .map(|base| base.is_some_and(|b| b.detach() == ancestor))
-        .map_err(|e| format!("comparing {ancestor} and {descendant}: {e}"))
 }
 
 /// Report a finished build of `label` (a work order, or a race instance).

@@ -1902,6 +1902,66 @@ pub(crate) fn stat_suspects(
     })
 }
 
+/// The folders of a worktree open along one path, each opened from its
+/// parent without following a link: paths asked for in index order (each
+/// folder after its parent) open only the folders that change.
+pub(crate) struct OpenFolders {
+    top: rustix::fd::OwnedFd,
+    /// Each folder's path with a trailing '/', and its fd (none when it
+    /// cannot be opened as a folder).
+    open: Vec<(Vec<u8>, Option<rustix::fd::OwnedFd>)>,
+}
+
+impl OpenFolders {
+    const FLAGS: rustix::fs::OFlags = rustix::fs::OFlags::RDONLY
+        .union(rustix::fs::OFlags::DIRECTORY)
+        .union(rustix::fs::OFlags::NOFOLLOW)
+        .union(rustix::fs::OFlags::CLOEXEC);
+
+    /// The worktree at `dir`, its top open.
+    pub(crate) fn new(dir: &Path) -> rustix::io::Result<Self> {
+        let top = rustix::fs::open(dir, Self::FLAGS, rustix::fs::Mode::empty())?;
+        Ok(OpenFolders {
+            top,
+            open: Vec::new(),
+        })
+    }
+
+    /// The folder `folder` (a path relative to the top ending in '/', or
+    /// empty for the top itself); `None` when it, or one on the way, is not
+    /// a folder now (gone, a file, a link).
+    pub(crate) fn get(&mut self, folder: &[u8]) -> Option<&rustix::fd::OwnedFd> {
+        // Keep the open folders that are ancestors of this one, open the rest.
+        while self
+            .open
+            .last()
+            .is_some_and(|(p, _)| !folder.starts_with(p))
+        {
+            self.open.pop();
+        }
+        let mut done = self.open.last().map_or(0, |(p, _)| p.len());
+        while done < folder.len() {
+            let end = done + folder[done..].iter().position(|b| *b == b'/').unwrap_or(0) + 1;
+            let name = &folder[done..end - 1];
+            let fd = match self.open.last() {
+                Some((_, None)) => None,
+                Some((_, Some(fd))) => Self::open_in(fd, name),
+                None => Self::open_in(&self.top, name),
+            };
+            self.open.push((folder[..end].to_vec(), fd));
+            done = end;
+        }
+        match self.open.last() {
+            Some((_, fd)) => fd.as_ref(),
+            None => Some(&self.top),
+        }
+    }
+
+    fn open_in(parent: &rustix::fd::OwnedFd, name: &[u8]) -> Option<rustix::fd::OwnedFd> {
+        rustix::fs::openat(parent, name, Self::FLAGS, rustix::fs::Mode::empty()).ok()
+    }
+}
+
 /// [`stat_suspects`] for the entries at `range`.
 // The integer types of `struct stat` differ between platforms: the casts are
 // needed somewhere, if not here.
@@ -1914,21 +1974,12 @@ fn stat_suspects_in(
     trust_ctime: bool,
 ) -> Vec<(usize, Option<gix::index::entry::Stat>)> {
     use gix::index::entry::Mode;
-    use rustix::fs::{AtFlags, FileType, OFlags};
+    use rustix::fs::{AtFlags, FileType};
     let stamp = index.timestamp();
     let (stamp_secs, stamp_nsecs) = (stamp.unix_seconds(), stamp.nanoseconds());
-    let open_dir = |parent: Option<&rustix::fd::OwnedFd>, name: &[u8]| {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        match parent {
-            Some(fd) => rustix::fs::openat(fd, name, flags, rustix::fs::Mode::empty()),
-            None => rustix::fs::open(dir, flags, rustix::fs::Mode::empty()),
-        }
-    };
-    let Ok(root) = open_dir(None, b"") else {
+    let Ok(mut folders) = OpenFolders::new(dir) else {
         return range.map(|at| (at, None)).collect();
     };
-    // The folders open along the current path: (its path with a trailing '/', its fd or none).
-    let mut open: Vec<(Vec<u8>, Option<rustix::fd::OwnedFd>)> = Vec::new();
     let mut suspects = Vec::new();
     for (i, entry) in index.entries()[range.clone()].iter().enumerate() {
         let i = range.start + i;
@@ -1937,28 +1988,9 @@ fn stat_suspects_in(
             Some(at) => (&path[..=at], &path[at + 1..]),
             None => (&path[..0], path),
         };
-        // Keep the open folders that are ancestors of this one, open the rest.
-        while open.last().is_some_and(|(p, _)| !parent.starts_with(p)) {
-            open.pop();
-        }
-        let mut done = open.last().map_or(0, |(p, _)| p.len());
-        while done < parent.len() {
-            let end = done + parent[done..].iter().position(|b| *b == b'/').unwrap_or(0) + 1;
-            let fd = match open.last() {
-                Some((_, None)) => None,
-                Some((_, Some(fd))) => open_dir(Some(fd), &parent[done..end - 1]).ok(),
-                None => open_dir(Some(&root), &parent[done..end - 1]).ok(),
-            };
-            open.push((parent[..end].to_vec(), fd));
-            done = end;
-        }
-        let folder = match open.last() {
-            Some((_, Some(fd))) => fd,
-            Some((_, None)) => {
-                suspects.push((i, None));
-                continue;
-            }
-            None => &root,
+        let Some(folder) = folders.get(parent) else {
+            suspects.push((i, None));
+            continue;
         };
         let Ok(st) = rustix::fs::statat(folder, name, AtFlags::SYMLINK_NOFOLLOW) else {
             suspects.push((i, None));

@@ -390,32 +390,32 @@ impl Context {
 
     /// Is `ancestor` reachable from `tip`? An error (e.g. a missing object) is returned, never guessed.
     pub fn is_ancestor(&self, ancestor: gix::ObjectId, tip: gix::ObjectId) -> Result<bool> {
-        if ancestor == tip {
-            return Ok(true);
-        }
-        if near_ancestor(&self.repo, ancestor, tip) {
-            return Ok(true);
-        }
-        self.repo
-            .find_commit(ancestor)
-            .git_context(format!("reading commit {ancestor}"))?;
-        let base = self
-            .repo
-            .merge_base(ancestor, tip)
-            .git_context(format!("finding the merge base of {ancestor} and {tip}"))?;
-        Ok(base.is_some_and(|b| b.detach() == ancestor))
+        is_ancestor(&self.repo, ancestor, tip)
     }
+}
+
+/// [`Context::is_ancestor`] in `repo` (a worktree's, say).
+pub(crate) fn is_ancestor(
+    repo: &gix::Repository,
+    ancestor: gix::ObjectId,
+    tip: gix::ObjectId,
+) -> Result<bool> {
+    if ancestor == tip || near_ancestor(repo, ancestor, tip) {
+        return Ok(true);
+    }
+    repo.find_commit(ancestor)
+        .git_context(format!("reading commit {ancestor}"))?;
+    let base = repo
+        .merge_base(ancestor, tip)
+        .git_context(format!("finding the merge base of {ancestor} and {tip}"))?;
+    Ok(base.is_some_and(|b| b.detach() == ancestor))
 }
 
 /// Is `ancestor` one of the few commits nearest `tip` (`tip` included)? An
 /// order's branch is a commit or two past its base, and the merge base that
 /// settles it otherwise loads the whole commit graph first. `false` says
 /// nothing: not found that near, or a commit that cannot be read.
-pub(crate) fn near_ancestor(
-    repo: &gix::Repository,
-    ancestor: gix::ObjectId,
-    tip: gix::ObjectId,
-) -> bool {
+fn near_ancestor(repo: &gix::Repository, ancestor: gix::ObjectId, tip: gix::ObjectId) -> bool {
     const NEAR: usize = 64;
     let mut seen = std::collections::HashSet::new();
     let mut next = std::collections::VecDeque::from([tip]);

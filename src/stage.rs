@@ -285,53 +285,32 @@ fn untracked(wt: &gix::Repository, index: &gix::index::State) -> Result<Option<V
 /// is below. `None` when a folder cannot be read as one (gone, or a link
 /// now) or holds a nested `.git`: then only a full walk tells.
 fn unknown_names(index: &gix::index::State, dir: &Path) -> Option<Vec<BString>> {
-    use rustix::fs::{Dir, Mode, OFlags};
+    use rustix::fs::Dir;
     use std::collections::{BTreeMap, HashSet};
-    // Each folder that holds tracked files, with the names tracked in it.
+    // Each folder that holds tracked files (its path with a trailing '/',
+    // the top's empty), with the names tracked in it. Sorted, each folder
+    // comes after its parent.
     let mut folders: BTreeMap<&[u8], HashSet<&[u8]>> = BTreeMap::new();
     folders.entry(b"").or_default();
     for entry in index.entries() {
         let path = entry.path(index).as_bytes();
-        let mut parent: &[u8] = b"";
         let mut start = 0;
         while let Some(at) = path[start..].iter().position(|b| *b == b'/') {
             folders
-                .entry(parent)
+                .entry(&path[..start])
                 .or_default()
                 .insert(&path[start..start + at]);
-            parent = &path[..start + at];
             start += at + 1;
         }
-        folders.entry(parent).or_default().insert(&path[start..]);
+        folders
+            .entry(&path[..start])
+            .or_default()
+            .insert(&path[start..]);
     }
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let root = rustix::fs::open(dir, flags, Mode::empty()).ok()?;
-    // The folders open along the current one's path (sorted order puts each
-    // folder after its parent), each opened from its parent without
-    // following a link.
-    let mut open: Vec<(&[u8], rustix::fd::OwnedFd)> = Vec::new();
+    let mut open = checkout::OpenFolders::new(dir).ok()?;
     let mut unknown = Vec::new();
     for (&folder, tracked) in &folders {
-        let within =
-            |p: &[u8]| folder == p || (folder.starts_with(p) && folder.get(p.len()) == Some(&b'/'));
-        while open.last().is_some_and(|(p, _)| !within(p)) {
-            open.pop();
-        }
-        loop {
-            let from = open.last().map_or(0, |(p, _)| p.len() + 1);
-            if folder.is_empty() || from > folder.len() {
-                break;
-            }
-            let end = folder[from..]
-                .iter()
-                .position(|b| *b == b'/')
-                .map_or(folder.len(), |at| from + at);
-            let parent = open.last().map_or(&root, |(_, fd)| fd);
-            let fd = rustix::fs::openat(parent, &folder[from..end], flags, Mode::empty()).ok()?;
-            open.push((&folder[..end], fd));
-        }
-        let fd = open.last().map_or(&root, |(_, fd)| fd);
-        for found in Dir::read_from(fd).ok()? {
+        for found in Dir::read_from(open.get(folder)?).ok()? {
             let name = found.ok()?;
             let name = name.file_name().to_bytes();
             if name == b"." || name == b".." || tracked.contains(name) {
@@ -344,9 +323,6 @@ fn unknown_names(index: &gix::index::State, dir: &Path) -> Option<Vec<BString>> 
                 return None;
             }
             let mut path = BString::from(folder);
-            if !folder.is_empty() {
-                path.push(b'/');
-            }
             path.extend_from_slice(name);
             unknown.push(path);
         }
