@@ -758,6 +758,36 @@ fn a_dirty_integration_checkout_stops_the_merge_and_gives_attempts_back() {
     assert!(env.repo.join("src/one.txt").exists());
 }
 
+/// Wait (up to 30 s) until the conductors have recorded `n` builders'
+/// process groups (`.git/arbiter/conductors/<name>.groups/<pgid>`, filled).
+fn wait_for_group_records(env: &TestEnv, n: usize) {
+    let dir = env.repo.join(".git/arbiter/conductors");
+    for _ in 0..600 {
+        let records: usize = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".groups"))
+            .map(|e| {
+                // Written whole: created, then filled.
+                std::fs::read_dir(e.path()).map_or(0, |d| {
+                    d.flatten()
+                        .filter(|f| f.metadata().is_ok_and(|m| m.len() > 0))
+                        .count()
+                })
+            })
+            .sum();
+        if records >= n {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!(
+        "{n} builder groups were never recorded in {}",
+        dir.display()
+    );
+}
+
 /// Builders run in their own process groups, so a conductor killed with
 /// SIGKILL leaves them running: outside the slot cap, and writing into
 /// worktrees that recovery hands to a new attempt. The next round ends them
@@ -774,6 +804,9 @@ fn the_next_round_ends_builders_a_killed_conductor_left_running() {
     let mut child = spawn_round(&env, &env.repo, &build);
     wait_for(&env.root.join("started-wo-01"));
     wait_for(&env.root.join("started-wo-02"));
+    // The conductor records a builder's group just after starting it; a
+    // kill before that (a window of microseconds) is not what this covers.
+    wait_for_group_records(&env, 2);
     child.kill().expect("SIGKILL the conductor");
     child.wait().expect("reap");
     let orphans: Vec<String> = std::fs::read_to_string(&pids)
