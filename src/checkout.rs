@@ -40,7 +40,7 @@ pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix
             .main_repo()
             .git_context("opening the main worktree")?;
         if main.workdir().is_some() && main.head_name().ok().flatten().as_ref() == Some(branch) {
-            out.push(main);
+            out.push(crate::context::cached(main));
         }
     }
     for proxy in ctx
@@ -59,7 +59,7 @@ pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix
             continue;
         };
         if repo.workdir().is_some() && repo.head_name().ok().flatten().as_ref() == Some(branch) {
-            out.push(repo);
+            out.push(crate::context::cached(repo));
         }
     }
     Ok(out)

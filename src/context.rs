@@ -98,6 +98,14 @@ fn unsupported_format_at(cwd: &Path) -> Option<InputError> {
 /// Decoded objects kept in memory per repository handle.
 const OBJECT_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
+/// `repo` with the object cache every handle of ours has: a worktree's
+/// checkout reads the same trees (and often blobs) again for each path, and
+/// gix maps and unmaps a loose object at each read.
+pub(crate) fn cached(mut repo: gix::Repository) -> gix::Repository {
+    repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
+    repo
+}
+
 /// A [`Context`] that can cross threads; [`SharedContext::local`] opens it.
 pub struct SharedContext {
     repo: gix::ThreadSafeRepository,

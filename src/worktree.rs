@@ -958,13 +958,19 @@ pub(crate) fn open_linked(repo: &gix::Repository, path: &Path) -> Result<gix::Re
     let context = || format!("opening the worktree {}", path.display());
     let want = std::fs::canonicalize(path).map_err(Error::io(context()))?;
     if let Some(proxy) = named_registration(repo, &want) {
-        return proxy.into_repo().git_context(context());
+        return proxy
+            .into_repo()
+            .map(crate::context::cached)
+            .git_context(context());
     }
     let mut resolver = Resolver::default();
     for proxy in repo.worktrees().git_context(context())? {
         let here = proxy.base().ok().map(|b| resolver.resolve(&b));
         if here.as_deref() == Some(want.as_path()) {
-            return proxy.into_repo().git_context(context());
+            return proxy
+                .into_repo()
+                .map(crate::context::cached)
+                .git_context(context());
         }
     }
     Err(
