@@ -53,6 +53,7 @@ pub mod sign;
 pub mod slots;
 pub mod splitindex;
 pub mod stage;
+pub mod stamps;
 pub mod state;
 #[cfg(test)]
 mod testutil;

@@ -232,7 +232,12 @@ pub fn take(
             switch(ctx, &info, entry, branch, base, opts.keep_ignored)?;
             (info.name, info.path, lock)
         }
-        None => create(ctx, branch, base)?,
+        None => {
+            let made = create(ctx, branch, base)?;
+            // Its folders are all new: no stamp of them could be trusted yet.
+            crate::stamps::forget(&made.1);
+            made
+        }
     };
     let (n, path, lock) = leased;
     // Whatever an earlier order proved about this worktree is not this one's.
@@ -378,6 +383,9 @@ fn switch(
         remove_untracked(&wt, keep_ignored)?;
     }
     attach_head(&wt, &full)?;
+    // Clean now, and nothing of ours writes there before the builder: the
+    // search for its untracked files lists only the folders that changed.
+    crate::stamps::remember(&ctx.repo, &info.path, base_tree);
     crate::crash::point("pool-switch.after");
     entry.state = State::Held;
     write_entry(&common, &info.name, &entry)
@@ -444,6 +452,7 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
         };
     };
     let settled = crate::exec::take_settled(&lease.path);
+    crate::stamps::forget(&lease.path);
     let mut entry = read_entry(&lease.common, &lease.n).unwrap_or_default();
     entry.last_use = now();
     if keep {

@@ -82,6 +82,11 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
         .git_context("reading .gitattributes")?;
     let mut pipeline = gix::filter::Pipeline::new(wt, attributes.detach())
         .git_context("preparing the filters of .gitattributes")?;
+    // A changed ignore rule can turn ignored files anywhere into untracked
+    // ones, in folders nobody touched: then every folder is listed.
+    let rules_changed = suspects
+        .iter()
+        .any(|(at, _)| is_ignore_rules(index.entries()[*at].path(&index)));
     let mut staged = Vec::new();
     for (at, _) in suspects {
         let entry = &index.entries()[at];
@@ -99,7 +104,8 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
             Found::Other => return Ok(None),
         }
     }
-    let Some(untracked) = untracked(wt, &index)? else {
+    let stamps = crate::stamps::recorded(&dir).filter(|_| !rules_changed);
+    let Some(untracked) = untracked(wt, &index, stamps.as_deref())? else {
         return Ok(None);
     };
     for path in untracked {
@@ -226,16 +232,35 @@ fn hash(
     })
 }
 
+/// Is `path` a file of ignore rules (`.gitignore`)?
+fn is_ignore_rules(path: &BStr) -> bool {
+    path.rsplit_str("/").next() == Some(b".gitignore".as_slice())
+}
+
 /// The untracked files `git add -A` would add (not ignored, each file on its
 /// own), or `None` when the walk meets something git adds otherwise (a
-/// nested repository) or not at all (a socket).
-fn untracked(wt: &gix::Repository, index: &gix::index::State) -> Result<Option<Vec<BString>>> {
+/// nested repository) or not at all (a socket). Folders `stamps` proves
+/// unchanged since the worktree held no untracked file are not listed.
+fn untracked(
+    wt: &gix::Repository,
+    index: &gix::index::State,
+    stamps: Option<&crate::stamps::Stamps>,
+) -> Result<Option<Vec<BString>>> {
     use gix::dir::entry::{Kind, Status};
     use gix::dir::walk::EmissionMode;
     // Only where the index names nothing can an untracked file be: the walk
     // (which classifies every file it meets) looks there alone, and not at
     // all when there is no such place.
-    let unknown = unknown_names(index, &checkout::workdir(wt)?);
+    let dir = checkout::workdir(wt)?;
+    let mut unknown = unknown_names(index, &dir, stamps);
+    // A new ignore file may un-ignore files in the folders below it.
+    if stamps.is_some()
+        && unknown
+            .as_ref()
+            .is_some_and(|names| names.iter().any(|n| is_ignore_rules(n.as_bstr())))
+    {
+        unknown = unknown_names(index, &dir, None);
+    }
     if unknown.as_ref().is_some_and(Vec::is_empty) {
         return Ok(Some(Vec::new()));
     }
@@ -283,10 +308,15 @@ fn untracked(wt: &gix::Repository, index: &gix::index::State) -> Result<Option<V
 /// (the worktree's top included) that the index does not name there: an
 /// untracked or ignored file or folder, where every untracked file is or
 /// is below. `None` when a folder cannot be read as one (gone, or a link
-/// now) or holds a nested `.git`: then only a full walk tells.
-fn unknown_names(index: &gix::index::State, dir: &Path) -> Option<Vec<BString>> {
+/// now) or holds a nested `.git`: then only a full walk tells. A folder
+/// `stamps` proves unchanged (no name came) is not read.
+fn unknown_names(
+    index: &gix::index::State,
+    dir: &Path,
+    stamps: Option<&crate::stamps::Stamps>,
+) -> Option<Vec<BString>> {
     use rustix::fs::Dir;
-    use std::collections::{BTreeMap, HashSet};
+    use std::collections::{BTreeMap, HashMap, HashSet};
     // Each folder that holds tracked files (its path with a trailing '/',
     // the top's empty), with the names tracked in it. Sorted, each folder
     // comes after its parent.
@@ -307,10 +337,24 @@ fn unknown_names(index: &gix::index::State, dir: &Path) -> Option<Vec<BString>> 
             .or_default()
             .insert(&path[start..]);
     }
+    // How many tracked folders each folder holds.
+    let mut subfolders: HashMap<&[u8], usize> = HashMap::new();
+    for folder in folders.keys().filter(|f| !f.is_empty()) {
+        let name_start = folder[..folder.len() - 1]
+            .iter()
+            .rposition(|b| *b == b'/')
+            .map_or(0, |at| at + 1);
+        *subfolders.entry(&folder[..name_start]).or_default() += 1;
+    }
     let mut open = checkout::OpenFolders::new(dir).ok()?;
     let mut unknown = Vec::new();
     for (&folder, tracked) in &folders {
-        for found in Dir::read_from(open.get(folder)?).ok()? {
+        let fd = open.get(folder)?;
+        let tracked_subfolders = subfolders.get(folder).copied().unwrap_or(0);
+        if stamps.is_some_and(|s| s.unchanged(folder, fd, tracked_subfolders)) {
+            continue;
+        }
+        for found in Dir::read_from(fd).ok()? {
             let name = found.ok()?;
             let name = name.file_name().to_bytes();
             if name == b"." || name == b".." || tracked.contains(name) {
@@ -373,7 +417,7 @@ fn push_staged(state: &mut gix::index::State, staged: &[Staged]) {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     use gix::bstr::BString;
     use gix::ObjectId;
@@ -579,7 +623,7 @@ mod tests {
         let unknown = |dir: &Path| {
             let wt = gix::open_opts(dir, gix::open::Options::isolated()).expect("open");
             let index = crate::checkout::read_index(&wt).expect("index");
-            super::unknown_names(&index, dir).map(|mut names| {
+            super::unknown_names(&index, dir, None).map(|mut names| {
                 names.sort();
                 names
             })
@@ -630,5 +674,108 @@ mod tests {
 
         std::fs::write(&index_path, b"DIRC garbage").expect("corrupt");
         left_to_git("an unreadable index");
+    }
+
+    /// A worktree stamped clean (as a pooled one handed to a builder) and
+    /// changed: each folder whose stamp still holds is not listed.
+    fn stamped(root: &Path, name: &str) -> (PathBuf, gix::Repository, ObjectId) {
+        let dir = new_repo(root, name);
+        seed(root, &dir, None);
+        // Ignored files already there: in a tracked folder, in a folder of
+        // their own inside a tracked one, and in an ignored folder.
+        write(&dir, "a/b/old.log", b"ignored\n");
+        write(&dir, "b/objs/x.log", b"ignored\n");
+        write(&dir, "build/o", b"ignored\n");
+        // Stamps only count when older than the moment they are taken.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        let head_tree = git(root, &dir, &["rev-parse", "HEAD^{tree}"]);
+        let head_tree = ObjectId::from_hex(head_tree.trim().as_bytes()).expect("sha");
+        crate::stamps::remember(&wt, &dir, head_tree);
+        (dir, wt, head_tree)
+    }
+
+    /// What `stage_all` and `git add -A` make of the worktree `dir`: trees.
+    fn both_trees(
+        root: &Path,
+        dir: &Path,
+        wt: &gix::Repository,
+        head: ObjectId,
+    ) -> (String, String) {
+        let name = dir.file_name().expect("name").to_string_lossy();
+        let theirs = copy_of(root, dir, &format!("{name}-git"));
+        git(root, &theirs, &["add", "-A"]);
+        let want = git(root, &theirs, &["write-tree"]).trim().to_owned();
+        let ours = super::stage_all(wt, head)
+            .expect("stage")
+            .expect("staged without git");
+        (ours.to_string(), want)
+    }
+
+    /// Stamped folders skip no file `git add -A` adds: a file in a folder of
+    /// ignored files inside an unchanged folder, files an edited or a new
+    /// `.gitignore` no longer ignores, and random changes.
+    #[test]
+    fn stamped_folders_stage_as_git_adds() {
+        let (_tmp, root) = scratch();
+        type Case = (&'static str, fn(&Path));
+        let cases: [Case; 4] = [
+            ("in a folder of ignored files", |dir| {
+                write(dir, "b/objs/new.txt", b"new\n")
+            }),
+            ("edited ignore rules", |dir| {
+                write(dir, ".gitignore", b"!keep.log\nbuild/\n/tmp\n")
+            }),
+            ("a new ignore file", |dir| {
+                write(dir, "a/.gitignore", b"!*.log\n")
+            }),
+            ("a new folder", |dir| write(dir, "c/d/new.txt", b"new\n")),
+        ];
+        for (i, (what, change)) in cases.iter().enumerate() {
+            let (dir, wt, head) = stamped(&root, &format!("case-{i}"));
+            change(&dir);
+            let (ours, want) = both_trees(&root, &dir, &wt, head);
+            assert_eq!(ours, want, "{what}");
+        }
+        let mut rng = Rng(0x5a3b_0dd5_7a4d_e11a);
+        for case in 0..24 {
+            let (dir, wt, head) = stamped(&root, &format!("random-{case}"));
+            let mut expect = Expect::default();
+            for n in 0..1 + rng.below(6) as usize {
+                mutate(&mut rng, &dir, n, &mut expect);
+            }
+            if expect.git_only {
+                continue;
+            }
+            let (ours, want) = both_trees(&root, &dir, &wt, head);
+            assert_eq!(ours, want, "random case {case}");
+        }
+    }
+
+    /// What the stamps spare: a folder proved unchanged is not listed (an
+    /// untracked file put there before the stamps, against their premise,
+    /// stays out), and one that changed since is.
+    #[test]
+    fn a_folder_unchanged_since_its_stamp_is_not_listed() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        seed(&root, &dir, None);
+        write(&dir, "a/before.txt", b"there before the stamps\n");
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        let head = git(&root, &dir, &["rev-parse", "HEAD^{tree}"]);
+        let head = ObjectId::from_hex(head.trim().as_bytes()).expect("sha");
+        crate::stamps::remember(&wt, &dir, head);
+        let index = crate::checkout::read_index(&wt).expect("index");
+        let stamps = crate::stamps::recorded(&dir).expect("stamped");
+        let names = |stamps| super::unknown_names(&index, &dir, stamps).expect("names");
+        assert_eq!(names(Some(&*stamps)), Vec::<BString>::new());
+        assert_eq!(names(None), vec![BString::from("a/before.txt")]);
+        // A name that came and went: the folder's stamp changed.
+        write(&dir, "a/gone", b"x\n");
+        std::fs::remove_file(dir.join("a/gone")).expect("rm");
+        assert_eq!(names(Some(&*stamps)), vec![BString::from("a/before.txt")]);
+        crate::stamps::forget(&dir);
+        assert!(crate::stamps::recorded(&dir).is_none());
     }
 }
