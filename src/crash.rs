@@ -20,6 +20,8 @@ pub const POINTS: &[&str] = &[
     // a split index's new shared index is written, the index naming it not yet
     "shared-index.after",
     "build.started",
+    // a command's shell started, its process group not recorded yet
+    "command.spawned",
     "leftovers.before",
     // the leftovers staged (the index written), not yet committed
     "leftovers-index.after",

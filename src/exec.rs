@@ -163,6 +163,12 @@ pub struct Spec<'a> {
     pub groups: Option<&'a Path>,
 }
 
+/// What a recorded command's shell runs before the command, on its first
+/// line (so the shell's line numbers stay the command's): wait for the line
+/// that says its group is recorded, give up at an end of file (the
+/// conductor died first), and leave the command an empty stdin, as others get.
+const AFTER_RECORD: &str = "IFS= read -r arbiter_recorded || exit 125; exec </dev/null; ";
+
 /// A `Command` for `sh -c CMD` with git's variables removed and `env` added.
 pub fn shell(command: &str, cwd: &Path, env: &[(String, String)]) -> Command {
     let mut cmd = Command::new("sh");
@@ -197,13 +203,33 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
         None => input.try_clone()?.into(),
     };
     let drain = Drain::start(output, CappedLog::new(log, LOG_CAP))?;
-    let mut cmd = shell(spec.command, spec.cwd, spec.env);
+    // A recorded command waits for its record: were we killed between
+    // starting its shell and recording its group, nothing could end it.
+    let gate = spec.groups.map(|_| std::io::pipe()).transpose()?;
+    let mut cmd = match gate {
+        Some(_) => shell(
+            &format!("{AFTER_RECORD}{}", spec.command),
+            spec.cwd,
+            spec.env,
+        ),
+        None => shell(spec.command, spec.cwd, spec.env),
+    };
+    let opener = gate.map(|(waiting, opener)| {
+        cmd.stdin(waiting);
+        opener
+    });
     cmd.stdout(stdout).stderr(input).process_group(0);
     let mut child = cmd.spawn()?;
-    // Our copies of the pipe's write end: the drain sees the end of the output
-    // only once no one else holds one.
+    // Our copies of the pipes' ends: the drain sees the end of the output
+    // only once no one else holds one, the shell an end of file on its
+    // stdin if we die before opening the gate.
     drop(cmd);
+    crate::crash::point("command.spawned");
     let _record = spec.groups.map(|dir| GroupRecord::new(dir, child.id()));
+    if let Some(mut opener) = opener {
+        // A shell that already exited (a syntax error) has closed its end.
+        let _ = opener.write_all(b"\n");
+    }
     let exit = wait(&mut child, spec.timeout, stop);
     drain.finish();
     if let (Some(kind), Ok(exit)) = (spec.kind, &exit) {

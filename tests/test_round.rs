@@ -758,34 +758,36 @@ fn a_dirty_integration_checkout_stops_the_merge_and_gives_attempts_back() {
     assert!(env.repo.join("src/one.txt").exists());
 }
 
-/// Wait (up to 30 s) until the conductors have recorded `n` builders'
-/// process groups (`.git/arbiter/conductors/<name>.groups/<pgid>`, filled).
-fn wait_for_group_records(env: &TestEnv, n: usize) {
-    let dir = env.repo.join(".git/arbiter/conductors");
-    for _ in 0..600 {
-        let records: usize = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".groups"))
-            .map(|e| {
-                // Written whole: created, then filled.
-                std::fs::read_dir(e.path()).map_or(0, |d| {
-                    d.flatten()
-                        .filter(|f| f.metadata().is_ok_and(|m| m.len() > 0))
-                        .count()
-                })
-            })
-            .sum();
-        if records >= n {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!(
-        "{n} builder groups were never recorded in {}",
-        dir.display()
+/// A conductor killed after starting a builder's shell but before recording
+/// its process group: the builder must not run at all (nothing could end
+/// it), and the next round builds the order.
+#[test]
+fn a_builder_whose_group_was_not_recorded_never_runs() {
+    let mut env = repo();
+    let started = env.root.join("started");
+    let build = format!("touch {}-$ARBITER_WO; {WRITE_OWN}", started.display());
+    env.set_env("ARBITER_CRASH_AT", "command.spawned");
+    let killed = round(&env, &["--build", &build, "--max", "1"]);
+    assert!(
+        killed
+            .stderr
+            .contains("arbiter crash point=command.spawned"),
+        "{}",
+        killed.stderr
     );
+    env.unset_env("ARBITER_CRASH_AT");
+    // Longer than a started builder takes to touch its file.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let ran: Vec<_> = std::fs::read_dir(&env.root)
+        .expect("root")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("started-"))
+        .map(|e| e.file_name())
+        .collect();
+    assert!(ran.is_empty(), "unrecorded builders ran: {ran:?}");
+    let run = round(&env, &["--build", &build]).success();
+    assert_eq!(run.json()["done"], serde_json::json!(["wo-01", "wo-02"]));
+    clean_afterwards(&env);
 }
 
 /// Builders run in their own process groups, so a conductor killed with
@@ -804,9 +806,7 @@ fn the_next_round_ends_builders_a_killed_conductor_left_running() {
     let mut child = spawn_round(&env, &env.repo, &build);
     wait_for(&env.root.join("started-wo-01"));
     wait_for(&env.root.join("started-wo-02"));
-    // The conductor records a builder's group just after starting it; a
-    // kill before that (a window of microseconds) is not what this covers.
-    wait_for_group_records(&env, 2);
+    // A builder runs only once its group is recorded.
     child.kill().expect("SIGKILL the conductor");
     child.wait().expect("reap");
     let orphans: Vec<String> = std::fs::read_to_string(&pids)
