@@ -127,18 +127,39 @@ fn stamp(repo: &gix::Repository, dir: &Path, tree: ObjectId) -> Option<Stamps> {
     if !keeps_link_counts(top, reference.nlink)? {
         return None;
     }
-    let mut folders = Vec::new();
-    tracked_folders(repo, tree, &mut Vec::new(), &mut folders)?;
     let mut stamps = Stamps::default();
-    for folder in folders {
-        let Some(stamp) = open.get(&folder).and_then(Stamp::of) else {
+    for folder in folders_of(repo, tree)?.iter() {
+        let Some(stamp) = open.get(folder).and_then(Stamp::of) else {
             continue;
         };
         if stamp.ctime < reference.ctime {
-            stamps.folders.insert(folder, stamp);
+            stamps.folders.insert(folder.clone(), stamp);
         }
     }
     Some(stamps)
+}
+
+/// The folders of the last tree asked for: the orders of a batch share a
+/// base, and at 50,000 files reading its trees costs more than the stamps.
+static LAST_TREE: Mutex<Option<(ObjectId, Folders)>> = Mutex::new(None);
+
+/// Folder paths, each with a trailing '/' (the top's empty).
+type Folders = Arc<Vec<Vec<u8>>>;
+
+/// Each folder of `tree` (its path with a trailing '/'), each before the
+/// folders in it.
+fn folders_of(repo: &gix::Repository, tree: ObjectId) -> Option<Folders> {
+    let mut last = LAST_TREE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((id, folders)) = last.as_ref() {
+        if *id == tree {
+            return Some(folders.clone());
+        }
+    }
+    let mut folders = Vec::new();
+    tracked_folders(repo, tree, &mut Vec::new(), &mut folders)?;
+    let folders = Arc::new(folders);
+    *last = Some((tree, folders.clone()));
+    Some(folders)
 }
 
 /// Does the folder `top`, with link count `nlink`, count 2 plus its
