@@ -787,6 +787,7 @@ impl<'a> Run<'a> {
         )?;
         self.ran
             .extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
+        let root = worktree::root_dir(ctx)?;
         for &(wo, attempt) in &dispatched {
             progress.event(&Event::Claim {
                 wo: wo.id.clone(),
@@ -799,7 +800,7 @@ impl<'a> Run<'a> {
                 attempt,
                 base,
                 // Made by its build thread, so that orders' checkouts overlap.
-                worktree: worktree::root_dir(ctx)?.join(&wo.id),
+                worktree: root.join(&wo.id),
                 log: log_path(ctx, &wo.id, attempt),
                 verdicts: Vec::new(),
                 queue_wait: None,

@@ -74,14 +74,32 @@ pub struct Info {
 /// dir), whichever worktree git-arbiter runs in: where the repository is
 /// for builders (`$ARBITER_REPO`) and where arbiter's worktrees go.
 pub fn main_top(ctx: &Context) -> Result<PathBuf> {
+    // Opening the main repository parses its configuration, and each take
+    // and give-back of a worktree asks where the worktrees are: once per
+    // repository and process is enough (the main worktree does not move).
+    static TOPS: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let common = absolute(ctx, ctx.repo.common_dir());
+    let known = |tops: &[(PathBuf, PathBuf)]| {
+        tops.iter()
+            .find(|(c, _)| *c == common)
+            .map(|(_, top)| top.clone())
+    };
+    if let Some(top) = known(&TOPS.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Ok(top);
+    }
     let main = ctx
         .repo
         .main_repo()
         .git_context("opening the main repository")?;
-    Ok(match main.workdir() {
+    let top = match main.workdir() {
         Some(w) => absolute(ctx, w),
-        None => absolute(ctx, ctx.repo.common_dir()),
-    })
+        None => common.clone(),
+    };
+    let mut tops = TOPS.lock().unwrap_or_else(|e| e.into_inner());
+    if known(&tops).is_none() {
+        tops.push((common, top.clone()));
+    }
+    Ok(top)
 }
 
 /// The directory holding arbiter's worktrees (created on demand by [`add`]).
