@@ -472,7 +472,7 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
         format!("arbiter: {branch} is done, back to the pool"),
     )?;
     worktree::remove(ctx, name, branch)?;
-    if free_count(ctx)? >= lease.opts.size {
+    if full_without(ctx, &lease.n, lease.opts.size)? {
         worktree::remove_pooled(ctx, &lease.path)?;
         return forget(ctx, &lease.n);
     }
@@ -542,6 +542,17 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
         Some(max) => enforce_budget(ctx, max),
         None => Ok(()),
     }
+}
+
+/// Are `size` pooled worktrees free already, besides `n`? Each free one has
+/// an entry in the ledger: with fewer entries than `size` besides `n`'s,
+/// the registrations need not be listed.
+fn full_without(ctx: &Context, n: &str, size: usize) -> Result<bool> {
+    let others = crate::ledger::numbers(ctx.repo.common_dir())
+        .iter()
+        .filter(|other| *other != n)
+        .count();
+    Ok(others >= size && free_count(ctx)? >= size)
 }
 
 /// How many pooled worktrees are free now.
