@@ -385,7 +385,7 @@ fn switch(
     attach_head(&wt, &full)?;
     // Clean now, and nothing of ours writes there before the builder: the
     // search for its untracked files lists only the folders that changed.
-    crate::stamps::remember(&ctx.repo, &info.path, base_tree);
+    crate::stamps::remember(&wt, &info.path, base_tree);
     crate::crash::point("pool-switch.after");
     entry.state = State::Held;
     write_entry(&common, &info.name, &entry)

@@ -104,7 +104,8 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
             Found::Other => return Ok(None),
         }
     }
-    let stamps = crate::stamps::recorded(&dir).filter(|_| !rules_changed);
+    let stamps = crate::stamps::recorded(&dir)
+        .filter(|stamps| !rules_changed && stamps.same_outside_rules(wt));
     let Some(untracked) = untracked(wt, &index, stamps.as_deref())? else {
         return Ok(None);
     };
@@ -686,6 +687,9 @@ mod tests {
         write(&dir, "a/b/old.log", b"ignored\n");
         write(&dir, "b/objs/x.log", b"ignored\n");
         write(&dir, "build/o", b"ignored\n");
+        // And one ignored by a rule from outside the worktree.
+        write(&dir, ".git/info/exclude", b"*.tmp\n");
+        write(&dir, "a/b/old.tmp", b"ignored\n");
         // Stamps only count when older than the moment they are taken.
         std::thread::sleep(std::time::Duration::from_millis(30));
         let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
@@ -719,7 +723,7 @@ mod tests {
     fn stamped_folders_stage_as_git_adds() {
         let (_tmp, root) = scratch();
         type Case = (&'static str, fn(&Path));
-        let cases: [Case; 4] = [
+        let cases: [Case; 5] = [
             ("in a folder of ignored files", |dir| {
                 write(dir, "b/objs/new.txt", b"new\n")
             }),
@@ -728,6 +732,9 @@ mod tests {
             }),
             ("a new ignore file", |dir| {
                 write(dir, "a/.gitignore", b"!*.log\n")
+            }),
+            ("edited info/exclude", |dir| {
+                write(dir, ".git/info/exclude", b"")
             }),
             ("a new folder", |dir| write(dir, "c/d/new.txt", b"new\n")),
         ];

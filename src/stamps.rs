@@ -12,6 +12,9 @@
 //! not tracked (an ignored `target/`) is listed anyway: files can appear in
 //! there without its own stamp changing. Its link count tells (2 plus its
 //! subfolders), once the top's count proved that this file system keeps it.
+//! Ignore rules from outside the worktree (`info/exclude`, the user's
+//! excludes file) that changed since void the stamps: files they stop
+//! ignoring may be anywhere.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -47,14 +50,54 @@ impl Stamp {
     }
 }
 
+/// What says a file changed (inode, size, modification and change times),
+/// `None` when it is absent.
+type FileStamp = Option<(u64, u64, (i64, i64), (i64, i64))>;
+
+fn file_stamp(path: &Path) -> FileStamp {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((
+        meta.ino(),
+        meta.size(),
+        (meta.mtime(), meta.mtime_nsec()),
+        (meta.ctime(), meta.ctime_nsec()),
+    ))
+}
+
+/// The files of ignore rules from outside the worktree `wt`: its
+/// repository's `info/exclude` and the user's excludes file, as gix finds
+/// them, each stamped.
+fn outside_rules(wt: &gix::Repository) -> Vec<(PathBuf, FileStamp)> {
+    let user = match wt.config_snapshot().trusted_path("core.excludesFile") {
+        Ok(Some(path)) => Some(path),
+        Ok(None) => gix::path::env::xdg_config("ignore", &mut |name| std::env::var_os(name)),
+        // An unreadable value: whatever it becomes, it will differ.
+        Err(_) => Some(PathBuf::new()),
+    };
+    std::iter::once(wt.common_dir().join("info").join("exclude"))
+        .chain(user)
+        .map(|path| {
+            let stamp = file_stamp(&path);
+            (path, stamp)
+        })
+        .collect()
+}
+
 /// The trusted stamps of one clean worktree, by folder (its path with a
-/// trailing '/', the top's empty).
+/// trailing '/', the top's empty), with the ignore rules from outside it.
 #[derive(Debug, Default)]
 pub(crate) struct Stamps {
     folders: HashMap<Vec<u8>, Stamp>,
+    outside: Vec<(PathBuf, FileStamp)>,
 }
 
 impl Stamps {
+    /// Are the ignore rules from outside the worktree `wt` as they were?
+    pub(crate) fn same_outside_rules(&self, wt: &gix::Repository) -> bool {
+        outside_rules(wt) == self.outside
+    }
+
     /// Has `folder` (open as `fd`) neither gained nor lost a name since it
     /// was stamped, and holds no folder but its `tracked_subfolders`?
     pub(crate) fn unchanged(
@@ -77,12 +120,12 @@ fn clean() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Arc<Stamps>)>> {
     CLEAN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The worktree at `dir`, whose files hold `tree` and which has no
+/// The worktree `wt` at `dir`, whose files hold `tree` and which has no
 /// untracked file, goes to a builder now: stamp the folders of `tree`.
 /// Nothing is kept when the file system cannot prove what the stamps need.
-pub(crate) fn remember(repo: &gix::Repository, dir: &Path, tree: ObjectId) {
+pub(crate) fn remember(wt: &gix::Repository, dir: &Path, tree: ObjectId) {
     forget(dir);
-    let (Ok(top), Some(stamps)) = (dir.canonicalize(), stamp(repo, dir, tree)) else {
+    let (Ok(top), Some(stamps)) = (dir.canonicalize(), stamp(wt, dir, tree)) else {
         return;
     };
     clean().push((top, Arc::new(stamps)));
@@ -127,7 +170,10 @@ fn stamp(repo: &gix::Repository, dir: &Path, tree: ObjectId) -> Option<Stamps> {
     if !keeps_link_counts(top, reference.nlink)? {
         return None;
     }
-    let mut stamps = Stamps::default();
+    let mut stamps = Stamps {
+        outside: outside_rules(repo),
+        ..Stamps::default()
+    };
     for folder in folders_of(repo, tree)?.iter() {
         let Some(stamp) = open.get(folder).and_then(Stamp::of) else {
             continue;
