@@ -6,9 +6,9 @@
 //! A name added to or removed from a folder gives it a new ctime, which no
 //! process can set back. The stamps are trusted only when they are older
 //! than a reference ctime the same file system gave the worktree's top just
-//! before they were taken (git's "racy" rule, with the index file as its
-//! reference): a folder changed after that gets a later ctime whatever the
-//! file system's clock granularity. A folder with any folder in it that is
+//! before they were taken (git's racy-timestamp rule, whose reference is the
+//! index file's time): a folder changed after that gets a later ctime
+//! whatever the file system's clock granularity. A folder with any folder in it that is
 //! not tracked (an ignored `target/`) is listed anyway: files can appear in
 //! there without its own stamp changing. Its link count tells (2 plus its
 //! subfolders), once the top's count proved that this file system keeps it.
@@ -148,7 +148,7 @@ pub(crate) fn recorded(dir: &Path) -> Option<Arc<Stamps>> {
         .map(|(_, stamps)| stamps.clone())
 }
 
-fn stamp(repo: &gix::Repository, dir: &Path, tree: ObjectId) -> Option<Stamps> {
+fn stamp(wt: &gix::Repository, dir: &Path, tree: ObjectId) -> Option<Stamps> {
     let mut open = OpenFolders::new(dir).ok()?;
     let top = open.get(b"")?;
     // Touching the top's access time gives it a ctime from the file
@@ -171,10 +171,10 @@ fn stamp(repo: &gix::Repository, dir: &Path, tree: ObjectId) -> Option<Stamps> {
         return None;
     }
     let mut stamps = Stamps {
-        outside: outside_rules(repo),
+        outside: outside_rules(wt),
         ..Stamps::default()
     };
-    for folder in folders_of(repo, tree)?.iter() {
+    for folder in folders_of(wt, tree)?.iter() {
         let Some(stamp) = open.get(folder).and_then(Stamp::of) else {
             continue;
         };
