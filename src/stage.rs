@@ -585,9 +585,7 @@ mod tests {
             let want_index = git(&root, &theirs, &["ls-files", "-s"]);
 
             let index_before = std::fs::read(dir.join(".git/index")).expect("index");
-            let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
-            let head_tree = git(&root, &dir, &["rev-parse", "HEAD^{tree}"]);
-            let head_tree = ObjectId::from_hex(head_tree.trim().as_bytes()).expect("sha");
+            let (wt, head_tree) = open_at_head(&root, &dir);
             let staged = super::stage_all(&wt, head_tree).expect("stage");
             let Some(tree) = staged else {
                 assert!(expect.git_only, "case {case}: left to git unexpectedly");
@@ -652,9 +650,7 @@ mod tests {
         let dir = new_repo(&root, "repo");
         seed(&root, &dir, None);
         write(&dir, "new.txt", b"new\n");
-        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
-        let head_tree = git(&root, &dir, &["rev-parse", "HEAD^{tree}"]);
-        let head_tree = ObjectId::from_hex(head_tree.trim().as_bytes()).expect("sha");
+        let (wt, head_tree) = open_at_head(&root, &dir);
         let index_path = dir.join(".git/index");
         let left_to_git = |why: &str| {
             let before = std::fs::read(&index_path).expect("index");
@@ -677,6 +673,35 @@ mod tests {
         left_to_git("an unreadable index");
     }
 
+    /// The repository at `dir`, opened with nothing from outside it, and its HEAD's tree.
+    fn open_at_head(root: &Path, dir: &Path) -> (gix::Repository, ObjectId) {
+        let wt = gix::open_opts(dir, gix::open::Options::isolated()).expect("open");
+        let head_tree = git(root, dir, &["rev-parse", "HEAD^{tree}"]);
+        let head_tree = ObjectId::from_hex(head_tree.trim().as_bytes()).expect("sha");
+        (wt, head_tree)
+    }
+
+    /// Wait until the file system's clock (as it stamps files under `root`)
+    /// has moved past every change made there so far: stamps count only
+    /// when older than the moment they are taken, whatever the granularity.
+    fn let_the_clock_move(root: &Path) {
+        use std::os::unix::fs::MetadataExt;
+        let probe = root.join("clock-probe");
+        let ctime = || {
+            std::fs::write(&probe, b"tick").expect("probe");
+            let meta = std::fs::metadata(&probe).expect("probe");
+            (meta.ctime(), meta.ctime_nsec())
+        };
+        let then = ctime();
+        for _ in 0..500 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            if ctime() > then {
+                return;
+            }
+        }
+        panic!("the file system's clock did not move in 5 s");
+    }
+
     /// A worktree stamped clean (as a pooled one handed to a builder) and
     /// changed: each folder whose stamp still holds is not listed.
     fn stamped(root: &Path, name: &str) -> (PathBuf, gix::Repository, ObjectId) {
@@ -690,11 +715,8 @@ mod tests {
         // And one ignored by a rule from outside the worktree.
         write(&dir, ".git/info/exclude", b"*.tmp\n");
         write(&dir, "a/b/old.tmp", b"ignored\n");
-        // Stamps only count when older than the moment they are taken.
-        std::thread::sleep(std::time::Duration::from_millis(30));
-        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
-        let head_tree = git(root, &dir, &["rev-parse", "HEAD^{tree}"]);
-        let head_tree = ObjectId::from_hex(head_tree.trim().as_bytes()).expect("sha");
+        let_the_clock_move(root);
+        let (wt, head_tree) = open_at_head(root, &dir);
         crate::stamps::remember(&wt, &dir, head_tree);
         (dir, wt, head_tree)
     }
@@ -768,10 +790,8 @@ mod tests {
         let dir = new_repo(&root, "repo");
         seed(&root, &dir, None);
         write(&dir, "a/before.txt", b"there before the stamps\n");
-        std::thread::sleep(std::time::Duration::from_millis(30));
-        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
-        let head = git(&root, &dir, &["rev-parse", "HEAD^{tree}"]);
-        let head = ObjectId::from_hex(head.trim().as_bytes()).expect("sha");
+        let_the_clock_move(&root);
+        let (wt, head) = open_at_head(&root, &dir);
         crate::stamps::remember(&wt, &dir, head);
         let index = crate::checkout::read_index(&wt).expect("index");
         let stamps = crate::stamps::recorded(&dir).expect("stamped");
