@@ -209,7 +209,17 @@ pub(crate) fn holds(
     index: &gix::index::File,
     tree: ObjectId,
 ) -> Result<bool> {
-    let checksum = index.checksum().filter(|c| !c.is_null());
+    holds_state(repo, index, index.checksum(), tree)
+}
+
+/// [`holds`] for an index read as `state`, its file's checksum `checksum`.
+pub(crate) fn holds_state(
+    repo: &gix::Repository,
+    index: &gix::index::State,
+    checksum: Option<ObjectId>,
+    tree: ObjectId,
+) -> Result<bool> {
+    let checksum = checksum.filter(|c| !c.is_null());
     if checksum.is_some_and(|c| known_to_hold(c, tree)) {
         return Ok(true);
     }

@@ -61,6 +61,13 @@ pub(crate) struct Split {
     pub deleted: Vec<bool>,
     /// Sorted; no path of theirs is also a live entry of `shared`.
     pub added: gix::index::State,
+    /// The split file's checksum, which names the whole index.
+    pub checksum: Option<ObjectId>,
+    /// The split file's modification time, which tells racily clean entries.
+    pub timestamp: filetime::FileTime,
+    /// The split file has an extension this reading drops (an untracked
+    /// cache, a file system monitor's token, sparse folders).
+    pub extended: bool,
 }
 
 impl Split {
@@ -119,13 +126,15 @@ impl Split {
         }
     }
 
-    /// The whole index these describe, as one state (for a new shared index).
+    /// The whole index these describe, as one state, with the split file's
+    /// time (for a new shared index, or to read it as one).
     pub fn merged(&self) -> gix::index::State {
         let mut state = gix::index::State::new(self.shared.object_hash());
         for (e, path) in self.entries() {
             state.dangerously_push_entry(e.stat, e.id, e.flags, e.mode, path);
         }
         state.sort_entries();
+        state.set_timestamp(self.timestamp);
         state
     }
 
@@ -153,7 +162,7 @@ pub(crate) fn read(wt: &gix::Repository) -> Result<Option<Split>> {
     let mtime = filetime::FileTime::from_last_modification_time(
         &std::fs::metadata(&path).map_err(Error::io(context()))?,
     );
-    let (file, _) = gix::index::State::from_bytes(
+    let (file, checksum) = gix::index::State::from_bytes(
         &data,
         mtime,
         wt.object_hash(),
@@ -245,10 +254,14 @@ pub(crate) fn read(wt: &gix::Repository) -> Result<Option<Split>> {
         }
     }
     added.sort_entries();
+    let extended = file.untracked().is_some() || file.fs_monitor().is_some() || file.is_sparse();
     Ok(Some(Split {
         shared,
         deleted,
         added,
+        checksum,
+        timestamp: mtime,
+        extended,
     }))
 }
 

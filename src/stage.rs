@@ -56,10 +56,10 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
     let Ok(lock) = IndexLock::take(wt) else {
         return Ok(None);
     };
-    let Ok(mut index) = checkout::read_index(wt) else {
+    let Some((mut index, checksum, split)) = read_index(wt, &lock) else {
         return Ok(None);
     };
-    if !plain_index(&index) || !checkout::holds(wt, &index, head_tree)? {
+    if !plain_index(&index) || !checkout::holds_state(wt, &index, checksum, head_tree)? {
         return Ok(None);
     }
     let suspects = checkout::stat_suspects(wt, &index, &dir);
@@ -143,10 +143,35 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
         .write()
         .git_context("writing the tree of the leftovers")?
         .detach();
-    let checksum = write_index(wt, lock, index, &staged, &dir)?;
+    let checksum = write_index(lock, index, split, &staged, &dir)?;
     crate::crash::point("leftovers-index.after");
     checkout::remember_holds(checksum, tree);
     Ok(Some(tree))
+}
+
+/// The index of `wt` (locked by `lock`), its file's checksum, and, when it
+/// is kept split, the split as read: a split index is read once, for the
+/// staging and for the write. `None` when it cannot be read, or has an
+/// extension the split reading drops.
+fn read_index(
+    wt: &gix::Repository,
+    lock: &IndexLock,
+) -> Option<(
+    gix::index::State,
+    Option<ObjectId>,
+    Option<splitindex::Split>,
+)> {
+    if lock.writes_split() {
+        match splitindex::read(wt) {
+            Ok(Some(split)) if split.extended => return None,
+            Ok(Some(split)) => return Some((split.merged(), split.checksum, Some(split))),
+            Ok(None) => {}
+            Err(_) => return None,
+        }
+    }
+    let file = checkout::read_index(wt).ok()?;
+    let checksum = file.checksum();
+    Some((file.into(), checksum, None))
 }
 
 /// Nothing configured that makes `git add` do more than hash files.
@@ -323,21 +348,29 @@ fn unknown_names(
     // comes after its parent.
     let mut folders: BTreeMap<&[u8], HashSet<&[u8]>> = BTreeMap::new();
     folders.entry(b"").or_default();
+    // Entries come sorted, so a folder's files mostly follow each other:
+    // their names are gathered and added to the map once per run, and the
+    // folders above are entered only when the folder changes.
+    let mut parent: &[u8] = b"";
+    let mut names: Vec<&[u8]> = Vec::new();
     for entry in index.entries() {
         let path = entry.path(index).as_bytes();
-        let mut start = 0;
-        while let Some(at) = path[start..].iter().position(|b| *b == b'/') {
-            folders
-                .entry(&path[..start])
-                .or_default()
-                .insert(&path[start..start + at]);
-            start += at + 1;
+        let start = path.iter().rposition(|b| *b == b'/').map_or(0, |at| at + 1);
+        if path[..start] != *parent {
+            folders.entry(parent).or_default().extend(names.drain(..));
+            parent = &path[..start];
+            let mut above = 0;
+            while let Some(at) = path[above..start].iter().position(|b| *b == b'/') {
+                folders
+                    .entry(&path[..above])
+                    .or_default()
+                    .insert(&path[above..above + at]);
+                above += at + 1;
+            }
         }
-        folders
-            .entry(&path[..start])
-            .or_default()
-            .insert(&path[start..]);
+        names.push(&path[start..]);
     }
+    folders.entry(parent).or_default().extend(names);
     // How many tracked folders each folder holds.
     let mut subfolders: HashMap<&[u8], usize> = HashMap::new();
     for folder in folders.keys().filter(|f| !f.is_empty()) {
@@ -378,17 +411,13 @@ fn unknown_names(
 /// Write `index` with `staged` (sorted by path) through `lock`: a split
 /// index gets only the changed entries in its split file.
 fn write_index(
-    wt: &gix::Repository,
     lock: IndexLock,
-    index: gix::index::File,
+    index: gix::index::State,
+    split: Option<splitindex::Split>,
     staged: &[Staged],
     dir: &Path,
 ) -> Result<ObjectId> {
     let is_staged = |p: &BStr| staged.binary_search_by(|s| s.path.as_bstr().cmp(p)).is_ok();
-    let split = match lock.writes_split() {
-        true => splitindex::read(wt).ok().flatten(),
-        false => None,
-    };
     if let Some(mut split) = split {
         for s in staged {
             if let Some(at) = split.shared_at(s.path.as_bstr()) {
@@ -399,7 +428,7 @@ fn write_index(
         push_staged(&mut split.added, staged);
         return lock.commit_split(&split, dir);
     }
-    let mut state: gix::index::State = index.into();
+    let mut state = index;
     state.remove_entries(|_, path, _| is_staged(path));
     push_staged(&mut state, staged);
     // The tree cache no longer describes the entries.
@@ -610,6 +639,61 @@ mod tests {
             split_ours >= 12,
             "only {split_ours} split cases staged without git"
         );
+    }
+
+    /// A file changed in the moment its split index was written, its stat
+    /// data as before (ctime not trusted): only the index file's time tells
+    /// it may have changed, and the split index read as one keeps that time.
+    #[test]
+    fn a_racily_clean_file_of_a_split_index_is_read_again() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        seed(&root, &dir, None);
+        git(&root, &dir, &["config", "core.trustctime", "false"]);
+        let (wt, head_tree) = open_at_head(&root, &dir);
+        crate::checkout::keep_index_split(&wt).expect("split the index");
+        let file = dir.join("a/f1.txt");
+        let mtime = filetime::FileTime::from_last_modification_time(
+            &std::fs::metadata(&file).expect("stat"),
+        );
+        filetime::set_file_mtime(dir.join(".git/index"), mtime).expect("index time");
+        std::fs::write(&file, b"LINE 1\nsecond line\n").expect("rewrite");
+        filetime::set_file_mtime(&file, mtime).expect("file time");
+
+        let (wt, _) = open_at_head(&root, &dir);
+        let tree = super::stage_all(&wt, head_tree)
+            .expect("stage")
+            .expect("staged without git");
+        let staged = git(&root, &dir, &["rev-parse", &format!("{tree}:a/f1.txt")]);
+        let on_disk = git(&root, &dir, &["hash-object", "a/f1.txt"]);
+        assert_eq!(staged, on_disk, "the change was not seen");
+    }
+
+    /// An untracked cache git keeps in the split file of a split index is
+    /// git's to update: the staging is left to it, nothing written.
+    #[test]
+    fn a_split_index_with_an_untracked_cache_is_left_to_git() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        seed(&root, &dir, None);
+        let (wt, head_tree) = open_at_head(&root, &dir);
+        crate::checkout::keep_index_split(&wt).expect("split the index");
+        git(&root, &dir, &["config", "core.splitIndex", "true"]);
+        git(&root, &dir, &["update-index", "--untracked-cache"]);
+        git(&root, &dir, &["status", "--porcelain"]);
+        let split = {
+            let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+            crate::splitindex::read(&wt)
+                .expect("read")
+                .expect("still split")
+        };
+        assert!(split.extended, "git put the untracked cache elsewhere");
+        write(&dir, "new.txt", b"new\n");
+        let before = std::fs::read(dir.join(".git/index")).expect("index");
+        let (wt, _) = open_at_head(&root, &dir);
+        assert_eq!(super::stage_all(&wt, head_tree).expect("stage"), None);
+        let after = std::fs::read(dir.join(".git/index")).expect("index");
+        assert!(after == before, "the index was written");
     }
 
     /// The names the index does not know, folder by folder; none to tell
