@@ -837,7 +837,9 @@ pub struct Row {
 pub fn status(ctx: &Context) -> Result<Vec<Row>> {
     let common = ctx.repo.common_dir().to_owned();
     let mut rows = Vec::new();
-    for info in worktree::pooled_with_heads(ctx)? {
+    let registered = worktree::pooled_with_heads(ctx)?;
+    rows.extend(being_made(ctx, &registered)?);
+    for info in registered {
         let held = hold(ctx, &info.name)?.is_none();
         let entry = read_entry(&common, &info.name);
         let state = match (&entry, held) {
@@ -870,6 +872,42 @@ pub fn status(ctx: &Context) -> Result<Vec<Row>> {
         });
     }
     rows.sort_by_key(|r| r.name.parse::<u64>().unwrap_or(u64::MAX));
+    Ok(rows)
+}
+
+/// The pooled worktrees made before git knows them (no registration yet):
+/// `held` while their run makes them, `broken` when it was killed (the next
+/// run or `pool prune` removes them). Those that never got a folder take no
+/// space and are not shown.
+fn being_made(ctx: &Context, registered: &[Info]) -> Result<Vec<Row>> {
+    let common = ctx.repo.common_dir().to_owned();
+    let dir = worktree::pool_dir(ctx)?;
+    let mut rows = Vec::new();
+    for name in crate::ledger::numbers(&common) {
+        if registered.iter().any(|info| info.name == name) {
+            continue;
+        }
+        let Some(entry) = read_entry(&common, &name).filter(|e| e.state == State::Creating) else {
+            continue;
+        };
+        let held = hold(ctx, &name)?.is_none();
+        let path = dir.join(&name);
+        if !held && std::fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        rows.push(Row {
+            name,
+            path,
+            state: if held { "held" } else { "broken" },
+            branch: entry.branch.clone(),
+            held_by: held.then_some(entry.pid).flatten(),
+            base: entry.base.clone(),
+            ignored_bytes: None,
+            last_setup_tree: None,
+            last_setup_at: None,
+            last_use: Some(entry.last_use),
+        });
+    }
     Ok(rows)
 }
 

@@ -577,6 +577,26 @@ fn a_worktree_a_killed_creation_left_half_made_is_removed() {
         // Someone else's folder in the pool, without our entry, stays.
         let foreign = env.worktree_root().join("pool/mine");
         std::fs::create_dir_all(&foreign).expect("mkdir");
+        // It takes disk space: `pool status` shows it, held while a run
+        // (its lock) makes it, broken once nobody does.
+        let row_2 = || {
+            pool_status(&env)
+                .into_iter()
+                .find(|row| row["name"] == "2")
+                .expect("the half-made worktree is listed")
+        };
+        let making =
+            std::fs::File::create(env.repo.join(".git/arbiter/pool/2.lock")).expect("lock file");
+        fs4::FileExt::try_lock(&making).expect("lock");
+        let held = row_2();
+        assert_eq!(held["state"], "held");
+        assert_eq!(held["held_by"], 4242);
+        assert_eq!(held["branch"], "arbiter/wo-x");
+        drop(making);
+        let broken = row_2();
+        assert_eq!(broken["state"], "broken");
+        assert_eq!(broken["path"], half_made.to_str().expect("utf-8"));
+        assert_eq!(broken["held_by"], serde_json::Value::Null);
         if recovery == "round" {
             // Needs one worktree: it takes the free `pool/0`.
             env.work_order("wo-c", "Order c", &[], &["c.txt"]);

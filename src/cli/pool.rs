@@ -29,7 +29,7 @@ pub enum PoolCommand {
 ///
 /// States: `free` (ready for the next order), `held` (an attempt runs in it),
 /// `left` (its order halted: kept until `clear`), `broken` (a run was killed
-/// while it switched or reset it: the next run removes it). Read-only.
+/// while it made, switched or reset it: the next run removes it). Read-only.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
     /// Print `{"version":1,"worktrees":[{name, path, state, branch, held_by, base, ignored_bytes, last_setup_tree, last_setup_at, last_use}]}`
