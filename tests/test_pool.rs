@@ -72,6 +72,12 @@ fn worktrees_used(env: &TestEnv) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
+/// One more order, `wo-c` (declaring `c.txt`), committed.
+fn add_order_c(env: &TestEnv) {
+    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
+    env.commit_all("order c");
+}
+
 fn pool_status(env: &TestEnv) -> Vec<serde_json::Value> {
     env.run(&["pool", "status", "--json"]).success().json()["worktrees"]
         .as_array()
@@ -293,8 +299,7 @@ if [ "$ARBITER_WO" = wo-a ]; then echo oops > README; mkdir -p target; echo kept
     assert_eq!(states, [("0", "left"), ("1", "free"), ("2", "free")]);
 
     // The next run does not touch it either.
-    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
-    env.commit_all("order c");
+    add_order_c(&env);
     round(&env, &["--build", build]).code(1);
     assert_eq!(worktrees_used(&env)[2].1, used[1].1);
     assert!(halted_wt.join("untracked.txt").exists());
@@ -448,8 +453,7 @@ fn kept_caches_are_measured_only_for_a_budget_or_for_pool_status() {
     // With a budget the give-back measures, and the worktree freed before
     // it is measured too.
     env.git(&["config", "arbiter.poolMaxBytes", "1g"]);
-    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
-    env.commit_all("order c");
+    add_order_c(&env);
     round(&env, &["--build", build]).success();
     for n in ["0", "1"] {
         assert_eq!(recorded(n), 100, "pool/{n}");
@@ -503,8 +507,7 @@ fn a_registration_a_killed_removal_left_is_pruned_by_the_next_run() {
     std::fs::create_dir_all(&locked).expect("mkdir");
     std::fs::write(locked.join("locked"), "on a USB disk\n").expect("lock");
     // The next run needs one worktree: it takes the free `pool/0`.
-    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
-    env.commit_all("order c");
+    add_order_c(&env);
     round(&env, &["--build", BUILD]).success();
     assert!(
         !registration.exists(),
@@ -547,8 +550,7 @@ fn a_pooled_worktree_a_killed_removal_broke_is_removed_by_the_next_run() {
     let list = env.git(&["worktree", "list", "--porcelain"]);
     assert_eq!(list.matches("worktree ").count(), 1, "{list}");
     // And a run that takes a worktree makes a sound one.
-    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
-    env.commit_all("order c");
+    add_order_c(&env);
     round(&env, &["--build", BUILD]).success();
     let pool = env.worktree_root().join("pool/0");
     assert_eq!(env.git_in(&pool, &["status", "--porcelain"]), "");
@@ -599,8 +601,7 @@ fn a_worktree_a_killed_creation_left_half_made_is_removed() {
         assert_eq!(broken["held_by"], serde_json::Value::Null);
         if recovery == "round" {
             // Needs one worktree: it takes the free `pool/0`.
-            env.work_order("wo-c", "Order c", &[], &["c.txt"]);
-            env.commit_all("order c");
+            add_order_c(&env);
             round(&env, &["--build", BUILD]).success();
         } else {
             env.run(&["pool", "prune"]).success();
@@ -627,8 +628,7 @@ fn an_index_lock_a_killed_reset_left_in_a_free_worktree_goes() {
     let git_dir = env.repo.join(".git/worktrees/1");
     std::fs::write(git_dir.join("arbiter-index-lock"), "4242\n").expect("marker");
     std::fs::write(git_dir.join("index.lock"), "").expect("lock");
-    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
-    env.commit_all("order c");
+    add_order_c(&env);
     round(&env, &["--build", BUILD]).success();
     assert!(!git_dir.join("index.lock").exists());
     assert!(!git_dir.join("arbiter-index-lock").exists());
@@ -930,8 +930,7 @@ fn core_split_index_false_keeps_pooled_indexes_whole() {
     std::fs::write(&stale, "left by a killed write").expect("write");
 
     env.git(&["config", "core.splitIndex", "false"]);
-    env.work_order("wo-c", "Order c", &[], &["c.txt"]);
-    env.commit_all("one more order");
+    add_order_c(&env);
     round(&env, &["--build", BUILD]).success();
     assert!(!is_split(&env, &wt));
     assert!(
