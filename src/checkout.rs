@@ -34,7 +34,7 @@ pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix
     // Opening a repository parses its configuration: look at each HEAD file
     // first and open only the worktrees that have the branch checked out (a
     // round has one linked worktree per building work order).
-    if head_names(&ctx.repo.common_dir().join("HEAD"), branch) {
+    if crate::worktree::head_may_name(ctx.repo.common_dir(), branch) {
         let main = ctx
             .repo
             .main_repo()
@@ -48,7 +48,7 @@ pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix
         .worktrees()
         .git_context("listing linked worktrees")?
     {
-        if !head_names(&proxy.git_dir().join("HEAD"), branch) {
+        if !crate::worktree::head_may_name(proxy.git_dir(), branch) {
             continue;
         }
         // A registration whose folder is gone has no files to keep in step.
@@ -63,18 +63,6 @@ pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix
         }
     }
     Ok(out)
-}
-
-/// Does the HEAD file at `path` name `branch` (`ref: refs/heads/…`)? An
-/// unreadable HEAD counts as a match, so the full check decides.
-fn head_names(path: &Path, branch: &FullName) -> bool {
-    match std::fs::read(path) {
-        Ok(content) => content
-            .strip_prefix(b"ref:")
-            .map(|rest| rest.trim_ascii() == branch.as_bstr().as_ref() as &[u8])
-            .unwrap_or(false),
-        Err(_) => true,
-    }
 }
 
 pub(crate) fn workdir(wt: &gix::Repository) -> Result<PathBuf> {

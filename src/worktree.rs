@@ -1080,8 +1080,11 @@ fn read_head_file(git_dir: &Path) -> Option<HeadFile> {
     let content = std::fs::read(git_dir.join("HEAD")).ok()?;
     let content = String::from_utf8_lossy(&content);
     let content = content.trim();
-    match content.strip_prefix("ref: ") {
-        Some(name) => FullName::try_from(name).ok().map(HeadFile::Branch),
+    // git allows any blanks after `ref:`.
+    match content.strip_prefix("ref:") {
+        Some(name) => FullName::try_from(name.trim_start())
+            .ok()
+            .map(HeadFile::Branch),
         None => gix::ObjectId::from_hex(content.as_bytes())
             .ok()
             .map(HeadFile::Detached),
@@ -1093,6 +1096,16 @@ fn head_branch(git_dir: &Path) -> Option<FullName> {
     match read_head_file(git_dir)? {
         HeadFile::Branch(full) => Some(full),
         HeadFile::Detached(_) => None,
+    }
+}
+
+/// Does the HEAD file in `git_dir` name `branch`? One that cannot be read
+/// or parsed counts as a match, so that opening the repository decides.
+pub(crate) fn head_may_name(git_dir: &Path, branch: &FullName) -> bool {
+    match read_head_file(git_dir) {
+        Some(HeadFile::Branch(full)) => full == *branch,
+        Some(HeadFile::Detached(_)) => false,
+        None => true,
     }
 }
 
@@ -1535,6 +1548,26 @@ fn describe(info: &Option<Info>, has_branch: bool, branch: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A HEAD file read as git reads it: blanks after `ref:` allowed, and
+    /// one that tells nothing left to opening the repository.
+    #[test]
+    fn a_head_file_names_its_branch_as_git_reads_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let main: gix::refs::FullName = "refs/heads/main".try_into().expect("name");
+        let names = |content: &str| {
+            std::fs::write(dir.path().join("HEAD"), content).expect("HEAD");
+            super::head_may_name(dir.path(), &main)
+        };
+        assert!(names("ref: refs/heads/main\n"));
+        assert!(names("ref:refs/heads/main\n"));
+        assert!(names("ref:\trefs/heads/main"));
+        assert!(!names("ref: refs/heads/other\n"));
+        assert!(!names(&format!("{}\n", "a".repeat(40))));
+        assert!(names("garbage\n"), "unparsable: the repository decides");
+        std::fs::remove_file(dir.path().join("HEAD")).expect("rm");
+        assert!(super::head_may_name(dir.path(), &main), "unreadable");
+    }
+
     #[test]
     fn pooled_worktrees_are_named_by_their_branch() {
         assert_eq!(
