@@ -95,15 +95,96 @@ fn unsupported_format_at(cwd: &Path) -> Option<InputError> {
     unsupported_format(&config, workdir.as_deref().unwrap_or(&git_dir))
 }
 
-/// Decoded objects kept in memory per repository handle.
-const OBJECT_CACHE_BYTES: usize = 16 * 1024 * 1024;
+/// Decoded objects kept in memory, for all handles of the process.
+const OBJECT_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// `repo` with the object cache every handle of ours has: a worktree's
 /// checkout reads the same trees (and often blobs) again for each path, and
 /// gix maps and unmaps a loose object at each read.
 pub(crate) fn cached(mut repo: gix::Repository) -> gix::Repository {
-    repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
+    share_objects(&mut repo);
     repo
+}
+
+/// Give `repo` the process's object cache, unless it has one.
+fn share_objects(repo: &mut gix::Repository) {
+    if !repo.objects.has_object_cache() {
+        let store = object_memory().store_number(repo.objects.store_ref().path());
+        repo.objects
+            .set_object_cache(move || Box::new(SharedObjects { store }));
+    }
+}
+
+/// The object cache all handles of the process share, by object database:
+/// an object is named by its content, so what one thread read serves the
+/// others (each build thread's handle would read the batch's base trees
+/// again, and a loose object costs a map, an inflate and an unmap each
+/// time). Kept apart per database, so that one never finds an object
+/// another has and it lacks.
+struct SharedObjects {
+    store: usize,
+}
+
+#[derive(Default)]
+struct ObjectMemory {
+    /// The objects folders, numbered by position.
+    stores: Vec<PathBuf>,
+    objects: std::collections::HashMap<(usize, gix::ObjectId), (gix::object::Kind, Vec<u8>)>,
+    /// Oldest first: the first to go when the budget is reached.
+    order: std::collections::VecDeque<(usize, gix::ObjectId)>,
+    bytes: usize,
+}
+
+impl ObjectMemory {
+    fn store_number(&mut self, path: &Path) -> usize {
+        match self.stores.iter().position(|known| known == path) {
+            Some(n) => n,
+            None => {
+                self.stores.push(path.to_owned());
+                self.stores.len() - 1
+            }
+        }
+    }
+}
+
+fn object_memory() -> std::sync::MutexGuard<'static, ObjectMemory> {
+    static MEMORY: std::sync::LazyLock<std::sync::Mutex<ObjectMemory>> =
+        std::sync::LazyLock::new(Default::default);
+    MEMORY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl gix::odb::pack::cache::Object for SharedObjects {
+    fn put(&mut self, id: gix::ObjectId, kind: gix::object::Kind, data: &[u8]) {
+        if data.len() > OBJECT_CACHE_BYTES / 8 {
+            return;
+        }
+        let key = (self.store, id);
+        let mut memory = object_memory();
+        if memory.objects.contains_key(&key) {
+            return;
+        }
+        while memory.bytes + data.len() > OBJECT_CACHE_BYTES {
+            let Some(oldest) = memory.order.pop_front() else {
+                break;
+            };
+            if let Some((_, gone)) = memory.objects.remove(&oldest) {
+                memory.bytes -= gone.len();
+            }
+        }
+        memory.bytes += data.len();
+        memory.order.push_back(key);
+        memory.objects.insert(key, (kind, data.to_vec()));
+    }
+
+    fn get(&mut self, id: &gix::ObjectId, out: &mut Vec<u8>) -> Option<gix::object::Kind> {
+        let memory = object_memory();
+        let (kind, data) = memory.objects.get(&(self.store, *id))?;
+        out.clear();
+        out.extend_from_slice(data);
+        Some(*kind)
+    }
 }
 
 /// A [`Context`] that can cross threads; [`SharedContext::local`] opens it.
@@ -118,7 +199,7 @@ impl SharedContext {
         // A thread's handle starts without the cache that spares a reread
         // (a loose object is mapped and unmapped at each read).
         let mut repo = self.repo.to_thread_local();
-        repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
+        share_objects(&mut repo);
         Context {
             repo,
             workdir: self.workdir.clone(),
@@ -187,7 +268,7 @@ impl Context {
         }
         // A round merges many work orders into one branch: the trees and
         // commits near its tip are read again by every merge-back.
-        repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
+        share_objects(&mut repo);
         let workdir = repo.workdir().map(Path::to_owned);
         Ok(Context {
             repo,
@@ -204,7 +285,7 @@ impl Context {
         let options = gix::open::Options::isolated().config_overrides(overrides.iter().copied());
         let mut repo = gix::open_opts(path, options)
             .git_context(format!("opening the repository at {}", path.display()))?;
-        repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
+        share_objects(&mut repo);
         Ok(Context {
             workdir: repo.workdir().map(Path::to_owned),
             cwd: path.to_owned(),
@@ -445,6 +526,26 @@ fn near_ancestor(repo: &gix::Repository, ancestor: gix::ObjectId, tip: gix::Obje
 #[cfg(test)]
 mod tests {
     use crate::testutil::{git, new_repo, scratch};
+
+    /// Handles of one object database share what they read; a database
+    /// that lacks an object does not find it because another one was read.
+    #[test]
+    fn the_object_cache_is_shared_within_a_database_only() {
+        let (_keep, root) = scratch();
+        let has = new_repo(&root, "has");
+        let lacks = new_repo(&root, "lacks");
+        std::fs::write(has.join("f"), "only in one repository\n").expect("write");
+        let blob = git(&root, &has, &["hash-object", "-w", "f"]);
+        let blob = gix::ObjectId::from_hex(blob.trim().as_bytes()).expect("sha");
+        let open = |dir: &std::path::Path| super::Context::isolated(dir, &[]).expect("open").repo;
+        let first = open(&has);
+        assert!(first.find_object(blob).is_ok());
+        // Gone from disk, still found by a second handle: it came from the cache.
+        let loose = has.join(".git/objects").join(&blob.to_string()[..2]);
+        std::fs::remove_dir_all(loose).expect("remove the loose object");
+        assert!(open(&has).find_object(blob).is_ok());
+        assert!(open(&lacks).find_object(blob).is_err());
+    }
 
     /// Near commits are found by their parents, in merges too; a far one is
     /// left to the merge base, which still says yes; a later commit is no
