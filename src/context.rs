@@ -547,6 +547,31 @@ mod tests {
         assert!(open(&lacks).find_object(blob).is_err());
     }
 
+    /// The shared cache keeps to its budget: the oldest objects go first,
+    /// and one larger than an eighth of it is not kept at all.
+    #[test]
+    fn the_object_cache_keeps_to_its_budget() {
+        use gix::odb::pack::cache::Object;
+        let store = super::object_memory().store_number(std::path::Path::new("/budget-test"));
+        let mut cache = super::SharedObjects { store };
+        let id = |n: u8| gix::ObjectId::from_bytes_or_panic(&[n; 20]);
+        let eighth = vec![7u8; super::OBJECT_CACHE_BYTES / 8];
+        let mut out = Vec::new();
+        cache.put(
+            id(0),
+            gix::object::Kind::Blob,
+            &[0u8; super::OBJECT_CACHE_BYTES / 8 + 1],
+        );
+        assert_eq!(cache.get(&id(0), &mut out), None, "too large to keep");
+        for n in 1..=9 {
+            cache.put(id(n), gix::object::Kind::Blob, &eighth);
+        }
+        assert_eq!(cache.get(&id(1), &mut out), None, "the oldest went");
+        assert_eq!(cache.get(&id(9), &mut out), Some(gix::object::Kind::Blob));
+        assert_eq!(out, eighth);
+        assert!(super::object_memory().bytes <= super::OBJECT_CACHE_BYTES);
+    }
+
     /// Near commits are found by their parents, in merges too; a far one is
     /// left to the merge base, which still says yes; a later commit is no
     /// ancestor either way.

@@ -576,6 +576,13 @@ fn a_worktree_a_killed_creation_left_half_made_is_removed() {
             r#"{"state": "creating", "pid": 4242, "branch": "arbiter/wo-x", "last_use": 1}"#,
         )
         .expect("entry");
+        // One killed before it had a folder takes no space: not listed.
+        let no_folder = env.repo.join(".git/arbiter/pool/3.json");
+        std::fs::write(
+            &no_folder,
+            r#"{"state": "creating", "pid": 4243, "branch": "arbiter/wo-y", "last_use": 1}"#,
+        )
+        .expect("entry");
         // Someone else's folder in the pool, without our entry, stays.
         let foreign = env.worktree_root().join("pool/mine");
         std::fs::create_dir_all(&foreign).expect("mkdir");
@@ -596,6 +603,10 @@ fn a_worktree_a_killed_creation_left_half_made_is_removed() {
         assert_eq!(held["branch"], "arbiter/wo-x");
         drop(making);
         let broken = row_2();
+        assert!(
+            !pool_status(&env).iter().any(|row| row["name"] == "3"),
+            "a creation killed before its folder is listed"
+        );
         assert_eq!(broken["state"], "broken");
         assert_eq!(broken["path"], half_made.to_str().expect("utf-8"));
         assert_eq!(broken["held_by"], serde_json::Value::Null);
@@ -611,6 +622,10 @@ fn a_worktree_a_killed_creation_left_half_made_is_removed() {
             "{recovery}: the half-made folder is left"
         );
         assert!(!entry.exists(), "{recovery}: its entry is left");
+        assert!(
+            !no_folder.exists(),
+            "{recovery}: the folderless entry is left"
+        );
         assert!(foreign.exists(), "{recovery}: a folder not ours is removed");
         std::fs::remove_dir_all(&foreign).expect("tidy");
         env.fsck();
