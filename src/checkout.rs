@@ -744,7 +744,10 @@ fn apply_in_place(
         return Ok(InPlace::NotApplicable);
     }
 
-    let attributes = index.entries().iter().map(|e| (e, e.path(&index)));
+    let attributes = index
+        .entries()
+        .iter()
+        .map(|e| (splitindex::Fields::of(e), e.path(&index)));
     write_changed_files(
         wt,
         &mut writes,
@@ -775,7 +778,7 @@ fn apply_split_in_place(
     let (mut writes, gone) = new_entries(wt, new_tree, changed, &options)?;
     let removed: Vec<&[u8]> = gone
         .into_iter()
-        .filter(|p| split.entry(p.as_bstr()).is_some())
+        .filter(|p| split.has(p.as_bstr()))
         .collect();
 
     // The new index, so far without the new files' stat data.
@@ -793,7 +796,7 @@ fn apply_split_in_place(
             .dangerously_push_entry(e.stat, e.id, e.flags, e.mode, e.path(&writes));
     }
     split.added.sort_entries();
-    let has = |p: &BStr| split.entry(p).is_some();
+    let has = |p: &BStr| split.has(p);
     let has_under = |dir: &BStr| split.has_under(dir);
     if malformed(&writes, has, has_under) {
         return Ok(None);
@@ -802,7 +805,7 @@ fn apply_split_in_place(
     write_changed_files(
         wt,
         &mut writes,
-        split.entries(),
+        split.attribute_files(),
         changed,
         &removed,
         &dir,
@@ -903,7 +906,7 @@ fn malformed(
 fn write_changed_files<'e>(
     wt: &gix::Repository,
     writes: &mut gix::index::State,
-    entries: impl Iterator<Item = (&'e gix::index::Entry, &'e BStr)>,
+    entries: impl Iterator<Item = (splitindex::Fields, &'e BStr)>,
     changed: &[Changed],
     removed: &[&[u8]],
     dir: &Path,
@@ -914,8 +917,7 @@ fn write_changed_files<'e>(
     remove_paths(dir, removed.iter().copied())?;
     // 2. Write the new and changed files.
     for (e, path) in entries {
-        let is_attributes = path == ".gitattributes" || path.ends_with(b"/.gitattributes");
-        if is_attributes && !is_one_of(changed, path) {
+        if splitindex::is_attributes_file(path) && !is_one_of(changed, path) {
             writes.dangerously_push_entry(
                 e.stat,
                 e.id,
@@ -2079,10 +2081,10 @@ pub(crate) fn switch_clean(
         let added = changed
             .iter()
             .map(|c| c.path.as_slice())
-            .filter(|p| split.entry(p.as_bstr()).is_none());
-        clear_the_way(&dir, added, |p| split.entry(p.as_bstr()).is_some())?;
+            .filter(|p| !split.has(p.as_bstr()));
+        clear_the_way(&dir, added, |p| split.has(p.as_bstr()))?;
         let lock = IndexLock::take(wt)?;
-        let in_place = sparse_patterns(wt)?.is_none() && small(split.shared.entries().len());
+        let in_place = sparse_patterns(wt)?.is_none() && small(split.shared.len());
         let done = match in_place {
             true => apply_split_in_place(wt, split, new_tree, changed)?,
             false => None,
@@ -2612,6 +2614,62 @@ mod tests {
         std::fs::write(copy.join("f3.txt"), "edited\n").expect("write");
         git(&root, &copy, &["add", "f3.txt"]);
         assert!(!super::index_matches(&wt, new_tree).expect("match"));
+    }
+
+    /// A split index switched in place writes the changed files through the
+    /// `.gitattributes` files it keeps (at the top and in a folder), as
+    /// `git read-tree -m -u` does: the shared index's attribute files are
+    /// found without decoding its entries.
+    #[test]
+    fn a_split_index_switched_in_place_keeps_applying_its_attributes() {
+        let (_tmp, root) = scratch();
+        let seed = new_repo(&root, "seed");
+        let write = |path: &str, text: &str| {
+            let path = seed.join(path);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        };
+        write(".gitattributes", "*.txt eol=crlf\n");
+        write("sub/.gitattributes", "*.txt eol=lf\n");
+        write("a.txt", "one\n");
+        write("sub/b.txt", "two\n");
+        git(&root, &seed, &["add", "-A"]);
+        git(&root, &seed, &["commit", "-q", "-m", "old"]);
+        let old = git(&root, &seed, &["rev-parse", "HEAD"]).trim().to_owned();
+        write("a.txt", "one\nmore\n");
+        write("sub/b.txt", "two\nmore\n");
+        git(&root, &seed, &["add", "-A"]);
+        git(&root, &seed, &["commit", "-q", "-m", "new"]);
+        let new = git(&root, &seed, &["rev-parse", "HEAD"]).trim().to_owned();
+        git(&root, &seed, &["checkout", "-q", "-f", &old]);
+        let by_git = copy_of(&root, &seed, "git");
+        let split = copy_of(&root, &seed, "split");
+        for copy in [&by_git, &split] {
+            git(&root, copy, &["update-index", "-q", "--refresh"]);
+        }
+        git(&root, &by_git, &["read-tree", "-m", "-u", &old, &new]);
+        // Two of four entries change: more than git's 20% would share anew.
+        let max = ["config", "splitIndex.maxPercentChange", "100"];
+        git(&root, &split, &max);
+        let wt = gix::open_opts(&split, gix::open::Options::isolated()).expect("open");
+        super::keep_index_split(&wt).expect("split the index");
+        let shared = |wt: &gix::Repository| {
+            super::splitindex::read(wt)
+                .expect("read")
+                .expect("split")
+                .shared_checksum()
+        };
+        let before = shared(&wt);
+        let update = preflight_update(&split, &old, &new);
+        drop(update.prepared);
+        let switched = super::switch_clean(&wt, update.old_tree, update.new_tree, &update.changed);
+        assert!(switched.expect("switch"));
+        assert_eq!(shared(&wt), before, "switched in place");
+        git(&root, &split, &["update-ref", "--no-deref", "HEAD", &new]);
+        assert_eq!(outcome(&root, &split), outcome(&root, &by_git));
+        let read = |path: &str| std::fs::read_to_string(split.join(path)).expect("read");
+        assert_eq!(read("a.txt"), "one\r\nmore\r\n");
+        assert_eq!(read("sub/b.txt"), "two\nmore\n");
     }
 
     /// A worktree at `dir` opened for an update from `old_commit` to
