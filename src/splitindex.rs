@@ -380,33 +380,20 @@ impl Split {
                 .is_some_and(|entries| !entries.is_empty())
     }
 
-    /// Every live entry with its path (the shared ones first).
-    pub fn entries(&self) -> impl Iterator<Item = (Fields, &BStr)> {
-        self.live(0..self.shared.len(), |_| true)
-    }
-
-    /// The live entries of `.gitattributes` files.
+    /// The live entries of `.gitattributes` files (the shared ones first).
     pub fn attribute_files(&self) -> impl Iterator<Item = (Fields, &BStr)> {
-        self.live(self.shared.attributes.iter().copied(), is_attributes_file)
-    }
-
-    /// The live entries at `shared` positions, then the added ones `wanted`
-    /// accepts.
-    fn live<'a>(
-        &'a self,
-        shared: impl Iterator<Item = usize> + 'a,
-        wanted: fn(&BStr) -> bool,
-    ) -> impl Iterator<Item = (Fields, &'a BStr)> + 'a {
-        let shared = shared
-            .filter(|&i| !self.deleted[i])
-            .map(|i| (self.shared.fields(i), self.shared.path(i)));
+        let shared = self
+            .shared
+            .attributes
+            .iter()
+            .filter(|&&i| !self.deleted[i])
+            .map(|&i| (self.shared.fields(i), self.shared.path(i)));
         let added = self
             .added
             .entries()
             .iter()
-            .map(|e| (e, e.path(&self.added)))
-            .filter(move |(_, path)| wanted(path))
-            .map(|(e, path)| (Fields::of(e), path));
+            .map(|e| (Fields::of(e), e.path(&self.added)))
+            .filter(|(_, path)| is_attributes_file(path));
         shared.chain(added)
     }
 
@@ -425,10 +412,44 @@ impl Split {
     /// time (for a new shared index, or to read it as one).
     pub fn merged(&self) -> gix::index::State {
         let mut state = gix::index::State::new(self.shared.object_hash());
-        for (e, path) in self.entries() {
+        // Both are sorted by path, then stage: one pass merges them (sorting
+        // the whole index again was a tenth of a 5,000-file staging).
+        let mut shared = (0..self.shared.len())
+            .filter(|&i| !self.deleted[i])
+            .map(|i| (self.shared.fields(i), self.shared.path(i)))
+            .peekable();
+        let mut added = self
+            .added
+            .entries()
+            .iter()
+            .map(|e| (Fields::of(e), e.path(&self.added)))
+            .peekable();
+        fn key<'a>((e, path): &(Fields, &'a BStr)) -> (&'a BStr, u8) {
+            (path, e.flags.stage() as u8)
+        }
+        let mut last = None;
+        let mut sorted = true;
+        loop {
+            let next = match (shared.peek(), added.peek()) {
+                (Some(s), Some(a)) if key(a) < key(s) => added.next(),
+                (Some(_), _) => shared.next(),
+                (None, _) => added.next(),
+            };
+            let Some(entry) = next else {
+                break;
+            };
+            // A shared index out of order (git refuses to read one) is
+            // sorted as before rather than trusted.
+            if last.is_some_and(|last| last > key(&entry)) {
+                sorted = false;
+            }
+            last = Some(key(&entry));
+            let (e, path) = entry;
             state.dangerously_push_entry(e.stat, e.id, e.flags, e.mode, path);
         }
-        state.sort_entries();
+        if !sorted {
+            state.sort_entries();
+        }
         state.set_timestamp(self.timestamp);
         state
     }
@@ -686,7 +707,7 @@ mod tests {
     }
 
     fn whole_rows(
-        whole: &gix::index::File,
+        whole: &gix::index::State,
     ) -> impl Iterator<Item = (super::Fields, &gix::bstr::BStr)> {
         whole
             .entries()
@@ -809,8 +830,8 @@ mod tests {
                     )
                 })
                 .collect();
-            let mut ours: Vec<_> = split
-                .entries()
+            let merged = split.merged();
+            let mut ours: Vec<_> = whole_rows(&merged)
                 .map(|(e, path)| {
                     (
                         e.mode.bits(),
@@ -883,9 +904,21 @@ mod tests {
         let split = super::read(&repo).expect("read").expect("split");
         let whole = repo.open_index().expect("gix reads it whole");
         assert_eq!(
-            rows(split.entries()),
+            rows(whole_rows(&split.merged())),
             rows(whole_rows(&whole)),
             "the same entries, stat data included"
+        );
+        let order = |state: &gix::index::State| -> Vec<(String, gix::index::entry::Stage)> {
+            state
+                .entries()
+                .iter()
+                .map(|e| (e.path(state).to_string(), e.stage()))
+                .collect()
+        };
+        assert_eq!(
+            order(&split.merged()),
+            order(&whole),
+            "merged in the index's order"
         );
         let added: Vec<String> = split
             .added
@@ -931,7 +964,11 @@ mod tests {
         data.extend_from_slice(sum.as_slice());
         std::fs::write(repo.index_path(), data).expect("write");
         let split = super::read(&repo).expect("read").expect("split");
-        assert_eq!(split.entries().count(), 0, "its one entry is deleted");
+        assert_eq!(
+            split.merged().entries().len(),
+            0,
+            "its one entry is deleted"
+        );
         // A shared index that is not the one the link names is refused.
         let path = repo.git_dir().join(format!("sharedindex.{shared}"));
         let mut bytes = std::fs::read(&path).expect("shared index");
