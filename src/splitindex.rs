@@ -228,6 +228,17 @@ impl Mapped {
         None
     }
 
+    /// Do entry `i` and entry `j` of `other` hold the same data (paths
+    /// aside)? Compared as stored: stat data, id, then the flags.
+    fn same_as(&self, i: usize, other: &Mapped, j: usize) -> bool {
+        let fixed = 40 + self.hash.len_in_bytes();
+        let (a, b) = (self.starts[i] as usize, other.starts[j] as usize);
+        let ((flags_a, path_a), (flags_b, path_b)) = (self.flags_at(i), other.flags_at(j));
+        self.bytes()[a..a + fixed] == other.bytes()[b..b + fixed]
+            && flags_a & !PATH_LEN == flags_b & !PATH_LEN
+            && self.bytes()[a + fixed + 2..path_a] == other.bytes()[b + fixed + 2..path_b]
+    }
+
     /// Is entry `i` the one at `path` and `stage`?
     fn is_at(&self, i: usize, path: &BStr, stage: Stage) -> bool {
         self.stage(i) == stage as u16 && self.path(i) == path
@@ -518,8 +529,8 @@ pub(crate) fn read(wt: &gix::Repository) -> Result<Option<Split>> {
                 fits = false;
                 return None;
             }
-            let new = file.fields(replaced);
-            if shared.fields(i) != new {
+            if !shared.same_as(i, &file, replaced) {
+                let new = file.fields(replaced);
                 deleted[i] = true;
                 added.dangerously_push_entry(new.stat, new.id, new.flags, new.mode, shared.path(i));
             }
@@ -555,7 +566,7 @@ pub(crate) fn read(wt: &gix::Repository) -> Result<Option<Split>> {
             next = i + 1;
         }
         match found {
-            Some(i) if shared.fields(i) == new => deleted[i] = false,
+            Some(i) if shared.same_as(i, &file, j) => deleted[i] = false,
             found => {
                 if let Some(i) = found {
                     deleted[i] = true;
