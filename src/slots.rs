@@ -98,17 +98,25 @@ pub struct WaitState {
     pub ahead: u32,
 }
 
-/// A held slot. Dropping it closes the file, which releases the lock.
+/// A held slot. Dropping it releases the lock and closes the file.
 #[derive(Debug)]
 pub struct Slot {
-    // Never read: holding the open file *is* holding the slot.
-    _file: File,
+    // Holding the open file (and its lock) *is* holding the slot.
+    file: File,
     index: usize,
 }
 
 impl Slot {
     pub fn index(&self) -> usize {
         self.index
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // Unlocked before it is closed: a child another thread forks in this
+        // moment holds a copy of the file until it execs, and with it the lock.
+        let _ = fs4::FileExt::unlock(&self.file);
     }
 }
 
@@ -624,7 +632,7 @@ fn take_slot(dir: &Path, held: &[Held], cap: u32, info: &HolderInfo) -> Result<S
         file.set_len(0)
             .and_then(|_| file.write_all(text.as_bytes()))
             .map_err(Error::io(format!("writing {}", path.display())))?;
-        return Ok(Slot { _file: file, index });
+        return Ok(Slot { file, index });
     }
     Err(Error::io(format!("taking a slot in {}", dir.display()))(
         std::io::Error::other("every slot file is locked by something outside git-arbiter"),
@@ -788,6 +796,22 @@ mod tests {
         drop(a);
         let c = take(&dir, 2, "c").expect("freed slot");
         assert_eq!(c.index(), index, "the lowest free slot is reused");
+    }
+
+    /// A process forked by another thread while a slot is released holds a
+    /// copy of its file until it execs: the release must not wait for it
+    /// (it made `cap_is_respected_and_release_frees` fail now and then).
+    #[test]
+    fn a_released_slot_is_free_while_a_copy_of_its_file_lives() {
+        let (_t, dir) = temp();
+        let a = take(&dir, 1, "a").expect("first");
+        let copy = rustix::io::dup(&a.file).expect("dup");
+        drop(a);
+        assert!(
+            take(&dir, 1, "b").is_some(),
+            "the released slot is still held"
+        );
+        drop(copy);
     }
 
     #[test]
