@@ -2,7 +2,6 @@
 //! lock file per pooled worktree under `<common-dir>/arbiter/pool/`. Below
 //! `worktree`, which must not remove a pooled worktree a live process holds.
 
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -99,8 +98,8 @@ pub(crate) fn write_entry(common: &Path, n: &str, entry: &Entry) -> Result<()> {
 }
 
 /// Take the lock of pooled worktree `n` if no process holds it; `None` when
-/// one does. The lock lasts until the file is dropped.
-pub(crate) fn hold(ctx: &Context, n: &str) -> Result<Option<File>> {
+/// one does. The lock lasts until the [`Hold`] is dropped.
+pub(crate) fn hold(ctx: &Context, n: &str) -> Result<Option<Hold>> {
     let dir = meta_dir(ctx.repo.common_dir());
     std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
     let path = dir.join(format!("{n}.lock"));
@@ -111,11 +110,22 @@ pub(crate) fn hold(ctx: &Context, n: &str) -> Result<Option<File>> {
         .open(&path)
         .map_err(Error::io(format!("opening {}", path.display())))?;
     match fs4::FileExt::try_lock(&file) {
-        Ok(()) => Ok(Some(file)),
+        Ok(()) => Ok(Some(Hold(file))),
         Err(fs4::TryLockError::WouldBlock) => Ok(None),
         Err(fs4::TryLockError::Error(e)) => {
             Err(Error::io(format!("locking {}", path.display()))(e))
         }
+    }
+}
+
+/// A pooled worktree's lock, held while this lives.
+pub(crate) struct Hold(std::fs::File);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        // Unlocked before it is closed: a child another thread forks in this
+        // moment holds a copy of the file until it execs, and with it the lock.
+        let _ = fs4::FileExt::unlock(&self.0);
     }
 }
 
@@ -151,4 +161,27 @@ pub(crate) fn release(branch: &str) {
 /// Does this process hold the pooled worktree of `branch`?
 pub(crate) fn is_leased(branch: &str) -> bool {
     leased().iter().any(|b| b == branch)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::{new_repo, scratch};
+
+    /// A process forked by another thread while a pooled worktree is given
+    /// back holds a copy of its lock file until it execs: the worktree must
+    /// be free to take all the same (else a take makes a new one).
+    #[test]
+    fn a_released_hold_is_free_while_a_copy_of_its_file_lives() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        let ctx = crate::context::Context::discover(&dir).expect("open");
+        let held = super::hold(&ctx, "0").expect("hold").expect("free");
+        let copy = rustix::io::dup(&held.0).expect("dup");
+        drop(held);
+        assert!(
+            super::hold(&ctx, "0").expect("hold").is_some(),
+            "the worktree given back is still held"
+        );
+        drop(copy);
+    }
 }

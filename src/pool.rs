@@ -24,7 +24,6 @@
 //! still on an order's branch is judged with that order by
 //! [`worktree::cleanup_stale`].
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -152,7 +151,7 @@ struct Lease {
     path: PathBuf,
     common: PathBuf,
     opts: Options,
-    _lock: File,
+    _lock: crate::ledger::Hold,
 }
 
 /// The leases of this process. A lease is found by branch, so the round and
@@ -201,7 +200,7 @@ pub fn take(
         })
         .collect();
     candidates.sort_by_key(|(_, entry)| std::cmp::Reverse(entry.as_ref().map(|e| e.last_use)));
-    let mut best: Option<(Info, Entry, File)> = None;
+    let mut best: Option<(Info, Entry, crate::ledger::Hold)> = None;
     for (info, seen) in candidates {
         if best.is_some() && free(&info, seen.as_ref()) {
             continue;
@@ -261,7 +260,11 @@ fn discard(ctx: &Context, info: &Info) -> Result<()> {
 }
 
 /// A new pooled worktree `pool/<n>` (the lowest free number) with `branch` at `base`.
-fn create(ctx: &Context, branch: &str, base: ObjectId) -> Result<(String, PathBuf, File)> {
+fn create(
+    ctx: &Context,
+    branch: &str,
+    base: ObjectId,
+) -> Result<(String, PathBuf, crate::ledger::Hold)> {
     let dir = worktree::pool_dir(ctx)?;
     let common = ctx.repo.common_dir().to_owned();
     for i in 0..u32::MAX {

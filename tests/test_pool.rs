@@ -601,6 +601,9 @@ fn a_worktree_a_killed_creation_left_half_made_is_removed() {
         assert_eq!(held["state"], "held");
         assert_eq!(held["held_by"], 4242);
         assert_eq!(held["branch"], "arbiter/wo-x");
+        // Unlocked before closed: a child another test's thread forks now
+        // would hold a copy of the file, and with it the lock, until it execs.
+        fs4::FileExt::unlock(&making).expect("unlock");
         drop(making);
         let broken = row_2();
         assert!(
