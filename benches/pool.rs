@@ -15,6 +15,9 @@
 //! 3. a gate that takes 3 s on an empty `target/` and 0.1 s when it finds
 //!    its cache, with and without the pool.
 //!
+//! Parts 1 and 2 run three times on fresh copies (the git CLI's once) and
+//! report medians: one run of a batch swings by half on this machine.
+//!
 //! Run: `cargo bench --bench pool` (`-- --files 5000` for one size,
 //! `-- --setup-only` for part 1 alone). Prints
 //! ratios against the baselines measured in the same run; never asserts a
@@ -85,10 +88,13 @@ fn drop_repo(repo: &Path) {
     }
 }
 
+/// One batch's per-order take and give-back times.
+type Timings = (Vec<Duration>, Vec<Duration>);
+
 /// Per-order `pool::take` and `pool::give_back` times, by batch: each
 /// order's worktree is taken at the batch's base, its file committed there,
 /// merged into main with `git merge`, and the worktree given back.
-fn library_batches(repo: &Path) -> Vec<(Vec<Duration>, Vec<Duration>)> {
+fn library_batches(repo: &Path) -> Vec<Timings> {
     let ctx = Context::discover(repo).expect("open");
     let opts = pool::Options {
         enabled: true,
@@ -211,17 +217,39 @@ fn stat_walk(repo: &Path) -> Duration {
     median(times)
 }
 
+/// The batches of `git arbiter round --once` with `extra` flags on a fresh
+/// copy of `template`.
+fn timed_round(
+    template: &Path,
+    root: &Path,
+    name: &str,
+    slots: &Path,
+    extra: &[&str],
+) -> Vec<Duration> {
+    let repo = fresh(template, root, name);
+    let batches = arbiter_batches(&repo, slots, extra);
+    drop_repo(&repo);
+    batches
+}
+
+/// Each batch's median over `runs`.
+fn per_batch_median(runs: &[Vec<Duration>]) -> Vec<Duration> {
+    (0..BATCHES.len())
+        .map(|n| median(runs.iter().map(|run| run[n]).collect()))
+        .collect()
+}
+
 /// Batches 2 and 3 together.
 fn later(batches: &[Duration]) -> Duration {
     batches[1..].iter().sum()
 }
 
 struct Sizes {
-    /// Median per-order take in batches 2–3, and in batch 1.
+    /// Median per-order take in batches 2–3 over every run.
     take_later: Duration,
 }
 
-fn one_size(root: &Path, files: usize, with_gate: bool, setup_only: bool) -> Sizes {
+fn one_size(root: &Path, files: usize, reps: usize, with_gate: bool, setup_only: bool) -> Sizes {
     let slots = root.join("slots");
     let started = Instant::now();
     let template = template(root, files);
@@ -231,22 +259,32 @@ fn one_size(root: &Path, files: usize, with_gate: bool, setup_only: bool) -> Siz
         BATCHES.len()
     );
 
-    let repo = fresh(&template, root, "lib");
-    let batches = library_batches(&repo);
-    drop_repo(&repo);
-    println!("per-order setup (pool::take) and give-back, median per batch:");
-    for (n, (takes, gives)) in batches.iter().enumerate() {
+    // Every scenario but the git CLI's and the gate's runs `reps` times,
+    // each on a fresh copy, interleaved: the machine's speed swings within a
+    // run, and the median of a few stays put where one measurement does not.
+    let libs: Vec<_> = (0..reps)
+        .map(|_| {
+            let repo = fresh(&template, root, "lib");
+            let batches = library_batches(&repo);
+            drop_repo(&repo);
+            batches
+        })
+        .collect();
+    println!("per-order setup (pool::take) and give-back, median per batch over {reps} runs:");
+    for n in 0..BATCHES.len() {
+        let of_batch = |pick: fn(&Timings) -> &Vec<Duration>| {
+            median(libs.iter().flat_map(|run| pick(&run[n]).clone()).collect())
+        };
         println!(
             "  batch {}  take {:>8.1} ms   give back {:>8.1} ms",
             n + 1,
-            ms(median(takes.clone())),
-            ms(median(gives.clone()))
+            ms(of_batch(|b| &b.0)),
+            ms(of_batch(|b| &b.1))
         );
     }
     let take_later = median(
-        batches[1..]
-            .iter()
-            .flat_map(|(t, _)| t.iter().copied())
+        libs.iter()
+            .flat_map(|run| run[1..].iter().flat_map(|(t, _)| t.iter().copied()))
             .collect(),
     );
 
@@ -254,20 +292,27 @@ fn one_size(root: &Path, files: usize, with_gate: bool, setup_only: bool) -> Siz
         let _ = std::fs::remove_dir_all(&template);
         return Sizes { take_later };
     }
-    let repo = fresh(&template, root, "pooled");
-    let pooled = arbiter_batches(&repo, &slots, &[]);
-    drop_repo(&repo);
-    let repo = fresh(&template, root, "nopool");
-    let no_pool = arbiter_batches(&repo, &slots, &["--no-pool"]);
-    drop_repo(&repo);
+    let mut pooled = Vec::new();
+    let mut no_pool = Vec::new();
+    for _ in 0..reps {
+        pooled.push(timed_round(&template, root, "pooled", &slots, &[]));
+        no_pool.push(timed_round(
+            &template,
+            root,
+            "nopool",
+            &slots,
+            &["--no-pool"],
+        ));
+    }
     let repo = fresh(&template, root, "byhand");
     let by_hand = by_hand_batches(&repo);
     drop_repo(&repo);
-    println!("wall time per batch (ms):        batch 1    batch 2    batch 3");
+    println!("wall time per batch (ms; median over {reps} runs, the git CLI's one run):");
+    println!("                                  batch 1    batch 2    batch 3");
     for (name, b) in [
-        ("git-arbiter round (pool)", &pooled),
-        ("git-arbiter round --no-pool", &no_pool),
-        ("git CLI by hand", &by_hand),
+        ("git-arbiter round (pool)", per_batch_median(&pooled)),
+        ("git-arbiter round --no-pool", per_batch_median(&no_pool)),
+        ("git CLI by hand", by_hand.clone()),
     ] {
         println!(
             "  {name:<28} {:>8.1}   {:>8.1}   {:>8.1}",
@@ -276,12 +321,19 @@ fn one_size(root: &Path, files: usize, with_gate: bool, setup_only: bool) -> Siz
             ms(b[2])
         );
     }
-    let ours = later(&pooled).as_secs_f64();
+    let later_of = |runs: &[Vec<Duration>]| median(runs.iter().map(|b| later(b)).collect());
+    let ours = later_of(&pooled).as_secs_f64();
     println!(
-        "batches 2-3: git CLI / pool = {:.1}x (target >= 10x), --no-pool / pool = {:.1}x (target >= 5x)",
+        "batches 2-3 (medians): git CLI / pool = {:.1}x (target >= 10x), --no-pool / pool = {:.1}x (target >= 5x)",
         later(&by_hand).as_secs_f64() / ours,
-        later(&no_pool).as_secs_f64() / ours
+        later_of(&no_pool).as_secs_f64() / ours
     );
+    let each: Vec<String> = pooled
+        .iter()
+        .zip(&no_pool)
+        .map(|(p, n)| format!("{:.1}x", later(n).as_secs_f64() / later(p).as_secs_f64()))
+        .collect();
+    println!("  --no-pool / pool in each run: {}", each.join(", "));
     let walk = stat_walk(&template);
     println!(
         "one stat of every file of the repository: {:.1} ms ({:.2} us a file); a batch makes one such walk per order (its leftovers), one at the run's start and one per landing (the checked-out branch), with or without the pool",
@@ -290,12 +342,14 @@ fn one_size(root: &Path, files: usize, with_gate: bool, setup_only: bool) -> Siz
     );
 
     if with_gate {
-        let repo = fresh(&template, root, "gate-pooled");
-        let gated = arbiter_batches(&repo, &slots, &["--gate", GATE]);
-        drop_repo(&repo);
-        let repo = fresh(&template, root, "gate-nopool");
-        let gated_fresh = arbiter_batches(&repo, &slots, &["--gate", GATE, "--no-pool"]);
-        drop_repo(&repo);
+        let gated = timed_round(&template, root, "gate-pooled", &slots, &["--gate", GATE]);
+        let gated_fresh = timed_round(
+            &template,
+            root,
+            "gate-nopool",
+            &slots,
+            &["--gate", GATE, "--no-pool"],
+        );
         println!("gate of 3 s cold / 0.1 s warm, wall time per batch (ms):");
         for (name, b) in [("with the pool", &gated), ("--no-pool", &gated_fresh)] {
             println!(
@@ -324,13 +378,14 @@ fn main() {
         (true, None) => vec![5_000, 50_000],
         (false, None) => vec![300],
     };
+    let reps = if bench { 3 } else { 1 };
     let root = tempfile::tempdir().expect("temp dir");
     let mut results = Vec::new();
     for (i, &files) in sizes.iter().enumerate() {
         let dir = root.path().join(format!("s{files}"));
         std::fs::create_dir_all(&dir).expect("mkdir");
         // The gate scenario once, on the first repository.
-        results.push((files, one_size(&dir, files, i == 0, setup_only)));
+        results.push((files, one_size(&dir, files, reps, i == 0, setup_only)));
         let _ = std::fs::remove_dir_all(&dir);
     }
     if let [(small, a), (large, b)] = results.as_slice() {
