@@ -191,6 +191,30 @@ pub(crate) fn remember_holds(checksum: ObjectId, tree: ObjectId) {
     }
 }
 
+/// [`remember_holds`], and on disk beside `wt`'s index for the next process:
+/// proving it again costs a walk of the whole tree (milliseconds at 5,000
+/// files, tens at 50,000) at the start of every run. Speed only: a memo
+/// that cannot be written is not needed.
+pub(crate) fn remember_holds_of(wt: &gix::Repository, checksum: ObjectId, tree: ObjectId) {
+    use std::io::Write;
+    remember_holds(checksum, tree);
+    if checksum.is_null() || recorded_to_hold(wt, checksum, tree) {
+        return;
+    }
+    let path = crate::layout::index_tree_memo(wt.git_dir());
+    let _ = tempfile::NamedTempFile::new_in(wt.git_dir()).and_then(|mut file| {
+        writeln!(file, "{checksum} {tree}")?;
+        file.persist(&path).map_err(|e| e.error)
+    });
+}
+
+/// Does the memo beside `wt`'s index say the index ending in `checksum`
+/// holds `tree`?
+fn recorded_to_hold(wt: &gix::Repository, checksum: ObjectId, tree: ObjectId) -> bool {
+    std::fs::read_to_string(crate::layout::index_tree_memo(wt.git_dir()))
+        .is_ok_and(|memo| memo.trim_end() == format!("{checksum} {tree}"))
+}
+
 /// [`index_equals_tree`] for an index file, remembered by its checksum.
 pub(crate) fn holds(
     repo: &gix::Repository,
@@ -211,9 +235,13 @@ pub(crate) fn holds_state(
     if checksum.is_some_and(|c| known_to_hold(c, tree)) {
         return Ok(true);
     }
+    if let Some(checksum) = checksum.filter(|c| recorded_to_hold(repo, *c, tree)) {
+        remember_holds(checksum, tree);
+        return Ok(true);
+    }
     let equal = index_equals_tree(repo, index, tree)?;
     if let (true, Some(checksum)) = (equal, checksum) {
-        remember_holds(checksum, tree);
+        remember_holds_of(repo, checksum, tree);
     }
     Ok(equal)
 }
@@ -687,7 +715,7 @@ pub fn apply(
             match apply_in_place(wt, index, new_tree, changed, &prepared.refreshed)? {
                 InPlace::Done(index) => lock
                     .commit(&index, &workdir(wt)?)
-                    .map(|checksum| remember_holds(checksum, new_tree)),
+                    .map(|checksum| remember_holds_of(wt, checksum, new_tree)),
                 InPlace::NotApplicable => {
                     apply_from_tree(wt, old_tree, new_tree, lock, &prepared.refreshed)
                 }
@@ -2752,6 +2780,37 @@ mod tests {
             Ok(_) => panic!("an edit was not seen"),
         };
         assert!(err.contains("local changes: 'b.txt'"), "{err}");
+    }
+
+    /// What one run proves about an index (it holds HEAD's tree) is kept
+    /// beside it for the next, by the index's checksum: an index written
+    /// since (the user staged a change) is not taken for the one proved.
+    #[test]
+    fn an_index_proved_to_hold_a_tree_is_remembered_by_its_checksum() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        std::fs::write(dir.join("a.txt"), "one\n").expect("write");
+        git(&root, &dir, &["add", "-A"]);
+        git(&root, &dir, &["commit", "-q", "-m", "one"]);
+        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        let tree = wt.head_tree_id().expect("tree").detach();
+        let index = super::read_index(&wt).expect("index");
+        assert!(super::holds(&wt, &index, tree).expect("holds"));
+        let memo = crate::layout::index_tree_memo(wt.git_dir());
+        let checksum = index.checksum().expect("checksum");
+        assert_eq!(
+            std::fs::read_to_string(&memo).expect("memo"),
+            format!("{checksum} {tree}\n")
+        );
+        assert!(super::recorded_to_hold(&wt, checksum, tree));
+
+        std::fs::write(dir.join("a.txt"), "two\n").expect("write");
+        git(&root, &dir, &["add", "a.txt"]);
+        let staged = super::read_index(&wt).expect("index");
+        assert!(
+            !super::holds(&wt, &staged, tree).expect("holds"),
+            "a staged change was taken for HEAD's tree"
+        );
     }
 
     #[test]

@@ -41,6 +41,14 @@ pub fn index_lock_marker(git_dir: &Path) -> PathBuf {
     git_dir.join("arbiter-index-lock")
 }
 
+/// `<git-dir>/arbiter-index-tree` of a worktree: `<checksum> <tree>`, the
+/// last index file git-arbiter wrote there or proved to hold exactly that
+/// tree, by its checksum. A new process trusts it only while the index
+/// file still ends in that checksum (the same bytes, the same entries).
+pub fn index_tree_memo(git_dir: &Path) -> PathBuf {
+    git_dir.join("arbiter-index-tree")
+}
+
 /// Remove the lock of `index` (in the worktree whose git dir is `git_dir`)
 /// when its marker says a git-arbiter took it, and the marker: for a caller
 /// that knows no git-arbiter works there now. True when a lock went.
