@@ -15,7 +15,7 @@
 //! 3. a gate that takes 3 s on an empty `target/` and 0.1 s when it finds
 //!    its cache, with and without the pool.
 //!
-//! Parts 1 and 2 run three times on fresh copies (the git CLI's once) and
+//! Parts 1 and 2 run five times on fresh copies (the git CLI's once) and
 //! report medians: one run of a batch swings by half on this machine.
 //!
 //! Run: `cargo bench --bench pool` (`-- --files 5000` for one size,
@@ -378,7 +378,7 @@ fn main() {
         (true, None) => vec![5_000, 50_000],
         (false, None) => vec![300],
     };
-    let reps = if bench { 3 } else { 1 };
+    let reps = if bench { 5 } else { 1 };
     let root = tempfile::tempdir().expect("temp dir");
     let mut results = Vec::new();
     for (i, &files) in sizes.iter().enumerate() {
