@@ -218,10 +218,10 @@ pub struct Context {
 
 impl Context {
     /// Wait for this process's turn at `what` among all processes on this
-    /// repository; the turn lasts until the returned file is dropped. An
+    /// repository; the turn lasts until the returned guard is dropped. An
     /// flock on `<git-common-dir>/arbiter/<what>.lock`: a killed holder
     /// releases it at once, so nothing can be wedged by a crash.
-    pub fn take_turn(&self, what: &str) -> Result<std::fs::File> {
+    pub fn take_turn(&self, what: &str) -> Result<crate::flock::Held> {
         let dir = crate::layout::dir(&self.repo);
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
         let path = crate::layout::turn(&self.repo, what);
@@ -231,8 +231,7 @@ impl Context {
             .write(true)
             .open(&path)
             .map_err(Error::io(format!("opening {}", path.display())))?;
-        fs4::FileExt::lock(&file).map_err(Error::io(format!("locking {}", path.display())))?;
-        Ok(file)
+        crate::flock::Held::wait(file).map_err(Error::io(format!("locking {}", path.display())))
     }
 
     /// Discover the repository from `cwd`, honouring `GIT_DIR`, `GIT_WORK_TREE`
@@ -526,6 +525,26 @@ fn near_ancestor(repo: &gix::Repository, ancestor: gix::ObjectId, tip: gix::Obje
 #[cfg(test)]
 mod tests {
     use crate::testutil::{git, new_repo, scratch};
+
+    /// A child another thread forks while a turn is given back holds a copy
+    /// of the turn's file until it execs: the turn must be free all the same
+    /// (else the next taker waits on a lock nobody holds).
+    #[test]
+    fn a_turn_given_back_is_free_while_a_copy_of_its_file_lives() {
+        let (_keep, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        let ctx = super::Context::isolated(&dir, &[]).expect("open");
+        let turn = ctx.take_turn("test").expect("turn");
+        let copy = rustix::io::dup(turn.file()).expect("dup");
+        drop(turn);
+        // A probe rather than a wait: a turn still held fails, not hangs.
+        let file = std::fs::File::open(crate::layout::turn(&ctx.repo, "test")).expect("open");
+        assert!(
+            crate::flock::Held::try_take(file).expect("lock").is_some(),
+            "the turn given back is still held"
+        );
+        drop(copy);
+    }
 
     /// Handles of one object database share what they read; a database
     /// that lacks an object does not find it because another one was read.

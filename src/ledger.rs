@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::flock::Held;
 
 /// Where a pooled worktree is in its life.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,8 +99,8 @@ pub(crate) fn write_entry(common: &Path, n: &str, entry: &Entry) -> Result<()> {
 }
 
 /// Take the lock of pooled worktree `n` if no process holds it; `None` when
-/// one does. The lock lasts until the [`Hold`] is dropped.
-pub(crate) fn hold(ctx: &Context, n: &str) -> Result<Option<Hold>> {
+/// one does. The lock lasts until the returned guard is dropped.
+pub(crate) fn hold(ctx: &Context, n: &str) -> Result<Option<Held>> {
     let dir = meta_dir(ctx.repo.common_dir());
     std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
     let path = dir.join(format!("{n}.lock"));
@@ -109,24 +110,7 @@ pub(crate) fn hold(ctx: &Context, n: &str) -> Result<Option<Hold>> {
         .write(true)
         .open(&path)
         .map_err(Error::io(format!("opening {}", path.display())))?;
-    match fs4::FileExt::try_lock(&file) {
-        Ok(()) => Ok(Some(Hold(file))),
-        Err(fs4::TryLockError::WouldBlock) => Ok(None),
-        Err(fs4::TryLockError::Error(e)) => {
-            Err(Error::io(format!("locking {}", path.display()))(e))
-        }
-    }
-}
-
-/// A pooled worktree's lock, held while this lives.
-pub(crate) struct Hold(std::fs::File);
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        // Unlocked before it is closed: a child another thread forks in this
-        // moment holds a copy of the file until it execs, and with it the lock.
-        let _ = fs4::FileExt::unlock(&self.0);
-    }
+    Held::try_take(file).map_err(Error::io(format!("locking {}", path.display())))
 }
 
 /// Drop the bookkeeping of pooled worktree `n` (its worktree is gone). The
@@ -176,7 +160,7 @@ mod tests {
         let dir = new_repo(&root, "repo");
         let ctx = crate::context::Context::discover(&dir).expect("open");
         let held = super::hold(&ctx, "0").expect("hold").expect("free");
-        let copy = rustix::io::dup(&held.0).expect("dup");
+        let copy = rustix::io::dup(held.file()).expect("dup");
         drop(held);
         assert!(
             super::hold(&ctx, "0").expect("hold").is_some(),

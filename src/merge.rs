@@ -133,7 +133,7 @@ const MERGE_BACK_TURN: &str = "merge-back";
 /// Wait for the merge-back turn (see [`MERGE_BACK_TURN`]); it lasts until the
 /// returned file is dropped. Never call it while holding it: the lock is per
 /// open file, so a second take in one process waits forever.
-pub fn take_turn(ctx: &Context) -> Result<std::fs::File> {
+pub fn take_turn(ctx: &Context) -> Result<crate::flock::Held> {
     ctx.take_turn(MERGE_BACK_TURN)
 }
 
@@ -380,7 +380,7 @@ fn after_cas(
     message: &str,
     chain: &[(&Request, &Link)],
     checkouts: Checkouts<'_>,
-    turn: std::fs::File,
+    turn: crate::flock::Held,
 ) -> Result<()> {
     let Checkouts {
         worktrees,

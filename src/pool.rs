@@ -151,7 +151,7 @@ struct Lease {
     path: PathBuf,
     common: PathBuf,
     opts: Options,
-    _lock: crate::ledger::Hold,
+    _lock: crate::flock::Held,
 }
 
 /// The leases of this process. A lease is found by branch, so the round and
@@ -200,7 +200,7 @@ pub fn take(
         })
         .collect();
     candidates.sort_by_key(|(_, entry)| std::cmp::Reverse(entry.as_ref().map(|e| e.last_use)));
-    let mut best: Option<(Info, Entry, crate::ledger::Hold)> = None;
+    let mut best: Option<(Info, Entry, crate::flock::Held)> = None;
     for (info, seen) in candidates {
         if best.is_some() && free(&info, seen.as_ref()) {
             continue;
@@ -264,7 +264,7 @@ fn create(
     ctx: &Context,
     branch: &str,
     base: ObjectId,
-) -> Result<(String, PathBuf, crate::ledger::Hold)> {
+) -> Result<(String, PathBuf, crate::flock::Held)> {
     let dir = worktree::pool_dir(ctx)?;
     let common = ctx.repo.common_dir().to_owned();
     for i in 0..u32::MAX {

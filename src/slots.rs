@@ -101,22 +101,14 @@ pub struct WaitState {
 /// A held slot. Dropping it releases the lock and closes the file.
 #[derive(Debug)]
 pub struct Slot {
-    // Holding the open file (and its lock) *is* holding the slot.
-    file: File,
+    // Never read outside tests: holding the locked file *is* holding the slot.
+    _lock: crate::flock::Held,
     index: usize,
 }
 
 impl Slot {
     pub fn index(&self) -> usize {
         self.index
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        // Unlocked before it is closed: a child another thread forks in this
-        // moment holds a copy of the file until it execs, and with it the lock.
-        let _ = fs4::FileExt::unlock(&self.file);
     }
 }
 
@@ -488,17 +480,19 @@ fn read_json<T: for<'de> Deserialize<'de>>(file: &mut File) -> Option<T> {
 
 /// The directory mutex, held for one admission decision.
 struct DirLock {
-    // Never read: holding the open, locked file *is* holding the mutex.
-    _file: File,
+    // Never read: holding the locked file *is* holding the mutex.
+    _lock: crate::flock::Held,
 }
 
 impl DirLock {
     fn take(dir: &Path, interrupt: &AtomicBool) -> Result<DirLock> {
         let path = dir.join(MUTEX);
-        let file = open_entry(&path, Create::IfMissing)?;
         loop {
-            if try_lock(&file).map_err(Error::io(format!("locking {}", path.display())))? {
-                return Ok(DirLock { _file: file });
+            let file = open_entry(&path, Create::IfMissing)?;
+            let locked = crate::flock::Held::try_take(file)
+                .map_err(Error::io(format!("locking {}", path.display())))?;
+            if let Some(lock) = locked {
+                return Ok(DirLock { _lock: lock });
             }
             if interrupt.load(Ordering::SeqCst) {
                 return Err(Error::Interrupted);
@@ -538,7 +532,11 @@ fn probe_holders(dir: &Path) -> Result<Vec<Held>> {
             Err(e) if is_gone(&e) => continue,
             Err(e) => return Err(e),
         };
-        if !try_lock(&file).map_err(Error::io(format!("probing {}", path.display())))? {
+        if try_lock(&file).map_err(Error::io(format!("probing {}", path.display())))? {
+            // Released before `file` closes: a child another thread forks
+            // now would hold a copy of it, and the free slot would look held.
+            let _ = fs4::FileExt::unlock(&file);
+        } else {
             let body: Option<SlotBody> = read_json(&mut file);
             held.push(Held {
                 slot,
@@ -546,7 +544,6 @@ fn probe_holders(dir: &Path) -> Result<Vec<Held>> {
                 info: body.map(|b| b.info),
             });
         }
-        // A lock we took on a free slot is released as `file` drops here.
     }
     held.sort_by_key(|h| h.slot);
     Ok(held)
@@ -588,6 +585,8 @@ fn probe_queue(dir: &Path, reap: bool) -> Result<(Vec<Queued>, u64)> {
             if reap {
                 let _ = fs::remove_file(&path);
             }
+            // As in `probe_holders`: a dead ticket must not look live.
+            let _ = fs4::FileExt::unlock(&file);
         } else {
             live.push(Queued {
                 name,
@@ -618,21 +617,24 @@ fn take_slot(dir: &Path, held: &[Held], cap: u32, info: &HolderInfo) -> Result<S
             continue;
         }
         let path = dir.join(format!("slot-{index}"));
-        let mut file = open_entry(&path, Create::IfMissing)?;
+        let file = open_entry(&path, Create::IfMissing)?;
         // Only a process outside the protocol can hold it here; skip it.
-        if !try_lock(&file).map_err(Error::io(format!("locking {}", path.display())))? {
+        let locked = crate::flock::Held::try_take(file)
+            .map_err(Error::io(format!("locking {}", path.display())))?;
+        let Some(lock) = locked else {
             continue;
-        }
+        };
         let body = SlotBody {
             info: info.clone(),
             cap: Some(cap),
         };
         let mut text = serde_json::to_string(&body).expect("holder info always serializes");
         text.push('\n');
+        let mut file = lock.file();
         file.set_len(0)
             .and_then(|_| file.write_all(text.as_bytes()))
             .map_err(Error::io(format!("writing {}", path.display())))?;
-        return Ok(Slot { file, index });
+        return Ok(Slot { _lock: lock, index });
     }
     Err(Error::io(format!("taking a slot in {}", dir.display()))(
         std::io::Error::other("every slot file is locked by something outside git-arbiter"),
@@ -805,7 +807,7 @@ mod tests {
     fn a_released_slot_is_free_while_a_copy_of_its_file_lives() {
         let (_t, dir) = temp();
         let a = take(&dir, 1, "a").expect("first");
-        let copy = rustix::io::dup(&a.file).expect("dup");
+        let copy = rustix::io::dup(a._lock.file()).expect("dup");
         drop(a);
         assert!(
             take(&dir, 1, "b").is_some(),

@@ -852,7 +852,7 @@ fn registration_of(ctx: &Context, path: &Path) -> Option<PathBuf> {
 /// What [`hold_while_on`] found.
 enum Held {
     /// Locked, and still on the branch.
-    Locked(crate::ledger::Hold),
+    Locked(crate::flock::Held),
     /// No longer on the branch: another order took it.
     Moved,
     /// Held all along, still on the branch: someone works in it.
