@@ -4,7 +4,7 @@
 //! critics, ending in a typed [`BuildOutcome`].
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -774,6 +774,29 @@ pub struct Attempt<'a> {
     /// Trailers for the commit of what the builder left, beyond the order's.
     pub trailers: &'a str,
     pub env: &'a [(String, String)],
+    /// Counts the attempts between the end of their build and their
+    /// leftovers committed, for a caller that lands several at once.
+    pub committing: Option<&'a AtomicUsize>,
+}
+
+/// One attempt counted in [`Attempt::committing`] while this lives.
+struct Committing<'a>(Option<&'a AtomicUsize>);
+
+impl<'a> Committing<'a> {
+    fn start(counter: Option<&'a AtomicUsize>) -> Self {
+        if let Some(counter) = counter {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+        Committing(counter)
+    }
+}
+
+impl Drop for Committing<'_> {
+    fn drop(&mut self) {
+        if let Some(counter) = self.0 {
+            counter.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 /// The commands of an attempt.
@@ -872,7 +895,9 @@ impl Host {
         progress.phase(at.label, Phase::Build);
         crate::crash::point("build.started");
         let started = Instant::now();
-        let (exit, wall) = match run("build", steps.build) {
+        let ran = run("build", steps.build);
+        let committing = Committing::start(at.committing);
+        let (exit, wall) = match ran {
             Ok(ran) => ran,
             Err(e) => {
                 return BuildOutcome::Failed {
@@ -914,6 +939,7 @@ impl Host {
             };
         }
         crate::crash::point("leftovers.after");
+        drop(committing);
         for (check, step, commands) in [
             (Check::Gate, Step::Gate, steps.gates),
             (Check::Critic, Step::Critic, steps.critics),

@@ -253,6 +253,8 @@ struct Shared<'a> {
     misconfigured: AtomicBool,
     /// Builds holding a slot now.
     running: AtomicUsize,
+    /// Attempts whose build ended, committing what their builder left.
+    committing: AtomicUsize,
     /// The run failed: builds still running stop.
     abort: AtomicBool,
     progress: &'a dyn Progress,
@@ -355,6 +357,7 @@ pub fn run(
         me: &me,
         misconfigured: AtomicBool::new(false),
         running: AtomicUsize::new(0),
+        committing: AtomicUsize::new(0),
         abort: AtomicBool::new(false),
         progress,
     };
@@ -576,7 +579,13 @@ impl<'a> Run<'a> {
                     }
                 }
                 let mut messages = Vec::new();
-                match rx.recv_timeout(Duration::from_millis(250)) {
+                // What waits for commits in progress is looked at again soon:
+                // an attempt may end its commit and go on to its checks.
+                let wait = match self.landing_waits(&flow, shared) {
+                    true => COMMIT_POLL,
+                    false => Duration::from_millis(250),
+                };
+                match rx.recv_timeout(wait) {
                     Ok(msg) => messages.push(msg),
                     Err(_) => flow.poll(self.me),
                 }
@@ -636,6 +645,9 @@ impl<'a> Run<'a> {
         to_lander: &std::sync::mpsc::Sender<Vec<Entry<'a>>>,
         shared: &Shared<'_>,
     ) {
+        if flow.failed.is_none() && self.landing_waits(flow, shared) {
+            return;
+        }
         let passed = std::mem::take(&mut flow.passed);
         if flow.failed.is_some() {
             flow.unsettled.extend(passed);
@@ -663,6 +675,18 @@ impl<'a> Run<'a> {
             }
             Err(e) => flow.fail(e, shared),
         }
+    }
+
+    /// Does what passed wait for the attempts committing their leftovers?
+    /// Each landing walks the whole checked-out branch for local changes:
+    /// orders whose builds ended are a few milliseconds from passing (or
+    /// not), and join this landing rather than make the next. Never for a
+    /// running build or check, nor once stopping.
+    fn landing_waits(&self, flow: &Flow<'a>, shared: &Shared<'_>) -> bool {
+        !flow.passed.is_empty()
+            && !flow.stopping
+            && !self.me.should_stop()
+            && shared.committing.load(Ordering::SeqCst) > 0
     }
 
     /// Nothing is in flight or in the queue. As far as a light pass can
@@ -1275,6 +1299,9 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// How often the continuous schedule runs crash recovery before a dispatch.
 const RECOVERY_EVERY: Duration = Duration::from_secs(2);
 
+/// How often a landing that waits for commits in progress looks again.
+const COMMIT_POLL: Duration = Duration::from_millis(2);
+
 impl Flow<'_> {
     fn should_dispatch(&self, max: usize) -> bool {
         if self.stopping || self.dispatched_once || self.failed.is_some() || self.in_flight >= max {
@@ -1632,6 +1659,7 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
             log: &log,
             trailers: "",
             env: &env,
+            committing: Some(&shared.committing),
         },
         &Steps {
             setup: opts.pool.setup.as_deref(),

@@ -949,3 +949,37 @@ fn the_live_view_says_when_an_order_waits_to_merge() {
     assert!(text.contains("arbiter merge wo=wo-b"), "{text}");
     assert_eq!(env.git(&["show", "main:b.txt"]), "b\n");
 }
+
+/// Orders whose builds end together land together: each landing walks the
+/// whole checked-out branch for local changes, so an order that passed
+/// waits for the others still committing what their builders left (here
+/// wo-02's 5,000 files) rather than land alone before them.
+#[test]
+fn orders_whose_builds_end_together_land_in_one_landing() {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.work_order("wo-01", "Quick", &[], &["quick.txt"]);
+    env.work_order("wo-02", "Bulky", &[], &["bulk/**"]);
+    env.commit_all("init");
+    // wo-01's build ends 0.3 s after wo-02's: its short commit is done long
+    // before wo-02's (5,000 files) is.
+    let built = env.root.join("bulk-built");
+    let build = format!(
+        "if [ \"$ARBITER_WO\" = wo-01 ]; then \
+           until [ -e {built} ]; do sleep 0.01; done; sleep 0.3; echo quick > quick.txt; \
+         else mkdir bulk && for i in $(seq 5000); do echo $i > bulk/$i; done; touch {built}; fi",
+        built = built.display()
+    );
+    let run = round(&env, &["--once", "--build", &build]).success();
+    let landings: Vec<String> = env
+        .git(&["reflog", "show", "main", "--format=%gs"])
+        .lines()
+        .filter(|l| l.contains("merge-back"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(landings.len(), 1, "{landings:?}\n{}", run.stdout);
+    assert!(
+        landings[0].contains("wo-01") && landings[0].contains("wo-02"),
+        "{landings:?}"
+    );
+}

@@ -128,6 +128,7 @@ impl Builds<'_> {
                 log: &job.log,
                 trailers: &trailers,
                 env: &env,
+                committing: None,
             },
             &Steps {
                 setup: self.opts.pool.setup.as_deref(),
