@@ -131,7 +131,7 @@ pub fn message(wo: &WorkOrder, attempt: u32, round_base: ObjectId) -> String {
 const MERGE_BACK_TURN: &str = "merge-back";
 
 /// Wait for the merge-back turn (see [`MERGE_BACK_TURN`]); it lasts until the
-/// returned file is dropped. Never call it while holding it: the lock is per
+/// returned guard is dropped. Never call it while holding it: the lock is per
 /// open file, so a second take in one process waits forever.
 pub fn take_turn(ctx: &Context) -> Result<crate::flock::Held> {
     ctx.take_turn(MERGE_BACK_TURN)

@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{defaults, Context};
 use crate::error::{Error, InputError, Result};
+use crate::flock::{free_now, try_lock};
 
 /// The largest cap accepted; more slots than this is a typo, not a machine.
 pub const MAX_CAP: u32 = 1024;
@@ -461,17 +462,6 @@ fn is_gone(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
-/// Try to take the exclusive flock: Ok(true) taken, Ok(false) held elsewhere.
-fn try_lock(file: &File) -> std::io::Result<bool> {
-    // Explicitly fs4's trait: std's inherent `File::try_lock` (Rust 1.89) would
-    // win otherwise, with another error type.
-    match fs4::FileExt::try_lock(file) {
-        Ok(()) => Ok(true),
-        Err(fs4::TryLockError::WouldBlock) => Ok(false),
-        Err(fs4::TryLockError::Error(e)) => Err(e),
-    }
-}
-
 fn read_json<T: for<'de> Deserialize<'de>>(file: &mut File) -> Option<T> {
     let mut text = String::new();
     file.read_to_string(&mut text).ok()?;
@@ -532,11 +522,7 @@ fn probe_holders(dir: &Path) -> Result<Vec<Held>> {
             Err(e) if is_gone(&e) => continue,
             Err(e) => return Err(e),
         };
-        if try_lock(&file).map_err(Error::io(format!("probing {}", path.display())))? {
-            // Released before `file` closes: a child another thread forks
-            // now would hold a copy of it, and the free slot would look held.
-            let _ = fs4::FileExt::unlock(&file);
-        } else {
+        if !free_now(&file).map_err(Error::io(format!("probing {}", path.display())))? {
             let body: Option<SlotBody> = read_json(&mut file);
             held.push(Held {
                 slot,
@@ -581,12 +567,10 @@ fn probe_queue(dir: &Path, reap: bool) -> Result<(Vec<Queued>, u64)> {
             Err(e) if is_gone(&e) => continue,
             Err(e) => return Err(e),
         };
-        if try_lock(&file).map_err(Error::io(format!("probing {}", path.display())))? {
+        if free_now(&file).map_err(Error::io(format!("probing {}", path.display())))? {
             if reap {
                 let _ = fs::remove_file(&path);
             }
-            // As in `probe_holders`: a dead ticket must not look live.
-            let _ = fs4::FileExt::unlock(&file);
         } else {
             live.push(Queued {
                 name,
