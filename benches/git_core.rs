@@ -248,6 +248,7 @@ fn main() {
             for wo in orders.iter() {
                 let mut record = txn.record(&wo.id, false)?;
                 record.status = git_arbiter::state::Status::InProgress;
+                record.owner = Some("bench".into());
                 record.attempts = 1;
                 record.checkpoint_before = Some(base.clone());
                 txn.put(record);
@@ -281,17 +282,29 @@ fn main() {
                     round_base: None,
                     scope: git_arbiter::merge::DriftScope::Own,
                     extra_note: None,
-                    owner: None,
-                    retry: false,
+                    owner: "bench",
                 };
                 let t = Instant::now();
-                let outcome = session
-                    .merge_back(&ctx, &store, &request)
-                    .expect("merge-back");
+                // What the merge queue does for one order: its merge onto
+                // the tip, then the landing.
+                let tip = ctx.branch_tip(&full).expect("tip");
+                let link = match session.link(&ctx, &store, tip, &request).expect("merge") {
+                    git_arbiter::merge::Linked::Merge(link) => link,
+                    other => panic!("{other:?}"),
+                };
+                let landed = git_arbiter::merge::land(
+                    &ctx,
+                    &store,
+                    &full,
+                    tip,
+                    &[(&request, &link)],
+                    std::time::Duration::from_secs(5),
+                )
+                .expect("land");
                 ours.push(t.elapsed());
                 assert!(
-                    matches!(outcome, git_arbiter::merge::Outcome::Merged { .. }),
-                    "{outcome:?}"
+                    matches!(landed, git_arbiter::merge::Landed::Landed { .. }),
+                    "{landed:?}"
                 );
             } else {
                 let t = Instant::now();

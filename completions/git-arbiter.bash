@@ -752,7 +752,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__merge__subcmd__back)
-            opts="-h --into --drift-scope --json --orders --help"
+            opts="-h --into --drift-scope --json --gate --verify --timeout --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
@@ -764,6 +764,18 @@ _git__arbiter() {
                     ;;
                 --drift-scope)
                     COMPREPLY=($(compgen -W "own batch" -- "${cur}"))
+                    return 0
+                    ;;
+                --gate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verify)
+                    COMPREPLY=($(compgen -W "merged none" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --orders)
@@ -952,13 +964,25 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__retry)
-            opts="-h --rebuild --into --orders --help"
+            opts="-h --rebuild --into --gate --verify --timeout --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --into)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --verify)
+                    COMPREPLY=($(compgen -W "merged none" -- "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -36,7 +36,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "merge-back"
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "batch" -d 'Select the next batch: eligible work orders whose declared files are pairwise disjoint'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "lint" -d 'Check the work orders: every error at once, and what is probably not meant'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "clear" -d 'Lift the HALT of work orders: the only way a halted order runs again'
-complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "retry" -d 'Re-check the kept work of halted work orders after fixing them'
+complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "retry" -d 'Land kept work again after fixing its order: a halted merge, or work waiting to land'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "halt" -d 'Halt a work order by hand: it is never selected, built or merged until `git arbiter clear`'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "slot" -d 'Machine-wide build slots: who holds them, or hold one around a command'
 complete -c git-arbiter -n "__fish_git_arbiter_needs_command" -f -a "stop" -d 'Ask the running conductors (`round`, `race`) of this repository to stop'
@@ -110,6 +110,10 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l into -d 'The integration branch [default: the current branch]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l drift-scope -d 'Check drift against the order\'s own declared files, or, more loosely, against the union of the declared files of the batch `git arbiter batch` would select now' -r -f -a "own\t''
 batch\t''"
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l gate -d 'Gate command (repeatable), run on the merged result before the branch moves [default: `arbiter.gate`]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l verify -d '`merged` (gates run on the merged result before the branch moves) or `none` [default: `arbiter.verify`, else merged when a gate is configured]' -r -f -a "merged\t''
+none\t''"
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l timeout -d 'Per-gate time limit, e.g. `90s`, `10m` [default: `arbiter.timeout`, else none]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l json -d 'Print `{"version":1,"merged":…}` on stdout'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -126,6 +130,10 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand clear" -l orders
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand clear" -l all -d 'Clear every halted work order'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand clear" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand retry" -l into -d 'The integration branch [default: the current branch]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand retry" -l gate -d 'Gate command (repeatable), run on the merged result before the branch moves [default: `arbiter.gate`]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand retry" -l verify -d '`merged` (gates run on the merged result before the branch moves) or `none` [default: `arbiter.verify`, else merged when a gate is configured]' -r -f -a "merged\t''
+none\t''"
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand retry" -l timeout -d 'Per-gate time limit, e.g. `90s`, `10m` [default: `arbiter.timeout`, else none]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand retry" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand retry" -l rebuild -d 'Lift the halt and build the order afresh in the next round'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand retry" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -180,7 +188,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help" -f -a "batch" -d 'Select the next batch: eligible work orders whose declared files are pairwise disjoint'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help" -f -a "lint" -d 'Check the work orders: every error at once, and what is probably not meant'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help" -f -a "clear" -d 'Lift the HALT of work orders: the only way a halted order runs again'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help" -f -a "retry" -d 'Re-check the kept work of halted work orders after fixing them'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help" -f -a "retry" -d 'Land kept work again after fixing its order: a halted merge, or work waiting to land'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help" -f -a "halt" -d 'Halt a work order by hand: it is never selected, built or merged until `git arbiter clear`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help" -f -a "slot" -d 'Machine-wide build slots: who holds them, or hold one around a command'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand help; and not __fish_seen_subcommand_from round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help" -f -a "stop" -d 'Ask the running conductors (`round`, `race`) of this repository to stop'

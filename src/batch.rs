@@ -14,9 +14,9 @@
 //! declared files that cannot run alone now; `hand_made_branch` for a WO whose
 //! branch `arbiter/<id>` holds work made by hand (building it would replace
 //! that work: `merge-back` it, or remove it, first); `claimed` for a WO that
-//! could touch files of an order a live conductor is building now
-//! (`conflicts_with` names those orders): two conductors never build
-//! overlapping orders at once.
+//! could touch files of an order a live conductor is building now, or of
+//! passed work waiting to land (`verified`; `conflicts_with` names those
+//! orders): two conductors never build overlapping orders at once.
 
 use std::collections::BTreeMap;
 
@@ -54,11 +54,11 @@ pub fn claim_holder(
         let Some(record) = txn.stored(&other.id)? else {
             continue;
         };
-        if record.status == Status::InProgress
-            && !record.halted
+        let building = record.status == Status::InProgress
             && record.owner.as_deref().is_some_and(|o| o != me)
-            && crate::conductor::owns_live(ctx, &record)
-        {
+            && crate::conductor::owns_live(ctx, &record);
+        // Passed work waiting to land keeps its claim until it lands.
+        if !record.halted && (building || record.waits_to_land()) {
             return Ok(Some(other.id.clone()));
         }
     }
@@ -121,7 +121,7 @@ pub fn eligible(row: &Row, status_of: &BTreeMap<&str, (Status, bool)>) -> bool {
                 .get(d.as_str())
                 .is_some_and(|(s, halted)| *s == Status::Done && !halted)
         }),
-        Status::InProgress | Status::Done => false,
+        Status::InProgress | Status::Verified | Status::Done => false,
     }
 }
 
@@ -150,11 +150,12 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
         .iter()
         .map(|r| (r.id.as_str(), (r.status, r.terminal)))
         .collect();
-    // Orders in progress claim their declared files until they settle: the
-    // rows show an order in progress only while a live conductor holds it.
+    // Orders in progress claim their declared files until they settle (the
+    // rows show an order in progress only while a live conductor holds
+    // it), and verified ones until they land.
     let claims: Vec<&WorkOrder> = rows
         .iter()
-        .filter(|r| r.status == Status::InProgress && !r.terminal)
+        .filter(|r| matches!(r.status, Status::InProgress | Status::Verified) && !r.terminal)
         .filter_map(|r| orders.get(&r.id))
         .collect();
     let mut out = Batch {

@@ -152,7 +152,7 @@ fn is_edit(item: &gix::status::index_worktree::Item) -> bool {
 }
 
 /// The index mode `State::from_tree` gives a tree entry of `mode`.
-fn index_mode(mode: gix::objs::tree::EntryMode) -> gix::index::entry::Mode {
+pub(crate) fn index_mode(mode: gix::objs::tree::EntryMode) -> gix::index::entry::Mode {
     use gix::index::entry::Mode;
     use gix::objs::tree::EntryKind;
     match mode.kind() {
@@ -386,41 +386,73 @@ fn index_lock_marker(wt: &gix::Repository) -> PathBuf {
 }
 
 /// Remove an `index.lock` a killed git-arbiter left (its marker is there).
-fn clear_our_stale_index_lock(wt: &gix::Repository) {
+pub(crate) fn clear_our_stale_index_lock(wt: &gix::Repository) {
     crate::layout::clear_index_lock_left(wt.git_dir(), &wt.index_path());
 }
 
 impl IndexLock {
     pub(crate) fn take(wt: &gix::Repository) -> Result<IndexLock> {
+        IndexLock::try_take(wt)?.ok_or_else(|| {
+            let lock = wt.index_path().with_extension("lock");
+            InputError::new(format!(
+                "the index of {} is locked: {} exists",
+                wt.workdir().unwrap_or(wt.git_dir()).display(),
+                lock.display()
+            ))
+            .hint(format!(
+                "another git process is running there, or one was killed: if none is running, remove {}",
+                lock.display()
+            ))
+            .into()
+        })
+    }
+
+    /// Take the lock if it is free now; `None` when someone holds it.
+    fn try_take(wt: &gix::Repository) -> Result<Option<IndexLock>> {
         let path = wt.index_path();
         // The marker goes first: a kill between the two then leaves a marker
         // without a lock (harmless), never a lock nobody can tell is ours.
+        // A marker already there stays: it tells of a lock a killed
+        // git-arbiter left, which recovery removes, never of ours.
         let marker = index_lock_marker(wt);
-        std::fs::write(&marker, format!("{}\n", std::process::id()))
-            .map_err(Error::io(format!("writing {}", marker.display())))?;
-        let lock = gix::lock::File::acquire_to_update_resource(&path, gix::lock::acquire::Fail::Immediately, None, 0)
-            .map_err(|_| -> Error {
+        let marked_before = marker.exists();
+        if !marked_before {
+            std::fs::write(&marker, format!("{}\n", std::process::id()))
+                .map_err(Error::io(format!("writing {}", marker.display())))?;
+        }
+        let Ok(lock) = gix::lock::File::acquire_to_update_resource(
+            &path,
+            gix::lock::acquire::Fail::Immediately,
+            None,
+            0,
+        ) else {
+            if !marked_before {
                 let _ = std::fs::remove_file(&marker);
-                let lock = path.with_extension("lock");
-                InputError::new(format!(
-                    "the index of {} is locked: {} exists",
-                    wt.workdir().unwrap_or(wt.git_dir()).display(),
-                    lock.display()
-                ))
-                .hint(format!(
-                    "another git process is running there, or one was killed: if none is running, remove {}",
-                    lock.display()
-                ))
-                .into()
-            })?;
-        Ok(IndexLock {
+            }
+            return Ok(None);
+        };
+        Ok(Some(IndexLock {
             lock: Some(lock),
             marker,
             git_dir: wt.git_dir().to_owned(),
             owned: splitindex::owned(wt),
             split: splitindex::wanted(wt),
             max_percent: splitindex::max_percent_change(wt),
-        })
+        }))
+    }
+
+    /// [`IndexLock::take`], waiting up to `wait` for a lock someone else
+    /// holds (an editor's `git status` takes it for a moment); `None` when
+    /// it is still held then.
+    pub(crate) fn wait(wt: &gix::Repository, wait: std::time::Duration) -> Result<Option<IndexLock>> {
+        let started = std::time::Instant::now();
+        loop {
+            match IndexLock::try_take(wt)? {
+                Some(lock) => return Ok(Some(lock)),
+                None if started.elapsed() >= wait => return Ok(None),
+                None => std::thread::sleep(lock_pause(started)),
+            }
+        }
     }
 
     /// Is the index written split ([`splitindex::wanted`])?
@@ -487,6 +519,16 @@ impl IndexLock {
         lock.commit().git_context(context())?;
         Ok(checksum)
     }
+}
+
+/// Sleep between two tries of a lock held by someone else: short (an
+/// editor's `git status` holds it for milliseconds), a little random so two
+/// waiters do not keep meeting.
+fn lock_pause(started: std::time::Instant) -> std::time::Duration {
+    let spent = started.elapsed().as_millis() as u64;
+    let base = (2 + spent / 20).min(25);
+    let jitter = crate::state::now_nanos() % (base + 1);
+    std::time::Duration::from_millis(base + jitter)
 }
 
 /// Refuse (exit 2, nothing moved) when updating `wt` from `old_tree` to
@@ -603,7 +645,7 @@ pub fn preflight(
 /// Of the paths a merge adds, those an untracked file (or a file where a
 /// directory is needed) occupies in `dir`; `tracked` says whether a path is in
 /// the old tree. Sorted, no duplicates.
-fn untracked_in_the_way<'a>(
+pub(crate) fn untracked_in_the_way<'a>(
     dir: &Path,
     added: impl Iterator<Item = &'a [u8]>,
     tracked: impl Fn(&[u8]) -> bool,
@@ -672,13 +714,13 @@ fn untracked_below(
 }
 
 /// A repository path as a relative file-system path.
-fn rel_path(path: &[u8]) -> Result<PathBuf> {
+pub(crate) fn rel_path(path: &[u8]) -> Result<PathBuf> {
     Ok(gix::path::from_bstr(BStr::new(path))
         .git_context(format!("path '{}'", path.to_str_lossy()))?
         .into_owned())
 }
 
-fn list(paths: &[String]) -> String {
+pub(crate) fn list(paths: &[String]) -> String {
     const SHOWN: usize = 10;
     let mut s = paths
         .iter()
@@ -844,14 +886,14 @@ fn apply_split_in_place(
 }
 
 /// Is `path` one of `changed` (sorted by path)?
-fn is_one_of(changed: &[Changed], path: &BStr) -> bool {
+pub(crate) fn is_one_of(changed: &[Changed], path: &BStr) -> bool {
     changed
         .binary_search_by(|c| c.path.as_slice().cmp(path.as_bytes()))
         .is_ok()
 }
 
 /// Checkout options for writing some files over a populated worktree.
-fn in_place_options(wt: &gix::Repository) -> Result<gix::worktree::state::checkout::Options> {
+pub(crate) fn in_place_options(wt: &gix::Repository) -> Result<gix::worktree::state::checkout::Options> {
     let mut options = wt
         .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
         .git_context("reading checkout options")?;
@@ -862,7 +904,7 @@ fn in_place_options(wt: &gix::Repository) -> Result<gix::worktree::state::checko
 
 /// What each changed path becomes: the non-tree entries of `new_tree` among
 /// `changed` (sorted, without stat data), and the changed paths it does not have.
-fn new_entries<'a>(
+pub(crate) fn new_entries<'a>(
     wt: &gix::Repository,
     new_tree: ObjectId,
     changed: &'a [Changed],
@@ -931,7 +973,7 @@ fn malformed(
 /// reads `.gitattributes` (eol, ident, filters) from the index it is given,
 /// so every one among `entries` (the new index) goes along, marked to be
 /// skipped unless it changed itself.
-fn write_changed_files<'e>(
+pub(crate) fn write_changed_files<'e>(
     wt: &gix::Repository,
     writes: &mut gix::index::State,
     entries: impl Iterator<Item = (splitindex::Fields, &'e BStr)>,
@@ -962,7 +1004,7 @@ fn write_changed_files<'e>(
 }
 
 /// 3. The fresh stat data of the files `writes` wrote into their entries.
-fn set_stats(writes: &gix::index::State, index: &mut gix::index::State) {
+pub(crate) fn set_stats(writes: &gix::index::State, index: &mut gix::index::State) {
     for e in writes.entries() {
         if e.flags.contains(gix::index::entry::Flags::SKIP_WORKTREE) {
             continue;
@@ -1358,15 +1400,15 @@ pub fn run_post_merge(dir: &Path) {
 }
 
 /// The active sparse-checkout patterns of a worktree.
-struct Sparse {
-    patterns: Vec<u8>,
-    source: PathBuf,
-    cone: bool,
-    case: gix::glob::pattern::Case,
+pub(crate) struct Sparse {
+    pub(crate) patterns: Vec<u8>,
+    pub(crate) source: PathBuf,
+    pub(crate) cone: bool,
+    pub(crate) case: gix::glob::pattern::Case,
 }
 
 /// `wt`'s sparse-checkout patterns, if sparse checkout is on there.
-fn sparse_patterns(wt: &gix::Repository) -> Result<Option<Sparse>> {
+pub(crate) fn sparse_patterns(wt: &gix::Repository) -> Result<Option<Sparse>> {
     use gix::config::tree::Core;
     let config = wt.config_snapshot();
     if config.boolean(Core::SPARSE_CHECKOUT) != Some(true) {
@@ -1389,7 +1431,7 @@ fn sparse_patterns(wt: &gix::Repository) -> Result<Option<Sparse>> {
 
 /// A sparse index (folders outside the cone stored as one entry) is refused
 /// before anything moves: gix cannot yet compare or rewrite one.
-fn refuse_sparse_index(wt: &gix::Repository, index: &gix::index::State) -> Result<()> {
+pub(crate) fn refuse_sparse_index(wt: &gix::Repository, index: &gix::index::State) -> Result<()> {
     if !index.is_sparse() {
         return Ok(());
     }
@@ -1600,7 +1642,7 @@ fn read_suspects(
         }
         // No stat data: gone, or no longer of its entry's kind (or mode).
         let same = match seen {
-            Some(_) => blob_id(wt, &mut pipeline, index, dir, entry)? == Some(entry.id),
+            Some(_) => blob_id(wt, &mut pipeline, index, dir, path, entry.mode)? == Some(entry.id),
             None => false,
         };
         match (same, seen) {
@@ -1615,19 +1657,19 @@ fn read_suspects(
 /// The id of the blob git would store for `entry`'s file (through the
 /// filters of .gitattributes; a link's target), without storing it; `None`
 /// when it cannot be read as one.
-fn blob_id(
+pub(crate) fn blob_id(
     wt: &gix::Repository,
     pipeline: &mut gix::filter::Pipeline<'_>,
     index: &gix::index::State,
     dir: &Path,
-    entry: &gix::index::Entry,
+    path: &BStr,
+    mode: gix::index::entry::Mode,
 ) -> Result<Option<ObjectId>> {
     use gix::filter::plumbing::pipeline::convert::ToGitOutcome;
     use std::io::Read;
-    let path = entry.path(index);
     let rel = rel_path(path)?;
     let abs = dir.join(&rel);
-    let data = if entry.mode == gix::index::entry::Mode::SYMLINK {
+    let data = if mode == gix::index::entry::Mode::SYMLINK {
         match std::fs::read_link(&abs) {
             Ok(target) => gix::path::os_str_into_bstr(target.as_os_str())
                 .map(|t| t.to_vec())

@@ -349,6 +349,20 @@ impl Context {
         }
     }
 
+    /// A duration from `git config` (`90s`, `10m`, `1h30m`, …); a malformed
+    /// value is an input error naming the key, with `example` as the fix.
+    pub fn config_duration(&self, key: &str, example: &str) -> Result<Option<std::time::Duration>> {
+        self.config_string(key)
+            .map(|v| {
+                crate::duration::parse(&v).map_err(|e| {
+                    InputError::new(format!("config {key}: {e}"))
+                        .hint(format!("e.g. 'git config {key} {example}'"))
+                        .into()
+                })
+            })
+            .transpose()
+    }
+
     /// At most this many work orders per batch: `--max`, else
     /// `arbiter.maxBatch`, else 8. Zero is refused: it would select nothing,
     /// and a round would report that as nothing to run.

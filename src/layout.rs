@@ -49,6 +49,13 @@ pub fn index_tree_memo(git_dir: &Path) -> PathBuf {
     git_dir.join("arbiter-index-tree")
 }
 
+/// `<git-dir>/arbiter-landing` of a checkout of the integration branch:
+/// `from <commit>` and `to <commit>` of a landing whose branch move may have
+/// happened while its files and index were not yet updated there.
+pub fn landing_journal(git_dir: &Path) -> PathBuf {
+    git_dir.join("arbiter-landing")
+}
+
 /// Remove the lock of `index` (in the worktree whose git dir is `git_dir`)
 /// when its marker says a git-arbiter took it, and the marker: for a caller
 /// that knows no git-arbiter works there now. True when a lock went.

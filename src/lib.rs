@@ -27,10 +27,12 @@ pub mod context;
 pub mod crash;
 pub mod doctor;
 pub mod drift;
+pub mod duration;
 pub mod error;
 pub mod exec;
 pub mod flock;
 pub mod hooks;
+pub mod kept;
 pub mod layout;
 pub mod ledger;
 pub mod lint;
@@ -57,6 +59,7 @@ pub mod stamps;
 pub mod state;
 #[cfg(test)]
 mod testutil;
+pub mod user_checkout;
 pub mod worktree;
 
 pub use error::{Error, ExitCode, Result};

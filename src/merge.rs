@@ -30,26 +30,28 @@ use gix::ObjectId;
 use serde_json::json;
 
 use crate::checkout;
-use crate::conductor;
+use crate::user_checkout;
 use crate::context::Context;
 pub use crate::drift::DriftScope;
 use crate::drift::{self, Changed};
 use crate::error::{Error, GitContext, InputError, Result};
 use crate::orders::WorkOrder;
-use crate::state::{Record, Status, Store, Verdict};
+use crate::state::{Store, Verdict};
 
-/// How often a lost compare-and-swap on the integration branch is redone.
-const MAX_CAS_RETRIES: u32 = 100;
 /// How often in a row the branch's lock may be found taken before it is
 /// reported as stale.
 const MAX_LOCKED: u32 = 5;
 
 pub const HALT_CONFLICT: &str = "merge_conflict";
-/// Untracked files in a checked-out copy of the integration branch are where
-/// the merge puts files. The work passed; once they are moved, a standalone
-/// `merge-back` lands it (the only halt it lifts by itself).
+/// The halt of an order whose merge untracked files in a checked-out copy
+/// of the integration branch were in the way of, in records written before
+/// such work waited to land (`verified`) instead: `retry` lands it.
 pub const HALT_CHECKOUT_BLOCKED: &str = "checkout_blocked";
 pub const HALT_DRIFT: &str = "undeclared_file_drift";
+/// The history event (and reason) of an order whose merge broke the gates
+/// once merged with the others: it goes back for rework, its attempt spent
+/// (or, landed by `retry` or `merge-back`, it halts with its work kept).
+pub const MERGED_GATE_FAILED: &str = "merged_gate_failed";
 
 #[derive(Clone)]
 pub struct Request<'a> {
@@ -65,53 +67,21 @@ pub struct Request<'a> {
     pub scope: DriftScope,
     /// Extra fields for the merge commit's note (e.g. the round's gate verdicts).
     pub extra_note: Option<serde_json::Value>,
-    /// The conductor whose attempt `attempt` this merge settles (a round or
-    /// race); `None` for the standalone command. The branch moves only while
-    /// the record still says that conductor holds that attempt.
-    pub owner: Option<&'a str>,
-    /// A standalone `retry` of kept work (`owner` is `None`): an order halted
-    /// for one of [`RETRYABLE`] is merged after all, its halt lifted once the
-    /// merge is known clean, or halted again with the new reason and paths.
-    pub retry: bool,
+    /// The conductor whose attempt `attempt` this merge settles (a round,
+    /// a race, or a `retry` or `merge-back` of kept work). The branch moves
+    /// only while the record still says that conductor holds that attempt.
+    pub owner: &'a str,
 }
 
 /// The halts `git arbiter retry` re-checks without a rebuild: the work was
-/// built and passed its checks; only its merge onto the tip was refused.
-pub const RETRYABLE: [&str; 3] = [HALT_DRIFT, HALT_CONFLICT, HALT_CHECKOUT_BLOCKED];
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// The branch moved to `sha`, a merge of `pre_merge_head` and the source.
-    Merged {
-        sha: ObjectId,
-        pre_merge_head: ObjectId,
-        changed: Vec<String>,
-    },
-    /// The source is already contained in the integration branch: nothing to merge.
-    UpToDate { tip: ObjectId },
-    /// Unresolved conflicts; the WO is halted, the branch untouched.
-    Conflict { paths: Vec<String> },
-    /// Changes outside the declared set; the WO is halted, the branch untouched.
-    Drift { paths: Vec<String> },
-    /// A conductor's merge that untracked files in a checked-out copy of the
-    /// integration branch block; the WO is halted [`HALT_CHECKOUT_BLOCKED`],
-    /// nothing moved. (A standalone merge-back refuses instead, exit 2.)
-    CheckoutBlocked { paths: Vec<String> },
-    /// The owner no longer holds the attempt (a `halt` came first, or the
-    /// order was taken over): nothing was merged or recorded.
-    Withdrawn { reason: String },
-}
-
-fn halted_error(id: &str, reason: Option<&str>) -> Error {
-    InputError::new(format!(
-        "work order '{id}' is halted ({}): it is never merged",
-        reason.unwrap_or("no reason recorded")
-    ))
-    .hint(format!(
-        "inspect its branch arbiter/{id}; 'git arbiter clear {id}' lifts the halt"
-    ))
-    .into()
-}
+/// built and passed its checks; only its merge onto the tip was refused
+/// (or, for a retry, failed the gates as merged).
+pub const RETRYABLE: [&str; 4] = [
+    HALT_DRIFT,
+    HALT_CONFLICT,
+    HALT_CHECKOUT_BLOCKED,
+    MERGED_GATE_FAILED,
+];
 
 /// The merge commit's message: subject plus trailers.
 pub fn message(wo: &WorkOrder, attempt: u32, round_base: ObjectId) -> String {
@@ -149,20 +119,6 @@ pub fn standalone(record: Option<&crate::state::Record>) -> (u32, Option<ObjectI
     (attempt, round_base)
 }
 
-impl Outcome {
-    /// The word progress lines and JSON use for it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Outcome::Merged { .. } => "merged",
-            Outcome::UpToDate { .. } => "up_to_date",
-            Outcome::Conflict { .. } => HALT_CONFLICT,
-            Outcome::Drift { .. } => HALT_DRIFT,
-            Outcome::CheckoutBlocked { .. } => HALT_CHECKOUT_BLOCKED,
-            Outcome::Withdrawn { .. } => "withdrawn",
-        }
-    }
-}
-
 /// Why `owner` no longer holds `attempt` of `record`, or `None` if it does.
 fn not_held(record: Option<&crate::state::Record>, owner: &str, attempt: u32) -> Option<String> {
     match record {
@@ -188,13 +144,6 @@ fn not_held(record: Option<&crate::state::Record>, owner: &str, attempt: u32) ->
 #[derive(Default)]
 pub struct Session {
     caches: Option<MergeCaches>,
-}
-
-impl Session {
-    /// Merge `req.source` into `req.into` (see the module docs for the protocol).
-    pub fn merge_back(&mut self, ctx: &Context, store: &Store, req: &Request) -> Result<Outcome> {
-        merge_back_in(ctx, store, req, &mut self.caches)
-    }
 }
 
 impl Session {
@@ -228,6 +177,22 @@ impl Session {
         }
     }
 
+    /// The tree `req.source` merged cleanly onto `onto` would have, or
+    /// `None` (already merged, a conflict, drift): nothing is recorded,
+    /// no commit written. For a command that checks before it starts.
+    pub fn preview(
+        &mut self,
+        ctx: &Context,
+        onto: ObjectId,
+        req: &Request,
+    ) -> Result<Option<ObjectId>> {
+        check_source(ctx, req)?;
+        Ok(match compute(ctx, &mut self.caches, onto, req)? {
+            Computed::Clean(clean) => Some(clean.tree),
+            Computed::UpToDate | Computed::Conflict { .. } | Computed::Drift { .. } => None,
+        })
+    }
+
     /// As [`Session::link`], for trying a chain without one of its links:
     /// an order that would not merge cleanly onto `onto` is not halted
     /// (it merged cleanly in the chain it came from), and nothing is
@@ -240,156 +205,29 @@ impl Session {
     }
 }
 
-/// One merge-back in a session of its own.
-pub fn merge_back(ctx: &Context, store: &Store, req: &Request) -> Result<Outcome> {
-    Session::default().merge_back(ctx, store, req)
-}
-
-fn merge_back_in(
-    ctx: &Context,
-    store: &Store,
-    req: &Request,
-    caches: &mut Option<MergeCaches>,
-) -> Result<Outcome> {
-    let id = req.wo.id.as_str();
-    let has_deps = !req.wo.deps.is_empty();
-    check_source(ctx, req)?;
-    let mut locked_in_a_row = 0;
-    for _ in 0..MAX_CAS_RETRIES {
-        let turn = take_turn(ctx)?;
-        // A previous merge-back killed between moving the branch and updating
-        // a checked-out worktree left it behind: finish that first.
-        let worktrees = checkout::worktrees_with_branch(ctx, req.into)?;
-        checkout::sync_worktrees(ctx, req.into, &worktrees)?;
-
-        // Whose merge is this? Decided under the turn, so no `halt` or
-        // `clear` can come between this check and the record of the outcome.
-        let record = store.snapshot()?.record(id)?;
-        let needs_start = match whose(ctx, req, record.as_ref())? {
-            Whose::Withdrawn(reason) => return Ok(Outcome::Withdrawn { reason }),
-            Whose::Held => false,
-            Whose::Standalone { start } => start,
-        };
-
-        let tip = ctx.branch_tip(req.into)?;
-        let clean = match compute(ctx, caches, tip, req)? {
-            Computed::UpToDate => {
-                record_up_to_date(store, req, tip)?;
-                return Ok(Outcome::UpToDate { tip });
-            }
-            Computed::Conflict { paths } => {
-                return halted(store, req, HALT_CONFLICT, paths, |paths| {
-                    Outcome::Conflict { paths }
-                });
-            }
-            Computed::Drift { paths } => {
-                return halted(store, req, HALT_DRIFT, paths, |paths| Outcome::Drift {
-                    paths,
-                });
-            }
-            Computed::Clean(clean) => clean,
-        };
-        // Refuse before anything moves if a checked-out copy has local work
-        // or its index cannot be written.
-        let mut prepared = Vec::with_capacity(worktrees.len());
-        for wt in &worktrees {
-            match checkout::preflight(wt, clean.onto_tree, clean.tree, &clean.changed)? {
-                Ok(ready) => prepared.push(ready),
-                // Specific to this merge: a round goes on with the others.
-                Err(blocked) if req.owner.is_some() => {
-                    return halted(store, req, HALT_CHECKOUT_BLOCKED, blocked.paths, |paths| {
-                        Outcome::CheckoutBlocked { paths }
-                    });
-                }
-                Err(blocked) => return Err(blocked.error),
-            }
-        }
-
-        // (2) the merge commit, unreachable so far.
-        let link = write_link(ctx, tip, req, clean)?;
-        crate::crash::point("merge-commit.after");
-        // (1) for a standalone merge-back, now that the merge is clean.
-        if needs_start {
-            store.transact(&format!("merge-back {id}: start"), |txn| -> Result<()> {
-                let mut r = txn.record(id, has_deps)?;
-                r.start_merge_back(tip.to_string(), req.attempt, req.retry);
-                txn.put(r);
-                Ok(())
-            })?;
-            crate::crash::point("merge-start.after");
-        }
-        // (3) compare-and-swap from the tip everything above was computed on.
-        crate::crash::point("branch-cas.before");
-        match move_branch(ctx, req.into, tip, link.sha, &format!("merge-back {id}"))? {
-            Cas::Moved => {}
-            Cas::Locked(lock) => {
-                locked_in_a_row += 1;
-                if locked_in_a_row >= MAX_LOCKED {
-                    return Err(branch_locked(req.into, &lock));
-                }
-                continue;
-            }
-            Cas::Lost => continue,
-        }
-        crate::crash::point("branch-cas.after");
-        after_cas(
-            store,
-            &format!("merge-back {id}: merged {}", link.sha),
-            &[(req, &link)],
-            Checkouts {
-                worktrees: &worktrees,
-                prepared,
-                from: link.onto_tree,
-                to: link.tree,
-                changed: &link.changed,
-            },
-            turn,
-        )?;
-        return Ok(Outcome::Merged {
-            sha: link.sha,
-            pre_merge_head: tip,
-            changed: link.changed_text(),
-        });
-    }
-    Err(Error::Git {
-        context: format!("merging {id} into {}", req.into.shorten()),
-        source: format!(
-            "the branch moved under us {MAX_CAS_RETRIES} times in a row; nothing was forced"
-        )
-        .into(),
-    })
-}
-
-/// The checked-out copies of the integration branch, prepared to go from
-/// tree `from` to tree `to` (`changed` between them).
-struct Checkouts<'a> {
-    worktrees: &'a [gix::Repository],
-    prepared: Vec<checkout::Prepared>,
-    from: ObjectId,
-    to: ObjectId,
-    changed: &'a [Changed],
-}
-
-/// The branch moved to the last of `chain`: (4) keep checked-out copies in
-/// step, and finish (5) even if that fails: each merge done, plus its
-/// commit's note, in one transaction (`message`). Then the turn goes, and
-/// post-merge hooks run outside it, as `git merge` runs them once its
-/// checkout is updated, so a slow hook holds up no other merge.
+/// The branch moved to the last of `chain`: (4) bring the checkouts of it
+/// in step, and finish (5) even if that fails (the journal lets the next
+/// landing finish the checkout): each merge done, plus its commit's note,
+/// in one transaction (`message`). Then the turn goes, and post-merge hooks
+/// run outside it, as `git merge` runs them once its checkout is updated,
+/// so a slow hook holds up no other merge.
 fn after_cas(
     store: &Store,
     message: &str,
     chain: &[(&Request, &Link)],
-    checkouts: Checkouts<'_>,
+    prepared: Vec<user_checkout::Prepared>,
     turn: crate::flock::Held,
 ) -> Result<()> {
-    let Checkouts {
-        worktrees,
-        prepared,
-        from,
-        to,
-        changed,
-    } = checkouts;
-    let (updated, sync_error) = apply_checkouts(worktrees, prepared, from, to, changed);
+    let mut updated = Vec::new();
+    let mut sync_error = None;
+    for ready in prepared {
+        match ready.apply() {
+            Ok(dir) => updated.push(dir),
+            Err(e) => {
+                sync_error.get_or_insert(e);
+            }
+        }
+    }
     crate::crash::point("merge-recorded.before");
     store.transact(message, |txn| -> Result<()> {
         for (req, link) in chain {
@@ -403,65 +241,6 @@ fn after_cas(
         checkout::run_post_merge(dir);
     }
     sync_error.map_or(Ok(()), Err)
-}
-
-/// Whose merge a merge-back is, by the record read under the turn.
-enum Whose {
-    /// No longer the conductor's (halted by hand, taken over): why.
-    Withdrawn(String),
-    /// The conductor's attempt, still held.
-    Held,
-    /// A standalone merge-back; `start`: it records its start first.
-    Standalone { start: bool },
-}
-
-fn whose(ctx: &Context, req: &Request, record: Option<&Record>) -> Result<Whose> {
-    let id = req.wo.id.as_str();
-    if let Some(owner) = req.owner {
-        return Ok(match not_held(record, owner, req.attempt) {
-            Some(reason) => Whose::Withdrawn(reason),
-            None => Whose::Held,
-        });
-    }
-    let liftable = |reason: Option<&str>| {
-        reason == Some(HALT_CHECKOUT_BLOCKED)
-            || (req.retry && reason.is_some_and(|r| RETRYABLE.contains(&r)))
-    };
-    if let Some(r) = record.filter(|r| r.halted && !liftable(r.halt_reason.as_deref())) {
-        return Err(halted_error(id, r.halt_reason.as_deref()));
-    }
-    if let Some(r) =
-        record.filter(|r| r.status == Status::InProgress && conductor::owns_live(ctx, r))
-    {
-        return Err(being_built(id, r.owner.as_deref().unwrap_or_default()));
-    }
-    // Recovery needs the WO in progress with a first-parent bound to search
-    // back to (see the module docs). A retry lifts the halt in that start,
-    // so recovery can finish it.
-    let start = record.is_none_or(|r| {
-        r.status != Status::InProgress || r.checkpoint_before.is_none() || (req.retry && r.halted)
-    });
-    Ok(Whose::Standalone { start })
-}
-
-/// HALT the order for `reason` (`paths` say why) unless it is no longer
-/// this merge's to halt; the outcome either way.
-fn halted(
-    store: &Store,
-    req: &Request,
-    reason: &str,
-    paths: Vec<String>,
-    outcome: impl FnOnce(Vec<String>) -> Outcome,
-) -> Result<Outcome> {
-    let kind = match reason {
-        HALT_CONFLICT => "merge",
-        HALT_DRIFT => "drift",
-        _ => "checkout",
-    };
-    Ok(match halt(store, req, reason, &paths, kind)? {
-        None => outcome(paths),
-        Some(reason) => Outcome::Withdrawn { reason },
-    })
 }
 
 fn check_source(ctx: &Context, req: &Request) -> Result<()> {
@@ -639,12 +418,11 @@ pub enum Landed {
     Moved,
     /// The owner no longer holds the attempt of the order at `index`: nothing moved.
     Withdrawn { index: usize, reason: String },
-    /// Untracked files in a checked-out copy of the branch are where the
-    /// orders at `indexes` put files: those are halted
-    /// [`HALT_CHECKOUT_BLOCKED`], nothing moved.
-    CheckoutBlocked {
+    /// A checkout of the branch cannot follow now (`why`): the orders at
+    /// `indexes` wait (see [`crate::state::Record::wait_to_land`]), nothing moved.
+    Blocked {
         indexes: Vec<usize>,
-        paths: Vec<String>,
+        why: user_checkout::Blocked,
     },
 }
 
@@ -654,12 +432,16 @@ pub enum Landed {
 /// a single merge-back (see the module docs) holds for each link: every
 /// merge is on the first-parent chain of the new tip, with its trailers, so
 /// recovery finds each one after a kill between the move and the record.
+/// A checkout of the branch follows as `git merge` updates one (see
+/// [`user_checkout`]); when it cannot now (a change of the user's in the
+/// way, a lock held past `lock_wait`), nothing moves: [`Landed::Blocked`].
 pub fn land(
     ctx: &Context,
     store: &Store,
     into: &FullName,
     tip: ObjectId,
     chain: &[(&Request, &Link)],
+    lock_wait: std::time::Duration,
 ) -> Result<Landed> {
     let Some(&(_, last)) = chain.last() else {
         return Ok(Landed::Landed { sha: tip });
@@ -668,34 +450,46 @@ pub fn land(
     loop {
         let turn = take_turn(ctx)?;
         let worktrees = checkout::worktrees_with_branch(ctx, into)?;
-        checkout::sync_worktrees(ctx, into, &worktrees)?;
+        user_checkout::finish_interrupted(ctx, into, &worktrees)?;
         if ctx.branch_tip(into)? != tip {
             return Ok(Landed::Moved);
         }
         let mut snapshot = store.snapshot()?;
         for (index, (req, _)) in chain.iter().enumerate() {
-            let owner = req.owner.unwrap_or_default();
             let record = snapshot.record(&req.wo.id)?;
-            if let Some(reason) = not_held(record.as_ref(), owner, req.attempt) {
+            if let Some(reason) = not_held(record.as_ref(), req.owner, req.attempt) {
                 return Ok(Landed::Withdrawn { index, reason });
             }
         }
-        let tip_tree = ctx.tree_of(tip)?;
-        let changed = drift::changed_paths(&ctx.repo, tip_tree, last.tree)?;
+        let step = user_checkout::Move {
+            from: tip,
+            from_tree: ctx.tree_of(tip)?,
+            to: last.sha,
+            to_tree: last.tree,
+        };
+        let changed = drift::changed_paths(&ctx.repo, step.from_tree, step.to_tree)?;
         let mut prepared = Vec::with_capacity(worktrees.len());
         for wt in &worktrees {
-            match checkout::preflight(wt, tip_tree, last.tree, &changed)? {
+            match user_checkout::prepare(wt, step, &changed, lock_wait)? {
                 Ok(ready) => prepared.push(ready),
-                Err(blocked) => {
+                Err(why) => {
+                    drop(prepared);
                     drop(turn);
-                    return halt_blocked(store, chain, blocked);
+                    return Ok(blocked(chain, why));
                 }
             }
+        }
+        for ready in &prepared {
+            ready.begin()?;
         }
         crate::crash::point("branch-cas.before");
         let ids: Vec<&str> = chain.iter().map(|(req, _)| req.wo.id.as_str()).collect();
         let what = format!("merge-back {}", ids.join(" "));
-        match move_branch(ctx, into, tip, last.sha, &what)? {
+        let moved = move_branch(ctx, into, tip, last.sha, &what);
+        if !matches!(moved, Ok(Cas::Moved)) {
+            prepared.iter().for_each(user_checkout::Prepared::cancel);
+        }
+        match moved? {
             Cas::Moved => {}
             Cas::Locked(lock) => {
                 locked_in_a_row += 1;
@@ -711,47 +505,71 @@ pub fn land(
             store,
             &format!("{what}: merged {}", last.sha),
             chain,
-            Checkouts {
-                worktrees: &worktrees,
-                prepared,
-                from: tip_tree,
-                to: last.tree,
-                changed: &changed,
-            },
+            prepared,
             turn,
         )?;
         return Ok(Landed::Landed { sha: last.sha });
     }
 }
 
-/// Halt the orders of `chain` whose merge puts files where `paths` (untracked
-/// files in a checked-out copy) are.
-fn halt_blocked(
-    store: &Store,
-    chain: &[(&Request, &Link)],
-    blocked: checkout::Blocked,
-) -> Result<Landed> {
-    let paths = blocked.paths;
-    let mut indexes = Vec::new();
-    for (index, (req, link)) in chain.iter().enumerate() {
-        let writes = link.changed_text();
-        // In the way of a path the merge writes: that path itself, a file
-        // below a folder it turns into a file, or a file where it needs a folder.
-        let mine: Vec<String> = paths
-            .iter()
-            .filter(|p| writes.iter().any(|w| crate::scope::literal_overlap(p, w)))
-            .cloned()
-            .collect();
-        if !mine.is_empty() {
-            halt(store, req, HALT_CHECKOUT_BLOCKED, &mine, "checkout")?;
-            indexes.push(index);
+/// Before a run: finish what a killed landing left in the checkouts of
+/// `branch` (under the merge turn), and say when one has a merge in
+/// progress: nothing lands there until it is finished or aborted.
+pub fn settle_checkouts(
+    ctx: &Context,
+    branch: &gix::refs::FullName,
+    progress: &dyn crate::progress::Progress,
+) -> Result<()> {
+    let worktrees = crate::checkout::worktrees_with_branch(ctx, branch)?;
+    // A sparse index cannot follow a landing: said before anything is built.
+    for wt in &worktrees {
+        if let Ok(index) = crate::checkout::read_index(wt) {
+            crate::checkout::refuse_sparse_index(wt, &index)?;
+        }
+    }
+    let finished = {
+        let _turn = take_turn(ctx)?;
+        crate::user_checkout::finish_interrupted(ctx, branch, &worktrees)?
+    };
+    for line in finished.iter().filter_map(|f| f.report()) {
+        progress.event(&crate::progress::Event::Recovered { detail: line });
+    }
+    for (dir, paths) in crate::user_checkout::unmerged_checkouts(ctx, branch)? {
+        progress.event(&crate::progress::Event::Warning {
+            wo: String::new(),
+            detail: format!(
+                "the checkout {} has unmerged files ({}): work that passes waits to land until the merge there is finished or aborted",
+                dir.display(),
+                paths.join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Which orders of `chain` a checkout that cannot follow (`why`) holds
+/// back: those whose merge changes a path in the way, or all of them when
+/// nothing can land there (a lock, a merge in progress) or no path says.
+fn blocked(chain: &[(&Request, &Link)], why: user_checkout::Blocked) -> Landed {
+    let paths = why.paths();
+    let mut indexes: Vec<usize> = Vec::new();
+    if !why.blocks_everything() {
+        for (index, (_, link)) in chain.iter().enumerate() {
+            let writes = link.changed_text();
+            // In the way of a path the merge writes: that path itself, a file
+            // below a folder it turns into a file, or a file where it needs a folder.
+            if paths
+                .iter()
+                .any(|p| writes.iter().any(|w| crate::scope::literal_overlap(p, w)))
+            {
+                indexes.push(index);
+            }
         }
     }
     if indexes.is_empty() {
-        // Blocked by no path a merge of the chain writes: not theirs to halt.
-        return Err(blocked.error);
+        indexes = (0..chain.len()).collect();
     }
-    Ok(Landed::CheckoutBlocked { indexes, paths })
+    Landed::Blocked { indexes, why }
 }
 
 /// How a compare-and-swap of the integration branch went.
@@ -791,28 +609,6 @@ fn move_branch(
     }
 }
 
-/// Bring the checked-out copies of the branch from `from` to `to`. Returns
-/// the worktrees updated and the first error (the others are still tried).
-fn apply_checkouts(
-    worktrees: &[gix::Repository],
-    prepared: Vec<checkout::Prepared>,
-    from: ObjectId,
-    to: ObjectId,
-    changed: &[Changed],
-) -> (Vec<std::path::PathBuf>, Option<Error>) {
-    let mut sync_error = None;
-    let mut updated = Vec::new();
-    for (wt, prepared) in worktrees.iter().zip(prepared) {
-        match checkout::apply(wt, from, to, changed, prepared) {
-            Ok(()) => updated.extend(wt.workdir().map(std::path::Path::to_owned)),
-            Err(e) => {
-                sync_error.get_or_insert(e);
-            }
-        }
-    }
-    (updated, sync_error)
-}
-
 /// The `done` transition of a merged order, plus its merge commit's note.
 fn record_merged(txn: &mut crate::state::Txn<'_, '_>, req: &Request, link: &Link) -> Result<()> {
     let id = req.wo.id.as_str();
@@ -838,9 +634,6 @@ fn record_merged(txn: &mut crate::state::Txn<'_, '_>, req: &Request, link: &Link
     });
     let note_bytes = serde_json::to_vec_pretty(&note).expect("json values serialize");
     let mut r = txn.record(id, !req.wo.deps.is_empty())?;
-    if r.halted && r.halt_reason.as_deref() == Some(HALT_CHECKOUT_BLOCKED) {
-        r.lift_halt();
-    }
     r.checkpoint_after = Some(link.sha.to_string());
     r.verdicts.push(Verdict {
         kind: "drift".into(),
@@ -859,31 +652,27 @@ fn record_merged(txn: &mut crate::state::Txn<'_, '_>, req: &Request, link: &Link
     Ok(())
 }
 
-pub fn record_up_to_date(store: &Store, req: &Request, tip: ObjectId) -> Result<()> {
+/// The order's work is already on the branch (at `tip`): done, while its
+/// conductor still holds the attempt; otherwise nothing is written and the
+/// reason it is no longer held is returned.
+pub fn record_up_to_date(store: &Store, req: &Request, tip: ObjectId) -> Result<Option<String>> {
     let id = req.wo.id.as_str();
     store.transact(
         &format!("merge-back {id}: up to date"),
-        |txn| -> Result<()> {
-            let mut r = txn.record(id, !req.wo.deps.is_empty())?;
-            if req.retry && r.halted {
-                r.lift_halt();
+        |txn| -> Result<Option<String>> {
+            let stored = txn.stored(id)?;
+            if let Some(why) = not_held(stored.as_ref(), req.owner, req.attempt) {
+                return Ok(Some(why));
             }
+            let mut r = txn.record(id, !req.wo.deps.is_empty())?;
             r.mark_merged(
                 req.into.shorten().to_string(),
                 format!("up to date at {tip}"),
             );
             txn.put(r);
-            Ok(())
+            Ok(None)
         },
     )
-}
-
-fn being_built(id: &str, owner: &str) -> Error {
-    InputError::new(format!(
-        "work order '{id}' is being built by a running round (conductor {owner})"
-    ))
-    .hint("the round merges it when its checks pass; 'git arbiter stop' ends the round first")
-    .into()
 }
 
 /// The integration branch's lock file is held for longer than gix waits: name
@@ -973,10 +762,9 @@ fn merge_commits<'repo>(
     )
 }
 
-/// Terminal HALT with the paths behind it, plus a failed verdict. A retry
-/// replaces the halt it re-checked with what it found now. For a conductor's
-/// merge, only while it still holds the attempt: otherwise nothing is
-/// written and the reason it is no longer held is returned.
+/// Terminal HALT with the paths behind it, plus a failed verdict, while the
+/// conductor still holds the attempt: otherwise nothing is written and the
+/// reason it is no longer held is returned.
 fn halt(
     store: &Store,
     req: &Request,
@@ -989,16 +777,11 @@ fn halt(
     store.transact(
         &format!("merge-back {id}: halt {reason}"),
         |txn| -> Result<Option<String>> {
-            if let Some(owner) = req.owner {
-                let stored = txn.stored(id)?;
-                if let Some(why) = not_held(stored.as_ref(), owner, req.attempt) {
-                    return Ok(Some(why));
-                }
+            let stored = txn.stored(id)?;
+            if let Some(why) = not_held(stored.as_ref(), req.owner, req.attempt) {
+                return Ok(Some(why));
             }
             let mut r = txn.record(id, has_deps)?;
-            if r.halted && !req.retry {
-                return Err(halted_error(id, r.halt_reason.as_deref()));
-            }
             r.verdicts.push(Verdict {
                 kind: kind.into(),
                 command: "merge-back".into(),

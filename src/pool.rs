@@ -440,6 +440,25 @@ fn attach_head(wt: &gix::Repository, full: &str) -> Result<()> {
 /// the branch is deleted and the worktree reset for the next order (or
 /// removed when the pool is full); without the pool it is removed.
 pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<()> {
+    give_back_as(ctx, name, branch, if keep { Keep::All } else { Keep::Nothing })
+}
+
+/// [`give_back`] of an attempt whose work waits to land: its worktree goes
+/// back to the pool (or is removed), its branch stays.
+pub fn give_back_keeping_branch(ctx: &Context, name: &str, branch: &str) -> Result<()> {
+    give_back_as(ctx, name, branch, Keep::Branch)
+}
+
+/// What of an attempt stays when its worktree is given back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Nothing,
+    Branch,
+    /// The worktree and the branch, for the user.
+    All,
+}
+
+fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<()> {
     let lease = {
         let mut all = leases();
         all.iter()
@@ -448,17 +467,17 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
     };
     crate::ledger::release(branch);
     let Some(lease) = lease else {
-        return if keep {
-            Ok(())
-        } else {
-            worktree::remove(ctx, name, branch)
+        return match keep {
+            Keep::All => Ok(()),
+            Keep::Branch => worktree::remove_keeping_branch(ctx, name, branch),
+            Keep::Nothing => worktree::remove(ctx, name, branch),
         };
     };
     let settled = crate::exec::take_settled(&lease.path);
     crate::stamps::forget(&lease.path);
     let mut entry = read_entry(&lease.common, &lease.n).unwrap_or_default();
     entry.last_use = now();
-    if keep {
+    if keep == Keep::All {
         entry.state = State::Left;
         return write_entry(&lease.common, &lease.n, &entry);
     }
@@ -474,7 +493,9 @@ pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<
         Target::Object(tip),
         format!("arbiter: {branch} is done, back to the pool"),
     )?;
-    worktree::remove(ctx, name, branch)?;
+    if keep == Keep::Nothing {
+        worktree::remove(ctx, name, branch)?;
+    }
     if full_without(ctx, &lease.n, lease.opts.size)? {
         worktree::remove_pooled(ctx, &lease.path)?;
         return forget(ctx, &lease.n);

@@ -177,6 +177,9 @@ pub enum Event {
     /// `rework wo=<id> reason=<why>`: the merged result failed the gates with
     /// this order merged; its attempt is spent.
     Rejected { wo: String, reason: String },
+    /// `wait wo=<id> why=<what>`: it passed, but a checkout of the branch
+    /// cannot follow its landing now; it is `verified`, waiting to land.
+    Waiting { wo: String, why: String },
     /// `halt wo=<id> reason=<why>`: halted before it was built (its retry
     /// cap is spent).
     Halt { wo: String, reason: String },
@@ -392,6 +395,10 @@ impl fmt::Display for Event {
             Event::Rejected { wo, reason } => Line::new(f, "rework")
                 .field("wo", wo)
                 .field("reason", reason)
+                .finish(),
+            Event::Waiting { wo, why } => Line::new(f, "verified")
+                .field("wo", wo)
+                .field("waiting", why)
                 .finish(),
             Event::Halt { wo, reason } => Line::new(f, "halt")
                 .field("wo", wo)

@@ -32,9 +32,7 @@ use crate::progress::{Event, Phase, Progress};
 use crate::state::{Store, Verdict};
 use crate::worktree::{self, VERIFY_PREFIX};
 
-/// The history event (and reason) of an order whose merge broke the gates
-/// once merged with the others: it goes back for rework, its attempt spent.
-pub const MERGED_GATE_FAILED: &str = "merged_gate_failed";
+pub use crate::merge::MERGED_GATE_FAILED;
 
 /// Whether the gates run on the merged result before the branch moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,6 +79,9 @@ pub struct Checks<'a> {
 pub struct Entry<'a> {
     pub req: Request<'a>,
     pub entered: Instant,
+    /// A merged tree its gates already passed on (work that waited to land):
+    /// a chain that comes out the same needs no gate run.
+    pub verified: Option<ObjectId>,
 }
 
 /// How an order left the queue.
@@ -96,8 +97,11 @@ pub enum Fate {
     },
     /// Its work was already on the branch.
     UpToDate,
-    /// Halted by its merge: `merge_conflict`, `undeclared_file_drift`, `checkout_blocked`.
+    /// Halted by its merge: `merge_conflict`, `undeclared_file_drift`.
     Halted { reason: String, paths: Vec<String> },
+    /// A checkout of the branch could not follow (`why`): `verified`,
+    /// waiting to land, its work kept.
+    Waiting { why: String, hint: String },
     /// No longer this conductor's (halted by hand, taken over).
     Withdrawn { reason: String },
     /// Its merge broke the gates once merged: back for rework.
@@ -132,6 +136,8 @@ pub struct Queue<'a> {
     pool: &'a crate::pool::Options,
     me: &'a Conductor,
     repo_top: PathBuf,
+    /// How long a landing waits for someone else's `index.lock` on a checkout.
+    lock_wait: Duration,
     session: merge::Session,
     /// Landings so far (the `batch` of [`Fate::Landed`]).
     pub batches: usize,
@@ -172,6 +178,7 @@ impl<'a> Queue<'a> {
             pool,
             me,
             repo_top: worktree::main_top(ctx)?,
+            lock_wait: crate::user_checkout::lock_wait(ctx)?,
             session: merge::Session::default(),
             batches: 0,
             gate_runs: 0,
@@ -199,7 +206,10 @@ impl<'a> Queue<'a> {
         progress: &dyn Progress,
     ) -> Result<Vec<(String, Fate)>> {
         let mut fates = Vec::with_capacity(entries.len());
-        let mut known = Known::new();
+        let mut known: Known = entries
+            .iter()
+            .filter_map(|e| e.verified.map(|tree| (tree, true)))
+            .collect();
         let mut pending = entries;
         while !pending.is_empty() {
             let tip = self.ctx.branch_tip(self.into)?;
@@ -223,7 +233,15 @@ impl<'a> Queue<'a> {
                 .collect();
             // Orders that leave the chain without landing, by position.
             let mut out: Vec<(usize, Fate)> = Vec::new();
-            match merge::land(self.ctx, self.store, self.into, tip, &landing)? {
+            let landed = merge::land(
+                self.ctx,
+                self.store,
+                self.into,
+                tip,
+                &landing,
+                self.lock_wait,
+            )?;
+            match landed {
                 Landed::Landed { sha } => {
                     if !landing.is_empty() {
                         self.batches += 1;
@@ -254,12 +272,13 @@ impl<'a> Queue<'a> {
                 Landed::Withdrawn { index, reason } => {
                     out.push((decided.lands[index], Fate::Withdrawn { reason }));
                 }
-                Landed::CheckoutBlocked { indexes, paths } => {
+                // The others go on: chained again without these, verified again.
+                Landed::Blocked { indexes, why } => {
+                    let tree = (self.verify == Verify::Merged)
+                        .then(|| landing.last().map(|(_, link)| link.tree))
+                        .flatten();
                     for index in indexes {
-                        let fate = Fate::Halted {
-                            reason: merge::HALT_CHECKOUT_BLOCKED.into(),
-                            paths: paths.clone(),
-                        };
+                        let fate = self.wait(landing[index].0, tree, &why, progress)?;
                         out.push((decided.lands[index], fate));
                     }
                 }
@@ -298,8 +317,11 @@ impl<'a> Queue<'a> {
             match self.session.link(self.ctx, self.store, onto, &entry.req)? {
                 Linked::Merge(link) => chain.push((entry, link)),
                 Linked::UpToDate if chain.is_empty() => {
-                    merge::record_up_to_date(self.store, &entry.req, tip)?;
-                    fates.push((id, Fate::UpToDate));
+                    let fate = match merge::record_up_to_date(self.store, &entry.req, tip)? {
+                        None => Fate::UpToDate,
+                        Some(reason) => Fate::Withdrawn { reason },
+                    };
+                    fates.push((id, fate));
                 }
                 Linked::UpToDate => later.push(entry),
                 Linked::Conflict { paths } => fates.push((
@@ -531,11 +553,56 @@ impl<'a> Queue<'a> {
         Ok(result)
     }
 
+    /// A checkout of the branch cannot follow the landing of `req` now
+    /// (`why`): its order is `verified`, waiting to land, with the merged
+    /// tree its gates passed on (`tree`, when they ran).
+    fn wait(
+        &self,
+        req: &Request,
+        tree: Option<ObjectId>,
+        why: &crate::user_checkout::Blocked,
+        progress: &dyn Progress,
+    ) -> Result<Fate> {
+        let id = req.wo.id.as_str();
+        let owner = req.owner;
+        let detail = why.describe();
+        let held = self.store.transact(
+            &format!("{} {id}", crate::state::WAITING_EVENT),
+            |txn| -> Result<bool> {
+                let Some(mut r) = txn.stored(id)? else {
+                    return Ok(false);
+                };
+                if !r.held_by(owner, req.attempt) {
+                    return Ok(false);
+                }
+                if r.landing.is_none() {
+                    r.queue_to_land(req.source.to_string());
+                }
+                r.wait_to_land(tree.map(|t| t.to_string()), detail.clone());
+                txn.put(r);
+                Ok(true)
+            },
+        )?;
+        if !held {
+            return Ok(Fate::Withdrawn {
+                reason: "no longer held by this conductor".into(),
+            });
+        }
+        progress.event(&Event::Waiting {
+            wo: id.to_owned(),
+            why: detail.clone(),
+        });
+        Ok(Fate::Waiting {
+            why: detail,
+            hint: why.hint(),
+        })
+    }
+
     /// The order whose merge broke the gates goes back for rework: its
     /// attempt is spent, as a failed gate's would be.
     pub fn reject(&self, req: &Request, detail: String, progress: &dyn Progress) -> Result<Fate> {
         let id = req.wo.id.as_str();
-        let owner = req.owner.unwrap_or_default();
+        let owner = req.owner;
         let held = self.store.transact(
             &format!("{MERGED_GATE_FAILED} {id}"),
             |txn| -> Result<bool> {

@@ -51,13 +51,16 @@ pub enum Recovery {
     Done { merge: String },
     /// The build never merged: requeue it.
     NeedsRework,
+    /// The build passed and entered the merge queue, but never landed: its
+    /// work waits to land (`verified`), never rebuilt.
+    Waiting,
     /// No record (a fresh clone: `git clone` does not fetch `refs/notes/*`),
     /// but the integration branch holds its merge: it landed, so it is
     /// recorded `done` instead of being built and merged a second time.
     Reconstructed { merge: String },
-    /// A standalone `merge-back` started and never finished (see
-    /// [`Record::merge_back_pending`]) and its branch still holds the work:
-    /// the merge-back is finished, not the work rebuilt and the branch dropped.
+    /// A standalone `merge-back` of an earlier version started and never
+    /// finished (see [`Record::merge_back_pending`]) and its branch still
+    /// holds the work: it waits to land, not rebuilt, its branch kept.
     MergeBackPending { source: String },
     /// The ancestry check itself failed: reported, never guessed.
     Error { message: String },
@@ -68,6 +71,9 @@ pub struct Table {
     pub rows: Vec<Row>,
     pub records: Vec<Record>,
 }
+
+/// Why recovered work waits to land.
+const STOPPED_BEFORE_LANDING: &str = "its conductor stopped before it landed";
 
 /// How many first-parent commits [`find_merge`] reads when nothing bounds it.
 const MAX_SCAN: usize = 10_000;
@@ -114,6 +120,7 @@ pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Re
         Ok(Some(merge)) => Recovery::Done {
             merge: merge.to_string(),
         },
+        Ok(None) if record.landing.is_some() => Recovery::Waiting,
         Ok(None) if record.merge_back_pending() => {
             match ctx
                 .repo
@@ -271,9 +278,8 @@ pub fn table(
             match outcome {
                 Recovery::Done { .. } => status = Status::Done,
                 Recovery::NeedsRework => status = Status::NeedsRework,
-                Recovery::Error { .. }
-                | Recovery::Reconstructed { .. }
-                | Recovery::MergeBackPending { .. } => {}
+                Recovery::Waiting | Recovery::MergeBackPending { .. } => status = Status::Verified,
+                Recovery::Error { .. } | Recovery::Reconstructed { .. } => {}
             }
             recovery = Some(outcome);
         }
@@ -390,12 +396,22 @@ pub fn recover_and_record(
                         record.requeue_for_rework();
                         "needs_rework"
                     }
+                    Recovery::Waiting => {
+                        record.wait_to_land(None, STOPPED_BEFORE_LANDING.into());
+                        "verified"
+                    }
+                    // A killed standalone merge-back: its branch is someone's
+                    // finished work, which lands through the merge queue.
+                    Recovery::MergeBackPending { source } => {
+                        record.queue_to_land(source.clone());
+                        record.wait_to_land(None, STOPPED_BEFORE_LANDING.into());
+                        "verified"
+                    }
                     Recovery::Error { message } => {
                         record.halt_unowned("recovery_failed", vec![message.clone()]);
                         "halted"
                     }
-                    // Finished by a merge-back of its own (see `round::recover`).
-                    Recovery::Reconstructed { .. } | Recovery::MergeBackPending { .. } => continue,
+                    Recovery::Reconstructed { .. } => continue,
                 };
                 txn.put(record);
                 written.push((id.clone(), outcome));

@@ -137,6 +137,11 @@ pub struct Summary {
     pub halted: Vec<Escalated>,
     /// Not done and not halted (e.g. `--once`, or waiting on a halted dependency).
     pub pending: Vec<String>,
+    /// Passed and verified, waiting to land: a checkout of the branch could
+    /// not follow (a local change in the way, a lock); each lands, without a
+    /// rebuild, at the next run once that is resolved.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<WaitingToLand>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub planned: Vec<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -162,6 +167,16 @@ pub struct Summary {
     pub slot_utilisation: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wall_ms: Option<u64>,
+}
+
+/// A work order whose passed work waits to land, and why.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct WaitingToLand {
+    pub wo_id: String,
+    /// What kept it from landing, as last seen.
+    pub why: Option<String>,
+    /// The branch holding its work.
+    pub branch: String,
 }
 
 /// How one work order of this run went: its last attempt's wall times.
@@ -201,6 +216,16 @@ struct Job<'a> {
     /// Why its worktree could not be made ([`JobOutcome::NoWorktree`]): the
     /// error the run ends with.
     error: Option<Error>,
+    /// Passed work that waited to land, taken up to land it (no build).
+    adopted: Option<Adopted>,
+}
+
+/// What a `verified` order brings to the merge queue when it is taken up.
+struct Adopted {
+    /// The commit to merge.
+    source: gix::ObjectId,
+    /// The merged tree its gates passed on, if they ran.
+    verified: Option<gix::ObjectId>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -279,6 +304,9 @@ struct Run<'a> {
     busy: Duration,
     /// Recovery lines already reported.
     reported: BTreeSet<String>,
+    /// When passed work last could not land (a checkout of the branch could
+    /// not follow): what waits is taken up again only a while later.
+    last_waiting: Option<Instant>,
     /// What a continuous run's lander counted (the lockstep queue counts its own).
     landed_batches: usize,
     gate_runs: usize,
@@ -315,8 +343,7 @@ pub fn run(
         summary.exit = ExitCode::Success;
         return Ok(summary);
     }
-    crate::checkout::sync_checked_out(ctx, &branch)?;
-    crate::checkout::refuse_dirty_checkout(ctx, &branch)?;
+    merge::settle_checkouts(ctx, &branch, progress)?;
     let me = Conductor::register(ctx)?;
     for line in crate::conductor::end_orphans(ctx)? {
         progress.event(&Event::Recovered { detail: line });
@@ -344,6 +371,7 @@ pub fn run(
         merge_waits: BTreeMap::new(),
         busy: Duration::ZERO,
         reported: BTreeSet::new(),
+        last_waiting: None,
         landed_batches: 0,
         gate_runs: 0,
         summary,
@@ -453,6 +481,11 @@ impl<'a> Run<'a> {
             let Some(rows) = self.prepare(true)? else {
                 break;
             };
+            let adopted = self.adopt_waiting(&rows)?;
+            if !adopted.is_empty() {
+                self.settle_all(&adopted, &[])?;
+                continue;
+            }
             if self.budget_refused()? {
                 break;
             }
@@ -486,7 +519,7 @@ impl<'a> Run<'a> {
             let mut jobs = Vec::new();
             if let Err(e) = self.start(&picked, base, &mut |job| jobs.push(job)) {
                 // None of them was built: they get their attempts back too.
-                let made: Vec<(&WorkOrder, u32)> = jobs.iter().map(|j| (j.wo, j.attempt)).collect();
+                let made: Vec<Unsettled> = jobs.iter().map(|j| (j.wo, j.attempt, false)).collect();
                 abandon(
                     ctx,
                     self.store,
@@ -620,8 +653,8 @@ impl<'a> Run<'a> {
                 self.summary.stopped = Some(Stopped::Requested);
             }
             if let Some(e) = flow.failed.take() {
-                let unsettled: Vec<(&WorkOrder, u32)> =
-                    flow.unsettled.iter().map(|j| (j.wo, j.attempt)).collect();
+                let unsettled: Vec<Unsettled> =
+                    flow.unsettled.iter().map(Job::unsettled).collect();
                 abandon(
                     self.ctx,
                     self.store,
@@ -761,6 +794,13 @@ impl<'a> Run<'a> {
             flow.stopping = true;
             return Ok(());
         };
+        if full {
+            let adopted = self.adopt_waiting(&rows)?;
+            if !adopted.is_empty() {
+                flow.changed = true;
+                flow.passed.extend(adopted);
+            }
+        }
         flow.cooling = cooling(self.store, &rows, opts.retry_delay)?;
         let rows: Vec<reconcile::Row> = rows
             .into_iter()
@@ -789,6 +829,78 @@ impl<'a> Run<'a> {
             .collect();
         self.summary.rounds += 1;
         self.start(&picked, base, launch)
+    }
+
+    /// Take up the orders whose passed work waits to land (`verified`, held
+    /// by nobody) to land them through the merge queue: no rebuild, no
+    /// attempt spent. Not again soon after a landing could not happen.
+    fn adopt_waiting(&mut self, rows: &[reconcile::Row]) -> Result<Vec<Job<'a>>> {
+        if self
+            .last_waiting
+            .is_some_and(|at| at.elapsed() < WAITING_RETRY)
+        {
+            return Ok(Vec::new());
+        }
+        let waiting: Vec<&'a WorkOrder> = rows
+            .iter()
+            .filter(|r| r.status == Status::Verified && !r.terminal)
+            .filter_map(|r| self.orders.get(&r.id))
+            .collect();
+        if waiting.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ctx, me) = (self.ctx, self.me.name.as_str());
+        let hex = |h: &Option<String>| {
+            h.as_deref()
+                .and_then(|h| gix::ObjectId::from_hex(h.as_bytes()).ok())
+        };
+        let taken = self.store.transact("land verified work", |txn| -> Result<_> {
+            let mut taken = Vec::new();
+            for &wo in &waiting {
+                let Some(mut r) = txn.stored(&wo.id)? else {
+                    continue;
+                };
+                let Some(landing) = r.landing.clone().filter(|_| r.waits_to_land()) else {
+                    continue;
+                };
+                let source = hex(&Some(landing.source.clone()));
+                match source.filter(|s| ctx.repo.has_object(s)) {
+                    Some(source) => {
+                        r.adopt_to_land(me);
+                        let verified = hex(&landing.verified_tree);
+                        taken.push((wo, r.attempts, source, verified, r.clone()));
+                    }
+                    // Its work is gone (`git gc --prune=now` after its branch
+                    // was deleted by hand): nothing to land, built again.
+                    None => {
+                        r.give_back();
+                        r.log("kept_work_missing", Some(landing.source));
+                    }
+                }
+                txn.put(r);
+            }
+            Ok(taken)
+        })?;
+        let root = worktree::root_dir(ctx)?;
+        let mut jobs = Vec::with_capacity(taken.len());
+        for (wo, attempt, source, verified, record) in taken {
+            self.ran.insert(wo.id.clone());
+            jobs.push(Job {
+                wo,
+                attempt,
+                base: hex(&record.checkpoint_before).unwrap_or(source),
+                worktree: root.join(&wo.id),
+                log: log_path(ctx, &wo.id, attempt),
+                verdicts: record.verdicts,
+                queue_wait: None,
+                busy: Duration::ZERO,
+                halted: Arc::default(),
+                outcome: JobOutcome::Clean,
+                error: None,
+                adopted: Some(Adopted { source, verified }),
+            });
+        }
+        Ok(jobs)
     }
 
     /// Dispatch `picked` off `base`, handing each job to `launch` (its build
@@ -832,6 +944,7 @@ impl<'a> Run<'a> {
                 halted: Arc::default(),
                 outcome: JobOutcome::Pending,
                 error: None,
+                adopted: None,
             });
         }
         Ok(())
@@ -897,11 +1010,12 @@ impl<'a> Run<'a> {
             };
             if let Err(e) = settled {
                 // E.g. the state cannot be written: the builders were not at
-                // fault, so the unsettled orders get their attempts back.
-                let unsettled: Vec<(&WorkOrder, u32)> = waiting
+                // fault, so the unsettled orders get their attempts back, or
+                // wait to land when they passed.
+                let unsettled: Vec<Unsettled> = waiting
                     .iter()
-                    .map(|(j, _): &(&Job, Entry)| (j.wo, j.attempt))
-                    .chain(jobs[i..].iter().map(|j| (j.wo, j.attempt)))
+                    .map(|(j, _): &(&Job, Entry)| j.unsettled())
+                    .chain(jobs[i..].iter().map(Job::unsettled))
                     .collect();
                 abandon(
                     self.ctx,
@@ -940,11 +1054,9 @@ impl<'a> Run<'a> {
         let fates = match result {
             Ok(fates) => fates,
             Err(e) => {
-                // E.g. the checked-out integration branch has local changes:
-                // nothing more can merge. The builders were not at fault, so
-                // the unlanded orders get their attempts back.
-                let unsettled: Vec<(&WorkOrder, u32)> =
-                    jobs.iter().map(|j| (j.wo, j.attempt)).collect();
+                // E.g. the disk is full: nothing more can merge now. The
+                // orders passed: they wait to land, their work kept.
+                let unsettled: Vec<Unsettled> = jobs.iter().map(|j| j.unsettled()).collect();
                 abandon(
                     self.ctx,
                     self.store,
@@ -980,38 +1092,47 @@ impl<'a> Run<'a> {
     ) -> Result<Option<Entry<'a>>> {
         let (ctx, id) = (self.ctx, &job.wo.id);
         let owner = self.me.name.as_str();
-        let verdicts = job.verdicts.clone();
-        let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
-        let log = job.log.display().to_string();
-        crate::crash::point("verdict.before");
-        let held = self
-            .store
-            .transact(&format!("verdicts {id}"), |txn| -> Result<bool> {
-                let Some(mut record) = txn.stored(id)? else {
-                    return Ok(false);
-                };
-                if !record.held_by(owner, job.attempt) {
-                    return Ok(false);
+        let (source, verified) = match &job.adopted {
+            // Taken up from `verified`: its verdicts are recorded already.
+            Some(adopted) => (adopted.source, adopted.verified),
+            None => {
+                let wo_branch = branch_of(id);
+                let source = ctx
+                    .repo
+                    .find_reference(format!("refs/heads/{wo_branch}").as_str())
+                    .git_context(format!("reading {wo_branch}"))?
+                    .peel_to_id()
+                    .git_context(format!("resolving {wo_branch}"))?
+                    .detach();
+                let verdicts = job.verdicts.clone();
+                let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
+                let log = job.log.display().to_string();
+                crate::crash::point("verdict.before");
+                let held =
+                    self.store
+                        .transact(&format!("verdicts {id}"), |txn| -> Result<bool> {
+                            let Some(mut record) = txn.stored(id)? else {
+                                return Ok(false);
+                            };
+                            if !record.held_by(owner, job.attempt) {
+                                return Ok(false);
+                            }
+                            record.verdicts = verdicts.clone();
+                            record.queue_wait_ms = queue_wait_ms;
+                            record.log("built", Some(log.clone()));
+                            // From here its work waits to land rather than be rebuilt.
+                            record.queue_to_land(source.to_string());
+                            txn.put(record);
+                            Ok(true)
+                        })?;
+                crate::crash::point("verdict.after");
+                if !held {
+                    let_go(self.host, self.store, job, owner, self.progress)?;
+                    return Ok(None);
                 }
-                record.verdicts = verdicts.clone();
-                record.queue_wait_ms = queue_wait_ms;
-                record.log("built", Some(log.clone()));
-                txn.put(record);
-                Ok(true)
-            })?;
-        crate::crash::point("verdict.after");
-        if !held {
-            let_go(self.host, self.store, job, owner, self.progress)?;
-            return Ok(None);
-        }
-        let wo_branch = branch_of(id);
-        let source = ctx
-            .repo
-            .find_reference(format!("refs/heads/{wo_branch}").as_str())
-            .git_context(format!("reading {wo_branch}"))?
-            .peel_to_id()
-            .git_context(format!("resolving {wo_branch}"))?
-            .detach();
+                (source, None)
+            }
+        };
         self.progress.phase(id, Phase::Queued);
         self.progress.event(&Event::Queued {
             wo: id.clone(),
@@ -1026,10 +1147,10 @@ impl<'a> Run<'a> {
                 round_base: Some(job.base),
                 scope,
                 extra_note: Some(serde_json::json!({ "verdicts": job.verdicts })),
-                owner: Some(&self.me.name),
-                retry: false,
+                owner: &self.me.name,
             },
             entered: Instant::now(),
+            verified,
         }))
     }
 
@@ -1058,7 +1179,19 @@ impl<'a> Run<'a> {
             }
             // Back for rework: the queue recorded it; its work goes like a failed gate's.
             Fate::GateFailed { .. } => {}
-            Fate::Interrupted => return self.settle_failed(job, &JobOutcome::Interrupted),
+            // The queue recorded it `verified`; its branch stays.
+            Fate::Waiting { .. } => self.last_waiting = Some(Instant::now()),
+            // Stopped before it landed: its work waits to land.
+            Fate::Interrupted => {
+                return abandon(
+                    self.ctx,
+                    self.store,
+                    self.branch,
+                    &[(job.wo, job.attempt, true)],
+                    &self.me.name,
+                    "stopped before it landed",
+                )
+            }
         }
         Ok(())
     }
@@ -1213,6 +1346,9 @@ fn give_back_landed(ctx: &Context, id: &str, fate: &Fate) -> Result<()> {
     let keep = match fate {
         Fate::Landed { .. } | Fate::UpToDate | Fate::GateFailed { .. } => false,
         Fate::Halted { .. } => true,
+        Fate::Waiting { .. } => {
+            return crate::pool::give_back_keeping_branch(ctx, id, &branch_of(id))
+        }
         Fate::Withdrawn { .. } | Fate::Interrupted => return Ok(()),
     };
     crate::pool::give_back(ctx, id, &branch_of(id), keep)
@@ -1298,6 +1434,8 @@ struct Flow<'a> {
 const RECHECK: Duration = Duration::from_secs(1);
 /// How often the continuous schedule runs crash recovery before a dispatch.
 const RECOVERY_EVERY: Duration = Duration::from_secs(2);
+/// How long after passed work could not land it is taken up again.
+const WAITING_RETRY: Duration = Duration::from_secs(10);
 
 /// How often a landing that waits for commits in progress looks again.
 const COMMIT_POLL: Duration = Duration::from_millis(2);
@@ -1428,60 +1566,11 @@ fn owned_by_live(ctx: &Context, record: &Record) -> bool {
 }
 
 /// Crash recovery ([`reconcile::recover_and_record`]) under the merge-back
-/// turn, so no merge-back is between its branch move and its record; then
-/// the standalone merge-backs a kill interrupted are finished. Reports what
-/// it concluded. Returns the table rows after recovery.
+/// turn, so no landing is between its branch move and its record: what
+/// the branch holds is done, work that passed and never landed waits to
+/// land (`verified`), the rest goes back for rework. Reports what it
+/// concluded. Returns the table rows after recovery.
 pub(crate) fn recover(
-    ctx: &Context,
-    orders: &Orders,
-    store: &Store<'_>,
-    branch: &gix::refs::FullName,
-    me: &Conductor,
-    progress: &dyn Progress,
-) -> Result<Vec<reconcile::Row>> {
-    let rows = recover_once(ctx, orders, store, branch, me, progress)?;
-    let pending: Vec<(&WorkOrder, gix::ObjectId)> = rows
-        .iter()
-        .filter_map(|row| match &row.recovery {
-            Some(Recovery::MergeBackPending { source }) => Some((
-                orders.get(&row.id)?,
-                gix::ObjectId::from_hex(source.as_bytes()).ok()?,
-            )),
-            _ => None,
-        })
-        .collect();
-    if pending.is_empty() {
-        return Ok(rows);
-    }
-    // A killed standalone merge-back: its branch is someone's finished work,
-    // so it is merged as that merge-back would have (own scope), not rebuilt.
-    for (wo, source) in pending {
-        let record = store.snapshot()?.record(&wo.id)?;
-        let (attempt, round_base) = merge::standalone(record.as_ref());
-        let outcome = merge::merge_back(
-            ctx,
-            store,
-            &merge::Request {
-                wo,
-                into: branch,
-                source,
-                attempt,
-                round_base,
-                scope: DriftScope::Own,
-                extra_note: None,
-                owner: None,
-                retry: false,
-            },
-        )?;
-        progress.event(&Event::RecoveredMergeBack {
-            wo: wo.id.clone(),
-            outcome: outcome.name(),
-        });
-    }
-    recover_once(ctx, orders, store, branch, me, progress)
-}
-
-fn recover_once(
     ctx: &Context,
     orders: &Orders,
     store: &Store<'_>,
@@ -1518,7 +1607,8 @@ fn dispatch<'a>(
         let mut claimed = Vec::new();
         for wo in picked {
             let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
-            if record.halted || record.status == Status::Done {
+            // Done, or passed and waiting to land: never built again.
+            if record.halted || matches!(record.status, Status::Done | Status::Verified) {
                 continue;
             }
             if record.status == Status::InProgress
@@ -1921,21 +2011,45 @@ fn let_go(
     Ok(())
 }
 
-/// Requeue `jobs` whose settling could not happen, giving their attempts back.
+/// An order whose settling could not happen: its attempt, and whether its
+/// build passed (its work is committed on its branch).
+type Unsettled<'a> = (&'a WorkOrder, u32, bool);
+
+impl Job<'_> {
+    fn unsettled(&self) -> Unsettled<'_> {
+        (self.wo, self.attempt, self.outcome == JobOutcome::Clean)
+    }
+}
+
+/// Settle `jobs` whose settling could not happen (the run failed or
+/// stopped): work that passed waits to land (`verified`), kept on its
+/// branch; the rest is requeued, its attempt given back (`why` logged).
 fn abandon(
     ctx: &Context,
     store: &Store<'_>,
     branch: &gix::refs::FullName,
-    jobs: &[(&WorkOrder, u32)],
+    jobs: &[Unsettled<'_>],
     owner: &str,
     why: &str,
 ) -> Result<()> {
     let tip = ctx.branch_tip(branch)?;
-    let requeued = store.transact(
+    // What each passed order's branch holds: the work that waits.
+    let sources: BTreeMap<&str, gix::ObjectId> = jobs
+        .iter()
+        .filter(|(_, _, passed)| *passed)
+        .filter_map(|(wo, _, _)| {
+            let mut branch = ctx
+                .repo
+                .try_find_reference(worktree::branch_ref(&wo.id).as_str())
+                .ok()??;
+            Some((wo.id.as_str(), branch.peel_to_id().ok()?.detach()))
+        })
+        .collect();
+    let settled = store.transact(
         "abandon unsettled work orders",
-        |txn| -> Result<Vec<String>> {
-            let mut requeued = Vec::new();
-            for &(wo, attempt) in jobs {
+        |txn| -> Result<Vec<(String, bool)>> {
+            let mut settled = Vec::new();
+            for &(wo, attempt, _) in jobs {
                 let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
                 // Only what is still ours and unmerged: a merge that landed before
                 // settling failed is left to the recovery rule at the next start,
@@ -1943,22 +2057,36 @@ fn abandon(
                 if !record.held_by(owner, attempt) {
                     continue;
                 }
-                if !matches!(
+                if matches!(
                     reconcile::recover(ctx, &record, Some(tip)),
-                    Recovery::NeedsRework
+                    Recovery::Done { .. } | Recovery::Error { .. }
                 ) {
                     continue;
                 }
-                record.give_back();
-                record.log("abandoned", Some(why.to_owned()));
+                if record.landing.is_none() {
+                    if let Some(source) = sources.get(wo.id.as_str()) {
+                        record.queue_to_land(source.to_string());
+                    }
+                }
+                let waits = record.landing.is_some();
+                if waits {
+                    record.wait_to_land(None, why.to_owned());
+                } else {
+                    record.give_back();
+                    record.log("abandoned", Some(why.to_owned()));
+                }
                 txn.put(record);
-                requeued.push(wo.id.clone());
+                settled.push((wo.id.clone(), waits));
             }
-            Ok(requeued)
+            Ok(settled)
         },
     )?;
-    for id in requeued {
-        crate::pool::give_back(ctx, &id, &branch_of(&id), false)?;
+    for (id, waits) in settled {
+        if waits {
+            crate::pool::give_back_keeping_branch(ctx, &id, &branch_of(&id))?;
+        } else {
+            crate::pool::give_back(ctx, &id, &branch_of(&id), false)?;
+        }
     }
     Ok(())
 }
@@ -2034,6 +2162,13 @@ fn finish(
             });
         } else if row.status == Status::Done {
             summary.done.push(row.id.clone());
+        } else if row.status == Status::Verified {
+            let record = table.records.iter().find(|r| r.wo == row.id);
+            summary.waiting.push(WaitingToLand {
+                wo_id: row.id.clone(),
+                why: record.and_then(|r| r.landing.as_ref()?.blocked.clone()),
+                branch: branch_of(&row.id),
+            });
         } else {
             summary.pending.push(row.id.clone());
         }

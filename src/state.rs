@@ -39,6 +39,8 @@ pub enum Status {
     Ready,
     Blocked,
     InProgress,
+    /// Built, checked and verified, waiting to land (see [`Landing`]).
+    Verified,
     NeedsRework,
     Done,
 }
@@ -49,6 +51,7 @@ impl Status {
             Status::Ready => "ready",
             Status::Blocked => "blocked",
             Status::InProgress => "in_progress",
+            Status::Verified => "verified",
             Status::NeedsRework => "needs_rework",
             Status::Done => "done",
         }
@@ -105,6 +108,25 @@ pub struct Event {
 /// The history event a standalone `merge-back` records before its branch moves.
 pub const MERGE_START_EVENT: &str = "merge_start";
 
+/// The history event of an order whose passed work could not land now: it
+/// is `verified`, waiting to land.
+pub const WAITING_EVENT: &str = "waiting_to_land";
+
+/// Work that passed its checks and waits to land, kept on its branch: it
+/// lands later without a rebuild, through the merge queue.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Landing {
+    /// The commit to merge: its branch's tip when it passed.
+    pub source: String,
+    /// The merged tree its gates passed on (with the merges landing with it),
+    /// when they ran: landing that very tree again needs no new gate run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_tree: Option<String>,
+    /// What kept it from landing, while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<String>,
+}
+
 /// The state of one work order, as stored in its note.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Record {
@@ -136,6 +158,10 @@ pub struct Record {
     /// The verdicts of earlier attempts, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier: Vec<PastAttempt>,
+    /// Passed work on its way to land: set when it enters the merge queue,
+    /// kept while it is `verified` (waiting), gone once it landed or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landing: Option<Landing>,
     #[serde(default)]
     pub history: Vec<Event>,
 }
@@ -163,6 +189,7 @@ impl Record {
             verdicts: Vec::new(),
             queue_wait_ms: None,
             earlier: Vec::new(),
+            landing: None,
             history: Vec::new(),
         }
     }
@@ -238,6 +265,7 @@ impl Record {
         self.attempts = 0;
         self.cap = cap;
         self.owner = None;
+        self.landing = None;
         self.status = if has_deps {
             Status::Blocked
         } else {
@@ -253,6 +281,7 @@ impl Record {
         self.status = Status::Done;
         self.checkpoint_after = Some(merge.clone());
         self.owner = None;
+        self.landing = None;
         self.log(event, Some(merge));
     }
 
@@ -266,6 +295,7 @@ impl Record {
         self.owner = Some(owner.to_owned());
         self.checkpoint_before = Some(base);
         self.checkpoint_after = None;
+        self.landing = None;
         self.log(event, Some(detail));
     }
 
@@ -274,6 +304,7 @@ impl Record {
     pub fn release(&mut self) {
         self.status = Status::NeedsRework;
         self.owner = None;
+        self.landing = None;
     }
 
     /// [`Record::release`], and the attempt does not count: it was stopped
@@ -288,8 +319,49 @@ impl Record {
     pub fn mark_merged(&mut self, into: String, detail: String) {
         self.status = Status::Done;
         self.owner = None;
+        self.landing = None;
         self.merged_into = Some(into);
         self.log("merged", Some(detail));
+    }
+
+    /// The passed attempt enters the merge queue with `source` (its
+    /// branch's tip): from here on its work is never discarded for
+    /// anything but its own failure.
+    pub fn queue_to_land(&mut self, source: String) {
+        self.landing = Some(Landing {
+            source,
+            verified_tree: None,
+            blocked: None,
+        });
+    }
+
+    /// Its work could not land now (`why`): `verified`, held by nobody,
+    /// waiting to land; `verified_tree` is the merged tree its gates passed
+    /// on, if they ran. An order without a [`Landing`] has nothing to wait
+    /// with: the caller checks.
+    pub fn wait_to_land(&mut self, verified_tree: Option<String>, why: String) {
+        self.status = Status::Verified;
+        self.owner = None;
+        if let Some(landing) = &mut self.landing {
+            if verified_tree.is_some() {
+                landing.verified_tree = verified_tree;
+            }
+            landing.blocked = Some(why.clone());
+        }
+        self.log(WAITING_EVENT, Some(why));
+    }
+
+    /// Conductor `owner` takes a `verified` order to land it: in progress,
+    /// held by `owner`, the same attempt (no attempt is spent on landing).
+    pub fn adopt_to_land(&mut self, owner: &str) {
+        self.status = Status::InProgress;
+        self.owner = Some(owner.to_owned());
+        self.log("land_verified", None);
+    }
+
+    /// Is this passed work waiting to land, held by nobody?
+    pub fn waits_to_land(&self) -> bool {
+        self.status == Status::Verified && !self.halted && self.landing.is_some()
     }
 
     /// A standalone merge-back starts: in progress, held by nobody, naming

@@ -410,6 +410,49 @@ fn check_destination(root: &Path, dest: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Keep `source` on the order's branch `arbiter/<id>` (created, or moved
+/// there), for work that waits to land and lives on another branch (a
+/// race's winner): its commit stays reachable, and a round lands it from
+/// there. Refused while a worktree has that branch checked out.
+pub fn keep_on_branch(ctx: &Context, id: &str, source: ObjectId) -> Result<()> {
+    let full = branch_name(&branch_of(id))?;
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    let current = ctx
+        .repo
+        .try_find_reference(full.as_ref())
+        .git_context(format!("reading {}", full.as_bstr()))?
+        .map(|mut r| r.peel_to_id().map(|id| id.detach()))
+        .transpose()
+        .git_context(format!("resolving {}", full.as_bstr()))?;
+    if current == Some(source) {
+        return Ok(());
+    }
+    let listed = Registrations::read(&ctx.repo)?;
+    if let Some(elsewhere) = checked_out_at(ctx, &full, listed.left())? {
+        return Err(InputError::new(format!(
+            "branch '{}' is checked out in {}; its work cannot be kept there",
+            branch_of(id),
+            elsewhere.display()
+        ))
+        .hint("switch that worktree to another branch first")
+        .into());
+    }
+    let expected = match current {
+        Some(old) => PreviousValue::MustExistAndMatch(Target::Object(old)),
+        None => PreviousValue::MustNotExist,
+    };
+    crate::refguard::guarded(&ctx.repo, &full.as_bstr().to_string(), || {
+        ctx.repo.reference(
+            full.as_ref(),
+            source,
+            expected.clone(),
+            format!("arbiter: keep the work of {id}, waiting to land"),
+        )
+    })
+    .git_context(format!("keeping {source} on {}", branch_of(id)))?;
+    Ok(())
+}
+
 /// A ref edit stopped by a lock file that is not ours to remove.
 fn ref_locked(what: &str, lock: &Path) -> Error {
     InputError::new(format!("cannot {what}: {} exists", lock.display()))
@@ -704,14 +747,23 @@ pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     check_name(name)?;
     branch_name(branch)?;
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    remove_in_turn(ctx, name, branch)
+    remove_in_turn(ctx, name, branch, false)
+}
+
+/// [`remove`] the worktree but keep its branch: work waiting to land.
+pub fn remove_keeping_branch(ctx: &Context, name: &str, branch: &str) -> Result<()> {
+    check_name(name)?;
+    branch_name(branch)?;
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    remove_in_turn(ctx, name, branch, true)
 }
 
 /// [`remove`] for a caller that holds the worktree turn. The worktree is
 /// `<root_dir>/<name>`, or else a pooled worktree (see the `pool` module) that
 /// has `branch` checked out: one whose order halted, or one a killed run
-/// left; a pooled worktree a live process holds is refused.
-fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
+/// left; a pooled worktree a live process holds is refused. The branch is
+/// deleted too unless `keep_branch`.
+fn remove_in_turn(ctx: &Context, name: &str, branch: &str, keep_branch: bool) -> Result<()> {
     let full = branch_name(branch)?;
     let mut dest = root_dir(ctx)?.join(name);
     // One listing serves every lookup below: under the turn, only this
@@ -749,6 +801,9 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str) -> Result<()> {
             "removing the half-made worktree {}",
             dest.display()
         )))?;
+    }
+    if keep_branch {
+        return Ok(());
     }
     if ctx
         .repo
@@ -1410,6 +1465,11 @@ pub fn cleanup_stale(
             if (r.status == Status::InProgress && is_live(r)) || r.merge_back_pending() {
                 continue;
             }
+            // Passed work waiting to land (or about to wait, its conductor
+            // gone): its branch holds that work until it lands.
+            if name == wo && !r.halted && !landed_work(ctx, r, tip)? {
+                continue;
+            }
         }
         if name == wo {
             if let Some(head) = hand_made_work(ctx, wo, record.as_ref(), tip, &tips)? {
@@ -1440,10 +1500,26 @@ pub fn cleanup_stale(
         {
             what.push_str(&format!(" (at {tip})"));
         }
-        remove_in_turn(ctx, &name, &branch)?;
+        remove_in_turn(ctx, &name, &branch, false)?;
         report.push(format!("removed {what}"));
     }
     Ok(report)
+}
+
+/// Is the passed work `r` waits to land with (if any) contained in the
+/// integration tip, i.e. landed? No work waiting counts as landed.
+fn landed_work(ctx: &Context, r: &Record, tip: Option<gix::ObjectId>) -> Result<bool> {
+    let Some(source) = r
+        .landing
+        .as_ref()
+        .and_then(|l| ObjectId::from_hex(l.source.as_bytes()).ok())
+    else {
+        return Ok(true);
+    };
+    match tip {
+        Some(tip) if ctx.repo.has_object(source) => ctx.is_ancestor(source, tip),
+        _ => Ok(false),
+    }
 }
 
 /// A lock file younger than this may belong to a git command running right

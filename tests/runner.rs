@@ -2,6 +2,7 @@
 
 mod common;
 
+mod test_coexist;
 mod test_config_errors;
 mod test_crash;
 mod test_docs;

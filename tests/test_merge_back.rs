@@ -23,9 +23,10 @@ fn merged_human_and_json_output() {
     std::fs::write(w.join("src/new.rs"), "n\n").unwrap();
     env.commit_in(&w, "work");
     let before = env.rev("main");
-    insta::assert_snapshot!(env.run(&["merge-back", "wo-01"]).snapshot(&env), @r"
+    insta::assert_snapshot!(env.run(&["merge-back", "wo-01"]).snapshot(&env), @"
     Merged wo-01 into main as [SHA] (2 paths changed)
     [stderr]
+    arbiter land batch=1 sha=[SHORT] orders=wo-01
     arbiter merge-back wo=wo-01 outcome=merged sha=[SHA] changed=2
     [exit status: 0]
     ");
@@ -56,11 +57,11 @@ fn merged_human_and_json_output() {
     let status = env.run(&["status", "--json"]).success().json();
     assert_eq!(status["orders"][0]["status"], "done");
     assert_eq!(status["orders"][0]["checkpoint_after"], after.as_str());
-    // Not dispatched by a round: the start (recovery's search bound) is
-    // recorded once the merge is clean, then the merge itself.
+    // Not dispatched by a round: the merge-back takes the order up (with
+    // the tip as recovery's search bound), then records the merge.
     assert_eq!(status["orders"][0]["checkpoint_before"], before.as_str());
     let log = env.run(&["log", "--json", "wo-01"]).success().json();
-    assert_eq!(event_names(&log), ["merge_start", "merged"]);
+    assert_eq!(event_names(&log), ["merge_back", "merged"]);
     // The checked-out main worktree followed the merge.
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     assert_eq!(
@@ -93,6 +94,7 @@ fn merged_json_envelope() {
       "version": 1
     }
     [stderr]
+    arbiter land batch=1 sha=[SHORT] orders=wo-01
     arbiter merge-back wo=wo-01 outcome=merged sha=[SHA] changed=1
     [exit status: 0]
     "#);
@@ -388,8 +390,12 @@ fn checked_out_in_a_linked_worktree_follows() {
     env.fsck();
 }
 
+/// As with `git merge`: local edits and staged changes in files the merge
+/// does not touch are carried over untouched; an edit, a staged change or
+/// an untracked file where the merge writes refuses it before anything
+/// moves or is recorded.
 #[test]
-fn local_changes_in_the_checked_out_branch_refuse_before_anything_moves() {
+fn local_changes_in_the_checkout_are_kept_or_refuse_before_anything_moves() {
     let env = setup(&["src/**"]);
     let w = env.add_worktree("wo-01");
     std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
@@ -398,27 +404,27 @@ fn local_changes_in_the_checked_out_branch_refuse_before_anything_moves() {
     let before = env.rev("main");
     let notes_before = env.notes_tip();
 
-    // A user's edit of a tracked file.
-    env.write("b.txt", "my edit\n");
+    // An edit of a file the merge changes.
+    env.write("src/a.rs", "my edit\n");
     let run = env.run(&["merge-back", "wo-01"]).code(2);
     assert!(
-        run.stderr.contains("local changes: 'b.txt'"),
+        run.stderr.contains("to files it changes: 'src/a.rs'"),
         "{}",
         run.stderr
     );
     assert_eq!(env.rev("main"), before);
     assert_eq!(
-        std::fs::read_to_string(env.repo.join("b.txt")).unwrap(),
+        std::fs::read_to_string(env.repo.join("src/a.rs")).unwrap(),
         "my edit\n"
     );
-    env.git(&["checkout", "--", "b.txt"]);
+    env.git(&["checkout", "--", "src/a.rs"]);
 
     // An untracked file where the merge would create one.
     env.write("src/new.rs", "mine\n");
     let run = env.run(&["merge-back", "wo-01"]).code(2);
     assert!(
         run.stderr
-            .contains("untracked files would be overwritten by the merge: 'src/new.rs'"),
+            .contains("untracked files in the checkout") && run.stderr.contains("'src/new.rs'"),
         "{}",
         run.stderr
     );
@@ -428,17 +434,34 @@ fn local_changes_in_the_checked_out_branch_refuse_before_anything_moves() {
         "mine\n"
     );
     // Nothing was recorded, nothing halted.
-    let notes_after = env.notes_tip();
-    assert_eq!(notes_before, notes_after);
-
+    assert_eq!(notes_before, env.notes_tip());
     std::fs::remove_file(env.repo.join("src/new.rs")).unwrap();
+
+    // Edits elsewhere, staged or not, stay as they are.
+    env.write("b.txt", "my edit\n");
+    env.write("dir/c.txt", "staged\n");
+    env.git(&["add", "dir/c.txt"]);
     env.run(&["merge-back", "wo-01"]).success();
-    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(env.rev("main^1"), before);
+    assert_eq!(
+        env.git(&["status", "--porcelain"]),
+        " M b.txt\nM  dir/c.txt\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("b.txt")).unwrap(),
+        "my edit\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/a.rs")).unwrap(),
+        "a2\n"
+    );
+    assert_eq!(env.git(&["diff", "--cached", "--name-only"]), "dir/c.txt\n");
     env.fsck();
 }
 
-/// What a merge-back killed after moving the branch leaves: main at an
-/// arbiter-style merge of `arbiter/wo-01`, the checked-out files still at `old`.
+/// What a landing killed after moving the branch leaves: main at an
+/// arbiter-style merge of `arbiter/wo-01`, the checked-out files still at
+/// `old`, and the journal it wrote before the move.
 fn move_main_under_the_worktree(env: &TestEnv, old: &str) {
     let tree = env.git(&["merge-tree", "--write-tree", "main", "arbiter/wo-01"]);
     let merge = env.git(&[
@@ -451,53 +474,90 @@ fn move_main_under_the_worktree(env: &TestEnv, old: &str) {
         "-m",
         "Merge wo-01: Login form\n\nArbiter-WO: wo-01\nArbiter-Attempt: 1",
     ]);
+    std::fs::write(
+        env.repo.join(".git/arbiter-landing"),
+        format!("from {old}\nto {}\n", merge.trim()),
+    )
+    .unwrap();
     env.git(&["update-ref", "refs/heads/main", merge.trim(), old]);
 }
 
+fn finish_interrupted(env: &TestEnv) -> Vec<git_arbiter::user_checkout::Finished> {
+    let ctx = env.context();
+    let branch = ctx.integration_branch(None).unwrap();
+    let worktrees = git_arbiter::checkout::worktrees_with_branch(&ctx, &branch).unwrap();
+    git_arbiter::user_checkout::finish_interrupted(&ctx, &branch, &worktrees).unwrap()
+}
+
 /// A kill between moving the branch and updating the checked-out worktree:
-/// the next start finds the index at the old tip and finishes the update.
+/// the next start finds the journal and finishes the update.
 #[test]
-fn recovery_syncs_a_worktree_left_behind() {
+fn recovery_finishes_a_checkout_left_behind() {
     let env = setup(&["src/**"]);
     let old = env.rev("main");
     // Build an arbiter-style merge with plumbing and move main under the worktree's feet.
     let w = env.add_worktree("wo-01");
     sh(&env, &w, "echo a2 > src/a.rs && echo n > src/n.rs");
     env.commit_in(&w, "work");
+    env.write("b.txt", "the user's edit\n");
     move_main_under_the_worktree(&env, &old);
-    assert_ne!(env.git(&["status", "--porcelain"]), "");
+    assert_ne!(env.git(&["status", "--porcelain"]), " M b.txt\n");
 
-    let ctx = env.context();
-    let branch = ctx.integration_branch(None).unwrap();
-    git_arbiter::checkout::sync_checked_out(&ctx, &branch).unwrap();
-    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    let finished = finish_interrupted(&env);
+    assert!(matches!(finished.as_slice(), [git_arbiter::user_checkout::Finished::Updated(_)]), "{finished:?}");
+    assert_eq!(env.git(&["status", "--porcelain"]), " M b.txt\n");
     assert_eq!(
         std::fs::read_to_string(env.repo.join("src/n.rs")).unwrap(),
         "n\n"
     );
+    assert!(!env.repo.join(".git/arbiter-landing").exists());
     // Idempotent.
-    git_arbiter::checkout::sync_checked_out(&ctx, &branch).unwrap();
-    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert!(finish_interrupted(&env).is_empty());
+    assert_eq!(env.git(&["status", "--porcelain"]), " M b.txt\n");
     env.fsck();
 }
 
+/// An edit made after the kill to a file the landing changed is left as it
+/// is, and said; the other files are updated.
 #[test]
 fn recovery_never_overwrites_an_edit() {
+    let env = setup(&["src/**"]);
+    let old = env.rev("main");
+    let w = env.add_worktree("wo-01");
+    sh(&env, &w, "echo a2 > src/a.rs && echo n > src/n.rs");
+    env.commit_in(&w, "work");
+    move_main_under_the_worktree(&env, &old);
+    env.write("src/a.rs", "user edit\n");
+    let finished = finish_interrupted(&env);
+    let [git_arbiter::user_checkout::Finished::LeftAlone { paths, .. }] = finished.as_slice() else {
+        panic!("{finished:?}");
+    };
+    assert_eq!(paths, &["src/a.rs"]);
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/a.rs")).unwrap(),
+        "user edit\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/n.rs")).unwrap(),
+        "n\n"
+    );
+}
+
+/// A kill after the journal but before the move: nothing moved, the
+/// journal goes, the checkout is untouched.
+#[test]
+fn recovery_drops_the_journal_of_a_landing_that_never_moved() {
     let env = setup(&["src/**"]);
     let old = env.rev("main");
     let w = env.add_worktree("wo-01");
     sh(&env, &w, "echo a2 > src/a.rs");
     env.commit_in(&w, "work");
     move_main_under_the_worktree(&env, &old);
-    env.write("src/a.rs", "user edit\n");
-    let ctx = env.context();
-    let branch = ctx.integration_branch(None).unwrap();
-    let err = git_arbiter::checkout::sync_checked_out(&ctx, &branch).unwrap_err();
-    assert_eq!(err.exit_code().code(), 2);
-    assert_eq!(
-        std::fs::read_to_string(env.repo.join("src/a.rs")).unwrap(),
-        "user edit\n"
-    );
+    env.git(&["update-ref", "refs/heads/main", &old]);
+    let finished = finish_interrupted(&env);
+    assert!(matches!(finished.as_slice(), [git_arbiter::user_checkout::Finished::NotMoved(_)]), "{finished:?}");
+    assert!(!env.repo.join(".git/arbiter-landing").exists());
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
 }
 
 /// The checked-out main worktree follows type changes (file → folder,
@@ -550,39 +610,36 @@ fn checked_out_main_follows_type_changes() {
     env.fsck();
 }
 
-/// A staged change anywhere (the index differs from HEAD) refuses, even with
-/// the file on disk equal to the index.
+/// A staged change where the merge writes refuses, even with the file on
+/// disk equal to the index; staged files elsewhere, new ones included, are
+/// carried over.
 #[test]
-fn staged_change_in_the_checked_out_branch_refuses() {
+fn staged_change_where_the_merge_writes_refuses() {
     let env = setup(&["src/**"]);
     let w = env.add_worktree("wo-01");
     std::fs::write(w.join("src/a.rs"), "a2\n").unwrap();
     env.commit_in(&w, "work");
     let before = env.rev("main");
-    env.write("dir/c.txt", "staged\n");
-    env.git(&["add", "dir/c.txt"]);
+    env.write("src/a.rs", "staged\n");
+    env.git(&["add", "src/a.rs"]);
     let run = env.run(&["merge-back", "wo-01"]).code(2);
     assert!(
-        run.stderr.contains("local changes: 'dir/c.txt'"),
+        run.stderr.contains("to files it changes: 'src/a.rs'"),
         "{}",
         run.stderr
     );
     assert_eq!(env.rev("main"), before);
-    // A new staged file counts too.
+    // A staged deletion of it counts too.
     env.git(&["reset", "-q", "--hard"]);
+    env.git(&["rm", "-q", "--cached", "src/a.rs"]);
+    env.run(&["merge-back", "wo-01"]).code(2);
+    assert_eq!(env.rev("main"), before);
+    env.git(&["reset", "-q", "--hard"]);
+    // A new staged file elsewhere stays staged.
     env.write("new.txt", "new\n");
     env.git(&["add", "new.txt"]);
-    let run = env.run(&["merge-back", "wo-01"]).code(2);
-    assert!(
-        run.stderr.contains("local changes: 'new.txt'"),
-        "{}",
-        run.stderr
-    );
-    assert_eq!(env.rev("main"), before);
-    env.git(&["rm", "-q", "--cached", "new.txt"]);
-    std::fs::remove_file(env.repo.join("new.txt")).unwrap();
     env.run(&["merge-back", "wo-01"]).success();
-    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(env.git(&["status", "--porcelain"]), "A  new.txt\n");
     assert_eq!(
         std::fs::read_to_string(env.repo.join("src/a.rs")).unwrap(),
         "a2\n"
@@ -652,7 +709,8 @@ fn concurrent_merge_backs_all_land_in_one_chain() {
 /// as it does for `git merge-tree`.
 #[test]
 fn attributes_committed_between_merge_backs_count() {
-    use git_arbiter::merge::{DriftScope, Outcome, Request};
+    use crate::common::{land_in_process, Merged, IN_PROCESS};
+    use git_arbiter::merge::{DriftScope, Request};
     let env = TestEnv::new();
     env.write("a.txt", "a\n");
     env.write("log.txt", "base\n");
@@ -685,15 +743,11 @@ fn attributes_committed_between_merge_backs_count() {
             round_base: None,
             scope: DriftScope::Own,
             extra_note: None,
-            owner: None,
-            retry: false,
+            owner: IN_PROCESS,
         };
-        session
-            .borrow_mut()
-            .merge_back(&ctx, &store, &request)
-            .expect("merge-back")
+        land_in_process(&ctx, &store, &mut session.borrow_mut(), &request)
     };
-    assert!(matches!(merge("wo-a"), Outcome::Merged { .. }));
+    assert!(matches!(merge("wo-a"), Merged::Landed(_)));
 
     env.write("log.txt", "base\nours\n");
     env.write(".gitattributes", "log.txt merge=union\n");
@@ -704,7 +758,7 @@ fn attributes_committed_between_merge_backs_count() {
     );
     assert_eq!(oracle.code, 0, "git merges it cleanly too");
     let outcome = merge("wo-b");
-    assert!(matches!(outcome, Outcome::Merged { .. }), "{outcome:?}");
+    assert!(matches!(outcome, Merged::Landed(_)), "{outcome:?}");
     assert_eq!(env.git(&["show", "main:log.txt"]), "base\nours\ntheirs\n");
     env.fsck();
 }

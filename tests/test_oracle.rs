@@ -3,12 +3,12 @@
 //! for the first merge of a process and for one made after it.
 
 use git_arbiter::context::Context;
-use git_arbiter::merge::{self, DriftScope, Outcome, Request};
+use git_arbiter::merge::{DriftScope, Request};
 use git_arbiter::scope::Entry;
 use git_arbiter::state::Store;
 use proptest::prelude::*;
 
-use crate::common::TestEnv;
+use crate::common::{land_in_process, Merged, TestEnv, IN_PROCESS};
 
 const POOL: &[&str] = &["a.txt", "b.txt", "d/c.txt", "d/e/f.txt", "g.txt", "h h.txt"];
 
@@ -92,7 +92,13 @@ fn apply(env: &TestEnv, dir: &std::path::Path, ops: &[Op]) {
 
 /// Merge `arbiter/<id>` into `main` with `ctx` and compare with
 /// `git merge-tree` of the same two commits.
-fn merge_and_compare(env: &TestEnv, ctx: &Context, store: &Store, id: &str) {
+fn merge_and_compare(
+    env: &TestEnv,
+    ctx: &Context,
+    store: &Store,
+    session: &mut git_arbiter::merge::Session,
+    id: &str,
+) {
     let tip = env.git(&["rev-parse", "main"]).trim().to_owned();
     let branch = format!("arbiter/{id}");
     let oracle = env.git_try_in(
@@ -102,9 +108,10 @@ fn merge_and_compare(env: &TestEnv, ctx: &Context, store: &Store, id: &str) {
     let orders = ctx.load_orders(None).unwrap();
     let into = ctx.integration_branch(None).unwrap();
     let source = ctx.repo.rev_parse_single(branch.as_str()).unwrap().detach();
-    let outcome = merge::merge_back(
+    let outcome = land_in_process(
         ctx,
         store,
+        session,
         &Request {
             wo: orders.get(id).unwrap(),
             into: &into,
@@ -113,13 +120,11 @@ fn merge_and_compare(env: &TestEnv, ctx: &Context, store: &Store, id: &str) {
             round_base: None,
             scope: DriftScope::Union(vec![Entry::parse("**").unwrap()]),
             extra_note: None,
-            owner: None,
-            retry: false,
+            owner: IN_PROCESS,
         },
-    )
-    .unwrap();
+    );
     match (oracle.code, outcome) {
-        (0, Outcome::Merged { sha, .. }) => {
+        (0, Merged::Landed(sha)) => {
             let ours = env.git(&["rev-parse", &format!("{sha}^{{tree}}")]);
             assert_eq!(
                 ours.trim(),
@@ -128,13 +133,13 @@ fn merge_and_compare(env: &TestEnv, ctx: &Context, store: &Store, id: &str) {
             );
             assert_eq!(env.git(&["status", "--porcelain"]), "");
         }
-        (0, Outcome::UpToDate { .. }) => {
+        (0, Merged::UpToDate) => {
             assert_eq!(
                 oracle.stdout.trim(),
                 env.git(&["rev-parse", "main^{tree}"]).trim()
             );
         }
-        (1, Outcome::Conflict { paths }) => {
+        (1, Merged::Conflict(paths)) => {
             // git lists the conflicted files after the tree and a blank line.
             let listed: Vec<&str> = oracle
                 .stdout
@@ -186,8 +191,10 @@ fn check(base: Vec<Op>, ours: Vec<Op>, theirs: Vec<Op>, again: Vec<Op>) {
 
     let ctx = env.context();
     let store = Store::new(&ctx.repo, 3);
-    merge_and_compare(&env, &ctx, &store, "wo-01");
-    merge_and_compare(&env, &ctx, &store, "wo-02");
+    // One session for both, as a round keeps.
+    let mut session = git_arbiter::merge::Session::default();
+    merge_and_compare(&env, &ctx, &store, &mut session, "wo-01");
+    merge_and_compare(&env, &ctx, &store, &mut session, "wo-02");
     env.fsck();
 }
 

@@ -496,21 +496,49 @@ fn a_conflict_in_the_best_falls_back_to_the_next_best() {
     env.fsck();
 }
 
+/// A local change elsewhere in the checkout does not stop a race; one
+/// where the winner writes keeps the winner waiting to land, on the order's
+/// branch, and a round lands it without a rebuild.
 #[test]
-fn a_dirty_integration_checkout_is_refused_before_any_instance_runs() {
+fn a_race_lands_around_local_changes_or_keeps_its_winner_waiting() {
     let env = repo();
     std::fs::write(env.repo.join("README"), "my edit\n").expect("edit");
-    let run = race(&env, &["-n", "2", "--build", BUILD, "--score", SCORE_587]).code(2);
-    assert!(
-        run.stderr.contains("with local changes: README"),
-        "{}",
-        run.stderr
-    );
-    assert_eq!(race_branches(&env), "");
+    let summary = race(&env, &["-n", "2", "--build", BUILD, "--score", SCORE_587])
+        .success()
+        .json();
+    assert_eq!(summary["winner"], 1, "{summary}");
     assert_eq!(
         std::fs::read_to_string(env.repo.join("README")).expect("README"),
         "my edit\n"
     );
+
+    let env = repo();
+    env.write("src/one.txt", "the user's own\n");
+    let summary = race(&env, &["-n", "2", "--build", BUILD, "--score", SCORE_587])
+        .success()
+        .json();
+    assert!(
+        summary["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("'src/one.txt'")),
+        "{summary}"
+    );
+    assert_eq!(summary["merges"][0]["outcome"], "waiting");
+    assert_eq!(
+        env.git(&["show", "arbiter/wo-01:src/one.txt"]),
+        "instance 1\n"
+    );
+    assert_eq!(race_branches(&env), "");
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["status"], "verified", "{status}");
+    std::fs::remove_file(env.repo.join("src/one.txt")).expect("rm");
+    env.run(&["round", "--json", "--build", "false"]).success();
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("src/one.txt")).expect("one"),
+        "instance 1\n"
+    );
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+    env.fsck();
 }
 
 #[test]

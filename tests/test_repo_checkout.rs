@@ -132,12 +132,12 @@ fn a_directory_replaced_by_a_file_lands_as_git_merges_it() {
     env.fsck();
 }
 
-/// Untracked files inside that directory are the user's: the merge of that
-/// order is refused, it alone, and it is halted `checkout_blocked` with its
-/// work kept; the other order lands, nothing loops, and once the files are
-/// moved a plain `merge-back` lands the kept work.
+/// Untracked files inside that directory are the user's: that order's
+/// landing waits (`verified`, its work kept), it alone; the other order
+/// lands, nothing loops or is built again, and once the files are moved a
+/// plain `retry` lands the kept work.
 #[test]
-fn untracked_files_in_the_way_block_only_that_order() {
+fn untracked_files_in_the_way_keep_only_that_order_waiting() {
     let env = TestEnv::new();
     env.write("src/d/x.txt", "x\n");
     env.work_order("wo-01", "Flatten", &[], &["src/d", "new.txt"]);
@@ -147,13 +147,12 @@ fn untracked_files_in_the_way_block_only_that_order() {
     env.write("new.txt", "mine too\n");
     let build = "case $ARBITER_WO in wo-01) rm -rf src/d; echo file > src/d; echo n > new.txt;; *) echo o > other.txt;; esac";
     let run = env.run(&["round", "--json", "--build", build]);
-    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.code, 0, "{}", run.stderr);
     let out = run.json();
-    assert_eq!(out["halted"][0]["wo_id"], "wo-01", "{out}");
-    assert_eq!(out["halted"][0]["reason"], "checkout_blocked", "{out}");
-    assert_eq!(
-        out["halted"][0]["paths"],
-        serde_json::json!(["new.txt", "src/d/mine.txt"]),
+    assert_eq!(out["waiting"][0]["wo_id"], "wo-01", "{out}");
+    let why = out["waiting"][0]["why"].as_str().expect("why");
+    assert!(
+        why.contains("untracked files") && why.contains("'new.txt', 'src/d/mine.txt'"),
         "{out}"
     );
     assert_eq!(env.git(&["show", "main:other.txt"]), "o\n");
@@ -165,15 +164,16 @@ fn untracked_files_in_the_way_block_only_that_order() {
         std::fs::read_to_string(env.repo.join("new.txt")).expect("kept"),
         "mine too\n"
     );
-    // Nothing left to build: a second round changes nothing.
+    // Nothing left to build: a second round builds nothing, still waits.
     let again = env.run(&["round", "--json", "--build", "exit 1"]);
-    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(again.json()["rounds"], 0);
+    assert_eq!(again.json()["waiting"][0]["wo_id"], "wo-01");
 
     std::fs::remove_dir_all(env.repo.join("src/d")).expect("move");
     std::fs::remove_file(env.repo.join("new.txt")).expect("move");
     env.git(&["checkout", "--", "src/d"]);
-    env.run(&["merge-back", "wo-01"]).success();
+    env.run(&["retry", "wo-01"]).success();
     let status = env.run(&["status", "--json"]).success().json();
     assert_eq!(status["orders"][0]["status"], "done", "{status}");
     assert_eq!(status["orders"][0]["terminal"], false, "{status}");
@@ -184,11 +184,11 @@ fn untracked_files_in_the_way_block_only_that_order() {
 
 /// An untracked file below a folder the merge turns into a file is not a
 /// path the merge changes, but it is in the way all the same: the order
-/// whose merge writes there is halted with that path (a landing once found
+/// whose merge writes there waits, naming that path (a landing once found
 /// no order to blame and stopped the whole run). Verified and unverified
 /// landings alike.
 #[test]
-fn an_untracked_file_below_a_replaced_folder_halts_the_order_that_replaces_it() {
+fn an_untracked_file_below_a_replaced_folder_keeps_the_order_that_replaces_it_waiting() {
     for extra in [&[][..], &["--gate", "true"][..]] {
         let env = TestEnv::new();
         env.write("src/d/x.txt", "x\n");
@@ -200,13 +200,13 @@ fn an_untracked_file_below_a_replaced_folder_halts_the_order_that_replaces_it() 
         let mut args = vec!["round", "--json", "--build", build];
         args.extend_from_slice(extra);
         let run = env.run(&args);
-        assert_eq!(run.code, 1, "{extra:?}: {}", run.stderr);
+        assert_eq!(run.code, 0, "{extra:?}: {}", run.stderr);
         let out = run.json();
-        assert_eq!(out["halted"][0]["wo_id"], "wo-01", "{out}");
-        assert_eq!(out["halted"][0]["reason"], "checkout_blocked", "{out}");
-        assert_eq!(
-            out["halted"][0]["paths"],
-            serde_json::json!(["src/d/mine.txt"]),
+        assert_eq!(out["waiting"][0]["wo_id"], "wo-01", "{out}");
+        assert!(
+            out["waiting"][0]["why"]
+                .as_str()
+                .is_some_and(|w| w.ends_with("'src/d/mine.txt'")),
             "{out}"
         );
         assert_eq!(env.git(&["show", "main:other.txt"]), "o\n");
@@ -271,16 +271,17 @@ fn a_bumped_submodule_does_not_block_later_rounds() {
     assert_eq!(env.git(&["show", "main:other.txt"]), "o\n");
     env.fsck();
 
-    // Edited files inside the submodule are a user's work: still refused.
+    // Edited files inside the submodule are a user's work: a landing that
+    // does not touch it goes on, and they stay as they are.
     std::fs::write(env.repo.join("vendor/lib/lib.txt"), "edited\n").expect("edit");
     env.work_order("wo-03", "Third", &[], &["third.txt"]);
     env.git(&["add", "work-orders"]);
     env.git(&["commit", "-q", "-m", "wo-03"]);
-    let run = env.run(&["round", "--build", "echo 3 > third.txt"]).code(2);
-    assert!(
-        run.stderr.contains("local changes: vendor/lib"),
-        "{}",
-        run.stderr
+    env.run(&["round", "--build", "echo 3 > third.txt"]).success();
+    assert_eq!(env.git(&["show", "main:third.txt"]), "3\n");
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("vendor/lib/lib.txt")).expect("lib"),
+        "edited\n"
     );
 }
 
@@ -472,8 +473,16 @@ fn merge_commits_are_signed_as_git_signs() {
     );
     assert!(run.stderr.contains("hint: "), "{}", run.stderr);
     assert_eq!(env.git(&["rev-parse", "main"]), before);
+    // The build passed: its work waits to land, and lands once signing works.
     let status = env.run(&["status", "--json"]).success().json();
-    assert_eq!(status["orders"][1]["attempts"], 0, "{status}");
+    assert_eq!(status["orders"][1]["status"], "verified", "{status}");
+    env.git(&["config", "user.signingkey", key.to_str().expect("utf-8")]);
+    env.run(&["round", "--build", "false"]).success();
+    assert_eq!(env.git(&["show", "main:two.txt"]), "2\n");
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][1]["attempts"], 1, "{status}");
+    let verified = env.git_try_in(&env.repo, &["verify-commit", "main"]);
+    assert_eq!(verified.code, 0, "{}", verified.stderr);
 }
 
 /// The same with OpenPGP, git's default `gpg.format`: no `user.signingkey`,

@@ -1,24 +1,31 @@
 use clap::{Args, ValueEnum};
 use git_arbiter::error::{GitContext, InputError};
-use git_arbiter::merge::{self, DriftScope, Outcome, Request};
+use git_arbiter::kept::{self, Command, Item};
+use git_arbiter::merge::{self, DriftScope};
 use git_arbiter::orders::WorkOrder;
+use git_arbiter::queue::Fate;
 use git_arbiter::state::Store;
 use git_arbiter::{drift, Error, ExitCode};
 use serde_json::json;
 
-use super::{out, Env};
+use super::{out, progress, Env};
 
 /// Merge a work order's branch `arbiter/<id>` into the integration branch.
 ///
-/// The merge is computed in the object database (no checkout) as a two-parent
-/// merge commit `Merge <id>: <title>` with trailers `Arbiter-WO`,
-/// `Arbiter-Attempt` and `Arbiter-Round-Base`. Before the branch moves, every
-/// path the merge changes (renames count as delete + add; mode changes,
-/// symlinks and submodules count) must be covered by the work order's declared
-/// files. A conflict (exit 3) or undeclared drift (exit 4) halts the work order
-/// and leaves the branch untouched. If the integration branch is checked out,
-/// that worktree follows the merge; local changes there are never overwritten
-/// (exit 2, nothing moves). The merge commit gets a note in
+/// The merge goes through the merge queue a round uses. It is computed in
+/// the object database (no checkout) as a two-parent merge commit
+/// `Merge <id>: <title>` with trailers `Arbiter-WO`, `Arbiter-Attempt` and
+/// `Arbiter-Round-Base`. Before the branch moves, every path the merge
+/// changes (renames count as delete + add; mode changes, symlinks and
+/// submodules count) must be covered by the work order's declared files, and
+/// with `--verify merged` (the default when a gate is configured) the gates
+/// must pass on the merged result. A conflict (exit 3) or undeclared drift
+/// (exit 4) halts the work order and leaves the branch untouched; failing
+/// gates halt it `merged_gate_failed` (exit 1). If the integration branch is
+/// checked out, that worktree follows the merge as with `git merge`: local
+/// changes in files the merge does not touch stay as they are; a local
+/// change or an untracked file where the merge writes refuses it before
+/// anything changes (exit 2). The merge commit gets a note in
 /// `refs/notes/arbiter` (`git log --notes=arbiter`).
 #[derive(Args, Debug)]
 pub struct MergeBackArgs {
@@ -35,6 +42,8 @@ pub struct MergeBackArgs {
     /// Print `{"version":1,"merged":…}` on stdout
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    gates: super::GateArgs,
     #[command(flatten)]
     pub orders: super::OrdersArgs,
 }
@@ -71,8 +80,6 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
         .git_context(format!("resolving {branch}"))?
         .detach();
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
-    let record = store.snapshot()?.record(&args.id)?;
-    let (attempt, round_base) = merge::standalone(record.as_ref());
     let scope = match args.drift_scope {
         ScopeArg::Own => DriftScope::Own,
         ScopeArg::Batch => {
@@ -81,36 +88,34 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             DriftScope::Union(drift::batch_union(&ctx, &orders, &store, tip, max)?)
         }
     };
-    let outcome = merge::merge_back(
+    let gates = args.gates.resolve(&ctx)?;
+    let progress = progress::for_stderr();
+    let landed = kept::land(
         &ctx,
         &store,
-        &Request {
-            wo,
-            into: &into,
-            source,
-            attempt,
-            round_base,
-            scope,
-            extra_note: None,
-            owner: None,
-            retry: false,
-        },
+        &into,
+        &[Item { wo, source, scope }],
+        Command::MergeBack,
+        gates.checks(),
+        progress.as_ref(),
     )?;
+    drop(progress);
+    let Some(landed) = landed.into_iter().next() else {
+        return Err(InputError::new(format!("{} was not merged", args.id)).into());
+    };
     let id = &args.id;
     let target = into.shorten();
-    let (value, human, code) = match &outcome {
-        Outcome::Merged {
-            sha,
-            pre_merge_head,
-            changed,
-        } => {
+    let (value, human, code) = match &landed.fate {
+        Fate::Landed { sha, .. } => {
+            let changed = &landed.changed;
             say!(
                 "arbiter merge-back wo={id} outcome=merged sha={sha} changed={}",
                 changed.len()
             );
+            let pre = landed.pre_merge_head.map(|p| p.to_string());
             (
                 json!({"version": 1, "merged": true, "sha": sha.to_string(),
-                       "pre_merge_head": pre_merge_head.to_string(), "changed": changed}),
+                       "pre_merge_head": pre, "changed": changed}),
                 format!(
                     "Merged {id} into {target} as {sha} ({} path{} changed)\n",
                     changed.len(),
@@ -119,7 +124,8 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 ExitCode::Success,
             )
         }
-        Outcome::UpToDate { tip } => {
+        Fate::UpToDate => {
+            let tip = ctx.branch_tip(&into)?;
             say!("arbiter merge-back wo={id} outcome=up_to_date tip={tip}");
             (
                 json!({"version": 1, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
@@ -130,7 +136,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 ExitCode::Success,
             )
         }
-        Outcome::Conflict { paths } => {
+        Fate::Halted { reason, paths } if reason == merge::HALT_CONFLICT => {
             say!(
                 "arbiter merge-back wo={id} outcome=conflict paths={}",
                 paths.len()
@@ -147,23 +153,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 ExitCode::MergeConflict,
             )
         }
-        // Only a conductor's merge halts for this; a standalone one refuses.
-        Outcome::CheckoutBlocked { paths } => {
-            return Err(InputError::new(format!(
-                "{id} was not merged: untracked files in the checkout are in the way: {}",
-                paths.join(", ")
-            ))
-            .hint("move or remove them there first")
-            .into())
-        }
-        Outcome::Withdrawn { reason } => {
-            return Err(
-                InputError::new(format!("{id} was not merged: it was {reason}"))
-                    .hint("'git arbiter status' shows its state")
-                    .into(),
-            )
-        }
-        Outcome::Drift { paths } => {
+        Fate::Halted { paths, .. } => {
             say!(
                 "arbiter merge-back wo={id} outcome=drift paths={}",
                 paths.len()
@@ -180,6 +170,35 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 ExitCode::DriftRejected,
             )
         }
+        Fate::GateFailed { detail } => {
+            say!("arbiter merge-back wo={id} outcome=merged_gate_failed");
+            (
+                json!({"version": 1, "merged": false, "halted": true,
+                       "halt_reason": git_arbiter::queue::MERGED_GATE_FAILED, "detail": detail}),
+                format!(
+                    "GATES FAILED on the merged result: {detail}; {id} is halted ({}), {target} is unchanged\n",
+                    git_arbiter::queue::MERGED_GATE_FAILED
+                ),
+                ExitCode::Escalation,
+            )
+        }
+        Fate::Waiting { why, hint } => {
+            return Err(InputError::new(format!(
+                "{id} was not merged: {why}; it is verified and waits to land"
+            ))
+            .hint(format!(
+                "{hint}, then 'git arbiter retry {id}' (or 'git arbiter round')"
+            ))
+            .into())
+        }
+        Fate::Withdrawn { reason } => {
+            return Err(
+                InputError::new(format!("{id} was not merged: it was {reason}"))
+                    .hint("'git arbiter status' shows its state")
+                    .into(),
+            )
+        }
+        Fate::Interrupted => return Err(Error::Interrupted),
     };
     if args.json {
         out(&super::json(&value));

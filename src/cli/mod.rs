@@ -79,6 +79,57 @@ pub struct OrdersArgs {
     pub orders: Option<PathBuf>,
 }
 
+/// How kept work is checked before it lands (`retry`, `merge-back`): as a round checks it.
+#[derive(Args, Debug, Clone)]
+pub struct GateArgs {
+    /// Gate command (repeatable), run on the merged result before the branch moves [default: `arbiter.gate`]
+    #[arg(long = "gate", value_name = "CMD")]
+    pub gates: Vec<String>,
+    /// `merged` (gates run on the merged result before the branch moves) or `none` [default: `arbiter.verify`, else merged when a gate is configured]
+    #[arg(long, value_name = "WHAT", value_parser = ["merged", "none"])]
+    pub verify: Option<String>,
+    /// Per-gate time limit, e.g. `90s`, `10m` [default: `arbiter.timeout`, else none]
+    #[arg(long, value_name = "DURATION", value_parser = round::parse_duration)]
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// The checks of [`GateArgs`], resolved against the configuration.
+pub struct Gates {
+    pub gates: Vec<String>,
+    pub verify: git_arbiter::queue::Verify,
+    pub timeout: Option<std::time::Duration>,
+    pub pool: git_arbiter::pool::Options,
+}
+
+impl GateArgs {
+    pub fn resolve(self, ctx: &Context) -> Result<Gates, Error> {
+        let gates = if self.gates.is_empty() {
+            ctx.config_strings("arbiter.gate")
+        } else {
+            self.gates
+        };
+        let verify = round::verify_or_config(ctx, self.verify.as_deref(), !gates.is_empty())?;
+        let max_total = git_arbiter::slots::cap(Some(ctx), None)?;
+        Ok(Gates {
+            verify,
+            timeout: round::timeout_or_config(ctx, self.timeout)?,
+            pool: git_arbiter::pool::Options::resolve(ctx, false, None, max_total)?,
+            gates,
+        })
+    }
+}
+
+impl Gates {
+    pub fn checks(&self) -> git_arbiter::queue::Checks<'_> {
+        git_arbiter::queue::Checks {
+            verify: self.verify,
+            gates: &self.gates,
+            timeout: self.timeout,
+            pool: &self.pool,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     Round(round::RoundArgs),

@@ -1,21 +1,29 @@
 use clap::Args;
 use git_arbiter::error::{GitContext, InputError};
-use git_arbiter::merge::{self, DriftScope, Outcome, Request};
+use git_arbiter::kept::{self, Command, Item};
+use git_arbiter::merge::{self, DriftScope};
+use git_arbiter::queue::Fate;
 use git_arbiter::state::{Record, Store};
 use git_arbiter::{Error, ExitCode};
 
-use super::{clear, out, Env};
+use super::{clear, out, progress, Env};
 
-/// Re-check the kept work of halted work orders after fixing them.
+/// Land kept work again after fixing its order: a halted merge, or work waiting to land.
 ///
 /// For an order halted by its merge (`undeclared_file_drift`,
-/// `merge_conflict`, `checkout_blocked`), e.g. once a missing file is declared
-/// in its work order, the kept branch `arbiter/<id>` is merged onto the
-/// current tip of the integration branch without rebuilding it, drift-checked
-/// against the order's current declared files. Merged: the halt is lifted, the
-/// order is `done` and its kept worktree and branch are removed. Refused
-/// again: it stays halted with the new reason and paths (exit 3 conflict,
-/// 4 drift, as `merge-back`).
+/// `merge_conflict`, `merged_gate_failed`), e.g. once a missing file is
+/// declared in its work order, and for passed work waiting to land
+/// (`verified`, e.g. once local changes in the checkout are committed or
+/// stashed), the kept work (branch `arbiter/<id>`) lands without a rebuild
+/// through the same merge queue a round uses: merged onto the current tip of
+/// the integration branch, drift-checked against the order's current
+/// declared files, and, with `--verify merged` (the default when a gate is
+/// configured), gated on the merged result before the branch moves. Landed:
+/// the halt is lifted, the order is `done` and its kept worktree and branch
+/// are removed. Refused again: it stays halted with the new reason and paths
+/// (exit 3 conflict, 4 drift, 1 when the gates fail on the merged result).
+/// A checkout of the branch that cannot follow (a local change in the way)
+/// refuses it before anything changes (exit 2).
 ///
 /// `--rebuild` instead lifts the halt of any halted order and builds it again
 /// in the next round, as `git arbiter clear` does (attempts back to 0; the kept
@@ -31,6 +39,8 @@ pub struct RetryArgs {
     /// The integration branch [default: the current branch]
     #[arg(long, value_name = "BRANCH", conflicts_with = "rebuild")]
     into: Option<String>,
+    #[command(flatten)]
+    gates: super::GateArgs,
     #[command(flatten)]
     pub orders: super::OrdersArgs,
 }
@@ -52,8 +62,9 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
         return Ok(ExitCode::Success);
     }
     let into = ctx.integration_branch(args.into.as_deref())?;
+    let gates = args.gates.resolve(&ctx)?;
     // Every order is checked before any is merged: a typo merges nothing.
-    let mut kept = Vec::with_capacity(ids.len());
+    let mut items = Vec::with_capacity(ids.len());
     for id in &ids {
         let Some(wo) = orders.get(id) else {
             return Err(InputError::new(format!("unknown work order '{id}'"))
@@ -61,99 +72,130 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
                 .into());
         };
         let record = store.snapshot()?.record(id)?;
-        check_retryable(id, record.as_ref())?;
-        let branch = git_arbiter::worktree::branch_ref(id);
-        let source = ctx
-            .repo
-            .try_find_reference(branch.as_str())
-            .git_context(format!("reading {branch}"))?
-            .ok_or_else(|| -> Error {
-                InputError::new(format!(
-                    "work order '{id}' has no kept branch {} to retry",
-                    git_arbiter::worktree::branch_of(id)
-                ))
-                .hint(format!(
-                    "'git arbiter retry --rebuild {id}' builds it again"
-                ))
-                .into()
-            })?
-            .peel_to_id()
-            .git_context(format!("resolving {branch}"))?
-            .detach();
-        kept.push((wo, record, source));
+        let record = check_retryable(id, record)?;
+        items.push(Item {
+            wo,
+            source: kept_work(&ctx, id, &record)?,
+            scope: DriftScope::Own,
+        });
     }
     let target = into.shorten();
+    let progress = progress::for_stderr();
+    let landed = kept::land(
+        &ctx,
+        &store,
+        &into,
+        &items,
+        Command::Retry,
+        gates.checks(),
+        progress.as_ref(),
+    )?;
+    drop(progress);
     let mut code = ExitCode::Success;
-    let mut session = merge::Session::default();
-    for (wo, record, source) in kept {
-        let id = wo.id.as_str();
-        let (attempt, round_base) = merge::standalone(record.as_ref());
-        let outcome = session.merge_back(
-            &ctx,
-            &store,
-            &Request {
-                wo,
-                into: &into,
-                source,
-                attempt,
-                round_base,
-                scope: DriftScope::Own,
-                extra_note: None,
-                owner: None,
-                retry: true,
-            },
-        )?;
-        say!("arbiter retry wo={id} outcome={}", outcome.name());
-        match &outcome {
-            Outcome::Merged { sha, .. } => {
-                // The kept work is in the merge now.
-                git_arbiter::worktree::remove(&ctx, id, &git_arbiter::worktree::branch_of(id))?;
+    let mut worst = |c: ExitCode| {
+        if code == ExitCode::Success {
+            code = c;
+        }
+    };
+    for landed in landed {
+        let id = landed.id.as_str();
+        let wo = orders.get(id);
+        match &landed.fate {
+            Fate::Landed { sha, .. } => out(&format!(
+                "Merged {id} into {target} as {sha}; {id} is done\n"
+            )),
+            Fate::UpToDate => out(&format!(
+                "{id}: {target} already contains {}; {id} is done\n",
+                git_arbiter::worktree::branch_of(id)
+            )),
+            Fate::Halted { reason, paths } => {
                 out(&format!(
-                    "Merged {id} into {target} as {sha}; {id} is done\n"
-                ));
-            }
-            Outcome::UpToDate { .. } => {
-                git_arbiter::worktree::remove(&ctx, id, &git_arbiter::worktree::branch_of(id))?;
-                out(&format!(
-                    "{id}: {target} already contains {}; {id} is done\n",
-                    git_arbiter::worktree::branch_of(id)
-                ));
-            }
-            Outcome::Conflict { paths } | Outcome::Drift { paths } => {
-                out(&format!(
-                    "{id} is still halted ({}):\n{}",
-                    outcome.name(),
+                    "{id} is still halted ({reason}):\n{}",
                     paths
                         .iter()
-                        .map(|p| format!("  {}\n", git_arbiter::drift::describe(p, Some(wo))))
+                        .map(|p| format!("  {}\n", git_arbiter::drift::describe(p, wo)))
                         .collect::<String>()
                 ));
-                if code == ExitCode::Success {
-                    code = if matches!(outcome, Outcome::Conflict { .. }) {
-                        ExitCode::MergeConflict
-                    } else {
-                        ExitCode::DriftRejected
-                    };
-                }
+                worst(if reason == merge::HALT_CONFLICT {
+                    ExitCode::MergeConflict
+                } else {
+                    ExitCode::DriftRejected
+                });
             }
-            // A standalone merge refuses (an error) rather than returning these.
-            Outcome::CheckoutBlocked { .. } | Outcome::Withdrawn { .. } => {
-                unreachable!(
-                    "a merge without an owner neither halts for the checkout nor is withdrawn"
-                )
+            Fate::GateFailed { detail } => {
+                out(&format!(
+                    "{id} is halted ({}): {detail}; {target} is unchanged\n",
+                    git_arbiter::queue::MERGED_GATE_FAILED
+                ));
+                worst(ExitCode::Escalation);
+            }
+            Fate::Waiting { why, hint } => {
+                out(&format!(
+                    "{id} passed but did not land: {why}\n{id} is verified and waits to land: {hint}, then 'git arbiter retry {id}' (or 'git arbiter round')\n"
+                ));
+                worst(ExitCode::Usage);
+            }
+            Fate::Withdrawn { reason } => {
+                out(&format!("{id} was not merged: it was {reason}\n"));
+                worst(ExitCode::Usage);
+            }
+            Fate::Interrupted => {
+                out(&format!("{id} was not merged: stopped; it waits to land\n"));
+                worst(ExitCode::Interrupted);
             }
         }
     }
     Ok(code)
 }
 
-/// A retry merges kept work: only an order its merge halted has some.
-fn check_retryable(id: &str, record: Option<&Record>) -> Result<(), Error> {
-    let Some(record) = record.filter(|r| r.halted) else {
-        return Err(InputError::new(format!("work order '{id}' is not halted"))
-            .hint("only a halted work order is retried; 'git arbiter status' shows which are")
-            .into());
+/// The commit of `id`'s kept work: its kept branch, or for work waiting to
+/// land, what it waits with.
+fn kept_work(
+    ctx: &git_arbiter::context::Context,
+    id: &str,
+    record: &Record,
+) -> Result<gix::ObjectId, Error> {
+    if let Some(source) = record
+        .landing
+        .as_ref()
+        .filter(|_| record.waits_to_land())
+        .and_then(|l| gix::ObjectId::from_hex(l.source.as_bytes()).ok())
+    {
+        return Ok(source);
+    }
+    let branch = git_arbiter::worktree::branch_ref(id);
+    Ok(ctx
+        .repo
+        .try_find_reference(branch.as_str())
+        .git_context(format!("reading {branch}"))?
+        .ok_or_else(|| -> Error {
+            InputError::new(format!(
+                "work order '{id}' has no kept branch {} to retry",
+                git_arbiter::worktree::branch_of(id)
+            ))
+            .hint(format!(
+                "'git arbiter retry --rebuild {id}' builds it again"
+            ))
+            .into()
+        })?
+        .peel_to_id()
+        .git_context(format!("resolving {branch}"))?
+        .detach())
+}
+
+/// A retry lands kept work: an order its merge halted has some, and an
+/// order whose passed work waits to land.
+fn check_retryable(id: &str, record: Option<Record>) -> Result<Record, Error> {
+    let Some(record) = record.filter(|r| r.halted || r.waits_to_land()) else {
+        return Err(InputError::new(format!(
+            "work order '{id}' is not halted and not waiting to land"
+        ))
+        .hint("only a halted work order, or one waiting to land, is retried; 'git arbiter status' shows which are")
+        .into());
     };
+    if record.waits_to_land() {
+        return Ok(record);
+    }
     let reason = record
         .halt_reason
         .as_deref()
@@ -165,5 +207,5 @@ fn check_retryable(id: &str, record: Option<&Record>) -> Result<(), Error> {
         .hint(format!("'git arbiter retry --rebuild {id}' builds it again"))
         .into());
     }
-    Ok(())
+    Ok(record)
 }

@@ -80,7 +80,8 @@ pub struct Instance {
 #[derive(Debug, Clone, Serialize)]
 pub struct MergeTry {
     pub instance: u32,
-    /// `merged`, `up_to_date`, `merge_conflict` or `undeclared_file_drift`.
+    /// `merged`, `up_to_date`, `merge_conflict`, `undeclared_file_drift`,
+    /// `merged_gate_failed` or `waiting`.
     pub outcome: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<String>,
@@ -102,6 +103,10 @@ pub struct Summary {
     pub pick: Option<PickRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub escalation: Option<String>,
+    /// The winner passed but could not land now (what is in the way, and
+    /// what to do): it is `verified`, waiting to land on `arbiter/<id>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<crate::round::Stopped>,
     /// Gate runs spent verifying merged results.
@@ -232,8 +237,7 @@ fn recover(
     me: &Conductor,
     progress: &dyn Progress,
 ) -> Result<()> {
-    crate::checkout::sync_checked_out(ctx, branch)?;
-    crate::checkout::refuse_dirty_checkout(ctx, branch)?;
+    crate::merge::settle_checkouts(ctx, branch, progress)?;
     let live = |r: &state::Record| crate::conductor::owns_live(ctx, r);
     let tip = ctx.branch_tip(branch).ok();
     for line in worktree::cleanup_stale(ctx, store, orders, tip, &live, true)? {
@@ -453,6 +457,7 @@ impl<'r> Race<'r> {
             let entry = Entry {
                 req: request.clone(),
                 entered: Instant::now(),
+                verified: None,
             };
             let fate = queue.land(vec![entry], self.progress)?.pop();
             let (outcome, paths, sha) = match fate.map(|(_, fate)| fate) {
@@ -463,6 +468,23 @@ impl<'r> Race<'r> {
                     Some(self.ctx.branch_tip(branch)?),
                 ),
                 Some(Fate::Halted { reason, paths }) => (reason, paths, None),
+                Some(Fate::Waiting { why, hint }) => {
+                    // Passed, but the checkout cannot follow now: the work
+                    // waits to land on the order's branch, and a round
+                    // lands it from there.
+                    worktree::keep_on_branch(self.ctx, &self.wo.id, request.source)?;
+                    let instance = self.jobs[idx].k;
+                    self.summary.merges.push(MergeTry {
+                        instance,
+                        outcome: "waiting".into(),
+                        paths: Vec::new(),
+                    });
+                    self.summary.waiting = Some(format!("{why}; {hint}"));
+                    self.summary.gate_runs = queue.gate_runs;
+                    self.keep = vec![self.opts.keep_losers; self.jobs.len()];
+                    self.end_with(false)?;
+                    return Ok(None);
+                }
                 Some(Fate::GateFailed { .. }) => {
                     unlanded = Some(request);
                     (queue::MERGED_GATE_FAILED.to_owned(), Vec::new(), None)
@@ -590,8 +612,7 @@ impl<'r> Race<'r> {
                 "score": job.cand.score,
                 "verdicts": job.verdicts,
             })),
-            owner: Some(self.me.name.as_str()),
-            retry: false,
+            owner: self.me.name.as_str(),
         })
     }
 
@@ -770,6 +791,21 @@ fn dispatch(
                     .hint(r.done_hint())
                     .into(),
             );
+        }
+        if r.waits_to_land() {
+            return Err(InputError::new(format!(
+                "work order '{}' passed and waits to land: {}",
+                wo.id,
+                r.landing
+                    .as_ref()
+                    .and_then(|l| l.blocked.as_deref())
+                    .unwrap_or("it has not landed yet")
+            ))
+            .hint(format!(
+                "'git arbiter round' (or 'git arbiter retry {}') lands it without a rebuild",
+                wo.id
+            ))
+            .into());
         }
         if r.status == Status::InProgress
             && r.owner

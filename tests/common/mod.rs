@@ -546,3 +546,65 @@ fn to_run(output: Output) -> Run {
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
+
+/// How one order's merge came out when landed in process.
+#[derive(Debug)]
+pub enum Merged {
+    Landed(gix::ObjectId),
+    UpToDate,
+    Conflict(Vec<String>),
+    Drift(Vec<String>),
+}
+
+/// The conductor name [`land_in_process`] holds records as.
+pub const IN_PROCESS: &str = "test";
+
+/// Land `req` (whose `owner` must be [`IN_PROCESS`]) on its branch in
+/// process, as the merge queue lands one order: its record is taken for
+/// this conductor, merged onto the tip in `session`, landed by
+/// compare-and-swap, and recorded.
+pub fn land_in_process(
+    ctx: &git_arbiter::context::Context,
+    store: &git_arbiter::state::Store<'_>,
+    session: &mut git_arbiter::merge::Session,
+    req: &git_arbiter::merge::Request<'_>,
+) -> Merged {
+    use git_arbiter::merge::{Landed, Linked};
+    assert_eq!(req.owner, IN_PROCESS);
+    store
+        .transact("test: hold", |txn| -> git_arbiter::Result<()> {
+            let mut r = txn.record(&req.wo.id, false)?;
+            r.status = git_arbiter::state::Status::InProgress;
+            r.halted = false;
+            r.owner = Some(IN_PROCESS.into());
+            r.attempts = req.attempt;
+            txn.put(r);
+            Ok(())
+        })
+        .expect("hold the record");
+    let tip = ctx.branch_tip(req.into).expect("tip");
+    match session.link(ctx, store, tip, req).expect("merge") {
+        Linked::Merge(link) => {
+            let landed = git_arbiter::merge::land(
+                ctx,
+                store,
+                req.into,
+                tip,
+                &[(req, &link)],
+                std::time::Duration::from_secs(5),
+            )
+            .expect("land");
+            match landed {
+                Landed::Landed { sha } => Merged::Landed(sha),
+                other => panic!("not landed: {other:?}"),
+            }
+        }
+        Linked::UpToDate => {
+            git_arbiter::merge::record_up_to_date(store, req, tip).expect("record");
+            Merged::UpToDate
+        }
+        Linked::Conflict { paths } => Merged::Conflict(paths),
+        Linked::Drift { paths } => Merged::Drift(paths),
+        Linked::Withdrawn { reason } => panic!("withdrawn: {reason}"),
+    }
+}

@@ -1,0 +1,695 @@
+//! Keep a checked-out copy of the integration branch in step with a landing,
+//! the way `git merge` keeps the worktree it runs in (a two-way
+//! `git read-tree -m -u`): only the paths the landing changes are written,
+//! and only where the user has no change of their own. Local edits and
+//! staged changes anywhere else are carried over untouched; untracked files
+//! stay where they are.
+//!
+//! A landing is refused for the checkout ([`Blocked`], nothing touched)
+//! only when
+//! - a path it changes has a local edit, a staged change or a deletion, or
+//!   a staged file is where it needs a folder (or the reverse);
+//! - an untracked file is where it puts one;
+//! - the index has unmerged entries (a conflicted merge in progress);
+//! - `index.lock` stays taken for the whole bounded wait (an editor's
+//!   `git status` takes it for a moment: that is waited for).
+//!
+//! The index lock is taken before anything is checked and held until the
+//! new index is in place, so no `git add` can come between the check and
+//! the write. The branch moves between the two: a journal beside the index
+//! ([`crate::layout::landing_journal`]) names the landing from the moment
+//! before the move until the index is written, and [`finish_interrupted`]
+//! completes (or drops) what a killed process left.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gix::bstr::{BStr, ByteSlice};
+use gix::index::entry::{Flags, Mode, Stage};
+use gix::refs::FullName;
+use gix::ObjectId;
+
+use crate::checkout::{self, IndexLock};
+use crate::context::Context;
+use crate::drift::{self, Changed};
+use crate::error::{Error, GitContext, InputError, Result};
+
+/// How long a landing waits for someone else's `index.lock` on a checkout
+/// before the checkout is reported blocked (`arbiter.indexLockWait`).
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// Why a checkout cannot follow a landing now. Nothing was touched there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocked {
+    /// `index.lock` stayed taken for the whole wait.
+    Locked { dir: PathBuf, lock: PathBuf },
+    /// The user changed paths the landing changes (edited, staged, deleted).
+    Edited { dir: PathBuf, paths: Vec<String> },
+    /// Untracked (or ignored) files are where the landing puts files.
+    Untracked { dir: PathBuf, paths: Vec<String> },
+    /// The index has unmerged entries: a conflicted merge is in progress.
+    Unmerged { dir: PathBuf, paths: Vec<String> },
+}
+
+impl Blocked {
+    /// The paths behind it (none for a lock).
+    pub fn paths(&self) -> &[String] {
+        match self {
+            Blocked::Locked { .. } => &[],
+            Blocked::Edited { paths, .. }
+            | Blocked::Untracked { paths, .. }
+            | Blocked::Unmerged { paths, .. } => paths,
+        }
+    }
+
+    /// Does it concern every landing, whatever it changes (a lock, a conflict)?
+    pub fn blocks_everything(&self) -> bool {
+        matches!(self, Blocked::Locked { .. } | Blocked::Unmerged { .. })
+    }
+
+    /// One line saying what is in the way, where.
+    pub fn describe(&self) -> String {
+        match self {
+            Blocked::Locked { dir, lock } => format!(
+                "the index of the checkout {} stayed locked ({} exists)",
+                dir.display(),
+                lock.display()
+            ),
+            Blocked::Edited { dir, paths } => format!(
+                "local changes in the checkout {} to files it changes: {}",
+                dir.display(),
+                checkout::list(paths)
+            ),
+            Blocked::Untracked { dir, paths } => format!(
+                "untracked files in the checkout {} where it puts files: {}",
+                dir.display(),
+                checkout::list(paths)
+            ),
+            Blocked::Unmerged { dir, paths } => format!(
+                "unmerged files in the checkout {} (a merge in progress): {}",
+                dir.display(),
+                checkout::list(paths)
+            ),
+        }
+    }
+
+    /// What the user does about it.
+    pub fn hint(&self) -> String {
+        match self {
+            Blocked::Locked { lock, .. } => format!(
+                "a git command is running there, or one was killed: if none is running, remove {}",
+                lock.display()
+            ),
+            Blocked::Edited { .. } => {
+                "commit or stash those changes there; git-arbiter never overwrites your edits".into()
+            }
+            Blocked::Untracked { .. } => "move or remove those files there".into(),
+            Blocked::Unmerged { .. } => {
+                "finish or abort the merge there ('git merge --continue' or 'git merge --abort')"
+                    .into()
+            }
+        }
+    }
+
+    /// The refusal as an error, for a command that stops on it.
+    pub fn error(&self) -> Error {
+        InputError::new(self.describe()).hint(self.hint()).into()
+    }
+}
+
+/// A checkout checked, and locked, for one landing: [`Prepared::begin`]
+/// before the branch moves, [`Prepared::apply`] after it (or
+/// [`Prepared::cancel`] when it did not move).
+pub struct Prepared {
+    wt: gix::Repository,
+    dir: PathBuf,
+    lock: IndexLock,
+    index: gix::index::File,
+    from: ObjectId,
+    to: ObjectId,
+    to_tree: ObjectId,
+    changed: Vec<Changed>,
+}
+
+impl Prepared {
+    /// The worktree's top.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Write the journal: the branch is about to move from `from` to `to`.
+    pub fn begin(&self) -> Result<()> {
+        let journal = crate::layout::landing_journal(self.wt.git_dir());
+        write_journal(&journal, self.from, self.to)
+    }
+
+    /// The branch did not move: forget the journal (the lock goes when
+    /// `self` is dropped).
+    pub fn cancel(&self) {
+        let _ = std::fs::remove_file(crate::layout::landing_journal(self.wt.git_dir()));
+    }
+
+    /// The branch moved: write the changed paths and the index, then drop
+    /// the journal. On an error the journal stays, for [`finish_interrupted`].
+    pub fn apply(self) -> Result<PathBuf> {
+        let Prepared {
+            wt,
+            dir,
+            lock,
+            index,
+            to_tree,
+            changed,
+            ..
+        } = self;
+        update(&wt, &dir, lock, index, to_tree, &changed)?;
+        crate::crash::point("checkout-index.after");
+        let _ = std::fs::remove_file(crate::layout::landing_journal(wt.git_dir()));
+        Ok(dir)
+    }
+}
+
+/// A move of a checked-out branch: its commits and their trees.
+#[derive(Debug, Clone, Copy)]
+pub struct Move {
+    pub from: ObjectId,
+    pub from_tree: ObjectId,
+    pub to: ObjectId,
+    pub to_tree: ObjectId,
+}
+
+impl Move {
+    /// The move from commit `from` to commit `to`.
+    pub fn between(ctx: &Context, from: ObjectId, to: ObjectId) -> Result<Move> {
+        Ok(Move {
+            from,
+            from_tree: ctx.tree_of(from)?,
+            to,
+            to_tree: ctx.tree_of(to)?,
+        })
+    }
+}
+
+/// Take `wt`'s index lock (waiting up to `wait` for someone else's) and
+/// check that the landing `step` (`changed` between its trees) can update
+/// it without touching a change of the user's.
+pub fn prepare(
+    wt: &gix::Repository,
+    step: Move,
+    changed: &[Changed],
+    wait: Duration,
+) -> Result<std::result::Result<Prepared, Blocked>> {
+    let dir = checkout::workdir(wt)?;
+    let Some(lock) = IndexLock::wait(wt, wait)? else {
+        return Ok(Err(Blocked::Locked {
+            lock: wt.index_path().with_extension("lock"),
+            dir,
+        }));
+    };
+    let index = read_or_empty(wt)?;
+    checkout::refuse_sparse_index(wt, &index)?;
+    let unmerged = unmerged_paths(&index);
+    if !unmerged.is_empty() {
+        return Ok(Err(Blocked::Unmerged {
+            dir,
+            paths: unmerged,
+        }));
+    }
+    let old = entries_at(wt, step.from_tree, changed)?;
+    let new = entries_at(wt, step.to_tree, changed)?;
+    let mut files = Files::new(wt, &index, &dir)?;
+    let mut edited = Vec::new();
+    for ((c, old), new) in changed.iter().zip(&old).zip(&new) {
+        let path = c.path.as_bstr();
+        let entry = index.entry_by_path(path);
+        if !same_entry(entry, *old) {
+            edited.push(c.display());
+            continue;
+        }
+        if let Some(entry) = entry {
+            if !files.holds_entry(entry)? {
+                edited.push(c.display());
+            }
+        }
+        if new.is_some() {
+            // A file the user staged where this needs a folder, or staged
+            // files below a path this makes a file.
+            edited.extend(staged_in_the_way(&index, path, changed));
+        }
+    }
+    edited.sort();
+    edited.dedup();
+    if !edited.is_empty() {
+        return Ok(Err(Blocked::Edited { dir, paths: edited }));
+    }
+    // Untracked files at, or where a folder is needed for, the paths the
+    // landing adds.
+    let added = changed
+        .iter()
+        .zip(&new)
+        .filter(|(c, new)| new.is_some() && index.entry_by_path(c.path.as_bstr()).is_none())
+        .map(|(c, _)| c.path.as_slice());
+    let untracked = checkout::untracked_in_the_way(&dir, added, |p| {
+        index.entry_by_path(p.as_bstr()).is_some()
+    })?;
+    if !untracked.is_empty() {
+        return Ok(Err(Blocked::Untracked {
+            dir,
+            paths: untracked,
+        }));
+    }
+    Ok(Ok(Prepared {
+        wt: wt.clone(),
+        dir,
+        lock,
+        index,
+        from: step.from,
+        to: step.to,
+        to_tree: step.to_tree,
+        changed: changed.to_vec(),
+    }))
+}
+
+/// The index of `wt`, or an empty one when it has none yet.
+fn read_or_empty(wt: &gix::Repository) -> Result<gix::index::File> {
+    if wt.index_path().exists() {
+        return checkout::read_index(wt);
+    }
+    Ok(gix::index::File::from_state(
+        gix::index::State::new(wt.object_hash()),
+        wt.index_path(),
+    ))
+}
+
+/// The paths of unmerged entries (stage 1–3), each once.
+fn unmerged_paths(index: &gix::index::State) -> Vec<String> {
+    let mut paths: Vec<String> = index
+        .entries()
+        .iter()
+        .filter(|e| e.stage() != Stage::Unconflicted)
+        .map(|e| e.path(index).to_str_lossy().into_owned())
+        .collect();
+    paths.dedup();
+    paths
+}
+
+/// The non-tree entry of `tree` at each changed path, in order.
+fn entries_at(
+    wt: &gix::Repository,
+    tree: ObjectId,
+    changed: &[Changed],
+) -> Result<Vec<Option<(Mode, ObjectId)>>> {
+    let tree = wt
+        .find_tree(tree)
+        .git_context(format!("reading tree {tree}"))?;
+    changed
+        .iter()
+        .map(|c| {
+            let entry = tree
+                .lookup_entry(c.path.split(|b| *b == b'/'))
+                .git_context(format!("reading tree {}", tree.id))?;
+            Ok(entry
+                .filter(|e| !e.mode().is_tree())
+                .map(|e| (checkout::index_mode(e.mode()), e.object_id())))
+        })
+        .collect()
+}
+
+/// Does the index entry (stage 0) at a path hold what the tree has there?
+/// An entry only added with `git add -N` is the user's.
+fn same_entry(entry: Option<&gix::index::Entry>, tree: Option<(Mode, ObjectId)>) -> bool {
+    match (entry, tree) {
+        (None, None) => true,
+        (Some(e), Some((mode, id))) => {
+            e.mode == mode && e.id == id && !e.flags.contains(Flags::INTENT_TO_ADD)
+        }
+        _ => false,
+    }
+}
+
+/// Index entries the landing's new file at `path` would collide with and
+/// that it does not change itself: a file at one of its folders, or files
+/// below it.
+fn staged_in_the_way(index: &gix::index::State, path: &BStr, changed: &[Changed]) -> Vec<String> {
+    let mine = |p: &BStr| checkout::is_one_of(changed, p);
+    let mut found = Vec::new();
+    for (at, _) in path.iter().enumerate().filter(|(_, b)| **b == b'/') {
+        let folder = path[..at].as_bstr();
+        if index.entry_by_path(folder).is_some() && !mine(folder) {
+            found.push(folder.to_str_lossy().into_owned());
+        }
+    }
+    let mut below = path.to_vec();
+    below.push(b'/');
+    if let Some(entries) = index.prefixed_entries(below.as_bstr()) {
+        for e in entries {
+            let p = e.path(index);
+            if !mine(p) {
+                found.push(p.to_str_lossy().into_owned());
+            }
+        }
+    }
+    found
+}
+
+/// Looks at the files of a worktree the way `git status` judges them:
+/// stat data first, the content (through the filters of .gitattributes)
+/// only when they do not vouch for it.
+struct Files<'a> {
+    wt: &'a gix::Repository,
+    index: &'a gix::index::State,
+    dir: &'a Path,
+    stat: gix::index::entry::stat::Options,
+    file_mode: bool,
+    symlinks: bool,
+    pipeline: Option<gix::filter::Pipeline<'a>>,
+}
+
+impl<'a> Files<'a> {
+    fn new(wt: &'a gix::Repository, index: &'a gix::index::State, dir: &'a Path) -> Result<Self> {
+        let config = wt.config_snapshot();
+        Ok(Files {
+            wt,
+            index,
+            dir,
+            stat: wt.stat_options().git_context("reading core.checkStat")?,
+            file_mode: config.boolean("core.fileMode") != Some(false),
+            symlinks: config.boolean("core.symlinks") != Some(false),
+            pipeline: None,
+        })
+    }
+
+    /// Is something (a file, a link, a folder) at `path`?
+    fn occupied(&self, path: &BStr) -> bool {
+        checkout::rel_path(path)
+            .is_ok_and(|rel| std::fs::symlink_metadata(self.dir.join(rel)).is_ok())
+    }
+
+    /// Does the file of `entry` hold what the entry says: as git would see
+    /// it, unchanged? Entries git does not look at (outside a sparse
+    /// checkout, assumed unchanged) and submodules (whose files a merge
+    /// never writes) count as unchanged.
+    fn holds_entry(&mut self, entry: &gix::index::Entry) -> Result<bool> {
+        if entry
+            .flags
+            .intersects(Flags::SKIP_WORKTREE | Flags::ASSUME_VALID)
+            || entry.mode == Mode::COMMIT
+        {
+            return Ok(true);
+        }
+        let path = entry.path(self.index);
+        let abs = self.dir.join(checkout::rel_path(path)?);
+        let Ok(meta) = gix::index::fs::Metadata::from_path_no_follow(&abs) else {
+            return Ok(false);
+        };
+        if !self.kind_matches(entry.mode, &meta) {
+            return Ok(false);
+        }
+        if let Ok(now) = gix::index::entry::Stat::from_fs(&meta) {
+            if entry.stat.matches(&now, self.stat)
+                && !entry.stat.is_racy(self.index.timestamp(), self.stat)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(self.content_id(path, entry.mode, &abs)? == Some(entry.id))
+    }
+
+    fn kind_matches(&self, mode: Mode, meta: &gix::index::fs::Metadata) -> bool {
+        match mode {
+            Mode::SYMLINK if self.symlinks => meta.is_symlink(),
+            // Without links, a link is a file holding its target.
+            Mode::SYMLINK => meta.is_file(),
+            Mode::FILE => meta.is_file() && (!self.file_mode || !meta.is_executable()),
+            Mode::FILE_EXECUTABLE => meta.is_file() && (!self.file_mode || meta.is_executable()),
+            _ => false,
+        }
+    }
+
+    /// The blob id git would store for the file at `abs`.
+    fn content_id(&mut self, path: &BStr, mode: Mode, abs: &Path) -> Result<Option<ObjectId>> {
+        if mode == Mode::SYMLINK && !self.symlinks {
+            let Ok(target) = std::fs::read(abs) else {
+                return Ok(None);
+            };
+            return gix::objs::compute_hash(self.wt.object_hash(), gix::objs::Kind::Blob, &target)
+                .map(Some)
+                .git_context(format!("hashing {}", abs.display()));
+        }
+        if self.pipeline.is_none() {
+            let attributes = self
+                .wt
+                .attributes_only(
+                    self.index,
+                    gix::worktree::stack::state::attributes::Source::WorktreeThenIdMapping,
+                )
+                .git_context("reading .gitattributes")?;
+            self.pipeline = Some(
+                gix::filter::Pipeline::new(self.wt, attributes.detach())
+                    .git_context("preparing the filters of .gitattributes")?,
+            );
+        }
+        let pipeline = self.pipeline.as_mut().expect("set above");
+        checkout::blob_id(self.wt, pipeline, self.index, self.dir, path, mode)
+    }
+}
+
+/// Replace the changed paths of `index` (the user's, read under `lock`) by
+/// the new tree's entries, write their files, and put the index in place.
+/// Every other entry, staged changes included, stays as it is.
+fn update(
+    wt: &gix::Repository,
+    dir: &Path,
+    lock: IndexLock,
+    mut index: gix::index::File,
+    to_tree: ObjectId,
+    changed: &[Changed],
+) -> Result<()> {
+    let options = checkout::in_place_options(wt)?;
+    let (mut writes, gone) = checkout::new_entries(wt, to_tree, changed, &options)?;
+    let removed: Vec<&[u8]> = gone
+        .into_iter()
+        .filter(|p| index.entry_by_path(p.as_bstr()).is_some())
+        .collect();
+    if let Some(sparse) = checkout::sparse_patterns(wt)? {
+        // New entries the sparse patterns exclude get no file, as with git.
+        gix::worktree::sparse::apply_patterns(
+            &mut writes,
+            &sparse.patterns,
+            &sparse.source,
+            sparse.cone,
+            sparse.case,
+        )
+        .git_context(format!("applying {}", sparse.source.display()))?;
+    }
+    index.remove_entries(|_, path, _| checkout::is_one_of(changed, path));
+    for e in writes.entries() {
+        index.dangerously_push_entry(e.stat, e.id, e.flags, e.mode, e.path(&writes));
+    }
+    index.sort_entries();
+    let attributes = index
+        .entries()
+        .iter()
+        .map(|e| (crate::splitindex::Fields::of(e), e.path(&index)));
+    checkout::write_changed_files(wt, &mut writes, attributes, changed, &removed, dir, options)?;
+    checkout::set_stats(&writes, &mut index);
+    // The tree cache no longer describes the entries.
+    index.remove_tree();
+    lock.commit(&index, dir)?;
+    Ok(())
+}
+
+/// Write the journal of a landing about to move a checked-out branch.
+fn write_journal(path: &Path, from: ObjectId, to: ObjectId) -> Result<()> {
+    use std::io::Write;
+    let parent = path.parent().unwrap_or(Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(parent)
+        .map_err(Error::io(format!("writing {}", path.display())))?;
+    writeln!(file, "from {from}\nto {to}")
+        .and_then(|()| file.as_file().sync_all())
+        .map_err(Error::io(format!("writing {}", path.display())))?;
+    file.persist(path)
+        .map_err(|e| Error::io(format!("writing {}", path.display()))(e.error))?;
+    Ok(())
+}
+
+/// The landing a journal names: `(from, to)`.
+fn read_journal(path: &Path) -> Option<(ObjectId, ObjectId)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut from = None;
+    let mut to = None;
+    for line in text.lines() {
+        match line.split_once(' ') {
+            Some(("from", hex)) => from = ObjectId::from_hex(hex.as_bytes()).ok(),
+            Some(("to", hex)) => to = ObjectId::from_hex(hex.as_bytes()).ok(),
+            _ => {}
+        }
+    }
+    Some((from?, to?))
+}
+
+/// What [`finish_interrupted`] did in one checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finished {
+    /// The files of the interrupted landing were written there.
+    Updated(PathBuf),
+    /// The branch never moved: nothing to finish.
+    NotMoved(PathBuf),
+    /// Changes the user made since, to paths the landing changed, were left
+    /// as they are (the paths), the rest updated.
+    LeftAlone { dir: PathBuf, paths: Vec<String> },
+}
+
+impl Finished {
+    /// One line for a recovery report; `None` when nothing worth saying happened.
+    pub fn report(&self) -> Option<String> {
+        match self {
+            Finished::Updated(dir) => Some(format!(
+                "finished updating the checkout {} after an interrupted landing",
+                dir.display()
+            )),
+            Finished::NotMoved(_) => None,
+            Finished::LeftAlone { dir, paths } => Some(format!(
+                "finished updating the checkout {} after an interrupted landing, leaving the user's changes to {} as they are",
+                dir.display(),
+                checkout::list(paths)
+            )),
+        }
+    }
+}
+
+/// Finish the landings a killed process left half done in the checkouts
+/// of `branch` (`worktrees`), by their journals. Call with the merge turn
+/// held: no landing of ours is in flight.
+pub fn finish_interrupted(
+    ctx: &Context,
+    branch: &FullName,
+    worktrees: &[gix::Repository],
+) -> Result<Vec<Finished>> {
+    let mut done = Vec::new();
+    for wt in worktrees {
+        // No landing of ours is running: a lock with our marker is a leftover.
+        checkout::clear_our_stale_index_lock(wt);
+        let journal = crate::layout::landing_journal(wt.git_dir());
+        if !journal.exists() {
+            continue;
+        }
+        let dir = checkout::workdir(wt)?;
+        let Some((from, to)) = read_journal(&journal) else {
+            // Killed while writing it: the branch had not moved yet.
+            let _ = std::fs::remove_file(&journal);
+            continue;
+        };
+        let tip = ctx.branch_tip(branch)?;
+        if tip != to {
+            // Not moved (killed before the move), or moved on by the user
+            // since: there is nothing of ours to finish.
+            let _ = std::fs::remove_file(&journal);
+            if tip == from {
+                done.push(Finished::NotMoved(dir));
+            }
+            continue;
+        }
+        done.push(finish_one(ctx, wt, &dir, from, to)?);
+        let _ = std::fs::remove_file(&journal);
+    }
+    Ok(done)
+}
+
+/// Bring the checkout `wt` from `from` to `to` where a killed landing left
+/// it: each changed path whose entry still holds `from`'s and whose file
+/// holds `from`'s or `to`'s content (written before the kill) is updated;
+/// a path the user changed since is left alone.
+fn finish_one(
+    ctx: &Context,
+    wt: &gix::Repository,
+    dir: &Path,
+    from: ObjectId,
+    to: ObjectId,
+) -> Result<Finished> {
+    let lock = IndexLock::take(wt)?;
+    let index = read_or_empty(wt)?;
+    let (from_tree, to_tree) = (ctx.tree_of(from)?, ctx.tree_of(to)?);
+    let changed = drift::changed_paths(&ctx.repo, from_tree, to_tree)?;
+    let old = entries_at(wt, from_tree, &changed)?;
+    let new = entries_at(wt, to_tree, &changed)?;
+    let mut files = Files::new(wt, &index, dir)?;
+    let mut todo = Vec::new();
+    let mut left = Vec::new();
+    for ((c, old), new) in changed.iter().zip(&old).zip(&new) {
+        let entry = index.entry_by_path(c.path.as_bstr());
+        if same_entry(entry, *new) {
+            // Already the new entry (the index was written before the kill).
+            continue;
+        }
+        if !same_entry(entry, *old) {
+            left.push(c.display());
+            continue;
+        }
+        let file_ok = match entry {
+            Some(e) => files.holds_entry(e)? || files.holds_blob(c.path.as_bstr(), *new)?,
+            // The old tree had nothing there: nothing, or the new file.
+            None => !files.occupied(c.path.as_bstr()) || files.holds_blob(c.path.as_bstr(), *new)?,
+        };
+        if file_ok {
+            todo.push(c.clone());
+        } else {
+            left.push(c.display());
+        }
+    }
+    drop(files);
+    if todo.is_empty() && left.is_empty() {
+        drop(lock);
+        return Ok(Finished::Updated(dir.to_owned()));
+    }
+    update(wt, dir, lock, index, to_tree, &todo)?;
+    Ok(if left.is_empty() {
+        Finished::Updated(dir.to_owned())
+    } else {
+        Finished::LeftAlone {
+            dir: dir.to_owned(),
+            paths: left,
+        }
+    })
+}
+
+impl Files<'_> {
+    /// Does the file at `path` hold `blob` (`None`: is there nothing)?
+    fn holds_blob(&mut self, path: &BStr, blob: Option<(Mode, ObjectId)>) -> Result<bool> {
+        let abs = self.dir.join(checkout::rel_path(path)?);
+        let Some((mode, id)) = blob else {
+            return Ok(std::fs::symlink_metadata(&abs).is_err());
+        };
+        if mode == Mode::COMMIT {
+            return Ok(true);
+        }
+        match gix::index::fs::Metadata::from_path_no_follow(&abs) {
+            Ok(meta) if self.kind_matches(mode, &meta) => {
+                Ok(self.content_id(path, mode, &abs)? == Some(id))
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+/// Paths with unmerged entries in a checkout of `branch`, with the
+/// checkout: nothing lands there until the merge is finished or aborted.
+pub fn unmerged_checkouts(ctx: &Context, branch: &FullName) -> Result<Vec<(PathBuf, Vec<String>)>> {
+    let mut out = Vec::new();
+    for wt in checkout::worktrees_with_branch(ctx, branch)? {
+        let Ok(index) = checkout::read_index(&wt) else {
+            continue;
+        };
+        let paths = unmerged_paths(&index);
+        if !paths.is_empty() {
+            out.push((checkout::workdir(&wt)?, paths));
+        }
+    }
+    Ok(out)
+}
+
+/// How long to wait for an `index.lock` on a checkout (`arbiter.indexLockWait`).
+pub fn lock_wait(ctx: &Context) -> Result<Duration> {
+    Ok(ctx
+        .config_duration("arbiter.indexLockWait", "10s")?
+        .unwrap_or(DEFAULT_LOCK_WAIT))
+}

@@ -1,0 +1,238 @@
+//! The world around a run is normal, not an error: a user editing and
+//! staging in the checkout, an editor's `git status` taking `index.lock`
+//! for a moment, `git gc` and `git maintenance`, a notes ref fetched back.
+//! None of them may discard verified work, spend an attempt, or land
+//! anything twice.
+
+use std::path::Path;
+
+use crate::common::{Run, TestEnv};
+
+/// Two disjoint orders: `wo-01` rewrites the tracked `src/one.txt`,
+/// `wo-02` adds `src/two.txt`.
+fn repo() -> TestEnv {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.write("src/one.txt", "one\n");
+    env.work_order("wo-01", "One", &[], &["src/one.txt"]);
+    env.work_order("wo-02", "Two", &[], &["src/two.txt"]);
+    env.commit_all("init");
+    env
+}
+
+/// A builder that writes its order's file and counts its runs in `<root>/runs`.
+fn build(env: &TestEnv) -> String {
+    format!(
+        "echo $ARBITER_WO >> {runs}; mkdir -p src; case $ARBITER_WO in wo-01) echo built > src/one.txt;; wo-02) echo built > src/two.txt;; esac",
+        runs = env.root.join("runs").display()
+    )
+}
+
+fn round(env: &TestEnv, extra: &[&str]) -> Run {
+    let mut args = vec!["round", "--json", "--max-total", "4"];
+    args.extend_from_slice(extra);
+    env.run(&args)
+}
+
+fn status_of(env: &TestEnv, id: &str) -> serde_json::Value {
+    let json = env.run(&["status", "--json"]).success().json();
+    json["orders"]
+        .as_array()
+        .expect("orders")
+        .iter()
+        .find(|r| r["id"] == id)
+        .cloned()
+        .expect("row")
+}
+
+/// How many times each order's builder ran.
+fn runs_of(env: &TestEnv, id: &str) -> usize {
+    std::fs::read_to_string(env.root.join("runs"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| *l == id)
+        .count()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// People keep working while agents run: an edit and a staged file that
+/// the landings do not touch, made before the run and during it, stay as
+/// they are; every order lands, each built exactly once.
+#[test]
+fn unrelated_local_changes_are_carried_over_and_every_order_lands_once() {
+    let env = repo();
+    env.write("notes.txt", "staged before the run\n");
+    env.git(&["add", "notes.txt"]);
+    // The user edits README while the builders run.
+    let build = format!(
+        "{}; echo 'edited during the run' >> {}/README",
+        build(&env),
+        env.repo.display()
+    );
+    let summary = round(&env, &["--build", &build]).success().json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
+    assert_eq!((runs_of(&env, "wo-01"), runs_of(&env, "wo-02")), (1, 1));
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-02"), 1);
+    assert_eq!(read(&env.repo.join("src/one.txt")), "built\n");
+    assert_eq!(read(&env.repo.join("src/two.txt")), "built\n");
+    assert!(read(&env.repo.join("README")).starts_with("base\nedited during the run\n"));
+    assert_eq!(
+        env.git(&["status", "--porcelain"]),
+        " M README\nA  notes.txt\n"
+    );
+    let log = env.run(&["log", "--json"]).success().json();
+    assert!(
+        !log.to_string().contains("abandoned"),
+        "nothing was abandoned: {log}"
+    );
+    env.fsck();
+}
+
+/// An edit of a file a landing changes: the order passed, so it waits to
+/// land (`verified`), its work kept, its builder run once; the others
+/// land. Once the edit is stashed, the next round lands it without
+/// building it again, and the stash is still the user's.
+#[test]
+fn an_overlapping_edit_keeps_the_work_verified_until_it_can_land() {
+    let env = repo();
+    env.write("src/one.txt", "the user's edit\n");
+    let run = round(&env, &["--build", &build(&env)]).success();
+    let summary = run.json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-02"]));
+    let waiting = &summary["waiting"][0];
+    assert_eq!(waiting["wo_id"], "wo-01", "{summary}");
+    assert!(
+        waiting["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("'src/one.txt'")),
+        "{summary}"
+    );
+    assert_eq!(read(&env.repo.join("src/one.txt")), "the user's edit\n");
+    assert_eq!(status_of(&env, "wo-01")["status"], "verified");
+    assert_eq!(status_of(&env, "wo-01")["attempts"], 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 0);
+    // Its work is kept on its branch.
+    assert_eq!(env.git(&["show", "arbiter/wo-01:src/one.txt"]), "built\n");
+    let human = env
+        .run(&["round", "--build", &build(&env), "--max-total", "4"])
+        .success();
+    assert!(
+        human.stdout.contains("VERIFIED, WAITING TO LAND"),
+        "{}",
+        human.stdout
+    );
+
+    env.git(&["stash", "-q"]);
+    let summary = round(&env, &["--build", &build(&env)]).success().json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
+    assert_eq!(runs_of(&env, "wo-01"), 1, "landed without a rebuild");
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+    assert_eq!(read(&env.repo.join("src/one.txt")), "built\n");
+    assert_eq!(status_of(&env, "wo-01")["attempts"], 1);
+    assert_eq!(env.git(&["stash", "list"]).lines().count(), 1);
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    env.fsck();
+}
+
+/// The same through `retry`: it lands the waiting work once the edit is
+/// out of the way, and refuses (nothing changed) while it is not.
+#[test]
+fn retry_lands_work_waiting_to_land() {
+    let env = repo();
+    env.write("src/one.txt", "the user's edit\n");
+    round(&env, &["--build", &build(&env)]).success();
+    assert_eq!(status_of(&env, "wo-01")["status"], "verified");
+    let notes = env.notes_tip();
+    let run = env.run(&["retry", "wo-01"]).code(2);
+    assert!(run.stderr.contains("'src/one.txt'"), "{}", run.stderr);
+    assert_eq!(env.notes_tip(), notes, "nothing recorded");
+    env.git(&["checkout", "--", "src/one.txt"]);
+    let run = env.run(&["retry", "wo-01"]).success();
+    assert!(run.stdout.contains("wo-01 is done"), "{}", run.stdout);
+    assert_eq!(runs_of(&env, "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+    assert_eq!(status_of(&env, "wo-01")["status"], "done");
+    env.fsck();
+}
+
+/// An editor's `git status` takes `index.lock` for a moment, every 50 ms:
+/// a landing waits for it, never reports it, discards nothing.
+#[test]
+fn a_flapping_index_lock_is_waited_for() {
+    let env = TestEnv::new();
+    // 3,000 files, six orders.
+    for d in 0..30 {
+        for f in 0..100 {
+            env.write(&format!("tree/d{d}/f{f}.txt"), &format!("{d} {f}\n"));
+        }
+    }
+    for i in 0..6 {
+        env.work_order(&format!("wo-{i}"), &format!("Order {i}"), &[], &[&format!("out/{i}.txt")]);
+    }
+    env.commit_all("init");
+    let build = format!(
+        "echo $ARBITER_WO >> {}; mkdir -p out; echo done > out/${{ARBITER_WO#wo-}}.txt",
+        env.root.join("runs").display()
+    );
+    let lock = env.repo.join(".git/index.lock");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flapper = {
+        let (lock, stop) = (lock.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&lock)
+                    .is_ok()
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    let _ = std::fs::remove_file(&lock);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(30));
+            }
+        })
+    };
+    let run = env.run(&["round", "--json", "--build", &build, "--max-total", "3"]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flapper.join().expect("flapper");
+    let summary = run.success().json();
+    assert_eq!(summary["done"].as_array().map(Vec::len), Some(6), "{summary}");
+    for i in 0..6 {
+        assert_eq!(runs_of(&env, &format!("wo-{i}")), 1, "wo-{i} built once");
+        assert_eq!(env.merges_in(&env.repo, "main", &format!("wo-{i}")), 1);
+    }
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    env.fsck();
+}
+
+/// A lock that stays past the wait: nothing is discarded, the orders wait
+/// to land, and land once it is gone.
+#[test]
+fn a_lock_held_past_the_wait_keeps_the_work_waiting() {
+    let env = repo();
+    env.git(&["config", "arbiter.indexLockWait", "300ms"]);
+    let lock = env.repo.join(".git/index.lock");
+    std::fs::write(&lock, "").expect("lock");
+    let summary = round(&env, &["--build", &build(&env)]).success().json();
+    assert_eq!(summary["done"], serde_json::json!([]), "{summary}");
+    let waiting: Vec<&str> = summary["waiting"]
+        .as_array()
+        .expect("waiting")
+        .iter()
+        .map(|w| w["wo_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(waiting, ["wo-01", "wo-02"]);
+    assert!(summary["waiting"][0]["why"]
+        .as_str()
+        .is_some_and(|w| w.contains("index.lock")));
+    std::fs::remove_file(&lock).expect("unlock");
+    let summary = round(&env, &["--build", &build(&env)]).success().json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
+    assert_eq!((runs_of(&env, "wo-01"), runs_of(&env, "wo-02")), (1, 1));
+    env.fsck();
+}
