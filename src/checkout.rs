@@ -25,9 +25,6 @@ use crate::drift::Changed;
 use crate::error::{Error, GitContext, InputError, Result};
 use crate::splitindex;
 
-/// How many arbiter merges back recovery looks for the tree a stale index matches.
-const MAX_RECOVERY_DEPTH: usize = 64;
-
 /// Every worktree (main or linked) that has `branch` checked out, as a repository handle.
 pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix::Repository>> {
     let mut out = Vec::new();
@@ -71,64 +68,6 @@ pub(crate) fn workdir(wt: &gix::Repository) -> Result<PathBuf> {
             "a checked-out branch without a worktree was found",
         ))
     })
-}
-
-/// Tracked paths with local changes (staged or not) in `wt`; untracked files are not listed.
-pub fn local_changes(wt: &gix::Repository) -> Result<Vec<String>> {
-    // Read once: at 5,000 files a read of the index costs more than a ms.
-    let index = read_index(wt).ok();
-    if let Some(index) = &index {
-        refuse_sparse_index(wt, index)?;
-    }
-    if let Some(paths) = changes_by_stat(wt, index)? {
-        return Ok(paths);
-    }
-    let iter = wt
-        .status(gix::progress::Discard)
-        .git_context("preparing status")?
-        .untracked_files(gix::status::UntrackedFiles::None)
-        .index_worktree_rewrites(None)
-        .into_iter(None)
-        .git_context("reading status")?;
-    let mut paths = BTreeSet::new();
-    for item in iter {
-        let item = item.git_context("reading status")?;
-        if let gix::status::Item::IndexWorktree(change) = &item {
-            if !is_edit(change) {
-                continue;
-            }
-        }
-        paths.insert(item.location().to_str_lossy().into_owned());
-    }
-    Ok(paths.into_iter().collect())
-}
-
-/// [`local_changes`] by stat data, reading only the files they cannot vouch
-/// for, when nothing is staged (the index holds HEAD's tree) and
-/// [`suspects_readable`]; `None` otherwise.
-fn changes_by_stat(
-    wt: &gix::Repository,
-    index: Option<gix::index::File>,
-) -> Result<Option<Vec<String>>> {
-    let (Some(index), Ok(head_tree)) = (index, wt.head_tree_id()) else {
-        return Ok(None);
-    };
-    if !suspects_readable(wt, &index) || !holds(wt, &index, head_tree.detach())? {
-        return Ok(None);
-    }
-    let dir = workdir(wt)?;
-    let suspects = stat_suspects(wt, &index, &dir);
-    Ok(Some(read_suspects(wt, &index, &dir, &suspects)?.0))
-}
-
-/// Can [`read_suspects`] judge `wt`'s files? Not links stored as files
-/// (`core.symlinks=false`) nor submodules: the status judges those.
-fn suspects_readable(wt: &gix::Repository, index: &gix::index::State) -> bool {
-    wt.config_snapshot().boolean("core.symlinks") != Some(false)
-        && !index
-            .entries()
-            .iter()
-            .any(|e| e.mode == gix::index::entry::Mode::COMMIT)
 }
 
 /// Could updating the files lose this difference between index and worktree?
@@ -341,21 +280,6 @@ pub struct Blocked {
     pub error: Error,
 }
 
-/// Paths (sorted) proven to hold their blob, with their fresh stat data.
-type Refreshed = Vec<(Vec<u8>, gix::index::entry::Stat)>;
-
-/// What [`preflight`] learned about a worktree, for [`apply`].
-pub struct Prepared {
-    /// The worktree's index, when it held exactly the old tree: [`apply`] then
-    /// edits it in place for the changed paths only.
-    index: Option<gix::index::File>,
-    /// Entries whose file holds their blob but whose stat data were stale
-    /// (they were read again): their fresh stat data go into the
-    /// index written next, as `git status` refreshes it, so the next check
-    /// of this worktree compares stat data instead of reading every file.
-    refreshed: Refreshed,
-}
-
 /// A held `index.lock`; the new index is written through it. While it is
 /// held, a marker file beside it says the lock is git-arbiter's: a process
 /// killed holding it leaves both, and [`sync_worktrees`] then knows the lock
@@ -444,7 +368,10 @@ impl IndexLock {
     /// [`IndexLock::take`], waiting up to `wait` for a lock someone else
     /// holds (an editor's `git status` takes it for a moment); `None` when
     /// it is still held then.
-    pub(crate) fn wait(wt: &gix::Repository, wait: std::time::Duration) -> Result<Option<IndexLock>> {
+    pub(crate) fn wait(
+        wt: &gix::Repository,
+        wait: std::time::Duration,
+    ) -> Result<Option<IndexLock>> {
         let started = std::time::Instant::now();
         loop {
             match IndexLock::try_take(wt)? {
@@ -529,117 +456,6 @@ fn lock_pause(started: std::time::Instant) -> std::time::Duration {
     let base = (2 + spent / 20).min(25);
     let jitter = crate::state::now_nanos() % (base + 1);
     std::time::Duration::from_millis(base + jitter)
-}
-
-/// Refuse (exit 2, nothing moved) when updating `wt` from `old_tree` to
-/// `new_tree` could lose a user's work: tracked local changes, or an untracked
-/// (or ignored) file where the new tree puts one. `changed` is every non-tree
-/// path that differs between the two trees ([`drift::changed_paths`]).
-pub fn preflight(
-    wt: &gix::Repository,
-    old_tree: ObjectId,
-    new_tree: ObjectId,
-    changed: &[Changed],
-) -> Result<std::result::Result<Prepared, Blocked>> {
-    let dir = workdir(wt)?;
-    // An index holding exactly the old tree (HEAD's) has nothing staged, so
-    // only the files need comparing with it; otherwise the full status decides.
-    let index = read_index(wt).ok();
-    if let Some(index) = &index {
-        refuse_sparse_index(wt, index)?;
-    }
-    let clean_index = match &index {
-        Some(ix) => holds(wt, ix, old_tree)?,
-        None => false,
-    };
-    // The files whose stat data differ from their entry (or that are racy).
-    let suspects = match &index {
-        Some(ix) if clean_index => Some(stat_suspects(wt, ix, &dir)),
-        _ => None,
-    };
-    let mut refreshed = Vec::new();
-    let changed_local = match (&index, suspects) {
-        // Every file with the stat data of its entry (and none written in
-        // the moment the index was): nothing to read. A submodule's own
-        // files are only looked at by the status.
-        (Some(ix), Some(suspects))
-            if suspects.is_empty()
-                && !ix
-                    .entries()
-                    .iter()
-                    .any(|e| e.mode == gix::index::entry::Mode::COMMIT) =>
-        {
-            Vec::new()
-        }
-        // A few suspects (files written in the moment the index was, or
-        // touched): each is read and hashed as git would store it, not
-        // every file walked again by a status.
-        (Some(ix), Some(suspects)) if suspects_readable(wt, ix) => {
-            let (paths, fresh) = read_suspects(wt, ix, &dir, &suspects)?;
-            if paths.is_empty() {
-                refreshed = fresh;
-            }
-            paths
-        }
-        (Some(ix), Some(suspects)) => {
-            let mut paths = unstaged_changes(wt, Some(ix.clone()))?;
-            paths.sort();
-            paths.dedup();
-            if paths.is_empty() {
-                refreshed = proven_clean(wt, ix, &suspects)?;
-            }
-            paths
-        }
-        _ => local_changes(wt)?,
-    };
-    if !changed_local.is_empty() {
-        return Err(InputError::new(format!(
-            "the integration branch is checked out in {} with local changes: {}",
-            dir.display(),
-            list(&changed_local)
-        ))
-        .hint("commit or stash them there first; git arbiter never overwrites a user's edit")
-        .into());
-    }
-    let collisions = match &index {
-        Some(ix) if clean_index => {
-            // The index is the old tree: the paths the new tree adds are the changed ones it lacks.
-            let added = changed
-                .iter()
-                .map(|c| c.path.as_slice())
-                .filter(|p| ix.entry_by_path(p.as_bstr()).is_none());
-            untracked_in_the_way(&dir, added, |p| ix.entry_by_path(p.as_bstr()).is_some())?
-        }
-        _ => {
-            let old = flat_tree(wt, old_tree)?;
-            let new = flat_tree(wt, new_tree)?;
-            let added = new
-                .keys()
-                .filter(|p| !old.contains_key(*p))
-                .map(Vec::as_slice);
-            untracked_in_the_way(&dir, added, |p| old.contains_key(p))?
-        }
-    };
-    if !collisions.is_empty() {
-        let error = InputError::new(format!(
-            "the integration branch is checked out in {} and untracked files would be overwritten by the merge: {}",
-            dir.display(),
-            list(&collisions)
-        ))
-        .hint("move or remove them there first")
-        .into();
-        return Ok(Err(Blocked {
-            paths: collisions,
-            error,
-        }));
-    }
-    // A held or stale index lock is refused now, before the branch moves,
-    // never found after the move with the files updated and the index not.
-    drop(IndexLock::take(wt)?);
-    Ok(Ok(Prepared {
-        index: index.filter(|_| clean_index),
-        refreshed,
-    }))
 }
 
 /// Of the paths a merge adds, those an untracked file (or a file where a
@@ -734,18 +550,19 @@ pub(crate) fn list(paths: &[String]) -> String {
     s
 }
 
-/// Two-way checkout of `wt` from `old_tree` to `new_tree` (whose index and
-/// files must equal `old_tree`, as [`preflight`] checked): only changed files
-/// are rewritten, and the index ends up matching `new_tree` with fresh stat data.
-pub fn apply(
+/// Two-way checkout of `wt` from `old_tree` to `new_tree`, whose index and
+/// files hold `old_tree` (`index`, when read already): only changed files
+/// are rewritten, and the index ends up matching `new_tree` with fresh stat
+/// data.
+pub(crate) fn apply(
     wt: &gix::Repository,
     old_tree: ObjectId,
     new_tree: ObjectId,
     changed: &[Changed],
-    prepared: Prepared,
+    index: Option<gix::index::File>,
 ) -> Result<()> {
     let lock = IndexLock::take(wt)?;
-    match prepared.index {
+    match index {
         // Edit the index in place when it is a plain one and the change is
         // small (and no sparse patterns decide which new entries get files).
         Some(index)
@@ -754,16 +571,14 @@ pub fn apply(
                 && sparse_patterns(wt)?.is_none()
                 && changed.len() <= index.entries().len() / 4 + 64 =>
         {
-            match apply_in_place(wt, index, new_tree, changed, &prepared.refreshed)? {
+            match apply_in_place(wt, index, new_tree, changed)? {
                 InPlace::Done(index) => lock
                     .commit(&index, &workdir(wt)?)
                     .map(|checksum| remember_holds_of(wt, checksum, new_tree)),
-                InPlace::NotApplicable => {
-                    apply_from_tree(wt, old_tree, new_tree, lock, &prepared.refreshed)
-                }
+                InPlace::NotApplicable => apply_from_tree(wt, old_tree, new_tree, lock),
             }
         }
-        _ => apply_from_tree(wt, old_tree, new_tree, lock, &prepared.refreshed),
+        _ => apply_from_tree(wt, old_tree, new_tree, lock),
     }?;
     crate::crash::point("checkout-index.after");
     Ok(())
@@ -784,7 +599,6 @@ fn apply_in_place(
     mut index: gix::index::File,
     new_tree: ObjectId,
     changed: &[Changed],
-    refreshed: &[(Vec<u8>, gix::index::entry::Stat)],
 ) -> Result<InPlace> {
     let dir = workdir(wt)?;
     let options = in_place_options(wt)?;
@@ -797,13 +611,6 @@ fn apply_in_place(
     // The new index, so far without the new files' stat data.
     let is_changed = |path: &BStr| is_one_of(changed, path);
     index.remove_entries(|_, path, _| is_changed(path));
-    for (path, stat) in refreshed {
-        if let Some(e) = index
-            .entry_mut_by_path_and_stage(path.as_bstr(), gix::index::entry::Stage::Unconflicted)
-        {
-            e.stat = *stat;
-        }
-    }
     for e in writes.entries() {
         index.dangerously_push_entry(e.stat, e.id, e.flags, e.mode, e.path(&writes));
     }
@@ -893,7 +700,9 @@ pub(crate) fn is_one_of(changed: &[Changed], path: &BStr) -> bool {
 }
 
 /// Checkout options for writing some files over a populated worktree.
-pub(crate) fn in_place_options(wt: &gix::Repository) -> Result<gix::worktree::state::checkout::Options> {
+pub(crate) fn in_place_options(
+    wt: &gix::Repository,
+) -> Result<gix::worktree::state::checkout::Options> {
     let mut options = wt
         .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
         .git_context("reading checkout options")?;
@@ -1284,7 +1093,6 @@ fn apply_from_tree(
     old_tree: ObjectId,
     new_tree: ObjectId,
     lock: IndexLock,
-    refreshed: &[(Vec<u8>, gix::index::entry::Stat)],
 ) -> Result<()> {
     let dir = workdir(wt)?;
     let old = flat_tree(wt, old_tree)?;
@@ -1332,9 +1140,6 @@ fn apply_from_tree(
             }
             if let Some(prev) = old_index.as_ref().and_then(|ix| ix.entry_by_path(path)) {
                 entry.stat = prev.stat;
-            }
-            if let Ok(at) = refreshed.binary_search_by(|(p, _)| p.as_slice().cmp(path.as_bytes())) {
-                entry.stat = refreshed[at].1;
             }
             if !entry
                 .flags
@@ -1443,118 +1248,6 @@ pub(crate) fn refuse_sparse_index(wt: &gix::Repository, index: &gix::index::Stat
     .into())
 }
 
-/// Does the index of `wt` hold exactly `tree` (paths, modes, ids; no conflicts)?
-fn index_matches(wt: &gix::Repository, tree: ObjectId) -> Result<bool> {
-    if index_file_checksum(wt).is_some_and(|c| known_to_hold(c, tree)) {
-        return Ok(true);
-    }
-    let Ok(index) = read_index(wt) else {
-        return Ok(false);
-    };
-    holds(wt, &index, tree)
-}
-
-/// Crash recovery: every worktree with `branch` checked out whose index still
-/// matches the tree of an earlier commit on the branch's first-parent chain of
-/// arbiter merges (the branch moved, the files did not follow) is brought up
-/// to the branch tip. Worktrees in any other state are left alone.
-pub fn sync_checked_out(ctx: &Context, branch: &FullName) -> Result<Vec<PathBuf>> {
-    let worktrees = worktrees_with_branch(ctx, branch)?;
-    sync_worktrees(ctx, branch, &worktrees)
-}
-
-/// [`sync_checked_out`] for `worktrees`, the result of [`worktrees_with_branch`];
-/// returns the worktrees that were updated.
-pub(crate) fn sync_worktrees(
-    ctx: &Context,
-    branch: &FullName,
-    worktrees: &[gix::Repository],
-) -> Result<Vec<PathBuf>> {
-    let mut synced = Vec::new();
-    if worktrees.is_empty() {
-        return Ok(synced);
-    }
-    let tip = ctx.branch_tip(branch)?;
-    let head_tree = ctx.tree_of(tip)?;
-    for wt in worktrees {
-        clear_our_stale_index_lock(wt);
-        let index = read_index(wt).ok();
-        if let Some(index) = &index {
-            refuse_sparse_index(wt, index)?;
-        }
-        // The common case: the index holds the tip's tree, nothing to finish.
-        if let Some(index) = &index {
-            if holds(wt, index, head_tree)? {
-                continue;
-            }
-        }
-        let mut commit = tip;
-        for _ in 0..MAX_RECOVERY_DEPTH {
-            let c = ctx
-                .repo
-                .find_commit(commit)
-                .git_context(format!("reading commit {commit}"))?;
-            // Only merges git-arbiter wrote can have left a worktree behind.
-            let ours = c
-                .message_raw_sloppy()
-                .lines()
-                .any(|l| l.starts_with(b"Arbiter-WO: "));
-            let Some(parent) = c.parent_ids().next().map(|p| p.detach()) else {
-                break;
-            };
-            if !ours {
-                break;
-            }
-            let parent_tree = ctx.tree_of(parent)?;
-            if index_matches(wt, parent_tree)? {
-                // The files must still equal that index, or already hold the
-                // tip's content (an update that wrote files and then failed):
-                // never overwrite an edit.
-                let mut dirty = unstaged_changes(wt, None)?;
-                let tip_files = flat_tree(wt, head_tree)?;
-                let dir = workdir(wt)?;
-                dirty.retain(|path| !holds_tip_content(&dir, path, &tip_files));
-                if !dirty.is_empty() {
-                    return Err(InputError::new(format!(
-                        "{} is behind its branch after an interrupted merge-back and has local changes: {}",
-                        workdir(wt)?.display(),
-                        list(&dirty)
-                    ))
-                    .hint("commit or stash them, then run 'git reset --keep HEAD' there")
-                    .into());
-                }
-                preflight_untracked_only(wt, parent_tree, head_tree)?;
-                apply_from_tree(wt, parent_tree, head_tree, IndexLock::take(wt)?, &[])?;
-                synced.push(workdir(wt)?);
-                break;
-            }
-            commit = parent;
-        }
-    }
-    Ok(synced)
-}
-
-/// Does the file at `path` in `dir` hold what the tip's tree has there
-/// (absent where the tip has nothing)? Compared by blob id, without filters:
-/// a filtered file never matches, so it is taken for an edit, never overwritten.
-fn holds_tip_content(
-    dir: &Path,
-    path: &str,
-    tip: &std::collections::BTreeMap<Vec<u8>, (gix::objs::tree::EntryMode, ObjectId)>,
-) -> bool {
-    let file = dir.join(path);
-    match (tip.get(path.as_bytes()), std::fs::symlink_metadata(&file)) {
-        (None, Err(_)) => true,
-        (Some((mode, id)), Ok(meta)) if mode.is_blob() && meta.is_file() => std::fs::read(&file)
-            .ok()
-            .and_then(|bytes| {
-                gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::object::Kind::Blob, &bytes).ok()
-            })
-            .is_some_and(|hash| hash == *id),
-        _ => false,
-    }
-}
-
 /// Changes between index and files only (HEAD is ahead of the index during
 /// recovery); `index` is the worktree's index if already loaded.
 fn unstaged_changes(wt: &gix::Repository, index: Option<gix::index::File>) -> Result<Vec<String>> {
@@ -1577,81 +1270,6 @@ fn unstaged_changes(wt: &gix::Repository, index: Option<gix::index::File>) -> Re
         }
     }
     Ok(paths)
-}
-
-/// The fresh stat data of the `suspects` (of [`stat_suspects`]) that the
-/// status just read and found holding their blob (it found no change),
-/// sorted by path. The status keeps what it learns to itself (gix hands it
-/// only to its own index writer), so the stat data are those seen before
-/// the status ran: a file changed since then no longer matches them, and
-/// is read again next time. Only entries the status had to read qualify:
-/// its stat check is laxer than ours (whole seconds), and an entry it
-/// passed on stat data alone was not proven to hold its blob.
-fn proven_clean(
-    wt: &gix::Repository,
-    index: &gix::index::State,
-    suspects: &[(usize, Option<gix::index::entry::Stat>)],
-) -> Result<Refreshed> {
-    let options = wt.stat_options().git_context("reading core.checkStat")?;
-    let timestamp = index.timestamp();
-    let mut fresh = Vec::new();
-    for &(at, seen) in suspects {
-        let Some(seen) = seen else { continue };
-        let entry = &index.entries()[at];
-        let read = !seen.matches(&entry.stat, options) || seen.is_racy(timestamp, options);
-        if read && entry.mode != gix::index::entry::Mode::COMMIT {
-            fresh.push((entry.path(index).to_vec(), seen));
-        }
-    }
-    Ok(fresh)
-}
-
-/// The `suspects` (of [`stat_suspects`]) read from their files: the paths
-/// whose kind or content differs from their entry (sorted), and the fresh
-/// stat data of the others, now proven to hold their blob (sorted by path).
-/// Nothing is written to the object database.
-fn read_suspects(
-    wt: &gix::Repository,
-    index: &gix::index::State,
-    dir: &Path,
-    suspects: &[(usize, Option<gix::index::entry::Stat>)],
-) -> Result<(Vec<String>, Refreshed)> {
-    let mut changed = Vec::new();
-    let mut fresh = Vec::new();
-    if suspects.is_empty() {
-        return Ok((changed, fresh));
-    }
-    let attributes = wt
-        .attributes_only(
-            index,
-            gix::worktree::stack::state::attributes::Source::WorktreeThenIdMapping,
-        )
-        .git_context("reading .gitattributes")?;
-    let mut pipeline = gix::filter::Pipeline::new(wt, attributes.detach())
-        .git_context("preparing the filters of .gitattributes")?;
-    use gix::index::entry::Flags;
-    for &(at, seen) in suspects {
-        let entry = &index.entries()[at];
-        let path = entry.path(index);
-        // Outside a sparse checkout, or assumed unchanged: git does not look.
-        if entry
-            .flags
-            .intersects(Flags::SKIP_WORKTREE | Flags::ASSUME_VALID)
-        {
-            continue;
-        }
-        // No stat data: gone, or no longer of its entry's kind (or mode).
-        let same = match seen {
-            Some(_) => blob_id(wt, &mut pipeline, index, dir, path, entry.mode)? == Some(entry.id),
-            None => false,
-        };
-        match (same, seen) {
-            (true, Some(seen)) => fresh.push((path.to_vec(), seen)),
-            _ => changed.push(path.to_str_lossy().into_owned()),
-        }
-    }
-    changed.sort();
-    Ok((changed, fresh))
 }
 
 /// The id of the blob git would store for `entry`'s file (through the
@@ -1700,59 +1318,6 @@ pub(crate) fn blob_id(
     gix::objs::compute_hash(wt.object_hash(), gix::objs::Kind::Blob, &data)
         .map(Some)
         .git_context(format!("hashing {}", abs.display()))
-}
-
-fn preflight_untracked_only(
-    wt: &gix::Repository,
-    old_tree: ObjectId,
-    new_tree: ObjectId,
-) -> Result<()> {
-    let dir = workdir(wt)?;
-    let old = flat_tree(wt, old_tree)?;
-    let new = flat_tree(wt, new_tree)?;
-    let mut blocked = Vec::new();
-    for p in new.keys().filter(|p| !old.contains_key(*p)) {
-        // A file our interrupted update already wrote is not in the way.
-        if holds_tip_content(&dir, &p.to_str_lossy(), &new) {
-            continue;
-        }
-        if std::fs::symlink_metadata(dir.join(rel_path(p)?)).is_ok() {
-            blocked.push(p.to_str_lossy().into_owned());
-        }
-    }
-    if blocked.is_empty() {
-        Ok(())
-    } else {
-        Err(InputError::new(format!(
-            "{} is behind its branch after an interrupted merge-back and untracked files block the update: {}",
-            dir.display(),
-            list(&blocked)
-        ))
-        .hint("move them away and run git arbiter again")
-        .into())
-    }
-}
-
-/// Local edits in a checked-out copy of the integration branch would stop
-/// every merge-back: say so before any builder spends its time.
-pub fn refuse_dirty_checkout(ctx: &Context, branch: &gix::refs::FullName) -> Result<()> {
-    for wt in worktrees_with_branch(ctx, branch)? {
-        let changes = local_changes(&wt)?;
-        if !changes.is_empty() {
-            let place = wt
-                .workdir()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            return Err(InputError::new(format!(
-                "{} is checked out in {place} with local changes: {}",
-                branch.shorten(),
-                changes.join(", ")
-            ))
-            .hint("commit or stash them first: git-arbiter never overwrites your edits")
-            .into());
-        }
-    }
-    Ok(())
 }
 
 // ---- pooled worktrees -------------------------------------------------------
@@ -2161,7 +1726,7 @@ pub(crate) fn switch_clean(
         };
         match done {
             Some(split) => remember_holds(lock.commit_split(&split, &dir)?, new_tree),
-            None => apply_from_tree(wt, old_tree, new_tree, lock, &[])?,
+            None => apply_from_tree(wt, old_tree, new_tree, lock)?,
         }
         crate::crash::point("checkout-index.after");
         return Ok(true);
@@ -2175,16 +1740,7 @@ pub(crate) fn switch_clean(
         .map(|c| c.path.as_slice())
         .filter(|p| index.entry_by_path(p.as_bstr()).is_none());
     clear_the_way(&dir, added, |p| index.entry_by_path(p.as_bstr()).is_some())?;
-    apply(
-        wt,
-        old_tree,
-        new_tree,
-        changed,
-        Prepared {
-            index: Some(index),
-            refreshed: Vec::new(),
-        },
-    )?;
+    apply(wt, old_tree, new_tree, changed, Some(index))?;
     Ok(true)
 }
 
@@ -2254,7 +1810,6 @@ fn clear_the_way<'a>(
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};
-    use std::process::Command;
 
     use gix::ObjectId;
 
@@ -2383,7 +1938,7 @@ mod tests {
             let old_commit = commit_tree(&root, &seed, &old, "old");
             let new_commit = commit_tree(&root, &seed, &new, "new");
             git(&root, &seed, &["checkout", "-q", "-f", &old_commit]);
-            let copies: Vec<PathBuf> = ["git", "in-place", "from-tree", "split"]
+            let copies: Vec<PathBuf> = ["git", "in-place", "from-tree", "split", "user"]
                 .iter()
                 .map(|way| {
                     let copy = copy_of(&root, &seed, &format!("{way}-{case}"));
@@ -2406,8 +1961,28 @@ mod tests {
                     old_tree,
                     new_tree,
                     changed,
-                    prepared,
-                } = preflight_update(copy, &old_commit, &new_commit);
+                } = update_of(copy, &old_commit, &new_commit);
+                if k == 3 {
+                    // A user's checkout following a landing.
+                    let step = crate::user_checkout::Move {
+                        from: ObjectId::from_hex(old_commit.as_bytes()).expect("sha"),
+                        from_tree: old_tree,
+                        to: ObjectId::from_hex(new_commit.as_bytes()).expect("sha"),
+                        to_tree: new_tree,
+                    };
+                    let ready = crate::user_checkout::prepare(
+                        &wt,
+                        step,
+                        &changed,
+                        std::time::Duration::ZERO,
+                    )
+                    .expect("prepare")
+                    .unwrap_or_else(|b| panic!("case {case}: blocked: {}", b.describe()));
+                    ready.apply().expect("apply");
+                    let got = outcome(&root, copy);
+                    assert_eq!(got, want, "case {case}, user checkout: {old:?} -> {new:?}");
+                    continue;
+                }
                 if k == 2 {
                     // A pooled worktree's way: its index split first, then
                     // switched by writing the split file only.
@@ -2423,7 +1998,6 @@ mod tests {
                         .expect("read")
                         .expect("split")
                         .shared_checksum();
-                    drop(prepared);
                     let switched = super::switch_clean(&wt, old_tree, new_tree, &changed);
                     assert!(switched.expect("switch"), "not sparse");
                     let got = outcome(&root, copy);
@@ -2443,10 +2017,8 @@ mod tests {
                 }
                 let lock = super::IndexLock::take(&wt).expect("lock");
                 if k == 0 {
-                    let index = prepared.index.expect("the index holds the old tree");
-                    match super::apply_in_place(&wt, index, new_tree, &changed, &[])
-                        .expect("in place")
-                    {
+                    let index = super::read_index(&wt).expect("index");
+                    match super::apply_in_place(&wt, index, new_tree, &changed).expect("in place") {
                         super::InPlace::Done(index) => {
                             in_place += 1;
                             lock.commit(&index, copy).expect("write index");
@@ -2454,7 +2026,7 @@ mod tests {
                         super::InPlace::NotApplicable => continue,
                     }
                 } else {
-                    super::apply_from_tree(&wt, old_tree, new_tree, lock, &[]).expect("from tree");
+                    super::apply_from_tree(&wt, old_tree, new_tree, lock).expect("from tree");
                 }
                 let got = outcome(&root, copy);
                 let way = ["in place", "from the tree"][k];
@@ -2593,9 +2165,7 @@ mod tests {
                 old_tree,
                 new_tree,
                 changed,
-                prepared,
-            } = preflight_update(split, &commits[k - 1], &commits[k]);
-            drop(prepared);
+            } = update_of(split, &commits[k - 1], &commits[k]);
             let shared = |wt: &gix::Repository| {
                 super::splitindex::read(wt)
                     .expect("read")
@@ -2627,63 +2197,6 @@ mod tests {
             "{in_place} of 30 switches wrote the split file only"
         );
         assert!(shared_anew >= 1, "no switch outgrew its shared index");
-    }
-
-    /// A checkout whose index has stale stat data for every file (a copy:
-    /// new inodes and change times) has every file read once by the status
-    /// that proves it clean; the update then writes those files' fresh stat
-    /// data into the index, as `git status` would, so that the next landing
-    /// compares stat data only instead of reading the whole tree again.
-    #[test]
-    fn an_update_refreshes_the_stale_stat_data_it_read_past() {
-        let (_tmp, root) = scratch();
-        let seed = new_repo(&root, "seed");
-        for i in 0..20 {
-            std::fs::write(seed.join(format!("f{i}.txt")), format!("{i}\n")).expect("write");
-        }
-        // Old files: no entry is racy (written in the moment the index is).
-        git(&root, &seed, &["-c", "core.quotePath=false", "add", "-A"]);
-        let status = Command::new("touch")
-            .args(["-d", "2020-01-01"])
-            .args((0..20).map(|i| format!("f{i}.txt")))
-            .current_dir(&seed)
-            .status()
-            .expect("touch");
-        assert!(status.success());
-        git(&root, &seed, &["update-index", "-q", "--refresh"]);
-        git(&root, &seed, &["commit", "-q", "-m", "old"]);
-        let old_commit = git(&root, &seed, &["rev-parse", "HEAD"]).trim().to_owned();
-        git(&root, &seed, &["checkout", "-q", "-b", "next"]);
-        std::fs::write(seed.join("new.txt"), "new\n").expect("write");
-        git(&root, &seed, &["add", "new.txt"]);
-        git(&root, &seed, &["commit", "-q", "-m", "new"]);
-        let new_commit = git(&root, &seed, &["rev-parse", "HEAD"]).trim().to_owned();
-        git(&root, &seed, &["checkout", "-q", "main"]);
-        let copy = copy_of(&root, &seed, "copy");
-        let stale = git(&root, &copy, &["diff-files", "--name-only"]);
-        assert_eq!(stale.lines().count(), 20, "the copy's stat data are stale");
-
-        let Update {
-            wt,
-            old_tree,
-            new_tree,
-            changed,
-            prepared,
-        } = preflight_update(&copy, &old_commit, &new_commit);
-        super::apply(&wt, old_tree, new_tree, &changed, prepared).expect("apply");
-        assert_eq!(git(&root, &copy, &["diff-files", "--name-only"]), "");
-        let wt = gix::open_opts(&copy, gix::open::Options::isolated()).expect("open");
-        let index = wt.open_index().expect("index");
-        assert_eq!(index.entries().len(), 21);
-        assert!(super::stat_suspects(&wt, &index, &copy).is_empty());
-
-        // The index written in place is known to hold the new tree; one
-        // changed since (a user's `git add`) is compared again.
-        assert!(super::index_matches(&wt, new_tree).expect("match"));
-        assert!(!super::index_matches(&wt, old_tree).expect("match"));
-        std::fs::write(copy.join("f3.txt"), "edited\n").expect("write");
-        git(&root, &copy, &["add", "f3.txt"]);
-        assert!(!super::index_matches(&wt, new_tree).expect("match"));
     }
 
     /// A split index switched in place writes the changed files through the
@@ -2730,8 +2243,7 @@ mod tests {
                 .shared_checksum()
         };
         let before = shared(&wt);
-        let update = preflight_update(&split, &old, &new);
-        drop(update.prepared);
+        let update = update_of(&split, &old, &new);
         let switched = super::switch_clean(&wt, update.old_tree, update.new_tree, &update.changed);
         assert!(switched.expect("switch"));
         assert_eq!(shared(&wt), before, "switched in place");
@@ -2743,16 +2255,15 @@ mod tests {
     }
 
     /// A worktree at `dir` opened for an update from `old_commit` to
-    /// `new_commit`, and what [`super::preflight`] prepared for it.
+    /// `new_commit`: its trees and the paths changed between them.
     struct Update {
         wt: gix::Repository,
         old_tree: ObjectId,
         new_tree: ObjectId,
         changed: Vec<crate::drift::Changed>,
-        prepared: super::Prepared,
     }
 
-    fn preflight_update(dir: &Path, old_commit: &str, new_commit: &str) -> Update {
+    fn update_of(dir: &Path, old_commit: &str, new_commit: &str) -> Update {
         let wt = gix::open_opts(dir, gix::open::Options::isolated()).expect("open");
         let tree_of = |commit: &str| -> ObjectId {
             let id = ObjectId::from_hex(commit.as_bytes()).expect("sha");
@@ -2764,64 +2275,12 @@ mod tests {
         };
         let (old_tree, new_tree) = (tree_of(old_commit), tree_of(new_commit));
         let changed = crate::drift::changed_paths(&wt, old_tree, new_tree).expect("diff");
-        let prepared = super::preflight(&wt, old_tree, new_tree, &changed)
-            .expect("preflight")
-            .unwrap_or_else(|b| panic!("blocked: {:?}", b.paths));
         Update {
             wt,
             old_tree,
             new_tree,
             changed,
-            prepared,
         }
-    }
-
-    /// Files the index cannot vouch for by their stat data are read (by
-    /// `preflight` and `local_changes`): the
-    /// same content (through the eol filter) passes and its fresh stat data
-    /// are kept; an edit of the same size, in the second the index was
-    /// written, is a local change.
-    #[test]
-    fn suspect_files_are_read_not_trusted() {
-        let (_tmp, root) = scratch();
-        let dir = new_repo(&root, "repo");
-        std::fs::write(dir.join(".gitattributes"), "c.txt eol=crlf\n").expect("write");
-        for (name, text) in [("a.txt", "one\n"), ("b.txt", "two\n"), ("c.txt", "x\n")] {
-            std::fs::write(dir.join(name), text).expect("write");
-        }
-        git(&root, &dir, &["add", "-A"]);
-        git(&root, &dir, &["commit", "-q", "-m", "old"]);
-        let old = git(&root, &dir, &["rev-parse", "HEAD"]);
-        std::fs::write(dir.join("d.txt"), "new\n").expect("write");
-        git(&root, &dir, &["add", "d.txt"]);
-        git(&root, &dir, &["commit", "-q", "-m", "new"]);
-        let new = git(&root, &dir, &["rev-parse", "HEAD"]);
-        git(&root, &dir, &["checkout", "-q", "-f", old.trim()]);
-        // The same content written again: new stat data, the same blob
-        // (c.txt as checked out, with CRLF).
-        for (name, text) in [("a.txt", "one\n"), ("c.txt", "x\r\n")] {
-            std::fs::remove_file(dir.join(name)).expect("rm");
-            std::fs::write(dir.join(name), text).expect("write");
-        }
-        let update = preflight_update(&dir, old.trim(), new.trim());
-        let refreshed: Vec<&[u8]> = update
-            .prepared
-            .refreshed
-            .iter()
-            .map(|(p, _)| p.as_slice())
-            .collect();
-        assert_eq!(refreshed, [&b"a.txt"[..], b"c.txt"]);
-        let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
-        assert!(super::local_changes(&wt).expect("changes").is_empty());
-
-        // Same size, so only the content tells.
-        std::fs::write(dir.join("b.txt"), "TWO\n").expect("write");
-        assert_eq!(super::local_changes(&wt).expect("changes"), ["b.txt"]);
-        let err = match super::preflight(&wt, update.old_tree, update.new_tree, &update.changed) {
-            Err(e) => e.to_string(),
-            Ok(_) => panic!("an edit was not seen"),
-        };
-        assert!(err.contains("local changes: 'b.txt'"), "{err}");
     }
 
     /// What one run proves about an index (it holds HEAD's tree) is kept

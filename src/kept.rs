@@ -224,7 +224,7 @@ fn take_up(
             let keeps_landing = r
                 .landing
                 .as_ref()
-                .is_some_and(|l| l.source == item.source.to_string());
+                .is_some_and(|l| ObjectId::from_hex(l.source.as_bytes()).ok() == Some(item.source));
             if !keeps_landing {
                 r.queue_to_land(item.source.to_string());
             }
@@ -253,7 +253,9 @@ fn may_take_up(ctx: &Context, r: &Record, command: Command) -> Result<()> {
     }
     let reason = r.halt_reason.as_deref();
     let allowed = match command {
-        Command::Retry => r.waits_to_land() || (r.halted && reason.is_some_and(|h| merge::RETRYABLE.contains(&h))),
+        Command::Retry => {
+            r.waits_to_land() || (r.halted && reason.is_some_and(|h| merge::RETRYABLE.contains(&h)))
+        }
         Command::MergeBack => !r.halted || reason == Some(merge::HALT_CHECKOUT_BLOCKED),
     };
     if allowed {

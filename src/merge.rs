@@ -30,13 +30,13 @@ use gix::ObjectId;
 use serde_json::json;
 
 use crate::checkout;
-use crate::user_checkout;
 use crate::context::Context;
 pub use crate::drift::DriftScope;
 use crate::drift::{self, Changed};
 use crate::error::{Error, GitContext, InputError, Result};
 use crate::orders::WorkOrder;
 use crate::state::{Store, Verdict};
+use crate::user_checkout;
 
 /// How often in a row the branch's lock may be found taken before it is
 /// reported as stale.

@@ -440,7 +440,12 @@ fn attach_head(wt: &gix::Repository, full: &str) -> Result<()> {
 /// the branch is deleted and the worktree reset for the next order (or
 /// removed when the pool is full); without the pool it is removed.
 pub fn give_back(ctx: &Context, name: &str, branch: &str, keep: bool) -> Result<()> {
-    give_back_as(ctx, name, branch, if keep { Keep::All } else { Keep::Nothing })
+    give_back_as(
+        ctx,
+        name,
+        branch,
+        if keep { Keep::All } else { Keep::Nothing },
+    )
 }
 
 /// [`give_back`] of an attempt whose work waits to land: its worktree goes

@@ -653,8 +653,7 @@ impl<'a> Run<'a> {
                 self.summary.stopped = Some(Stopped::Requested);
             }
             if let Some(e) = flow.failed.take() {
-                let unsettled: Vec<Unsettled> =
-                    flow.unsettled.iter().map(Job::unsettled).collect();
+                let unsettled: Vec<Unsettled> = flow.unsettled.iter().map(Job::unsettled).collect();
                 abandon(
                     self.ctx,
                     self.store,
@@ -854,33 +853,35 @@ impl<'a> Run<'a> {
             h.as_deref()
                 .and_then(|h| gix::ObjectId::from_hex(h.as_bytes()).ok())
         };
-        let taken = self.store.transact("land verified work", |txn| -> Result<_> {
-            let mut taken = Vec::new();
-            for &wo in &waiting {
-                let Some(mut r) = txn.stored(&wo.id)? else {
-                    continue;
-                };
-                let Some(landing) = r.landing.clone().filter(|_| r.waits_to_land()) else {
-                    continue;
-                };
-                let source = hex(&Some(landing.source.clone()));
-                match source.filter(|s| ctx.repo.has_object(s)) {
-                    Some(source) => {
-                        r.adopt_to_land(me);
-                        let verified = hex(&landing.verified_tree);
-                        taken.push((wo, r.attempts, source, verified, r.clone()));
+        let taken = self
+            .store
+            .transact("land verified work", |txn| -> Result<_> {
+                let mut taken = Vec::new();
+                for &wo in &waiting {
+                    let Some(mut r) = txn.stored(&wo.id)? else {
+                        continue;
+                    };
+                    let Some(landing) = r.landing.clone().filter(|_| r.waits_to_land()) else {
+                        continue;
+                    };
+                    let source = hex(&Some(landing.source.clone()));
+                    match source.filter(|s| ctx.repo.has_object(s)) {
+                        Some(source) => {
+                            r.adopt_to_land(me);
+                            let verified = hex(&landing.verified_tree);
+                            taken.push((wo, r.attempts, source, verified, r.clone()));
+                        }
+                        // Its work is gone (`git gc --prune=now` after its branch
+                        // was deleted by hand): nothing to land, built again.
+                        None => {
+                            r.give_back();
+                            r.log("kept_work_missing", Some(landing.source));
+                        }
                     }
-                    // Its work is gone (`git gc --prune=now` after its branch
-                    // was deleted by hand): nothing to land, built again.
-                    None => {
-                        r.give_back();
-                        r.log("kept_work_missing", Some(landing.source));
-                    }
+                    txn.put(r);
                 }
-                txn.put(r);
-            }
-            Ok(taken)
-        })?;
+                Ok(taken)
+            })?;
         let root = worktree::root_dir(ctx)?;
         let mut jobs = Vec::with_capacity(taken.len());
         for (wo, attempt, source, verified, record) in taken {

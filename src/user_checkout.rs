@@ -101,7 +101,8 @@ impl Blocked {
                 lock.display()
             ),
             Blocked::Edited { .. } => {
-                "commit or stash those changes there; git-arbiter never overwrites your edits".into()
+                "commit or stash those changes there; git-arbiter never overwrites your edits"
+                    .into()
             }
             Blocked::Untracked { .. } => "move or remove those files there".into(),
             Blocked::Unmerged { .. } => {
@@ -628,7 +629,9 @@ fn finish_one(
         let file_ok = match entry {
             Some(e) => files.holds_entry(e)? || files.holds_blob(c.path.as_bstr(), *new)?,
             // The old tree had nothing there: nothing, or the new file.
-            None => !files.occupied(c.path.as_bstr()) || files.holds_blob(c.path.as_bstr(), *new)?,
+            None => {
+                !files.occupied(c.path.as_bstr()) || files.holds_blob(c.path.as_bstr(), *new)?
+            }
         };
         if file_ok {
             todo.push(c.clone());
@@ -692,4 +695,229 @@ pub fn lock_wait(ctx: &Context) -> Result<Duration> {
     Ok(ctx
         .config_duration("arbiter.indexLockWait", "10s")?
         .unwrap_or(DEFAULT_LOCK_WAIT))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use gix::ObjectId;
+
+    use super::{Blocked, Move};
+    use crate::testutil::{git, new_repo, scratch};
+
+    /// The move of the checkout at `dir` from commit `from` to `to`, and the
+    /// paths it changes.
+    fn step(
+        dir: &Path,
+        from: &str,
+        to: &str,
+    ) -> (gix::Repository, Move, Vec<crate::drift::Changed>) {
+        let wt = gix::open_opts(dir, gix::open::Options::isolated()).expect("open");
+        let id = |hex: &str| ObjectId::from_hex(hex.trim().as_bytes()).expect("sha");
+        let tree = |c: ObjectId| {
+            wt.find_commit(c)
+                .expect("commit")
+                .tree_id()
+                .expect("tree")
+                .detach()
+        };
+        let (from, to) = (id(from), id(to));
+        let step = Move {
+            from,
+            from_tree: tree(from),
+            to,
+            to_tree: tree(to),
+        };
+        let changed = crate::drift::changed_paths(&wt, step.from_tree, step.to_tree).expect("diff");
+        (wt, step, changed)
+    }
+
+    /// A repository at `old` whose next commit `new` rewrites `a.txt` and
+    /// `c.txt` (checked out with CRLF) and adds `d.txt`.
+    fn repo(root: &Path) -> (std::path::PathBuf, String, String) {
+        let dir = new_repo(root, "repo");
+        std::fs::write(dir.join(".gitattributes"), "c.txt eol=crlf\n").expect("write");
+        for (name, text) in [("a.txt", "one\n"), ("b.txt", "two\n"), ("c.txt", "x\n")] {
+            std::fs::write(dir.join(name), text).expect("write");
+        }
+        git(root, &dir, &["add", "-A"]);
+        git(root, &dir, &["commit", "-q", "-m", "old"]);
+        let old = git(root, &dir, &["rev-parse", "HEAD"]);
+        for (name, text) in [("a.txt", "one!\n"), ("c.txt", "y\n"), ("d.txt", "new\n")] {
+            std::fs::write(dir.join(name), text).expect("write");
+        }
+        git(root, &dir, &["add", "-A"]);
+        git(root, &dir, &["commit", "-q", "-m", "new"]);
+        let new = git(root, &dir, &["rev-parse", "HEAD"]);
+        git(root, &dir, &["checkout", "-q", "-f", old.trim()]);
+        (dir, old, new)
+    }
+
+    /// Files the index cannot vouch for by their stat data are read: the
+    /// same content written again (through the eol filter) is no edit; an
+    /// edit of the same size, in the second the index was written, is one.
+    #[test]
+    fn suspect_files_are_read_not_trusted() {
+        let (_tmp, root) = scratch();
+        let (dir, old, new) = repo(&root);
+        for (name, text) in [("a.txt", "one\n"), ("c.txt", "x\r\n")] {
+            std::fs::remove_file(dir.join(name)).expect("rm");
+            std::fs::write(dir.join(name), text).expect("write");
+        }
+        let (wt, mv, changed) = step(&dir, &old, &new);
+        let ready = super::prepare(&wt, mv, &changed, std::time::Duration::ZERO).expect("prepare");
+        assert!(ready.is_ok(), "the same content is no edit");
+        drop(ready);
+        // Same size, so only the content tells.
+        std::fs::write(dir.join("a.txt"), "ONE\n").expect("write");
+        match super::prepare(&wt, mv, &changed, std::time::Duration::ZERO).expect("prepare") {
+            Err(Blocked::Edited { paths, .. }) => assert_eq!(paths, ["a.txt"]),
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("an edit was not seen"),
+        }
+    }
+
+    /// As `git merge` (a two-way `read-tree -m -u`): an unrelated edit and
+    /// an unrelated staged change stay, the landing's paths are written,
+    /// and the index ends up as git's would.
+    #[test]
+    fn local_changes_elsewhere_are_carried_over_as_git_carries_them() {
+        let (_tmp, root) = scratch();
+        let (dir, old, new) = repo(&root);
+        let oracle = crate::testutil::copy_of(&root, &dir, "oracle");
+        for d in [&dir, &oracle] {
+            std::fs::write(d.join("b.txt"), "edited\n").expect("write");
+            std::fs::write(d.join("e.txt"), "staged\n").expect("write");
+            git(&root, d, &["add", "e.txt"]);
+            git(&root, d, &["update-index", "-q", "--refresh"]);
+        }
+        git(
+            &root,
+            &oracle,
+            &["read-tree", "-m", "-u", old.trim(), new.trim()],
+        );
+        let (wt, mv, changed) = step(&dir, &old, &new);
+        let ready = super::prepare(&wt, mv, &changed, std::time::Duration::ZERO)
+            .expect("prepare")
+            .unwrap_or_else(|b| panic!("{b:?}"));
+        ready.begin().expect("journal");
+        ready.apply().expect("apply");
+        assert!(!crate::layout::landing_journal(wt.git_dir()).exists());
+        let ls = |d: &Path| {
+            git(&root, d, &["ls-files", "-s", "--debug"])
+                .lines()
+                .filter(|l| {
+                    !l.trim_start().starts_with("ctime")
+                        && !l.trim_start().starts_with("mtime")
+                        && !l.trim_start().starts_with("dev")
+                        && !l.trim_start().starts_with("uid")
+                        && !l.trim_start().starts_with("size")
+                })
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ls(&dir), ls(&oracle));
+        for name in ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt"] {
+            assert_eq!(
+                std::fs::read(dir.join(name)).expect("ours"),
+                std::fs::read(oracle.join(name)).expect("git's"),
+                "{name}"
+            );
+        }
+        assert_eq!(git(&root, &dir, &["diff", "--name-only"]), "b.txt\n");
+    }
+
+    /// A staged change, a deletion, an added file of the user's where the
+    /// landing writes, and unmerged entries each keep the checkout from
+    /// following, naming the path; nothing is touched.
+    #[test]
+    fn changes_where_the_landing_writes_block_it() {
+        let (_tmp, root) = scratch();
+        let (dir, old, new) = repo(&root);
+        let (wt, mv, changed) = step(&dir, &old, &new);
+        let blocked = |wt: &gix::Repository| match super::prepare(
+            wt,
+            mv,
+            &changed,
+            std::time::Duration::ZERO,
+        )
+        .expect("prepare")
+        {
+            Err(b) => b,
+            Ok(_) => panic!("not blocked"),
+        };
+        std::fs::write(dir.join("a.txt"), "staged\n").expect("write");
+        git(&root, &dir, &["add", "a.txt"]);
+        assert!(matches!(blocked(&wt), Blocked::Edited { paths, .. } if paths == ["a.txt"]));
+        git(&root, &dir, &["reset", "-q", "--hard"]);
+        std::fs::remove_file(dir.join("c.txt")).expect("rm");
+        assert!(matches!(blocked(&wt), Blocked::Edited { paths, .. } if paths == ["c.txt"]));
+        git(&root, &dir, &["reset", "-q", "--hard"]);
+        std::fs::write(dir.join("d.txt"), "mine\n").expect("write");
+        assert!(matches!(blocked(&wt), Blocked::Untracked { paths, .. } if paths == ["d.txt"]));
+        git(&root, &dir, &["add", "d.txt"]);
+        assert!(matches!(blocked(&wt), Blocked::Edited { paths, .. } if paths == ["d.txt"]));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("d.txt")).expect("d"),
+            "mine\n"
+        );
+        // `reset --hard` removes the staged new file too.
+        git(&root, &dir, &["reset", "-q", "--hard"]);
+        assert!(!dir.join("d.txt").exists());
+        // A conflicted merge in progress.
+        git(&root, &dir, &["checkout", "-q", "-b", "side"]);
+        std::fs::write(dir.join("b.txt"), "side\n").expect("write");
+        git(&root, &dir, &["commit", "-q", "-am", "side"]);
+        git(&root, &dir, &["checkout", "-q", old.trim()]);
+        std::fs::write(dir.join("b.txt"), "ours\n").expect("write");
+        git(&root, &dir, &["commit", "-q", "-am", "ours"]);
+        let merged = std::process::Command::new("git")
+            .args(["merge", "-q", "side"])
+            .current_dir(&dir)
+            .env("GIT_CONFIG_GLOBAL", root.join("global.gitconfig"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Arbiter Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Arbiter Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .output()
+            .expect("git merge");
+        assert!(
+            String::from_utf8_lossy(&merged.stdout).contains("CONFLICT"),
+            "the merge conflicts: {merged:?}"
+        );
+        assert!(matches!(blocked(&wt), Blocked::Unmerged { paths, .. } if paths == ["b.txt"]));
+    }
+
+    /// `index.lock` held by someone else past the wait blocks it; the
+    /// marker of a lock left by a killed git-arbiter stays for recovery.
+    #[test]
+    fn a_held_index_lock_blocks_after_the_wait() {
+        let (_tmp, root) = scratch();
+        let (dir, old, new) = repo(&root);
+        let (wt, mv, changed) = step(&dir, &old, &new);
+        let lock = dir.join(".git/index.lock");
+        std::fs::write(&lock, "").expect("lock");
+        let started = std::time::Instant::now();
+        let wait = std::time::Duration::from_millis(200);
+        match super::prepare(&wt, mv, &changed, wait).expect("prepare") {
+            Err(Blocked::Locked { lock: named, .. }) => assert_eq!(named, lock),
+            other => panic!("{:?}", other.err()),
+        }
+        assert!(started.elapsed() >= wait);
+        assert!(lock.exists(), "not ours to remove");
+        // Released during the wait: taken.
+        let release = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                std::fs::remove_file(lock).expect("unlock");
+            })
+        };
+        let ready =
+            super::prepare(&wt, mv, &changed, std::time::Duration::from_secs(5)).expect("prepare");
+        release.join().expect("release");
+        assert!(ready.is_ok());
+    }
 }

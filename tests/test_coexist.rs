@@ -171,7 +171,12 @@ fn a_flapping_index_lock_is_waited_for() {
         }
     }
     for i in 0..6 {
-        env.work_order(&format!("wo-{i}"), &format!("Order {i}"), &[], &[&format!("out/{i}.txt")]);
+        env.work_order(
+            &format!("wo-{i}"),
+            &format!("Order {i}"),
+            &[],
+            &[&format!("out/{i}.txt")],
+        );
     }
     env.commit_all("init");
     let build = format!(
@@ -201,7 +206,11 @@ fn a_flapping_index_lock_is_waited_for() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     flapper.join().expect("flapper");
     let summary = run.success().json();
-    assert_eq!(summary["done"].as_array().map(Vec::len), Some(6), "{summary}");
+    assert_eq!(
+        summary["done"].as_array().map(Vec::len),
+        Some(6),
+        "{summary}"
+    );
     for i in 0..6 {
         assert_eq!(runs_of(&env, &format!("wo-{i}")), 1, "wo-{i} built once");
         assert_eq!(env.merges_in(&env.repo, "main", &format!("wo-{i}")), 1);
@@ -234,5 +243,45 @@ fn a_lock_held_past_the_wait_keeps_the_work_waiting() {
     let summary = round(&env, &["--build", &build(&env)]).success().json();
     assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
     assert_eq!((runs_of(&env, "wo-01"), runs_of(&env, "wo-02")), (1, 1));
+    env.fsck();
+}
+
+/// Order A halts for drift; order B lands; A is fixed and retried. Its
+/// merge onto the moved tip fails the gate (each passes alone): `retry`
+/// goes through the merge queue, so it does not land, and the gate still
+/// passes on main. A stays halted with its work kept.
+#[test]
+fn retry_lands_only_what_the_gates_pass_as_merged() {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    // Each order's file alone is fine; both together break the build.
+    env.write("check.sh", "! { test -e a.txt && test -e b.txt; }\n");
+    env.work_order("wo-a", "A", &[], &["a.txt"]);
+    env.work_order("wo-b", "B", &[], &["b.txt"]);
+    env.commit_all("init");
+    env.git(&["config", "arbiter.gate", "sh check.sh"]);
+    let build = "case $ARBITER_WO in wo-a) echo a > a.txt; echo n > NOTES.txt;; wo-b) echo b > b.txt;; esac";
+    let run = env.run(&["round", "--json", "--build", build]).code(1);
+    let summary = run.json();
+    assert_eq!(summary["done"], serde_json::json!(["wo-b"]), "{summary}");
+    assert_eq!(summary["halted"][0]["reason"], "undeclared_file_drift");
+    // Fixed: NOTES.txt declared.
+    env.work_order("wo-a", "A", &[], &["a.txt", "NOTES.txt"]);
+    env.commit_all("declare NOTES.txt");
+    let tip = env.rev("main");
+    let run = env.run(&["retry", "wo-a"]).code(1);
+    assert!(run.stdout.contains("merged_gate_failed"), "{}", run.stdout);
+    assert_eq!(env.rev("main"), tip, "nothing landed");
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-a"), 0);
+    let gate = std::process::Command::new("sh")
+        .arg("check.sh")
+        .current_dir(&env.repo)
+        .status()
+        .expect("gate");
+    assert!(gate.success(), "the gate passes on main");
+    let row = status_of(&env, "wo-a");
+    assert_eq!(row["terminal"], true, "{row}");
+    assert_eq!(row["halt_reason"], "merged_gate_failed", "{row}");
+    assert_eq!(env.git(&["show", "arbiter/wo-a:a.txt"]), "a\n");
     env.fsck();
 }

@@ -423,8 +423,8 @@ fn local_changes_in_the_checkout_are_kept_or_refuse_before_anything_moves() {
     env.write("src/new.rs", "mine\n");
     let run = env.run(&["merge-back", "wo-01"]).code(2);
     assert!(
-        run.stderr
-            .contains("untracked files in the checkout") && run.stderr.contains("'src/new.rs'"),
+        run.stderr.contains("untracked files in the checkout")
+            && run.stderr.contains("'src/new.rs'"),
         "{}",
         run.stderr
     );
@@ -504,7 +504,13 @@ fn recovery_finishes_a_checkout_left_behind() {
     assert_ne!(env.git(&["status", "--porcelain"]), " M b.txt\n");
 
     let finished = finish_interrupted(&env);
-    assert!(matches!(finished.as_slice(), [git_arbiter::user_checkout::Finished::Updated(_)]), "{finished:?}");
+    assert!(
+        matches!(
+            finished.as_slice(),
+            [git_arbiter::user_checkout::Finished::Updated(_)]
+        ),
+        "{finished:?}"
+    );
     assert_eq!(env.git(&["status", "--porcelain"]), " M b.txt\n");
     assert_eq!(
         std::fs::read_to_string(env.repo.join("src/n.rs")).unwrap(),
@@ -529,7 +535,8 @@ fn recovery_never_overwrites_an_edit() {
     move_main_under_the_worktree(&env, &old);
     env.write("src/a.rs", "user edit\n");
     let finished = finish_interrupted(&env);
-    let [git_arbiter::user_checkout::Finished::LeftAlone { paths, .. }] = finished.as_slice() else {
+    let [git_arbiter::user_checkout::Finished::LeftAlone { paths, .. }] = finished.as_slice()
+    else {
         panic!("{finished:?}");
     };
     assert_eq!(paths, &["src/a.rs"]);
@@ -555,7 +562,13 @@ fn recovery_drops_the_journal_of_a_landing_that_never_moved() {
     move_main_under_the_worktree(&env, &old);
     env.git(&["update-ref", "refs/heads/main", &old]);
     let finished = finish_interrupted(&env);
-    assert!(matches!(finished.as_slice(), [git_arbiter::user_checkout::Finished::NotMoved(_)]), "{finished:?}");
+    assert!(
+        matches!(
+            finished.as_slice(),
+            [git_arbiter::user_checkout::Finished::NotMoved(_)]
+        ),
+        "{finished:?}"
+    );
     assert!(!env.repo.join(".git/arbiter-landing").exists());
     assert_eq!(env.git(&["status", "--porcelain"]), "");
 }

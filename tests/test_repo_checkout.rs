@@ -277,7 +277,8 @@ fn a_bumped_submodule_does_not_block_later_rounds() {
     env.work_order("wo-03", "Third", &[], &["third.txt"]);
     env.git(&["add", "work-orders"]);
     env.git(&["commit", "-q", "-m", "wo-03"]);
-    env.run(&["round", "--build", "echo 3 > third.txt"]).success();
+    env.run(&["round", "--build", "echo 3 > third.txt"])
+        .success();
     assert_eq!(env.git(&["show", "main:third.txt"]), "3\n");
     assert_eq!(
         std::fs::read_to_string(env.repo.join("vendor/lib/lib.txt")).expect("lib"),

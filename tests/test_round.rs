@@ -739,7 +739,11 @@ fn an_edit_in_the_way_keeps_the_order_waiting_and_gives_nothing_up() {
     assert_eq!(row["attempts"], 1, "{row}");
     env.git(&["stash", "-q", "--include-untracked"]);
     let summary = round(&env, &["--build", "false"]).success().json();
-    assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]), "{summary}");
+    assert_eq!(
+        summary["done"],
+        serde_json::json!(["wo-01", "wo-02"]),
+        "{summary}"
+    );
     assert_eq!(
         std::fs::read_to_string(env.repo.join("src/one.txt")).expect("one"),
         "wo-01 attempt 1\n"

@@ -354,7 +354,11 @@ pub fn render(
     if !summary.waiting.is_empty() {
         s.push_str("\nVERIFIED, WAITING TO LAND: these passed, but the checkout of the branch could not follow:\n");
         for w in &summary.waiting {
-            s.push_str(&format!("  {}  {}\n", w.wo_id, w.why.as_deref().unwrap_or("")));
+            s.push_str(&format!(
+                "  {}  {}\n",
+                w.wo_id,
+                w.why.as_deref().unwrap_or("")
+            ));
             s.push_str(&format!("      branch: {}\n", w.branch));
         }
         s.push_str("      next:   resolve that (commit or stash the changes in the way), then `git arbiter round` lands them without a rebuild\n");
@@ -398,5 +402,4 @@ mod tests {
         }
         assert!(super::next_step("blocking_critique", "wo-1").contains("retry --rebuild wo-1"));
     }
-
 }
