@@ -204,6 +204,7 @@ impl SharedContext {
             repo,
             workdir: self.workdir.clone(),
             cwd: self.cwd.clone(),
+            history: Default::default(),
         }
     }
 }
@@ -214,9 +215,22 @@ pub struct Context {
     pub workdir: Option<PathBuf>,
     /// Where the process was started; relative flag values resolve against it.
     pub cwd: PathBuf,
+    /// What the integration branch's first-parent chain says landed, as
+    /// far as read: kept, so that only new commits are read again.
+    history: std::cell::RefCell<crate::history::Landed>,
 }
 
 impl Context {
+    /// The landed merges of the first-parent chain from `tip` (see
+    /// [`crate::history`]), reading only commits new since the last call.
+    pub fn landed(&self, tip: gix::ObjectId) -> Result<std::cell::Ref<'_, crate::history::Landed>> {
+        self.history
+            .borrow_mut()
+            .update(&self.repo, tip)
+            .git_context(format!("reading the first-parent history of {tip}"))?;
+        Ok(self.history.borrow())
+    }
+
     /// Wait for this process's turn at `what` among all processes on this
     /// repository; the turn lasts until the returned guard is dropped. An
     /// flock on `<git-common-dir>/arbiter/<what>.lock`: a killed holder
@@ -273,6 +287,7 @@ impl Context {
             repo,
             workdir,
             cwd: cwd.to_owned(),
+            history: Default::default(),
         })
     }
 
@@ -289,6 +304,7 @@ impl Context {
             workdir: repo.workdir().map(Path::to_owned),
             cwd: path.to_owned(),
             repo,
+            history: Default::default(),
         })
     }
 

@@ -38,6 +38,9 @@ pub enum Kind {
     LeftoverBranch,
     /// The integration branch holds an order's merge; its record is not `done`.
     LandedNotDone,
+    /// A ref of ours (the integration branch, the notes ref, a kept branch)
+    /// points at an object the repository no longer has.
+    MissingObject,
     /// The work orders could not be read, so orders were not checked.
     Orders,
     /// A remote's fetch refspecs do not cover `refs/notes/arbiter`.
@@ -59,6 +62,7 @@ impl Kind {
             Kind::RefLock | Kind::IndexLock | Kind::WorktreeLock => "locks",
             Kind::LeftoverWorktree | Kind::LeftoverBranch => "worktrees and branches",
             Kind::LandedNotDone | Kind::Orders => "records",
+            Kind::MissingObject => "refs",
             Kind::NotesNotFetched | Kind::NotesNotPushed | Kind::NotesFetchOverwrites => "notes",
             Kind::SlotDir => "slot directory",
             Kind::Git => "git",
@@ -201,7 +205,11 @@ pub fn run(ctx: &Context, opts: &Options<'_>) -> Result<Report> {
 }
 
 fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
-    let mut findings = Vec::new();
+    let mut findings = missing_objects(ctx, setup)?;
+    // Without its notes the state cannot be read: nothing else is judged.
+    if findings.iter().any(|f| f.path == NOTES_REF) {
+        return Ok(findings);
+    }
     let live = live_conductors(ctx);
     let worktrees = arbiter_worktrees(ctx)?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
@@ -807,9 +815,11 @@ fn landed(
     reconcile::landed(ctx, tip, &open)
 }
 
-/// Does `record` (`None`: no record) need to become `done` for a landed merge?
+/// Does `record` (`None`: no record) need to become `done` for a landed
+/// merge? Whatever it says, unless a live conductor holds it and records
+/// the landing itself.
 fn needs_done(ctx: &Context, record: Option<&Record>) -> bool {
-    record.is_none_or(|r| r.status != Status::Done && !r.halted && !owned_live(ctx, r))
+    record.is_none_or(|r| r.status != Status::Done && !owned_live(ctx, r))
 }
 
 fn landed_not_done(
@@ -837,13 +847,13 @@ fn landed_not_done(
                 )
                 .fixable(true),
             ),
-            Some(r) if r.halted && r.status != Status::Done => findings.push(
+            Some(r) if r.halted && needs_done(ctx, Some(r)) => findings.push(
                 Finding::new(
                     Kind::LandedNotDone,
                     path,
                     format!("work order {id} landed on {on} in {merge} but is halted ({}) with status {}", r.halt_reason.as_deref().unwrap_or("no reason"), r.status),
                 )
-                .hint(format!("'git arbiter clear {id}' lifts the halt; then run doctor --fix")),
+                .fixable(true),
             ),
             Some(r) if needs_done(ctx, Some(r)) => findings.push(
                 Finding::new(
@@ -896,7 +906,15 @@ fn record_landed(
             } else {
                 "no record".into()
             };
-            record.mark_done("reconstructed_done", merge.to_string());
+            if record.halted {
+                record.lift_halt();
+            }
+            let event = if stored.is_some() {
+                "recovered_done"
+            } else {
+                "reconstructed_done"
+            };
+            record.mark_done(event, merge.to_string());
             txn.put(record);
             report.push(format!(
                 "recorded work order {id} as done (was {was}; merged in {merge})"
@@ -904,6 +922,62 @@ fn record_landed(
         }
         Ok(report)
     })
+}
+
+// ---- refs -----------------------------------------------------------------
+
+/// Refs of ours that point at objects the repository lacks (a `git gc
+/// --prune=now` beside a run, a broken copy), each with how to recover.
+fn missing_objects(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
+    let mut names: Vec<String> = setup
+        .branch
+        .iter()
+        .map(|b| b.as_bstr().to_string())
+        .collect();
+    names.push(NOTES_REF.to_owned());
+    for prefix in [BRANCH_PREFIX, RACE_BRANCH_PREFIX] {
+        names.extend(branches(ctx, prefix)?);
+    }
+    let mut findings = Vec::new();
+    for name in names {
+        let Ok(Some(reference)) = ctx.repo.try_find_reference(name.as_str()) else {
+            continue;
+        };
+        // A symbolic ref's target is checked under its own name.
+        let Some(id) = reference.target().try_id().map(ToOwned::to_owned) else {
+            continue;
+        };
+        let missing = match ctx.repo.try_find_object(id).ok().flatten() {
+            None => Some(id),
+            Some(object) => match object.try_into_commit() {
+                Ok(commit) => commit
+                    .tree_id()
+                    .ok()
+                    .map(|t| t.detach())
+                    .filter(|t| !ctx.repo.has_object(t)),
+                Err(_) => None,
+            },
+        };
+        let Some(missing) = missing else {
+            continue;
+        };
+        let hint = if name == NOTES_REF {
+            format!("point it back at an earlier state from 'git reflog {name}' with 'git update-ref {name} <commit>' (the integration branch's history says what landed, so nothing lands twice), or delete it with 'git update-ref -d {name}' to start without state")
+        } else if name.starts_with(BRANCH_PREFIX) || name.starts_with(RACE_BRANCH_PREFIX) {
+            format!("its work is gone: delete it with 'git update-ref -d {name}', then 'git arbiter retry --rebuild <id>' builds the order again")
+        } else {
+            format!("'git reflog {}' shows where it pointed before; restore it with 'git update-ref {name} <commit>', then run git arbiter again (merges missing from it are found again)", short(&name))
+        };
+        findings.push(
+            Finding::new(
+                Kind::MissingObject,
+                name.clone(),
+                format!("{name} points at {id}, which needs {missing}: the repository lacks it (was 'git gc --prune=now' run beside git arbiter?)"),
+            )
+            .hint(hint),
+        );
+    }
+    Ok(findings)
 }
 
 // ---- notes ----------------------------------------------------------------

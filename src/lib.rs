@@ -31,6 +31,7 @@ pub mod duration;
 pub mod error;
 pub mod exec;
 pub mod flock;
+pub mod history;
 pub mod hooks;
 pub mod kept;
 pub mod layout;

@@ -4,11 +4,9 @@
 //! Read-only. A round runs the same computation and then writes the recovered
 //! statuses back as one transition.
 
-use gix::bstr::ByteSlice;
 use serde::Serialize;
 
 use crate::context::Context;
-use crate::error::GitContext;
 use crate::orders::Orders;
 use crate::state::{Record, Snapshot, Status, Verdict};
 
@@ -75,9 +73,6 @@ pub struct Table {
 /// Why recovered work waits to land.
 const STOPPED_BEFORE_LANDING: &str = "its conductor stopped before it landed";
 
-/// How many first-parent commits [`find_merge`] reads when nothing bounds it.
-const MAX_SCAN: usize = 10_000;
-
 /// Apply the recovery rule to one in-progress record: done if its merge
 /// landed on `tip`, otherwise needs_rework; an ancestry check that fails is
 /// reported, never guessed.
@@ -94,12 +89,9 @@ pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Re
             })
             .transpose()
     };
-    let (after, before) = match (
-        parse("checkpoint_after", &record.checkpoint_after),
-        parse("checkpoint_before", &record.checkpoint_before),
-    ) {
-        (Ok(after), Ok(before)) => (after, before),
-        (Err(e), _) | (_, Err(e)) => return e,
+    let after = match parse("checkpoint_after", &record.checkpoint_after) {
+        Ok(after) => after,
+        Err(e) => return e,
     };
     if let Some(after) = after {
         match ctx.is_ancestor(after, tip) {
@@ -116,7 +108,7 @@ pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Re
             }
         }
     }
-    match find_merge(ctx, &record.wo, tip, before) {
+    match find_merge(ctx, &record.wo, tip) {
         Ok(Some(merge)) => Recovery::Done {
             merge: merge.to_string(),
         },
@@ -143,84 +135,31 @@ pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Re
 }
 
 /// The merge commit of work order `id` on the first-parent chain from `tip`
-/// back to `since` (exclusive: the base its attempt started from),
-/// recognised by the `Arbiter-WO` trailer merge-back writes. Only merge-back
-/// puts commits with that trailer on an integration branch's first-parent
-/// chain (builders' commits arrive as second parents), so this is how a merge
-/// whose branch move landed but whose state transition did not (a killed
-/// process) is found. Any merge of the order after its attempt started counts,
-/// whatever attempt number it carries: it landed, so merging again would land
-/// it twice.
+/// (see [`crate::history`]): how a merge whose branch move landed but whose
+/// state transition did not (a killed process) is found, and how a record
+/// rolled back or edited is told it landed. Any merge of the order counts,
+/// whatever attempt number it carries: it landed, so merging again would
+/// land it twice.
 pub fn find_merge(
     ctx: &Context,
     id: &str,
     tip: gix::ObjectId,
-    since: Option<gix::ObjectId>,
 ) -> crate::Result<Option<gix::ObjectId>> {
-    let mut found = None;
-    walk_merges(ctx, tip, since, &mut |commit, wo| {
-        if wo == id {
-            found = Some(commit);
-        }
-        found.is_none()
-    })?;
-    Ok(found)
+    Ok(ctx.landed(tip)?.merge_of(id))
 }
 
-/// The newest merge of each work order on the first-parent chain from `tip`
-/// (at most [`MAX_SCAN`] commits back), for the orders in `wanted`: what the
-/// integration branch itself says landed.
+/// The newest merge of each work order in `wanted` on the first-parent
+/// chain from `tip`: what the integration branch itself says landed.
 pub fn landed(
     ctx: &Context,
     tip: gix::ObjectId,
     wanted: &std::collections::BTreeSet<&str>,
 ) -> crate::Result<std::collections::BTreeMap<String, gix::ObjectId>> {
-    let mut found = std::collections::BTreeMap::new();
-    if wanted.is_empty() {
-        return Ok(found);
-    }
-    walk_merges(ctx, tip, None, &mut |commit, wo| {
-        if wanted.contains(wo) && !found.contains_key(wo) {
-            found.insert(wo.to_owned(), commit);
-        }
-        found.len() < wanted.len()
-    })?;
-    Ok(found)
-}
-
-/// Call `visit(merge, wo)` for each merge commit with an `Arbiter-WO` trailer
-/// on the first-parent chain from `tip` back to `since` (exclusive), newest
-/// first, until it returns false.
-fn walk_merges(
-    ctx: &Context,
-    tip: gix::ObjectId,
-    since: Option<gix::ObjectId>,
-    visit: &mut dyn FnMut(gix::ObjectId, &str) -> bool,
-) -> crate::Result<()> {
-    let mut next = Some(tip);
-    for _ in 0..MAX_SCAN {
-        let Some(commit_id) = next.filter(|c| Some(*c) != since) else {
-            break;
-        };
-        let commit = ctx
-            .repo
-            .find_commit(commit_id)
-            .git_context(format!("reading commit {commit_id}"))?;
-        let mut parents = commit.parent_ids();
-        next = parents.next().map(|p| p.detach());
-        if parents.next().is_none() {
-            continue;
-        }
-        let message = commit.message_raw_sloppy();
-        for line in message.lines() {
-            if let Some(wo) = line.strip_prefix(b"Arbiter-WO: ") {
-                if !visit(commit_id, &wo.to_str_lossy()) {
-                    return Ok(());
-                }
-            }
-        }
-    }
-    Ok(())
+    let history = ctx.landed(tip)?;
+    Ok(wanted
+        .iter()
+        .filter_map(|id| Some(((*id).to_owned(), history.merge_of(id)?)))
+        .collect())
 }
 
 /// Build the table. `tip` is the integration branch's commit (None: no commits yet).
@@ -238,14 +177,16 @@ pub fn table(
     let mut records = Vec::with_capacity(orders.len());
     let ids: Vec<&str> = orders.iter().map(|wo| wo.id.as_str()).collect();
     let stored = snapshot.records(&ids)?;
-    let unrecorded: std::collections::BTreeSet<&str> = ids
+    // Every order not done by its record is looked up in the branch's
+    // history: what landed is done, whatever the notes say.
+    let open: std::collections::BTreeSet<&str> = ids
         .iter()
         .zip(&stored)
-        .filter(|(_, r)| r.is_none())
+        .filter(|(_, r)| r.as_ref().is_none_or(|r| r.status != Status::Done))
         .map(|(id, _)| *id)
         .collect();
     let landed = match tip {
-        Some(tip) => landed(ctx, tip, &unrecorded).map_err(|e| {
+        Some(tip) => landed(ctx, tip, &open).map_err(|e| {
             crate::state::Error::Git(format!("looking for landed work orders: {e}").into())
         })?,
         None => Default::default(),
@@ -273,7 +214,19 @@ pub fn table(
             fresh
         });
         let mut status = record.status;
-        if status == Status::InProgress && !record.halted && !in_flight(&record) {
+        let mut terminal = record.halted;
+        let held = status == Status::InProgress && in_flight(&record);
+        if let Some(merge) = landed.get(&wo.id).filter(|_| recovery.is_none()) {
+            // A live conductor records its own landing; any other record
+            // that is not done is behind the branch.
+            if status != Status::Done && !held {
+                status = Status::Done;
+                terminal = false;
+                recovery = Some(Recovery::Done {
+                    merge: merge.to_string(),
+                });
+            }
+        } else if status == Status::InProgress && !record.halted && !held {
             let outcome = recover(ctx, &record, tip);
             match outcome {
                 Recovery::Done { .. } => status = Status::Done,
@@ -287,8 +240,8 @@ pub fn table(
             id: wo.id.clone(),
             title: wo.title.clone(),
             status,
-            terminal: record.halted,
-            halt_reason: record.halt_reason.clone(),
+            terminal,
+            halt_reason: record.halt_reason.clone().filter(|_| terminal),
             attempts: record.attempts,
             cap: record.cap,
             deps: wo.deps.clone(),
@@ -383,15 +336,28 @@ pub fn recover_and_record(
                 let Some(mut record) = txn.stored(id)? else {
                     continue;
                 };
+                // Its merge is on the branch: done, whatever the record
+                // said (rolled back, edited, halted), unless a live
+                // conductor holds it and records it itself.
+                if let Recovery::Done { merge } = recovery {
+                    let held = record.status == Status::InProgress && live(&record);
+                    if record.status == Status::Done || held {
+                        continue;
+                    }
+                    if record.halted {
+                        record.lift_halt();
+                    }
+                    record.mark_done("recovered_done", merge.clone());
+                    txn.put(record);
+                    written.push((id.clone(), "done"));
+                    continue;
+                }
                 // Another conductor may have moved it on since we looked.
                 if record.status != Status::InProgress || record.halted || live(&record) {
                     continue;
                 }
                 let outcome = match recovery {
-                    Recovery::Done { merge } => {
-                        record.mark_done("recovered_done", merge.clone());
-                        "done"
-                    }
+                    Recovery::Done { .. } => continue,
                     Recovery::NeedsRework => {
                         record.requeue_for_rework();
                         "needs_rework"

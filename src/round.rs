@@ -1608,8 +1608,12 @@ fn dispatch<'a>(
         let mut claimed = Vec::new();
         for wo in picked {
             let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
-            // Done, or passed and waiting to land: never built again.
-            if record.halted || matches!(record.status, Status::Done | Status::Verified) {
+            // Done, or passed and waiting to land: never built again. Nor
+            // what the branch holds a merge of, whatever its record says.
+            if record.halted
+                || matches!(record.status, Status::Done | Status::Verified)
+                || ctx.landed(round_base)?.merge_of(&wo.id).is_some()
+            {
                 continue;
             }
             if record.status == Status::InProgress

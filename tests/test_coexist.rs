@@ -285,3 +285,54 @@ fn retry_lands_only_what_the_gates_pass_as_merged() {
     assert_eq!(env.git(&["show", "arbiter/wo-a:a.txt"]), "a\n");
     env.fsck();
 }
+
+/// The notes ref fetched back (or edited by hand) to any earlier state of
+/// itself: the branch's history is the truth. The next run lands nothing a
+/// second time and builds nothing again; the records are repaired.
+#[test]
+fn a_rolled_back_state_never_lands_anything_twice() {
+    let env = repo();
+    round(&env, &["--build", &build(&env)]).success();
+    let states = env.git(&["rev-list", "refs/notes/arbiter"]);
+    assert!(states.lines().count() > 3, "{states}");
+    for old in states.lines().skip(1) {
+        env.git(&["update-ref", "refs/notes/arbiter", old]);
+        let summary = round(&env, &["--build", &build(&env)]).success().json();
+        assert_eq!(
+            summary["done"],
+            serde_json::json!(["wo-01", "wo-02"]),
+            "rolled back to {old}: {summary}"
+        );
+        for id in ["wo-01", "wo-02"] {
+            assert_eq!(env.merges_in(&env.repo, "main", id), 1, "{id} after {old}");
+            assert_eq!(runs_of(&env, id), 1, "{id} built again after {old}");
+        }
+    }
+    // A done record edited by hand back to `ready`, and one to a halt.
+    let ready = r#"{"version":1,"wo":"wo-01","status":"ready","halted":false,"halt_reason":null,"attempts":0,"cap":3,"checkpoint_before":null,"checkpoint_after":null,"verdicts":[],"history":[]}"#;
+    let halted = r#"{"version":1,"wo":"wo-02","status":"needs_rework","halted":true,"halt_reason":"merge_conflict","attempts":1,"cap":3,"checkpoint_before":null,"checkpoint_after":null,"verdicts":[],"history":[]}"#;
+    env.write_record("wo-01", ready);
+    env.write_record("wo-02", halted);
+    let doctor = env.run(&["doctor"]).code(1);
+    assert!(
+        doctor.stdout.contains("landed on main"),
+        "{}",
+        doctor.stdout
+    );
+    let summary = round(&env, &["--build", &build(&env)]).success().json();
+    assert_eq!(
+        summary["done"],
+        serde_json::json!(["wo-01", "wo-02"]),
+        "{summary}"
+    );
+    assert_eq!(summary["halted"], serde_json::json!([]), "{summary}");
+    for id in ["wo-01", "wo-02"] {
+        assert_eq!(env.merges_in(&env.repo, "main", id), 1);
+        assert_eq!(runs_of(&env, id), 1);
+        assert_eq!(status_of(&env, id)["status"], "done");
+    }
+    let log = env.run(&["log", "--json", "wo-02"]).success().json();
+    assert!(log.to_string().contains("recovered_done"), "{log}");
+    env.run(&["doctor"]).success();
+    env.fsck();
+}

@@ -500,3 +500,73 @@ fn a_packed_refs_lock_of_a_killed_edit_is_fixed() {
     assert!(!lock.exists());
     assert_eq!(std::fs::read_dir(&markers).expect("markers").count(), 0);
 }
+
+/// A ref of ours pointing at an object the repository lost (what `git gc
+/// --prune=now` beside a run can do): named, with how to recover; and the
+/// recovery it suggests for the notes ref (an earlier state) is safe, as
+/// the branch's history says what landed.
+#[test]
+fn refs_pointing_at_missing_objects_are_reported_with_the_way_back() {
+    let env = setup();
+    env.run(&[
+        "round",
+        "--build",
+        "case $ARBITER_WO in wo-01) echo a2 > src/a.rs;; *) echo b > src/b.rs;; esac",
+    ])
+    .success();
+    let tip = env.rev("refs/notes/arbiter");
+    let earlier = env.rev("refs/notes/arbiter~2");
+    let loose = git_dir(&env)
+        .join("objects")
+        .join(&tip[..2])
+        .join(&tip[2..]);
+    std::fs::remove_file(&loose).expect("the notes commit is loose");
+    let run = env.run(&["doctor", "--json"]).code(1);
+    assert_eq!(
+        kinds(&run),
+        [(
+            "missing_object".to_owned(),
+            "refs/notes/arbiter".to_owned(),
+            false,
+            false
+        )]
+    );
+    let hint = run.json()["findings"][0]["hint"]
+        .as_str()
+        .expect("hint")
+        .to_owned();
+    assert!(
+        hint.contains("git update-ref refs/notes/arbiter <commit>"),
+        "{hint}"
+    );
+    // Following the hint: an earlier state; nothing lands twice.
+    env.git(&["update-ref", "refs/notes/arbiter", &earlier]);
+    env.run(&["round", "--build", "false"]).success();
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-02"), 1);
+    env.run(&["doctor"]).success();
+
+    // The integration branch at a pruned merge.
+    let main = env.rev("main");
+    let loose = git_dir(&env)
+        .join("objects")
+        .join(&main[..2])
+        .join(&main[2..]);
+    std::fs::remove_file(&loose).expect("the merge is loose");
+    let run = env.run(&["doctor", "--json"]).code(1);
+    let kinds = kinds(&run);
+    assert!(
+        kinds.contains(&(
+            "missing_object".to_owned(),
+            "refs/heads/main".to_owned(),
+            false,
+            false
+        )),
+        "{kinds:?}"
+    );
+    let hint = run.json()["findings"][0]["hint"]
+        .as_str()
+        .expect("hint")
+        .to_owned();
+    assert!(hint.contains("git reflog main"), "{hint}");
+}

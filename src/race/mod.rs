@@ -785,7 +785,7 @@ fn dispatch(
             .hint(format!("'git arbiter clear {}' lifts the halt", wo.id))
             .into());
         }
-        if r.status == Status::Done {
+        if r.status == Status::Done || ctx.landed(base)?.merge_of(&wo.id).is_some() {
             return Err(
                 InputError::new(format!("work order '{}' is already done", wo.id))
                     .hint(r.done_hint())

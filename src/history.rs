@@ -1,0 +1,156 @@
+//! What the integration branch says landed: the merge commits with an
+//! `Arbiter-WO` trailer on its first-parent chain. Only git-arbiter's
+//! landings put such commits on that chain (builders' commits arrive as
+//! second parents), and an order lands once: an order whose merge is there
+//! is done, whatever the notes say (a notes ref fetched back, or edited,
+//! can never cause a second merge).
+//!
+//! The chain is read once per process, then only the commits that are new
+//! since the tip it was read at: a run that lands a thousand orders reads
+//! each commit once, not the whole chain per order.
+
+use std::collections::{HashMap, HashSet};
+
+use gix::bstr::ByteSlice;
+use gix::ObjectId;
+
+/// How many first-parent commits are read at most, newest first.
+pub const MAX_SCAN: usize = 10_000;
+
+/// The landed merges of one branch's first-parent chain, as far as read.
+#[derive(Default, Debug)]
+pub struct Landed {
+    /// The tip the chain was read from.
+    tip: Option<ObjectId>,
+    /// Every first-parent commit read.
+    seen: HashSet<ObjectId>,
+    /// The newest merge of each order.
+    merges: HashMap<String, ObjectId>,
+    /// The chain ended before its root: [`MAX_SCAN`] reached, or a commit
+    /// not in the object database (a shallow clone's boundary).
+    truncated: bool,
+}
+
+impl Landed {
+    /// Bring the view to `tip`: read the commits new since the last tip
+    /// (all of them when the branch was rewritten or never read).
+    pub fn update(&mut self, repo: &gix::Repository, tip: ObjectId) -> Result<(), gix::Error> {
+        if self.tip == Some(tip) {
+            return Ok(());
+        }
+        let mut fresh = Vec::new();
+        let mut merges = Vec::new();
+        let mut joined = false;
+        let mut truncated = false;
+        let mut next = Some(tip);
+        while let Some(id) = next {
+            if Some(id) == self.tip {
+                joined = true;
+                break;
+            }
+            if self.seen.len() + fresh.len() >= MAX_SCAN {
+                truncated = true;
+                break;
+            }
+            let Some(object) = repo.try_find_object(id)? else {
+                truncated = true;
+                break;
+            };
+            let commit = object.try_into_commit().map_err(gix::Error::from_error)?;
+            let mut parents = commit.parent_ids();
+            next = parents.next().map(|p| p.detach());
+            if parents.next().is_some() {
+                for line in commit.message_raw_sloppy().lines() {
+                    if let Some(wo) = line.strip_prefix(b"Arbiter-WO: ") {
+                        merges.push((wo.to_str_lossy().trim().to_owned(), id));
+                    }
+                }
+            }
+            fresh.push(id);
+        }
+        if self.tip.is_some() && !joined {
+            // Not a descendant of the tip read before (reset, rewritten):
+            // read it afresh.
+            *self = Landed::default();
+            return self.update(repo, tip);
+        }
+        if !joined {
+            self.truncated = truncated;
+        }
+        // Newest first: a newer merge of an order wins over an older one.
+        for (wo, id) in merges.into_iter().rev() {
+            self.merges.insert(wo, id);
+        }
+        self.seen.extend(fresh);
+        self.tip = Some(tip);
+        Ok(())
+    }
+
+    /// The newest merge of order `id` on the chain, if read.
+    pub fn merge_of(&self, id: &str) -> Option<ObjectId> {
+        self.merges.get(id).copied()
+    }
+
+    /// Did the read stop before the chain's root (see [`Landed::truncated`])?
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Landed;
+    use crate::testutil::{git, new_repo, scratch};
+
+    fn merge(root: &std::path::Path, dir: &std::path::Path, wo: &str) -> String {
+        let side = git(
+            root,
+            dir,
+            &["commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "side"],
+        );
+        let merge = git(
+            root,
+            dir,
+            &[
+                "commit-tree",
+                "HEAD^{tree}",
+                "-p",
+                "HEAD",
+                "-p",
+                side.trim(),
+                "-m",
+                &format!("Merge {wo}: x\n\nArbiter-WO: {wo}\n"),
+            ],
+        );
+        git(root, dir, &["reset", "-q", "--hard", merge.trim()]);
+        merge.trim().to_owned()
+    }
+
+    #[test]
+    fn merges_are_read_once_and_new_ones_added() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        git(
+            &root,
+            &dir,
+            &["commit", "-q", "--allow-empty", "-m", "root"],
+        );
+        let a = merge(&root, &dir, "wo-a");
+        let repo = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).expect("sha");
+        let mut landed = Landed::default();
+        landed.update(&repo, id(&a)).expect("read");
+        assert_eq!(landed.merge_of("wo-a"), Some(id(&a)));
+        assert_eq!(landed.merge_of("wo-b"), None);
+        assert!(!landed.truncated());
+        let seen = landed.seen.len();
+        let b = merge(&root, &dir, "wo-b");
+        landed.update(&repo, id(&b)).expect("read");
+        assert_eq!(landed.merge_of("wo-b"), Some(id(&b)));
+        assert_eq!(landed.seen.len(), seen + 1, "only the new commit was read");
+        // Reset back past wo-b: read afresh, wo-b is gone.
+        landed.update(&repo, id(&a)).expect("read");
+        assert_eq!(landed.merge_of("wo-b"), None);
+        assert_eq!(landed.merge_of("wo-a"), Some(id(&a)));
+    }
+}
