@@ -125,21 +125,10 @@ impl Error {
         }
     }
 
-    /// Did this fail for want of disk space (ENOSPC anywhere in its chain)?
+    /// Did this fail for want of disk space (ENOSPC or EDQUOT anywhere in
+    /// its chain, gix's error trees included)?
     pub fn is_disk_full(&self) -> bool {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(e) = source {
-            if let Some(io) = e.downcast_ref::<std::io::Error>() {
-                if io.kind() == std::io::ErrorKind::StorageFull {
-                    return true;
-                }
-            }
-            if says_disk_full(&e.to_string()) {
-                return true;
-            }
-            source = e.source();
-        }
-        false
+        crate::failure::is_disk_full(self)
     }
 
     /// Wrap any git (gix) failure with what we were doing.
@@ -224,7 +213,4 @@ where
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Does an error text (ours, or a git command's) say the disk is full?
-pub fn says_disk_full(text: &str) -> bool {
-    text.contains("No space left on device")
-}
+pub use crate::failure::{causes, is_disk_full, says_disk_full};

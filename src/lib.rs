@@ -30,6 +30,7 @@ pub mod drift;
 pub mod duration;
 pub mod error;
 pub mod exec;
+pub mod failure;
 pub mod flock;
 pub mod history;
 pub mod hooks;

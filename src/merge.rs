@@ -147,6 +147,12 @@ pub struct Session {
 }
 
 impl Session {
+    /// [`compute`], again when git's maintenance beside us made an object
+    /// write or read fail for a moment.
+    fn compute(&mut self, ctx: &Context, onto: ObjectId, req: &Request) -> Result<Computed> {
+        crate::odb::retry_transient(|| compute(ctx, &mut self.caches, onto, req))
+    }
+
     /// Merge `req.source` onto `onto` as the next link of a merge chain: the
     /// merge commit is written, but no branch moves. A conflict or drift
     /// halts the order, as a merge-back would.
@@ -165,7 +171,7 @@ impl Session {
                 Some(reason) => Linked::Withdrawn { reason },
             })
         };
-        match compute(ctx, &mut self.caches, onto, req)? {
+        match self.compute(ctx, onto, req)? {
             Computed::UpToDate => Ok(Linked::UpToDate),
             Computed::Conflict { paths } => halted(HALT_CONFLICT, "merge", paths),
             Computed::Drift { paths } => halted(HALT_DRIFT, "drift", paths),
@@ -187,7 +193,7 @@ impl Session {
         req: &Request,
     ) -> Result<Option<ObjectId>> {
         check_source(ctx, req)?;
-        Ok(match compute(ctx, &mut self.caches, onto, req)? {
+        Ok(match self.compute(ctx, onto, req)? {
             Computed::Clean(clean) => Some(clean.tree),
             Computed::UpToDate | Computed::Conflict { .. } | Computed::Drift { .. } => None,
         })
@@ -198,7 +204,7 @@ impl Session {
     /// (it merged cleanly in the chain it came from), and nothing is
     /// written (`None`).
     pub fn relink(&mut self, ctx: &Context, onto: ObjectId, req: &Request) -> Result<Option<Link>> {
-        match compute(ctx, &mut self.caches, onto, req)? {
+        match self.compute(ctx, onto, req)? {
             Computed::Clean(clean) => Ok(Some(write_link(ctx, onto, req, clean)?)),
             Computed::UpToDate | Computed::Conflict { .. } | Computed::Drift { .. } => Ok(None),
         }
@@ -294,9 +300,12 @@ fn compute(
     };
     // One merge-base search answers all three questions: already merged?
     // what to merge against? which round base to name?
-    let mut outcome = merge_commits(ctx, caches, onto, req.source, labels, options).git_context(
-        format!("merging {} into {}", req.source, req.into.shorten()),
-    )?;
+    // Merged blobs and trees are written fresh: see `odb::write_fresh`.
+    let objects = crate::odb::Fresh(repo);
+    let mut outcome =
+        merge_commits(ctx, caches, onto, req.source, labels, options, &objects).git_context(
+            format!("merging {} into {}", req.source, req.into.shorten()),
+        )?;
     let merge_base = outcome.merge_bases.as_ref().map(|b| *b.first());
     if req.source == onto
         || outcome
@@ -333,7 +342,7 @@ fn compute(
     let tree = outcome
         .tree_merge
         .tree
-        .write(|tree| repo.write_object(tree).map(|id| id.detach()))
+        .write(|tree| crate::odb::write_fresh(repo, tree))
         .git_context("writing the merged tree")?;
     let onto_tree = ctx.tree_of(onto)?;
     let changed = drift::changed_paths(repo, onto_tree, tree)?;
@@ -446,7 +455,7 @@ pub fn land(
     let Some(&(_, last)) = chain.last() else {
         return Ok(Landed::Landed { sha: tip });
     };
-    let mut locked_in_a_row = 0;
+    let (mut locked_in_a_row, mut failed_in_a_row) = (0, 0);
     loop {
         let turn = take_turn(ctx)?;
         let worktrees = checkout::worktrees_with_branch(ctx, into)?;
@@ -496,6 +505,16 @@ pub fn land(
                 if locked_in_a_row >= MAX_LOCKED {
                     return Err(branch_locked(into, &lock));
                 }
+                continue;
+            }
+            Cas::Failed(e) => {
+                failed_in_a_row += 1;
+                if failed_in_a_row >= MAX_LOCKED {
+                    return Err(e);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(
+                    10 * u64::from(failed_in_a_row),
+                ));
                 continue;
             }
             Cas::Lost => return Ok(Landed::Moved),
@@ -579,6 +598,8 @@ enum Cas {
     Lost,
     /// Its lock file stays (the path): perhaps left by a killed writer.
     Locked(std::path::PathBuf),
+    /// The edit failed otherwise: tried again a few times, then reported.
+    Failed(Error),
 }
 
 fn move_branch(
@@ -605,7 +626,12 @@ fn move_branch(
         // left by a killed writer.
         Err(e) if e.is_retryable() || lock.exists() => Ok(Cas::Locked(lock)),
         Err(e) if e.is_conflict() => Ok(Cas::Lost),
-        Err(e) => Err(e).git_context(format!("moving {}", into.as_bstr())),
+        // Most likely a race with `git pack-refs` moving the ref into
+        // `packed-refs` as we read it: tried again a few times.
+        Err(e) => Ok(Cas::Failed(Error::git(format!(
+            "moving {}",
+            into.as_bstr()
+        ))(Box::new(e)))),
     }
 }
 
@@ -724,14 +750,16 @@ struct MergeCaches {
 
 /// `Repository::merge_commits`, minus per-call setup: the caches come from
 /// the [`Session`] while the attributes they were set up from are unchanged.
-fn merge_commits<'repo>(
-    ctx: &'repo Context,
+#[allow(clippy::too_many_arguments)]
+fn merge_commits<'o>(
+    ctx: &Context,
     slot: &mut Option<MergeCaches>,
     ours: ObjectId,
     theirs: ObjectId,
     labels: gix::merge::blob::builtin_driver::text::Labels<'_>,
     options: gix::merge::tree::Options,
-) -> std::result::Result<gix::merge::plumbing::commit::Outcome<'repo>, gix::Error> {
+    objects: &'o crate::odb::Fresh<'o>,
+) -> std::result::Result<gix::merge::plumbing::commit::Outcome<'o>, gix::Error> {
     let repo = &ctx.repo;
     let source = AttributeSource::current(repo)?;
     let caches = match slot.take() {
@@ -754,7 +782,7 @@ fn merge_commits<'repo>(
         &mut graph,
         &mut caches.diff,
         &mut caches.blob,
-        repo,
+        objects,
         // Labels the merge base in conflict markers only; a conflicted merge
         // is halted, never written.
         &mut |id| id.to_hex_with_len(7).to_string(),

@@ -23,6 +23,132 @@ impl Error {
     }
 }
 
+/// How often an operation that lost a race with git's own maintenance is
+/// tried again.
+const TRANSIENT_RETRIES: u32 = 10;
+
+/// Run `op`, which writes (or reads) objects, again when it failed the way
+/// git's maintenance beside us makes such a failure transient (see
+/// [`crate::failure::is_transient_object_error`]). Objects are named by their
+/// content: writing one again is harmless.
+pub fn retry_transient<T, E>(
+    mut op: impl FnMut() -> std::result::Result<T, E>,
+) -> std::result::Result<T, E>
+where
+    E: std::error::Error + 'static,
+{
+    let mut tries = 0;
+    loop {
+        match op() {
+            Err(e)
+                if tries < TRANSIENT_RETRIES && crate::failure::is_transient_object_error(&e) =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(u64::from(tries) * 2));
+            }
+            done => return done,
+        }
+    }
+}
+
+/// Write `object` as a loose object even when the object database has it
+/// already: what gix finds there may sit in a pack that a `git repack -a -d`
+/// beside us is about to delete (an object no ref reaches is dropped from
+/// it, and gix's view of the packs can be older than the disk). A fresh
+/// loose copy outlives that until a ref of ours reaches it. Retried as
+/// [`retry_transient`] says.
+pub fn write_fresh(
+    repo: &gix::Repository,
+    object: &dyn gix::objs::WriteTo,
+) -> std::result::Result<ObjectId, gix::Error> {
+    use gix::objs::Write as _;
+    retry_transient(|| repo.objects.write(object))
+}
+
+/// [`write_fresh`] for an object given as its kind and encoded bytes.
+pub fn write_fresh_buf(
+    repo: &gix::Repository,
+    kind: gix::objs::Kind,
+    data: &[u8],
+) -> std::result::Result<ObjectId, gix::Error> {
+    use gix::objs::Write as _;
+    retry_transient(|| repo.objects.write_buf(kind, data))
+}
+
+/// Write each of `ids` again as [`write_fresh`] would have: for objects
+/// gix wrote (or found, and did not write) on its own.
+pub fn refresh(
+    repo: &gix::Repository,
+    ids: impl IntoIterator<Item = ObjectId>,
+) -> std::result::Result<(), gix::Error> {
+    for id in ids {
+        let object = repo.find_object(id)?;
+        write_fresh_buf(repo, object.kind, &object.data)?;
+    }
+    Ok(())
+}
+
+/// The object database of `repo` as gix's merges and tree editors use it:
+/// read through `repo`, written as [`write_fresh`] writes.
+pub struct Fresh<'r>(pub &'r gix::Repository);
+
+impl gix::objs::Write for Fresh<'_> {
+    fn write(&self, object: &dyn gix::objs::WriteTo) -> gix::Result<ObjectId> {
+        write_fresh(self.0, object)
+    }
+
+    fn write_buf(&self, kind: gix::objs::Kind, from: &[u8]) -> gix::Result<ObjectId> {
+        write_fresh_buf(self.0, kind, from)
+    }
+
+    fn write_buf_with_known_id(
+        &self,
+        kind: gix::objs::Kind,
+        from: &[u8],
+        _id: ObjectId,
+    ) -> gix::Result<ObjectId> {
+        write_fresh_buf(self.0, kind, from)
+    }
+
+    fn write_stream(
+        &self,
+        kind: gix::objs::Kind,
+        _size: u64,
+        from: &mut dyn std::io::Read,
+    ) -> gix::Result<ObjectId> {
+        let mut data = Vec::new();
+        from.read_to_end(&mut data)
+            .map_err(gix::Error::from_error)?;
+        write_fresh_buf(self.0, kind, &data)
+    }
+
+    fn write_stream_with_known_id(
+        &self,
+        kind: gix::objs::Kind,
+        size: u64,
+        from: &mut dyn std::io::Read,
+        _id: ObjectId,
+    ) -> gix::Result<ObjectId> {
+        self.write_stream(kind, size, from)
+    }
+}
+
+impl gix::objs::Find for Fresh<'_> {
+    fn try_find<'a>(
+        &self,
+        id: &gix::hash::oid,
+        buffer: &'a mut Vec<u8>,
+    ) -> gix::Result<Option<gix::objs::Data<'a>>> {
+        gix::objs::Find::try_find(self.0, id, buffer)
+    }
+}
+
+impl gix::objs::FindHeader for Fresh<'_> {
+    fn try_header(&self, id: &gix::hash::oid) -> gix::Result<Option<gix::objs::Header>> {
+        gix::objs::FindHeader::try_header(self.0, id)
+    }
+}
+
 /// Write a commit with the configured author and committer and return its
 /// id. `Repository::new_commit` also reads the new commit back from disk to
 /// return it decoded, a loose-object read per commit we never look at.
@@ -33,7 +159,7 @@ pub fn write_commit(
     parents: impl IntoIterator<Item = ObjectId>,
 ) -> Result<ObjectId, Error> {
     let commit = new_commit(repo, message, tree, parents)?;
-    Ok(repo.write_object(commit).map_err(Error::from_gix)?.detach())
+    write_fresh(repo, &commit).map_err(Error::from_gix)
 }
 
 /// [`write_commit`] for a commit `git commit` would sign: signed as git signs
@@ -61,7 +187,7 @@ pub fn write_signed_commit(
             .extra_headers
             .push(("gpgsig".into(), signature.into()));
     }
-    Ok(repo.write_object(commit).map_err(Error::from_gix)?.detach())
+    write_fresh(repo, &commit).map_err(Error::from_gix)
 }
 
 fn new_commit(
@@ -103,21 +229,18 @@ pub fn check_identity(repo: &gix::Repository) -> Result<(), Error> {
 }
 
 /// Write to the object database each object of `staged` that `tree` reaches
-/// (`tree` included) and the database lacks; an object it has is complete.
+/// (`tree` included), fresh (see [`write_fresh`]).
 pub fn write_reachable(
     repo: &gix::Repository,
     staged: &gix::odb::memory::Storage,
     tree: ObjectId,
 ) -> Result<(), Error> {
-    use gix::objs::Write as _;
     let mut pending = vec![tree];
     while let Some(id) = pending.pop() {
-        let Some((kind, data)) = staged.get(&id).filter(|_| !repo.has_object(id)) else {
+        let Some((kind, data)) = staged.get(&id) else {
             continue;
         };
-        repo.objects
-            .write_buf(*kind, data)
-            .map_err(Error::from_gix)?;
+        write_fresh_buf(repo, *kind, data).map_err(Error::from_gix)?;
         if *kind == gix::objs::Kind::Tree {
             for entry in gix::objs::TreeRefIter::from_bytes(data, repo.object_hash()) {
                 pending.push(entry.map_err(Error::from_gix)?.oid.to_owned());

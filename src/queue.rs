@@ -110,6 +110,11 @@ pub enum Fate {
     Interrupted,
 }
 
+/// Refs that keep a conductor's merge chain (and a chain tried without one
+/// of its merges) reachable until it lands: `<prefix><conductor>`.
+pub const CHAIN_REFS: &str = "refs/arbiter/chain/";
+pub const RELINKED_REFS: &str = "refs/arbiter/relinked/";
+
 /// Gate verdicts of one landing, by the tree they were on.
 type Known = std::collections::HashMap<ObjectId, bool>;
 
@@ -217,6 +222,9 @@ impl<'a> Queue<'a> {
             if chain.is_empty() {
                 pending = later;
                 continue;
+            }
+            if let Some((_, last)) = chain.last() {
+                self.keep(CHAIN_REFS, last.sha)?;
             }
             let links: Vec<(&Request, &Link)> = chain.iter().map(|(e, l)| (&e.req, l)).collect();
             let Some(decided) = self.decide(&links, &mut known, progress)? else {
@@ -434,7 +442,29 @@ impl<'a> Queue<'a> {
             lands.push(at);
             relinked.push(link);
         }
+        if let Some(last) = relinked.last() {
+            self.keep(RELINKED_REFS, last.sha)?;
+        }
         Ok(Some((lands, relinked)))
+    }
+
+    /// Keep the merge `sha` (a chain's tip, not landed yet) reachable from
+    /// this conductor's ref under `prefix` until the next chain: what no
+    /// ref reaches, a `git gc` and then a `git repack -a -d` beside us may
+    /// drop, and the chain would land on a missing commit.
+    fn keep(&self, prefix: &str, sha: ObjectId) -> Result<()> {
+        let name = format!("{prefix}{}", self.me.name);
+        let repo = &self.ctx.repo;
+        crate::refguard::guarded(repo, &name, || {
+            repo.reference(
+                name.as_str(),
+                sha,
+                gix::refs::transaction::PreviousValue::Any,
+                "arbiter: keep a merge chain until it lands",
+            )
+        })
+        .git_context(format!("keeping {sha} on {name}"))?;
+        Ok(())
     }
 
     /// Whether the gates pass on the tip of `links`. A tree already
@@ -712,7 +742,62 @@ pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
             "removed the verification worktree {name} of conductor {conductor}, which is gone"
         ));
     }
+    // The refs that kept dead conductors' chains until they landed.
+    for prefix in [CHAIN_REFS, RELINKED_REFS] {
+        let refs = ctx.repo.references().git_context("listing references")?;
+        let dead: Vec<String> = refs
+            .prefixed(prefix)
+            .git_context("listing merge chain refs")?
+            .filter_map(|r| r.ok())
+            .map(|r| r.name().as_bstr().to_string())
+            .filter(|name| {
+                name.strip_prefix(prefix)
+                    .is_some_and(|c| !conductor::is_live(ctx, c))
+            })
+            .collect();
+        for name in dead {
+            drop_ref(&ctx.repo, &name)?;
+        }
+    }
     Ok(report)
+}
+
+/// Delete the ref `name`, whatever it points at.
+fn drop_ref(repo: &gix::Repository, name: &str) -> Result<()> {
+    use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+    let full = FullName::try_from(name).git_context(format!("the ref name {name}"))?;
+    crate::refguard::guarded(repo, name, || {
+        repo.edit_reference(RefEdit {
+            change: Change::Delete {
+                expected: PreviousValue::Any,
+                log: RefLog::AndReference,
+            },
+            name: full.clone(),
+            deref: false,
+        })
+    })
+    .git_context(format!("deleting {name}"))?;
+    Ok(())
+}
+
+impl Drop for Queue<'_> {
+    /// What this conductor kept is on the branch, or waits to be merged
+    /// again: its refs go.
+    fn drop(&mut self) {
+        for prefix in [CHAIN_REFS, RELINKED_REFS] {
+            let name = format!("{prefix}{}", self.me.name);
+            if self
+                .ctx
+                .repo
+                .try_find_reference(name.as_str())
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                let _ = drop_ref(&self.ctx.repo, &name);
+            }
+        }
+    }
 }
 
 /// An `InputError` for a bad `--verify` / `arbiter.verify`.

@@ -710,10 +710,11 @@ impl<'a> Run<'a> {
     }
 
     /// Does what passed wait for the attempts committing their leftovers?
-    /// Each landing walks the whole checked-out branch for local changes:
-    /// orders whose builds ended are a few milliseconds from passing (or
-    /// not), and join this landing rather than make the next. Never for a
-    /// running build or check, nor once stopping.
+    /// Each landing costs a run of the gates on the merged result, a
+    /// compare-and-swap and an update of the checkout: orders whose builds
+    /// ended are moments from passing (or not), and join this landing
+    /// rather than make the next. Never for a running build or check, nor
+    /// once stopping.
     fn landing_waits(&self, flow: &Flow<'a>, shared: &Shared<'_>) -> bool {
         !flow.passed.is_empty()
             && !flow.stopping

@@ -143,6 +143,8 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
         .write()
         .git_context("writing the tree of the leftovers")?
         .detach();
+    crate::odb::refresh(wt, written_anew(wt, tree, &staged)?)
+        .git_context("writing the leftovers' objects")?;
     let checksum = write_index(lock, index, split, &staged, &dir)?;
     crate::crash::point("leftovers-index.after");
     checkout::remember_holds(checksum, tree);
@@ -200,6 +202,40 @@ fn plain_index(index: &gix::index::State) -> bool {
                 && !e.flags.intersects(flagged)
                 && e.mode != Mode::COMMIT
         })
+}
+
+/// The objects a commit of `tree` refers to anew with the `staged` changes:
+/// their blobs and the trees on their paths. gix skips writing an object it
+/// finds, perhaps in a pack about to go (see [`crate::odb::write_fresh`]).
+fn written_anew(
+    wt: &gix::Repository,
+    tree: ObjectId,
+    staged: &[Staged],
+) -> Result<std::collections::BTreeSet<ObjectId>> {
+    let mut ids: std::collections::BTreeSet<ObjectId> = staged
+        .iter()
+        .filter_map(|s| s.now.map(|(id, ..)| id))
+        .collect();
+    ids.insert(tree);
+    let root = wt
+        .find_tree(tree)
+        .git_context(format!("reading tree {tree}"))?;
+    let mut folders: std::collections::BTreeSet<&[u8]> = Default::default();
+    for s in staged {
+        let path = s.path.as_slice();
+        for (at, _) in path.iter().enumerate().filter(|(_, b)| **b == b'/') {
+            folders.insert(&path[..at]);
+        }
+    }
+    for folder in folders {
+        let entry = root
+            .lookup_entry(folder.split(|b| *b == b'/'))
+            .git_context(format!("reading tree {tree}"))?;
+        if let Some(entry) = entry.filter(|e| e.mode().is_tree()) {
+            ids.insert(entry.object_id());
+        }
+    }
+    Ok(ids)
 }
 
 /// The index mode of a blob of `kind`.

@@ -32,6 +32,9 @@ const MAX_RETRIES: u32 = 1000;
 /// gix waited `core.filesRefLockTimeout`) before a stale lock is suspected;
 /// sooner if the same lock file stays ([`crate::refguard::is_stale`]).
 const MAX_LOCKED: u32 = 50;
+/// How many times in a row a ref edit may fail otherwise (a read racing
+/// `git pack-refs`, say) before the failure is reported.
+const MAX_FAILED: u32 = 10;
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
@@ -743,6 +746,7 @@ impl<'repo> Store<'repo> {
     {
         let mut backoff = Duration::from_millis(1);
         let mut locked_in_a_row = 0;
+        let mut failed_in_a_row = 0;
         for _ in 0..MAX_RETRIES {
             let mut snapshot = self.snapshot()?;
             let mut txn = Txn {
@@ -759,9 +763,18 @@ impl<'repo> Store<'repo> {
             if records.is_empty() && notes.is_empty() {
                 return Ok(value);
             }
-            match self.commit(&mut snapshot, records, notes, message)? {
+            let committed = crate::odb::retry_transient(|| {
+                self.commit(&mut snapshot, &records, &notes, message)
+            })?;
+            match committed {
                 Attempt::Committed => return Ok(value),
                 Attempt::Lost => locked_in_a_row = 0,
+                Attempt::Failed(e) => {
+                    failed_in_a_row += 1;
+                    if failed_in_a_row >= MAX_FAILED {
+                        return Err(git_err(e).into());
+                    }
+                }
                 Attempt::Locked => {
                     locked_in_a_row += 1;
                     let lock = crate::refguard::blocking_lock(self.repo, NOTES_REF);
@@ -780,13 +793,13 @@ impl<'repo> Store<'repo> {
     fn commit(
         &self,
         snapshot: &mut Snapshot<'repo>,
-        records: BTreeMap<String, Record>,
-        notes: BTreeMap<ObjectId, Vec<u8>>,
+        records: &BTreeMap<String, Record>,
+        notes: &BTreeMap<ObjectId, Vec<u8>>,
         message: &str,
     ) -> Result<Attempt, Error> {
         let repo = self.repo;
         let mut new_keys = Vec::new();
-        for (wo, record) in &records {
+        for (wo, record) in records {
             let key = key_for(wo);
             if snapshot
                 .notes
@@ -798,20 +811,23 @@ impl<'repo> Store<'repo> {
             }
             let mut json = serde_json::to_vec_pretty(record).expect("a record always serializes");
             json.push(b'\n');
-            let blob = repo.write_blob(&json).map_err(git_err)?.detach();
+            let blob =
+                crate::odb::write_fresh_buf(repo, gix::objs::Kind::Blob, &json).map_err(git_err)?;
             snapshot
                 .notes
                 .edit(key, Some(blob), &repo.objects)
                 .map_err(git_err)?;
         }
-        for (object, mut bytes) in notes {
+        for (object, bytes) in notes {
+            let mut bytes = bytes.clone();
             if !bytes.ends_with(b"\n") {
                 bytes.push(b'\n');
             }
-            let blob = repo.write_blob(&bytes).map_err(git_err)?.detach();
+            let blob = crate::odb::write_fresh_buf(repo, gix::objs::Kind::Blob, &bytes)
+                .map_err(git_err)?;
             snapshot
                 .notes
-                .edit(object, Some(blob), &repo.objects)
+                .edit(*object, Some(blob), &repo.objects)
                 .map_err(git_err)?;
         }
         let tree = if new_keys.is_empty() {
@@ -824,7 +840,9 @@ impl<'repo> Store<'repo> {
             let notes_only = snapshot.notes.write(&staging.objects).map_err(git_err)?;
             let mut editor = staging.edit_tree(notes_only).map_err(git_err)?;
             for (wo, key) in &new_keys {
-                let written = repo.write_blob(key_bytes(wo)).map_err(git_err)?.detach();
+                let written =
+                    crate::odb::write_fresh_buf(repo, gix::objs::Kind::Blob, &key_bytes(wo))
+                        .map_err(git_err)?;
                 debug_assert_eq!(written, *key);
                 editor
                     .upsert(
@@ -854,7 +872,9 @@ impl<'repo> Store<'repo> {
             }
             Err(e) if e.is_conflict() => Ok(Attempt::Lost),
             Err(e) if e.is_retryable() => Ok(Attempt::Locked),
-            Err(e) => Err(git_err(e)),
+            // Most likely a race with `git pack-refs` moving the ref into
+            // `packed-refs` as we read it: tried again a few times.
+            Err(e) => Ok(Attempt::Failed(e)),
         }
     }
 }
@@ -885,12 +905,15 @@ pub fn write_note_once(
         if !bytes.ends_with(b"\n") {
             bytes.push(b'\n');
         }
-        let blob = repo.write_blob(&bytes).map_err(git_err)?.detach();
-        notes
-            .edit(object, Some(blob), &repo.objects)
-            .map_err(git_err)?;
-        let tree = notes.write(&repo.objects).map_err(git_err)?;
-        let commit = write_commit(repo, message, tree, tip)?;
+        let commit = crate::odb::retry_transient(|| -> Result<ObjectId, Error> {
+            let blob = crate::odb::write_fresh_buf(repo, gix::objs::Kind::Blob, &bytes)
+                .map_err(git_err)?;
+            notes
+                .edit(object, Some(blob), &repo.objects)
+                .map_err(git_err)?;
+            let tree = notes.write(&repo.objects).map_err(git_err)?;
+            Ok(write_commit(repo, message, tree, tip)?)
+        })?;
         let expected = match tip {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
             None => PreviousValue::MustNotExist,
@@ -916,6 +939,8 @@ enum Attempt {
     Lost,
     /// The ref's lock file was taken for longer than gix waits.
     Locked,
+    /// The edit failed otherwise; it is tried again [`MAX_FAILED`] times.
+    Failed(gix::Error),
 }
 
 fn contended(repo: &gix::Repository, reference: &str) -> Error {

@@ -335,15 +335,31 @@ pub(crate) fn add_under(
         .config_snapshot_mut()
         .set_value(&gix::config::tree::Core::SPARSE_CHECKOUT, "false")
         .git_context("configuring the new worktree")?;
-    let added = full_repo
-        .add_worktree(
-            &dest,
-            gix::worktree::add::Head::Attached(full.clone()),
-            gix::progress::Discard,
-            &interrupt,
-        )
-        .git_context(format!("adding worktree {}", dest.display()))
-        .and_then(|(made, _)| not_sparse(&made));
+    let add = || {
+        full_repo
+            .add_worktree(
+                &dest,
+                gix::worktree::add::Head::Attached(full.clone()),
+                gix::progress::Discard,
+                &interrupt,
+            )
+            .git_context(format!("adding worktree {}", dest.display()))
+    };
+    // `git gc` runs `git worktree prune`, which may remove a registration
+    // being made (it has no `gitdir` file yet): made again.
+    let mut added = add();
+    for _ in 0..ADD_RETRIES {
+        match &added {
+            Err(e) if missing_something(e) => {
+                if std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_none()) {
+                    let _ = std::fs::remove_dir(&dest);
+                }
+                added = add();
+            }
+            _ => break,
+        }
+    }
+    let added = added.and_then(|(made, _)| not_sparse(&made));
     if let Err(e) = added {
         // add_worktree rolls back its own files but not the branch we made for it.
         let _ = delete_branch(&ctx.repo, &full, Some(base));
@@ -354,6 +370,18 @@ pub(crate) fn add_under(
     }
     crate::crash::point("worktree-add.after");
     Ok(dest)
+}
+
+/// How often a worktree whose registration vanished while it was made is
+/// made again.
+const ADD_RETRIES: u32 = 5;
+
+/// Did `e` fail because a file or folder vanished under it?
+fn missing_something(e: &Error) -> bool {
+    crate::failure::causes(e).any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)
+    })
 }
 
 /// gix copies the source's `config.worktree` into a new worktree, a

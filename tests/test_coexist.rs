@@ -336,3 +336,64 @@ fn a_rolled_back_state_never_lands_anything_twice() {
     env.run(&["doctor"]).success();
     env.fsck();
 }
+
+/// git's own maintenance beside runs: `git gc`, `git repack -adf`, `git
+/// pack-refs --all` and `git maintenance run` in a loop. Every order lands
+/// exactly once, every run exits 0, and `git fsck --strict` is clean.
+#[test]
+fn git_maintenance_beside_runs_loses_nothing() {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.commit_all("init");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let maintenance = {
+        let stop = stop.clone();
+        let repo = env.repo.clone();
+        let git = move |args: &[&str]| {
+            let _ = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        };
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                git(&["gc", "-q"]);
+                git(&["repack", "-adf", "-q"]);
+                git(&["pack-refs", "--all"]);
+                git(&["maintenance", "run"]);
+            }
+        })
+    };
+    let build = "f=$(sed -n 's/^- //p' \"$ARBITER_WO_FILE\"); mkdir -p $(dirname $f); echo $ARBITER_WO > $f";
+    let mut ids = Vec::new();
+    for (round, extra) in [
+        &[][..],
+        &["--gate", "true"][..],
+        &["--schedule", "rounds", "--gate", "true"][..],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for i in 0..8 {
+            let id = format!("r{round}-o{i}");
+            env.work_order(&id, &id, &[], &[&format!("r{round}/f{i}.txt")]);
+            ids.push(id);
+        }
+        env.commit_all(&format!("orders of round {round}"));
+        let mut args = vec!["round", "--json", "--build", build];
+        args.extend_from_slice(extra);
+        let run = env.run(&args);
+        assert_eq!(run.code, 0, "{extra:?}: {}\n{}", run.stdout, run.stderr);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    maintenance.join().expect("maintenance");
+    for id in &ids {
+        assert_eq!(env.merges_in(&env.repo, "main", id), 1, "{id}");
+    }
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    env.fsck();
+}

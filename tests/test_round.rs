@@ -942,8 +942,7 @@ fn the_live_view_says_when_an_order_waits_to_merge() {
     assert_eq!(env.git(&["show", "main:b.txt"]), "b\n");
 }
 
-/// Orders whose builds end together land together: each landing walks the
-/// whole checked-out branch for local changes, so an order that passed
+/// Orders whose builds end together land together: an order that passed
 /// waits for the others still committing what their builders left (here
 /// wo-02's 5,000 files) rather than land alone before them.
 #[test]
