@@ -292,6 +292,7 @@ mod tests {
             hand_made_branch: None,
             claimed_by: None,
             merged_into: None,
+            waiting: None,
         }
     }
 

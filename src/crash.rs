@@ -5,6 +5,11 @@
 //! with SIGKILL. `<point>#<n>` aborts at the n-th time the point is reached
 //! (1 for the first), so a round can be killed at its second merge. Release
 //! builds compile the points away.
+//!
+//! `ARBITER_FILL_AT=<point>[#<n>]` with `ARBITER_FILL_FILE=<path>` instead
+//! fills the disk there: the file at `<path>` grows until the file system
+//! is full, so that whatever the process writes next fails with ENOSPC as
+//! on a real full disk (the full-disk tests).
 
 /// Every point, in the order a work order meets them. The kill-point matrix
 /// test runs a small round once per point.
@@ -68,22 +73,53 @@ mod armed {
 
     static TARGET: OnceLock<Option<(String, u32)>> = OnceLock::new();
     static HITS: AtomicU32 = AtomicU32::new(0);
+    static FILL: OnceLock<Option<(String, u32)>> = OnceLock::new();
+    static FILL_HITS: AtomicU32 = AtomicU32::new(0);
+
+    /// `<point>[#<n>]` from the variable `var`.
+    fn spec(var: &str) -> Option<(String, u32)> {
+        let spec = std::env::var(var).ok()?;
+        Some(match spec.split_once('#') {
+            Some((point, n)) => (point.to_owned(), n.parse().unwrap_or(1)),
+            None => (spec, 1),
+        })
+    }
 
     pub fn hit(name: &str) {
         debug_assert!(super::POINTS.contains(&name), "unlisted kill point {name}");
-        let target = TARGET.get_or_init(|| {
-            let spec = std::env::var("ARBITER_CRASH_AT").ok()?;
-            Some(match spec.split_once('#') {
-                Some((point, n)) => (point.to_owned(), n.parse().unwrap_or(1)),
-                None => (spec, 1),
-            })
-        });
-        if let Some((point, nth)) = target {
+        if let Some((point, nth)) = FILL.get_or_init(|| spec("ARBITER_FILL_AT")) {
+            if point == name && FILL_HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
+                fill_the_disk(name);
+            }
+        }
+        if let Some((point, nth)) = TARGET.get_or_init(|| spec("ARBITER_CRASH_AT")) {
             if point == name && HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
                 // Written, not eprintln!: with stderr closed, still abort here.
                 let _ = writeln!(std::io::stderr(), "arbiter crash point={name}");
                 std::process::abort();
             }
         }
+    }
+
+    /// Grow `ARBITER_FILL_FILE` until its file system is full.
+    fn fill_the_disk(name: &str) {
+        let Some(path) = std::env::var_os("ARBITER_FILL_FILE") else {
+            return;
+        };
+        let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        else {
+            return;
+        };
+        let block = vec![0u8; 64 * 1024];
+        while file.write_all(&block).is_ok() {}
+        // The last bytes that still fit, so nothing is left.
+        for size in [4096, 512, 1] {
+            while file.write_all(&block[..size]).is_ok() {}
+        }
+        let _ = file.sync_all();
+        let _ = writeln!(std::io::stderr(), "arbiter fill point={name}");
     }
 }

@@ -109,14 +109,16 @@ impl Error {
     }
 
     pub fn hint(&self) -> Option<String> {
+        if self.is_disk_full() {
+            return Some(
+                "free some disk space and run it again: no attempt was spent on this".into(),
+            );
+        }
         match self {
             Error::Input(e) => e.hint.clone(),
             Error::Orders(e) => e.hint(),
             Error::State(e) => state_hint(e),
             Error::Object(e) => object_hint(e),
-            e if e.is_disk_full() => Some(
-                "free some disk space and run it again: no attempt was spent on this".into(),
-            ),
             Error::NoSlot { .. } => Some(
                 "wait for one (drop --no-wait), or raise the cap with --max-total N or 'git config arbiter.maxTotal N'"
                     .into(),

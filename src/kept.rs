@@ -95,6 +95,9 @@ pub fn land(
         Ok(fates) => fates,
         Err(e) => {
             // Its work passed before and stays: it waits to land.
+            if e.is_disk_full() {
+                me.release_reserve();
+            }
             wait(store, &requests, &me.name, &e.to_string())?;
             return Err(e);
         }

@@ -39,6 +39,9 @@ pub struct Row {
     /// (records written before this was kept do not).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merged_into: Option<String>,
+    /// What keeps a `verified` order's passed work from landing, as last seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -258,6 +261,15 @@ pub fn table(
                 .merged_into
                 .clone()
                 .filter(|_| status == Status::Done),
+            waiting: record
+                .landing
+                .as_ref()
+                .filter(|_| status == Status::Verified)
+                .map(|l| {
+                    l.blocked
+                        .clone()
+                        .unwrap_or_else(|| STOPPED_BEFORE_LANDING.to_owned())
+                }),
         });
         records.push(record);
     }

@@ -67,6 +67,9 @@ pub struct Evidence {
     /// the kept branch against its base when halted.
     pub changes: Option<Changes>,
     pub drift: Option<DriftVerdict>,
+    /// A `verified` order's passed work waiting to land: what keeps it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
     pub logs: Vec<LogTail>,
 }
 
@@ -124,6 +127,7 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
         runs: Vec::new(),
         changes: None,
         drift: None,
+        waiting: None,
         logs: log_tails(ctx, id),
     };
     let Some(record) = record else {
@@ -135,6 +139,11 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
     ev.halt_paths = record.halt_paths.clone();
     ev.attempts = record.attempts;
     ev.cap = Some(record.cap);
+    ev.waiting = record
+        .landing
+        .as_ref()
+        .filter(|_| record.waits_to_land())
+        .map(|l| l.blocked.clone().unwrap_or_default());
     ev.runs = record.earlier.clone();
     if record.attempts > 0 && !record.verdicts.is_empty() {
         ev.runs.push(PastAttempt {

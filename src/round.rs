@@ -398,7 +398,7 @@ pub fn run(
     let slots_used = (cap as usize).min(opts.max.max(1));
     run.summary.gate_runs = run.queue.gate_runs + run.gate_runs;
     run.summary.landed_batches = run.queue.batches + run.landed_batches;
-    if !run.ran.is_empty() && !wall.is_zero() {
+    if !run.busy.is_zero() && !wall.is_zero() {
         let utilisation = run.busy.as_secs_f64() / (slots_used as f64 * wall.as_secs_f64());
         run.summary.slot_utilisation = Some((utilisation * 1000.0).round() / 1000.0);
     }
@@ -520,14 +520,7 @@ impl<'a> Run<'a> {
             if let Err(e) = self.start(&picked, base, &mut |job| jobs.push(job)) {
                 // None of them was built: they get their attempts back too.
                 let made: Vec<Unsettled> = jobs.iter().map(|j| (j.wo, j.attempt, false)).collect();
-                abandon(
-                    ctx,
-                    self.store,
-                    self.branch,
-                    &made,
-                    &self.me.name,
-                    &e.to_string(),
-                )?;
+                abandon(ctx, self.store, self.branch, &made, self.me, &e)?;
                 return Err(e);
             }
             let watch = HaltWatch::default();
@@ -654,14 +647,7 @@ impl<'a> Run<'a> {
             }
             if let Some(e) = flow.failed.take() {
                 let unsettled: Vec<Unsettled> = flow.unsettled.iter().map(Job::unsettled).collect();
-                abandon(
-                    self.ctx,
-                    self.store,
-                    self.branch,
-                    &unsettled,
-                    &self.me.name,
-                    &e.to_string(),
-                )?;
+                abandon(self.ctx, self.store, self.branch, &unsettled, self.me, &e)?;
                 return Err(e);
             }
             stop_error(&mut flow.stopped_by, self.me, self.host)?;
@@ -1019,14 +1005,7 @@ impl<'a> Run<'a> {
                     .map(|(j, _): &(&Job, Entry)| j.unsettled())
                     .chain(jobs[i..].iter().map(Job::unsettled))
                     .collect();
-                abandon(
-                    self.ctx,
-                    self.store,
-                    self.branch,
-                    &unsettled,
-                    &self.me.name,
-                    &e.to_string(),
-                )?;
+                abandon(self.ctx, self.store, self.branch, &unsettled, self.me, &e)?;
                 return Err(e);
             }
         }
@@ -1059,14 +1038,7 @@ impl<'a> Run<'a> {
                 // E.g. the disk is full: nothing more can merge now. The
                 // orders passed: they wait to land, their work kept.
                 let unsettled: Vec<Unsettled> = jobs.iter().map(|j| j.unsettled()).collect();
-                abandon(
-                    self.ctx,
-                    self.store,
-                    self.branch,
-                    &unsettled,
-                    &self.me.name,
-                    &e.to_string(),
-                )?;
+                abandon(self.ctx, self.store, self.branch, &unsettled, self.me, &e)?;
                 return Err(e);
             }
         };
@@ -1190,8 +1162,8 @@ impl<'a> Run<'a> {
                     self.store,
                     self.branch,
                     &[(job.wo, job.attempt, true)],
-                    &self.me.name,
-                    "stopped before it landed",
+                    self.me,
+                    &Error::Interrupted,
                 )
             }
         }
@@ -2035,9 +2007,19 @@ fn abandon(
     store: &Store<'_>,
     branch: &gix::refs::FullName,
     jobs: &[Unsettled<'_>],
-    owner: &str,
-    why: &str,
+    me: &Conductor,
+    why: &Error,
 ) -> Result<()> {
+    // A full disk: the space kept for these very transitions goes now.
+    if why.is_disk_full() {
+        me.release_reserve();
+    }
+    let why = match why {
+        Error::Interrupted => "stopped before it landed".to_owned(),
+        e => e.to_string(),
+    };
+    let why = why.as_str();
+    let owner = me.name.as_str();
     let tip = ctx.branch_tip(branch)?;
     // What each passed order's branch holds: the work that waits.
     let sources: BTreeMap<&str, gix::ObjectId> = jobs

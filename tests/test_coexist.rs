@@ -117,13 +117,35 @@ fn an_overlapping_edit_keeps_the_work_verified_until_it_can_land() {
     assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 0);
     // Its work is kept on its branch.
     assert_eq!(env.git(&["show", "arbiter/wo-01:src/one.txt"]), "built\n");
-    let human = env
-        .run(&["round", "--build", &build(&env), "--max-total", "4"])
-        .success();
+    let human = env.run(&["round", "--build", &build(&env), "--max-total", "4"]);
+    // The first line and the waiting orders (the table has wall times).
+    let text = human.snapshot(&env);
+    let first = text.lines().next().unwrap_or_default();
+    let waiting = &text[text.find("VERIFIED").expect("waiting orders")..];
+    insta::assert_snapshot!(format!("{first}\n{waiting}"), @r#"
+    0 landed batch(es): 1 done, 0 halted, 0 pending, 1 waiting to land
+    VERIFIED, WAITING TO LAND: these passed, but the checkout of the branch could not follow:
+      wo-01  local changes in the checkout $TEST_ENV/repo to files it changes: 'src/one.txt'
+          branch: arbiter/wo-01
+          next:   resolve that (commit or stash the changes in the way), then `git arbiter round` lands them without a rebuild
+    [stderr]
+    arbiter queue wo=wo-01 position=1
+    arbiter verified wo=wo-01 waiting="local changes in the checkout $TEST_ENV/repo to files it changes: 'src/one.txt'"
+    [exit status: 0]
+    "#);
+    insta::assert_snapshot!(env.run(&["status"]).snapshot(&env), @"
+    ID     STATUS       ATTEMPTS  DEPS  MERGED        TITLE
+    wo-01  verified     1/3       -     -             One
+    wo-02  done → main  1/3       -     [SHORT]  Two
+    wo-01 passed and waits to land: local changes in the checkout $TEST_ENV/repo to files it changes: 'src/one.txt'
+      once that is resolved, 'git arbiter round' (or 'git arbiter retry wo-01') lands it without a rebuild
+    [stderr]
+    [exit status: 0]
+    ");
+    let show = env.run(&["show", "wo-01"]).success().stdout;
     assert!(
-        human.stdout.contains("VERIFIED, WAITING TO LAND"),
-        "{}",
-        human.stdout
+        show.contains("passed, waits to land: local changes in the checkout"),
+        "{show}"
     );
 
     env.git(&["stash", "-q"]);

@@ -812,3 +812,67 @@ fn a_fresh_lock_a_killed_run_left_on_an_arbiter_branch_is_waited_out() {
     assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
     assert!(!lock.exists());
 }
+
+/// A full disk at any write of a landing (the state, the merge, the
+/// branch, the checkout, the record) never spends an attempt nor discards
+/// passed work: once there is space again, the order lands exactly once,
+/// its builder run once, its attempt the first.
+#[test]
+fn a_full_disk_at_any_write_of_a_landing_spends_no_attempt() {
+    const POINTS: &[&str] = &[
+        "verdict.before",
+        "verdict.after",
+        "verify.started",
+        "merge-commit.after",
+        "branch-cas.before",
+        "branch-cas.after",
+        "checkout-files.after",
+        "checkout-index.after",
+        "merge-recorded.before",
+        "merge-recorded.after",
+    ];
+    for point in POINTS {
+        let mut env = TestEnv::new();
+        let Some(_mount) = small_disk_repo(&env) else {
+            eprintln!("skipped: mounting a tmpfs needs root");
+            return;
+        };
+        let filler = env.repo.join(".git/filler");
+        let runs = env.root.join("runs");
+        let build = format!(
+            "echo x >> {runs}; echo built > data.txt",
+            runs = runs.display()
+        );
+        env.set_env("ARBITER_FILL_AT", point);
+        env.set_env("ARBITER_FILL_FILE", filler.to_str().expect("utf-8"));
+        let run = env.run(&["round", "--build", &build, "--gate", "true"]);
+        assert!(
+            run.stderr.contains(&format!("arbiter fill point={point}")),
+            "{point}: {}",
+            run.stderr
+        );
+        if run.code != 0 {
+            assert!(
+                run.stderr.contains("no attempt was spent"),
+                "{point}: exit {}: {}",
+                run.code,
+                run.stderr
+            );
+        }
+        env.unset_env("ARBITER_FILL_AT");
+        std::fs::remove_file(&filler).expect("free the disk");
+        let again = env.run(&["round", "--build", &build, "--gate", "true"]);
+        assert_eq!(again.code, 0, "{point}: {}", again.stderr);
+        assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1, "{point}");
+        let status = env.run(&["status", "--json"]).success().json();
+        assert_eq!(status["orders"][0]["status"], "done", "{point}: {status}");
+        assert_eq!(status["orders"][0]["attempts"], 1, "{point}: {status}");
+        let built = std::fs::read_to_string(&runs)
+            .expect("runs")
+            .lines()
+            .count();
+        assert_eq!(built, 1, "{point}: the passed work was built again");
+        assert_eq!(env.git(&["status", "--porcelain"]), "", "{point}");
+        env.fsck();
+    }
+}

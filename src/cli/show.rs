@@ -53,6 +53,12 @@ fn render(ev: &Evidence) -> String {
         (Some(status), false) => status.to_string(),
     };
     s.push_str(&format!("status:   {status}\n"));
+    if let Some(why) = &ev.waiting {
+        s.push_str(&format!(
+            "          passed, waits to land: {why}\n          once that is resolved, 'git arbiter round' (or 'git arbiter retry {id}') lands it without a rebuild\n",
+            id = ev.wo_id
+        ));
+    }
     if !ev.halt_paths.is_empty() {
         s.push_str(&format!("          {}\n", ev.halt_paths.join(", ")));
     }

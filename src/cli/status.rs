@@ -11,7 +11,9 @@ use super::{json, out, Env};
 /// retry cap, dependencies and checkpoints. The crash-recovery rule is
 /// applied to what is shown: an `in_progress` order whose checkpoint_after is
 /// an ancestor of the integration tip shows as `done`, otherwise as
-/// `needs_rework`. Read-only.
+/// `needs_rework`. A `verified` order passed and waits to land (a local
+/// change in the checkout was in the way, or its run stopped): what keeps
+/// it is said below the table. Read-only.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
     /// Print `{"version":1,"orders":[…]}` instead of a table
@@ -88,6 +90,12 @@ fn render(rows: &[reconcile::Row]) -> String {
         &cells,
     );
     for r in rows {
+        if let Some(why) = &r.waiting {
+            text.push_str(&format!(
+                "{} passed and waits to land: {why}\n  once that is resolved, 'git arbiter round' (or 'git arbiter retry {}') lands it without a rebuild\n",
+                r.id, r.id
+            ));
+        }
         if let Some(Recovery::Error { message }) = &r.recovery {
             text.push_str(&format!(
                 "warning: {}: cannot tell whether its merge landed: {message}\n",
