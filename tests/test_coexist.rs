@@ -182,63 +182,81 @@ fn retry_lands_work_waiting_to_land() {
 }
 
 /// An editor's `git status` takes `index.lock` for a moment, every 50 ms:
-/// a landing waits for it, never reports it, discards nothing.
+/// a landing waits for it, never reports it, discards nothing. Both with
+/// a lock made and removed by hand, and with stock `git status` after a
+/// `touch` (it then writes the refreshed index under the lock).
 #[test]
 fn a_flapping_index_lock_is_waited_for() {
-    let env = TestEnv::new();
-    // 3,000 files, six orders.
-    for d in 0..30 {
-        for f in 0..100 {
-            env.write(&format!("tree/d{d}/f{f}.txt"), &format!("{d} {f}\n"));
-        }
-    }
-    for i in 0..6 {
-        env.work_order(
-            &format!("wo-{i}"),
-            &format!("Order {i}"),
-            &[],
-            &[&format!("out/{i}.txt")],
-        );
-    }
-    env.commit_all("init");
-    let build = format!(
-        "echo $ARBITER_WO >> {}; mkdir -p out; echo done > out/${{ARBITER_WO#wo-}}.txt",
-        env.root.join("runs").display()
-    );
-    let lock = env.repo.join(".git/index.lock");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flapper = {
-        let (lock, stop) = (lock.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&lock)
-                    .is_ok()
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                    let _ = std::fs::remove_file(&lock);
-                }
-                std::thread::sleep(std::time::Duration::from_millis(30));
+    for real_status in [false, true, true] {
+        let env = TestEnv::new();
+        // 3,000 files, six orders.
+        for d in 0..30 {
+            for f in 0..100 {
+                env.write(&format!("tree/d{d}/f{f}.txt"), &format!("{d} {f}\n"));
             }
-        })
-    };
-    let run = env.run(&["round", "--json", "--build", &build, "--max-total", "3"]);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    flapper.join().expect("flapper");
-    let summary = run.success().json();
-    assert_eq!(
-        summary["done"].as_array().map(Vec::len),
-        Some(6),
-        "{summary}"
-    );
-    for i in 0..6 {
-        assert_eq!(runs_of(&env, &format!("wo-{i}")), 1, "wo-{i} built once");
-        assert_eq!(env.merges_in(&env.repo, "main", &format!("wo-{i}")), 1);
+        }
+        for i in 0..6 {
+            env.work_order(
+                &format!("wo-{i}"),
+                &format!("Order {i}"),
+                &[],
+                &[&format!("out/{i}.txt")],
+            );
+        }
+        env.commit_all("init");
+        let build = format!(
+            "echo $ARBITER_WO >> {}; mkdir -p out; echo done > out/${{ARBITER_WO#wo-}}.txt",
+            env.root.join("runs").display()
+        );
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let editor = {
+            let (repo, stop) = (env.repo.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let lock = repo.join(".git/index.lock");
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if real_status {
+                        let readme = repo.join("tree/d0/f0.txt");
+                        let _ = std::fs::File::options()
+                            .append(true)
+                            .open(&readme)
+                            .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                        let _ = std::process::Command::new("git")
+                            .args(["status", "--porcelain"])
+                            .current_dir(&repo)
+                            .env("GIT_CONFIG_NOSYSTEM", "1")
+                            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                            .stdout(std::process::Stdio::null())
+                            .stderr(std::process::Stdio::null())
+                            .status();
+                    } else if std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&lock)
+                        .is_ok()
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        let _ = std::fs::remove_file(&lock);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(30));
+                }
+            })
+        };
+        let run = env.run(&["round", "--json", "--build", &build, "--max-total", "3"]);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        editor.join().expect("editor");
+        let summary = run.success().json();
+        assert_eq!(
+            summary["done"].as_array().map(Vec::len),
+            Some(6),
+            "{summary}"
+        );
+        for i in 0..6 {
+            assert_eq!(runs_of(&env, &format!("wo-{i}")), 1, "wo-{i} built once");
+            assert_eq!(env.merges_in(&env.repo, "main", &format!("wo-{i}")), 1);
+        }
+        assert_eq!(env.git(&["status", "--porcelain"]), "");
+        env.fsck();
     }
-    assert_eq!(env.git(&["status", "--porcelain"]), "");
-    env.fsck();
 }
 
 /// A lock that stays past the wait: nothing is discarded, the orders wait
