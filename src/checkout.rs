@@ -1,15 +1,12 @@
-//! Keep a checked-out integration branch in step with merge-back.
+//! Two-way checkouts and the index writes beneath them.
 //!
 //! gix 0.90 has no two-way checkout (`git read-tree -m -u A B`), so this
-//! module does it: delete what B drops, build the index from B, reuse the stat
-//! data of entries unchanged since A (marked SKIP_WORKTREE so checkout leaves
-//! their files alone) and check out the rest over the old files. A worktree
-//! with local changes is never touched: [`preflight`] refuses first, naming
-//! the files, before anything moves.
-//!
-//! The branch moves before the files follow, so a crash in between leaves a
-//! worktree whose index still matches the previous tip's tree.
-//! [`sync_checked_out`] recognises that state and finishes the update.
+//! module does it for pooled worktrees (`switch_clean`, `reset_to`):
+//! delete what B drops, build the index from B (or edit the one of A in
+//! place), reuse the stat data of entries unchanged since A (marked
+//! SKIP_WORKTREE so checkout leaves their files alone) and check out the
+//! rest over the old files. The same pieces update a user's checkout of the
+//! integration branch after a landing ([`crate::user_checkout`]).
 
 use std::collections::BTreeSet;
 use std::io::Write;

@@ -7,16 +7,19 @@
 //! (`tests/test_layers.rs` fails on an import cycle):
 //!
 //! 1. leaves: `scope`, `select`, `sign`, `layout`, `parallel`, `refguard`,
-//!    `crash`, `hooks`,
-//!    then `odb` and `orders`;
+//!    `crash`, `hooks`, `flock`, `failure` (reading why something failed),
+//!    `duration`, `history` (what the branch says landed), then `odb` and
+//!    `orders`;
 //! 2. state and plumbing: `state`, `error`, `exec`, `progress` (its events
-//!    carry how a command exited), `config_env`, `context`;
+//!    carry how a command exited), `config_env`, `context`, `splitindex`,
+//!    `stamps`;
 //! 3. services on one repository: `conductor`, `slots`, `promisor`,
 //!    `ledger` (the pool's bookkeeping), `worktree`, `builder`, `reconcile`,
-//!    `batch`, `drift`, `lint`, `checkout`, `stage` (a builder's leftovers
-//!    staged as `git add -A` would), then `pool` (warm worktrees);
-//! 4. porcelain: `merge`, `queue` (the merge queue), then `round`, `review`,
-//!    `doctor` and `race`.
+//!    `batch`, `drift`, `lint`, `checkout`, `user_checkout` (a checkout of
+//!    the integration branch following a landing), `stage` (a builder's
+//!    leftovers staged as `git add -A` would), then `pool` (warm worktrees);
+//! 4. porcelain: `merge`, `queue` (the merge queue), `kept` (`retry` and
+//!    `merge-back` through it), then `round`, `review`, `doctor` and `race`.
 
 pub mod batch;
 pub mod builder;

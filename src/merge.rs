@@ -1,27 +1,32 @@
-//! Merge-back: merge `arbiter/<id>` into the integration branch as a
+//! Merge-back: merge an order's work into the integration branch as a
 //! two-parent commit computed in the object database, deciding conflicts and
-//! drift BEFORE the branch moves (never merged first and rolled back after).
+//! drift BEFORE the branch moves (never merged first and rolled back after),
+//! and land chains of such merges ([`land`]) for the merge queue.
 //!
 //! Crash-safety protocol, which recovery (`reconcile`) relies on:
-//! 1. the WO is `in_progress` with a `checkpoint_before` on the branch (a
-//!    round's dispatch records both; a standalone merge-back records them just
-//!    before step 3, once the merge is known to be clean);
-//! 2. write the merge commit object, with the `Arbiter-WO` and
-//!    `Arbiter-Attempt` trailers (unreachable until step 3);
-//! 3. move the branch by compare-and-swap from the pre-merge tip; a lost race
+//! 1. the order is `in_progress`, held by the conductor landing it (a
+//!    round's dispatch, or `retry`/`merge-back` taking it up), with its work
+//!    recorded as waiting to land once it passed ([`Record::queue_to_land`]);
+//! 2. write the merge commits, with the `Arbiter-WO` and `Arbiter-Attempt`
+//!    trailers (kept reachable by the queue until they land);
+//! 3. take the checkouts of the branch (their `index.lock`) and check that
+//!    they can follow; write each one's journal;
+//! 4. move the branch by compare-and-swap from the pre-merge tip; a lost race
 //!    is redone on the new tip (merge and drift recomputed), never forced;
-//! 4. bring every worktree that has the branch checked out to the new tip;
-//! 5. one state transition: WO `done` with `checkpoint_after = <merge>`,
-//!    verdict and history, and a note on the merge commit (`git log
-//!    --notes=arbiter` shows it).
+//! 5. bring the checkouts to the new tip (see [`crate::user_checkout`]);
+//! 6. one state transition: each order `done` with `checkpoint_after =
+//!    <merge>`, verdict and history, and a note on its merge commit (`git
+//!    log --notes=arbiter` shows it).
 //!
-//! A kill before 3 leaves the branch without the merge (recovery:
-//! `needs_rework`); after 3 the first-parent chain from the tip back to
-//! `checkpoint_before` holds a merge with the attempt's trailers (recovery:
-//! `done`, see [`crate::reconcile::find_merge`]); after 3 but before 4 a
-//! worktree whose index matches the old tip, which
-//! [`crate::checkout::sync_checked_out`] finishes on the next start. No
-//! transition is written between 2 and 3: the branch itself is the checkpoint.
+//! A kill before 4 leaves the branch without the merge (recovery: the work
+//! waits to land, `verified`); after 4 the branch's first-parent chain holds
+//! a merge with the order's trailer (recovery: `done`, see
+//! [`crate::history`]); after 4 but before 5 a checkout behind the branch,
+//! whose journal lets [`user_checkout::finish_interrupted`] finish it. No
+//! transition is written between 2 and 4: the branch itself is the
+//! checkpoint.
+//!
+//! [`Record::queue_to_land`]: crate::state::Record::queue_to_land
 
 use gix::bstr::ByteSlice;
 use gix::refs::transaction::PreviousValue;

@@ -108,7 +108,8 @@ pub struct Event {
     pub detail: Option<String>,
 }
 
-/// The history event a standalone `merge-back` records before its branch moves.
+/// The history event a standalone `merge-back` of an earlier version
+/// recorded before its branch moved (see [`Record::merge_back_pending`]).
 pub const MERGE_START_EVENT: &str = "merge_start";
 
 /// The history event of an order whose passed work could not land now: it
@@ -245,9 +246,10 @@ impl Record {
         )
     }
 
-    /// Was this left by a standalone `merge-back` that started (its `merge_start`
-    /// is the last event) and never recorded its outcome, e.g. because it was
-    /// killed? Such a merge belongs to no conductor: recovery finishes it.
+    /// Was this left by a standalone `merge-back` of an earlier version that
+    /// started (its `merge_start` is the last event) and never recorded its
+    /// outcome, e.g. because it was killed? Such a merge belongs to no
+    /// conductor: recovery keeps its branch's work waiting to land.
     pub fn merge_back_pending(&self) -> bool {
         self.status == Status::InProgress
             && !self.halted
@@ -365,24 +367,6 @@ impl Record {
     /// Is this passed work waiting to land, held by nobody?
     pub fn waits_to_land(&self) -> bool {
         self.status == Status::Verified && !self.halted && self.landing.is_some()
-    }
-
-    /// A standalone merge-back starts: in progress, held by nobody, naming
-    /// the attempt its merge commit's trailer names; `retry` lifts a halt.
-    /// Its start event bounds recovery's search for its merge.
-    pub fn start_merge_back(&mut self, tip: String, attempt: u32, retry: bool) {
-        if retry && self.halted {
-            self.lift_halt();
-        }
-        // A fresh start searches back to here only, never into an earlier merge of it.
-        if self.status != Status::InProgress || self.checkpoint_before.is_none() {
-            self.checkpoint_before = Some(tip.clone());
-        }
-        self.status = Status::InProgress;
-        self.owner = None;
-        self.attempts = self.attempts.max(attempt);
-        self.checkpoint_after = None;
-        self.log(MERGE_START_EVENT, Some(tip));
     }
 
     /// Recovery of an attempt whose conductor died before merging it: the
