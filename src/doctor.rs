@@ -741,6 +741,16 @@ fn leftovers(
             {
                 continue
             }
+            // Passed work waiting to land lives on the order's branch (as
+            // cleanup_stale keeps it).
+            Some(id)
+                if id == name
+                    && records.get(id).is_some_and(|r| {
+                        !r.halted && !worktree::landed_work(ctx, r, tip).unwrap_or(true)
+                    }) =>
+            {
+                continue
+            }
             Some(id) => match unexplained(ctx, records.get(id)) {
                 Some(why) => format!("work order {id} {why}"),
                 None => continue,

@@ -1536,7 +1536,7 @@ pub fn cleanup_stale(
 
 /// Is the passed work `r` waits to land with (if any) contained in the
 /// integration tip, i.e. landed? No work waiting counts as landed.
-fn landed_work(ctx: &Context, r: &Record, tip: Option<gix::ObjectId>) -> Result<bool> {
+pub(crate) fn landed_work(ctx: &Context, r: &Record, tip: Option<gix::ObjectId>) -> Result<bool> {
     let Some(source) = r
         .landing
         .as_ref()

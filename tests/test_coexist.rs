@@ -115,7 +115,10 @@ fn an_overlapping_edit_keeps_the_work_verified_until_it_can_land() {
     assert_eq!(status_of(&env, "wo-01")["status"], "verified");
     assert_eq!(status_of(&env, "wo-01")["attempts"], 1);
     assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 0);
-    // Its work is kept on its branch.
+    // Its work is kept on its branch, which doctor takes for no leftover.
+    assert_eq!(env.git(&["show", "arbiter/wo-01:src/one.txt"]), "built\n");
+    env.run(&["doctor"]).success();
+    env.run(&["doctor", "--fix"]).success();
     assert_eq!(env.git(&["show", "arbiter/wo-01:src/one.txt"]), "built\n");
     let human = env.run(&["round", "--build", &build(&env), "--max-total", "4"]);
     // The first line and the waiting orders (the table has wall times).
@@ -436,4 +439,57 @@ fn git_maintenance_beside_runs_loses_nothing() {
     }
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     env.fsck();
+}
+
+/// A run killed at each step of a landing while the user has an edit and
+/// a staged change in the checkout: the next run finishes or redoes the
+/// landing, the order lands once, and the user's changes are as they were.
+#[test]
+fn a_kill_mid_landing_keeps_the_users_changes() {
+    for point in [
+        "branch-cas.before",
+        "branch-cas.after",
+        "checkout-files.after",
+        "checkout-index.after",
+        "merge-recorded.before",
+        "merge-recorded.after",
+    ] {
+        let mut env = repo();
+        env.write("README", "the user's edit\n");
+        env.write("notes.txt", "staged\n");
+        env.git(&["add", "notes.txt"]);
+        env.set_env("ARBITER_CRASH_AT", point);
+        let killed = round(&env, &["--build", &build(&env)]);
+        assert!(
+            killed
+                .stderr
+                .contains(&format!("arbiter crash point={point}")),
+            "{point}: {}",
+            killed.stderr
+        );
+        env.unset_env("ARBITER_CRASH_AT");
+        let summary = round(&env, &["--build", &build(&env)]).success().json();
+        assert_eq!(
+            summary["done"],
+            serde_json::json!(["wo-01", "wo-02"]),
+            "{point}: {summary}"
+        );
+        for id in ["wo-01", "wo-02"] {
+            assert_eq!(env.merges_in(&env.repo, "main", id), 1, "{point}: {id}");
+        }
+        assert_eq!(
+            read(&env.repo.join("README")),
+            "the user's edit\n",
+            "{point}"
+        );
+        assert_eq!(read(&env.repo.join("src/one.txt")), "built\n", "{point}");
+        assert_eq!(
+            env.git(&["status", "--porcelain"]),
+            " M README\nA  notes.txt\n",
+            "{point}"
+        );
+        assert!(!env.repo.join(".git/arbiter-landing").exists(), "{point}");
+        assert!(!env.repo.join(".git/index.lock").exists(), "{point}");
+        env.fsck();
+    }
 }
