@@ -142,11 +142,13 @@ impl Host {
         // file of a worktree written this second again). Anything else, an
         // error included, is git's to do, and to report.
         let staged = head_tree
-            .and_then(|t| crate::stage::stage_all(&wt, t.detach()).ok())
+            .and_then(|t| {
+                crate::odb::retry_transient(|| crate::stage::stage_all(&wt, t.detach())).ok()
+            })
             .flatten();
         let tree = match staged {
             Some(tree) => tree,
-            None => git_add_all(&git)?,
+            None => retry_vanished_folder(|| git_add_all(&git))?,
         };
         if head_tree.is_some_and(|t| t == tree) {
             record_settled(&wt, worktree);
@@ -165,12 +167,13 @@ impl Host {
             // A hook to run, a signature to make, a message to clean or
             // encode otherwise: `git commit` does what it does there. Its
             // hooks run in the worktree, so nothing is proved about it.
-            _ => {
+            _ => retry_vanished_folder(|| {
                 let commit = git(&["commit", "-q", "--no-verify", "-m", &message])?;
-                if !commit.status.success() {
-                    return Err(CommitError::from_output("git commit", &commit));
+                match commit.status.success() {
+                    true => Ok(()),
+                    false => Err(CommitError::from_output("git commit", &commit)),
                 }
-            }
+            })?,
         }
         Ok(())
     }
@@ -201,6 +204,26 @@ impl Host {
             config.commit().map_err(|e| failed(e.to_string()))?;
         }
         Ok(wt)
+    }
+}
+
+/// Run `git_step` again when git failed as a concurrent `git gc` makes it
+/// fail for a moment (`git prune` removed the object folder git had just
+/// made for a new object; git tries that only once): objects are named by
+/// their content, so doing it again is harmless.
+fn retry_vanished_folder<T>(
+    mut git_step: impl FnMut() -> Result<T, CommitError>,
+) -> Result<T, CommitError> {
+    const RETRIES: u32 = 5;
+    let mut tries = 0;
+    loop {
+        match git_step() {
+            Err(e) if tries < RETRIES && e.detail.contains("unable to create temporary file") => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(u64::from(tries) * 5));
+            }
+            done => return done,
+        }
     }
 }
 
@@ -278,7 +301,7 @@ fn commit_tree(
         Ok(Some(branch)) => branch.as_bstr().to_string(),
         _ => "HEAD".to_owned(),
     };
-    crate::refguard::guarded(wt, &locked, || {
+    crate::refguard::edit(wt, &locked, || {
         wt.edit_reference(RefEdit {
             change: Change::Update {
                 log: LogChange {
@@ -546,7 +569,7 @@ impl Host {
                 "the builder left the worktree on {where_}, which does not contain {branch}: its work cannot be told apart"
             ));
         }
-        crate::refguard::guarded(&repo, &full, || {
+        crate::refguard::edit(&repo, &full, || {
             repo.reference(
                 full.as_str(),
                 head_id,
@@ -562,7 +585,7 @@ impl Host {
         // The branch now holds exactly the checked-out commit: re-attaching
         // HEAD changes no file and no index entry.
         let head: gix::refs::FullName = "HEAD".try_into().map_err(|e| format!("HEAD: {e}"))?;
-        crate::refguard::guarded(&repo, "HEAD", || {
+        crate::refguard::edit(&repo, "HEAD", || {
             repo.edit_reference(RefEdit {
                 change: Change::Update {
                     log: LogChange {
@@ -571,9 +594,9 @@ impl Host {
                         message: format!("arbiter: back to {branch}").into(),
                     },
                     expected: PreviousValue::Any,
-                    new: Target::Symbolic(name),
+                    new: Target::Symbolic(name.clone()),
                 },
-                name: head,
+                name: head.clone(),
                 deref: false,
             })
         })

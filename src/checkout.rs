@@ -6,7 +6,7 @@
 //! place), reuse the stat data of entries unchanged since A (marked
 //! SKIP_WORKTREE so checkout leaves their files alone) and check out the
 //! rest over the old files. The same pieces update a user's checkout of the
-//! integration branch after a landing ([`crate::user_checkout`]).
+//! integration branch after a landing (the `user_checkout` module).
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -464,34 +464,40 @@ pub(crate) fn untracked_in_the_way<'a>(
     tracked: impl Fn(&[u8]) -> bool,
 ) -> Result<Vec<String>> {
     let mut collisions = Vec::new();
-    for path in added {
+    'paths: for path in added {
         let rel = rel_path(path)?;
+        // The path's folders from the top: the first that is not a folder
+        // on disk decides. An untracked file there blocks (the new tree
+        // needs a folder); a tracked one goes first, as git removes it;
+        // nothing there means nothing below it either. What is behind a
+        // link is never looked at: that would be some other file.
+        let mut folders: Vec<&Path> = rel
+            .ancestors()
+            .skip(1)
+            .filter(|a| !a.as_os_str().is_empty())
+            .collect();
+        folders.reverse();
+        for folder in folders {
+            match std::fs::symlink_metadata(dir.join(folder)) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    let is_tracked = gix::path::os_str_into_bstr(folder.as_os_str())
+                        .map(|f| tracked(f.as_bytes()))
+                        .unwrap_or(false);
+                    if !is_tracked {
+                        collisions.push(folder.to_string_lossy().into_owned());
+                    }
+                    continue 'paths;
+                }
+                Err(_) => continue 'paths,
+            }
+        }
         match std::fs::symlink_metadata(dir.join(&rel)) {
             // A tracked directory the merge replaces by a file (as git does,
             // its tracked files go first): only untracked files in it block.
-            Ok(meta) if meta.is_dir() => {
-                untracked_below(dir, &rel, &tracked, &mut collisions)?;
-                continue;
-            }
-            Ok(_) => {
-                collisions.push(path.to_str_lossy().into_owned());
-                continue;
-            }
+            Ok(meta) if meta.is_dir() => untracked_below(dir, &rel, &tracked, &mut collisions)?,
+            Ok(_) => collisions.push(path.to_str_lossy().into_owned()),
             Err(_) => {}
-        }
-        // An untracked file where the new tree needs a directory blocks it too.
-        for ancestor in rel.ancestors().skip(1) {
-            if ancestor.as_os_str().is_empty() {
-                break;
-            }
-            let is_tracked = gix::path::os_str_into_bstr(ancestor.as_os_str())
-                .map(|a| tracked(a.as_bytes()))
-                .unwrap_or(false);
-            if let Ok(meta) = std::fs::symlink_metadata(dir.join(ancestor)) {
-                if !meta.is_dir() && !is_tracked {
-                    collisions.push(ancestor.to_string_lossy().into_owned());
-                }
-            }
         }
     }
     collisions.sort();
@@ -1805,7 +1811,7 @@ fn clear_the_way<'a>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::{Path, PathBuf};
 
     use gix::ObjectId;
@@ -1814,7 +1820,7 @@ mod tests {
 
     /// One entry of a generated tree.
     #[derive(Clone, Debug)]
-    enum Entry {
+    pub(crate) enum Entry {
         File { text: String, executable: bool },
         Link(String),
     }
@@ -1822,7 +1828,7 @@ mod tests {
     /// A random tree over a three-letter alphabet at most three deep, so that
     /// two trees often turn a file into a folder and back. No path is both a
     /// file and a prefix of another.
-    fn random_tree(rng: &mut Rng) -> Vec<(String, Entry)> {
+    pub(crate) fn random_tree(rng: &mut Rng) -> Vec<(String, Entry)> {
         let mut tree: Vec<(String, Entry)> = Vec::new();
         for _ in 0..rng.below(12) + 1 {
             let depth = rng.below(3) + 1;
@@ -1851,7 +1857,12 @@ mod tests {
     }
 
     /// Replace everything but `.git` in `dir` with `tree`; return the commit.
-    fn commit_tree(root: &Path, dir: &Path, tree: &[(String, Entry)], message: &str) -> String {
+    pub(crate) fn commit_tree(
+        root: &Path,
+        dir: &Path,
+        tree: &[(String, Entry)],
+        message: &str,
+    ) -> String {
         for entry in std::fs::read_dir(dir).expect("dir").flatten() {
             if entry.file_name() != ".git" {
                 let path = entry.path();
@@ -1886,7 +1897,7 @@ mod tests {
     /// What a checkout left: the index (`git ls-files -s`), every file of the
     /// worktree with its kind, mode and content, and whether git sees any
     /// difference between index and files without rehashing (stale stat data).
-    fn outcome(root: &Path, dir: &Path) -> (String, Vec<String>, String) {
+    pub(crate) fn outcome(root: &Path, dir: &Path) -> (String, Vec<String>, String) {
         fn walk(top: &Path, dir: &Path, out: &mut Vec<String>) {
             for entry in std::fs::read_dir(dir).expect("dir").flatten() {
                 let path = entry.path();
@@ -1935,7 +1946,7 @@ mod tests {
             let old_commit = commit_tree(&root, &seed, &old, "old");
             let new_commit = commit_tree(&root, &seed, &new, "new");
             git(&root, &seed, &["checkout", "-q", "-f", &old_commit]);
-            let copies: Vec<PathBuf> = ["git", "in-place", "from-tree", "split", "user"]
+            let copies: Vec<PathBuf> = ["git", "in-place", "from-tree", "split"]
                 .iter()
                 .map(|way| {
                     let copy = copy_of(&root, &seed, &format!("{way}-{case}"));
@@ -1959,27 +1970,6 @@ mod tests {
                     new_tree,
                     changed,
                 } = update_of(copy, &old_commit, &new_commit);
-                if k == 3 {
-                    // A user's checkout following a landing.
-                    let step = crate::user_checkout::Move {
-                        from: ObjectId::from_hex(old_commit.as_bytes()).expect("sha"),
-                        from_tree: old_tree,
-                        to: ObjectId::from_hex(new_commit.as_bytes()).expect("sha"),
-                        to_tree: new_tree,
-                    };
-                    let ready = crate::user_checkout::prepare(
-                        &wt,
-                        step,
-                        &changed,
-                        std::time::Duration::ZERO,
-                    )
-                    .expect("prepare")
-                    .unwrap_or_else(|b| panic!("case {case}: blocked: {}", b.describe()));
-                    ready.apply().expect("apply");
-                    let got = outcome(&root, copy);
-                    assert_eq!(got, want, "case {case}, user checkout: {old:?} -> {new:?}");
-                    continue;
-                }
                 if k == 2 {
                     // A pooled worktree's way: its index split first, then
                     // switched by writing the split file only.

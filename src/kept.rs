@@ -298,26 +298,25 @@ fn request<'a>(
 /// `merged_gate_failed`, its branch kept for the user to look at.
 fn halt_gate_failed(store: &Store<'_>, req: &Request<'_>, me: &str, detail: &str) -> Result<()> {
     let id = req.wo.id.as_str();
-    store.transact(&format!("{MERGED_GATE_FAILED} {id}"), |txn| -> Result<()> {
-        let Some(mut r) = txn.stored(id)? else {
-            return Ok(());
-        };
-        if !r.held_by(me, req.attempt) {
-            return Ok(());
-        }
-        r.verdicts.push(Verdict {
-            kind: "verify".into(),
-            command: "gates on the merged result".into(),
-            passed: false,
-            exit_code: None,
-            wall_ms: None,
-            detail: Some(detail.to_owned()),
-        });
-        r.landing = None;
-        r.halt_unowned(MERGED_GATE_FAILED, vec![detail.to_owned()]);
-        txn.put(r);
-        Ok(())
-    })
+    store.update_held(
+        &format!("{MERGED_GATE_FAILED} {id}"),
+        id,
+        me,
+        req.attempt,
+        |r| {
+            r.verdicts.push(Verdict {
+                kind: "verify".into(),
+                command: "gates on the merged result".into(),
+                passed: false,
+                exit_code: None,
+                wall_ms: None,
+                detail: Some(detail.to_owned()),
+            });
+            r.landing = None;
+            r.halt_unowned(MERGED_GATE_FAILED, vec![detail.to_owned()]);
+        },
+    )?;
+    Ok(())
 }
 
 /// The orders of `requests` still held by `me` wait to land (`why`).

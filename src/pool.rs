@@ -344,7 +344,7 @@ fn switch(
     write_entry(&common, &info.name, &entry)?;
     crate::crash::point("pool-switch.before");
     let full = format!("refs/heads/{branch}");
-    crate::refguard::guarded(&ctx.repo, &full, || {
+    crate::refguard::edit(&ctx.repo, &full, || {
         ctx.repo.reference(
             full.as_str(),
             base,
@@ -400,7 +400,7 @@ fn open(ctx: &Context, path: &Path) -> Result<gix::Repository> {
 
 fn set_head(wt: &gix::Repository, new: Target, message: String) -> Result<()> {
     let head: gix::refs::FullName = "HEAD".try_into().expect("HEAD is a valid ref name");
-    crate::refguard::guarded(wt, "HEAD", || {
+    crate::refguard::edit(wt, "HEAD", || {
         wt.edit_reference(RefEdit {
             change: Change::Update {
                 log: LogChange {

@@ -455,7 +455,7 @@ impl<'a> Queue<'a> {
     fn keep(&self, prefix: &str, sha: ObjectId) -> Result<()> {
         let name = format!("{prefix}{}", self.me.name);
         let repo = &self.ctx.repo;
-        crate::refguard::guarded(repo, &name, || {
+        crate::refguard::edit(repo, &name, || {
             repo.reference(
                 name.as_str(),
                 sha,
@@ -594,23 +594,17 @@ impl<'a> Queue<'a> {
         progress: &dyn Progress,
     ) -> Result<Fate> {
         let id = req.wo.id.as_str();
-        let owner = req.owner;
         let detail = why.describe();
-        let held = self.store.transact(
+        let held = self.store.update_held(
             &format!("{} {id}", crate::state::WAITING_EVENT),
-            |txn| -> Result<bool> {
-                let Some(mut r) = txn.stored(id)? else {
-                    return Ok(false);
-                };
-                if !r.held_by(owner, req.attempt) {
-                    return Ok(false);
-                }
+            id,
+            req.owner,
+            req.attempt,
+            |r| {
                 if r.landing.is_none() {
                     r.queue_to_land(req.source.to_string());
                 }
                 r.wait_to_land(tree.map(|t| t.to_string()), detail.clone());
-                txn.put(r);
-                Ok(true)
             },
         )?;
         if !held {
@@ -632,16 +626,12 @@ impl<'a> Queue<'a> {
     /// attempt is spent, as a failed gate's would be.
     pub fn reject(&self, req: &Request, detail: String, progress: &dyn Progress) -> Result<Fate> {
         let id = req.wo.id.as_str();
-        let owner = req.owner;
-        let held = self.store.transact(
+        let held = self.store.update_held(
             &format!("{MERGED_GATE_FAILED} {id}"),
-            |txn| -> Result<bool> {
-                let Some(mut r) = txn.stored(id)? else {
-                    return Ok(false);
-                };
-                if !r.held_by(owner, req.attempt) {
-                    return Ok(false);
-                }
+            id,
+            req.owner,
+            req.attempt,
+            |r| {
                 r.verdicts.push(Verdict {
                     kind: "verify".into(),
                     command: self.gates.join(" && "),
@@ -652,8 +642,6 @@ impl<'a> Queue<'a> {
                 });
                 r.release();
                 r.log(MERGED_GATE_FAILED, Some(detail.clone()));
-                txn.put(r);
-                Ok(true)
             },
         )?;
         if !held {
@@ -766,7 +754,7 @@ pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
 fn drop_ref(repo: &gix::Repository, name: &str) -> Result<()> {
     use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
     let full = FullName::try_from(name).git_context(format!("the ref name {name}"))?;
-    crate::refguard::guarded(repo, name, || {
+    crate::refguard::edit(repo, name, || {
         repo.edit_reference(RefEdit {
             change: Change::Delete {
                 expected: PreviousValue::Any,

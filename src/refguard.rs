@@ -49,6 +49,30 @@ pub fn guarded<T>(repo: &gix::Repository, reference: &str, edit: impl FnOnce() -
     out
 }
 
+/// How often [`edit`] tries a ref edit that failed but for a lost race.
+const EDIT_TRIES: u32 = 7;
+
+/// [`guarded`] for an edit that may fail for a moment beside git's own
+/// maintenance (`git pack-refs` holding `packed-refs.lock`, or moving the
+/// ref as it is read): tried again, a little later each time, unless it
+/// lost a compare-and-swap (the caller decides about that) or failed
+/// [`EDIT_TRIES`] times.
+pub fn edit<T>(
+    repo: &gix::Repository,
+    reference: &str,
+    mut edit: impl FnMut() -> Result<T, gix::Error>,
+) -> Result<T, gix::Error> {
+    let mut pause = Duration::from_millis(5);
+    for _ in 1..EDIT_TRIES {
+        match guarded(repo, reference, &mut edit) {
+            Err(e) if !e.is_conflict() => std::thread::sleep(pause),
+            done => return done,
+        }
+        pause *= 2;
+    }
+    guarded(repo, reference, edit)
+}
+
 /// The lock file git and gix take to edit `reference`, by its canonical
 /// path: markers name it by bytes, and a linked worktree's handle spells the
 /// common dir `<git-dir>/worktrees/<name>/../..`.

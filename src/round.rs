@@ -1082,23 +1082,19 @@ impl<'a> Run<'a> {
                 let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
                 let log = job.log.display().to_string();
                 crate::crash::point("verdict.before");
-                let held =
-                    self.store
-                        .transact(&format!("verdicts {id}"), |txn| -> Result<bool> {
-                            let Some(mut record) = txn.stored(id)? else {
-                                return Ok(false);
-                            };
-                            if !record.held_by(owner, job.attempt) {
-                                return Ok(false);
-                            }
-                            record.verdicts = verdicts.clone();
-                            record.queue_wait_ms = queue_wait_ms;
-                            record.log("built", Some(log.clone()));
-                            // From here its work waits to land rather than be rebuilt.
-                            record.queue_to_land(source.to_string());
-                            txn.put(record);
-                            Ok(true)
-                        })?;
+                let held = self.store.update_held(
+                    &format!("verdicts {id}"),
+                    id,
+                    owner,
+                    job.attempt,
+                    |record| {
+                        record.verdicts = verdicts.clone();
+                        record.queue_wait_ms = queue_wait_ms;
+                        record.log("built", Some(log.clone()));
+                        // From here its work waits to land rather than be rebuilt.
+                        record.queue_to_land(source.to_string());
+                    },
+                )?;
                 crate::crash::point("verdict.after");
                 if !held {
                     let_go(self.host, self.store, job, owner, self.progress)?;

@@ -773,6 +773,30 @@ impl<'repo> Store<'repo> {
         Err(contended(self.repo, NOTES_REF).into())
     }
 
+    /// Change the record of `id` in one transition while conductor `owner`
+    /// holds its attempt `attempt` ([`Record::held_by`]): `Ok(false)`, and
+    /// nothing written, when it no longer does (halted, taken over, gone).
+    pub fn update_held(
+        &self,
+        message: &str,
+        id: &str,
+        owner: &str,
+        attempt: u32,
+        mut change: impl FnMut(&mut Record),
+    ) -> Result<bool, Error> {
+        self.transact(message, |txn| -> Result<bool, Error> {
+            let Some(mut record) = txn.stored(id)? else {
+                return Ok(false);
+            };
+            if !record.held_by(owner, attempt) {
+                return Ok(false);
+            }
+            change(&mut record);
+            txn.put(record);
+            Ok(true)
+        })
+    }
+
     /// Write the records and notes on top of the snapshot's tip.
     fn commit(
         &self,

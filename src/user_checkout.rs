@@ -890,6 +890,44 @@ mod tests {
         assert!(matches!(blocked(&wt), Blocked::Unmerged { paths, .. } if paths == ["b.txt"]));
     }
 
+    /// A clean checkout follows random landings as `git read-tree -m -u`
+    /// does: files (kinds, modes, content), the index, and no stale entry.
+    #[test]
+    fn a_clean_checkout_follows_as_git_read_tree() {
+        use crate::checkout::tests::{commit_tree, outcome, random_tree};
+        let (_tmp, root) = scratch();
+        let mut rng = crate::testutil::Rng(0x5eed_cafe);
+        for case in 0..30 {
+            let (old, new) = (random_tree(&mut rng), random_tree(&mut rng));
+            let seed = new_repo(&root, &format!("seed-{case}"));
+            let old_commit = commit_tree(&root, &seed, &old, "old");
+            let new_commit = commit_tree(&root, &seed, &new, "new");
+            git(&root, &seed, &["checkout", "-q", "-f", &old_commit]);
+            let by_git = crate::testutil::copy_of(&root, &seed, &format!("git-{case}"));
+            let ours = crate::testutil::copy_of(&root, &seed, &format!("ours-{case}"));
+            for copy in [&by_git, &ours] {
+                git(&root, copy, &["update-index", "-q", "--refresh"]);
+            }
+            git(
+                &root,
+                &by_git,
+                &["read-tree", "-m", "-u", &old_commit, &new_commit],
+            );
+            let (wt, mv, changed) = step(&ours, &old_commit, &new_commit);
+            let ready = super::prepare(&wt, mv, &changed, std::time::Duration::ZERO)
+                .expect("prepare")
+                .unwrap_or_else(|b| {
+                    panic!("case {case}: blocked: {}: {old:?} -> {new:?}", b.describe())
+                });
+            ready.apply().expect("apply");
+            assert_eq!(
+                outcome(&root, &ours),
+                outcome(&root, &by_git),
+                "case {case}: {old:?} -> {new:?}"
+            );
+        }
+    }
+
     /// `index.lock` held by someone else past the wait blocks it; the
     /// marker of a lock left by a killed git-arbiter stays for recovery.
     #[test]

@@ -304,7 +304,7 @@ pub(crate) fn add_under(
     // Re-check after creating the root: it must still resolve where we expect.
     check_destination(&root, &dest)?;
 
-    match crate::refguard::guarded(&ctx.repo, &full.as_bstr().to_string(), || {
+    match crate::refguard::edit(&ctx.repo, &full.as_bstr().to_string(), || {
         ctx.repo.reference(
             full.as_ref(),
             base,
@@ -346,18 +346,19 @@ pub(crate) fn add_under(
             .git_context(format!("adding worktree {}", dest.display()))
     };
     // `git gc` runs `git worktree prune`, which may remove a registration
-    // being made (it has no `gitdir` file yet): made again.
+    // being made (it has no `gitdir` file yet), and `git pack-refs` may move
+    // a ref as it is read: made again, a little later (gix rolls back its
+    // own files on a failure).
     let mut added = add();
-    for _ in 0..ADD_RETRIES {
-        match &added {
-            Err(e) if missing_something(e) => {
-                if std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_none()) {
-                    let _ = std::fs::remove_dir(&dest);
-                }
-                added = add();
-            }
-            _ => break,
+    for tries in 1..=ADD_RETRIES {
+        if added.is_ok() {
+            break;
         }
+        if std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_none()) {
+            let _ = std::fs::remove_dir(&dest);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(u64::from(tries) * 10));
+        added = add();
     }
     let added = added.and_then(|(made, _)| not_sparse(&made));
     if let Err(e) = added {
@@ -372,17 +373,8 @@ pub(crate) fn add_under(
     Ok(dest)
 }
 
-/// How often a worktree whose registration vanished while it was made is
-/// made again.
+/// How often a worktree whose making failed is made again.
 const ADD_RETRIES: u32 = 5;
-
-/// Did `e` fail because a file or folder vanished under it?
-fn missing_something(e: &Error) -> bool {
-    crate::failure::causes(e).any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)
-    })
-}
 
 /// gix copies the source's `config.worktree` into a new worktree, a
 /// `core.sparseCheckout = true` with it: turn it off there, or the builder's
@@ -469,7 +461,7 @@ pub fn keep_on_branch(ctx: &Context, id: &str, source: ObjectId) -> Result<()> {
         Some(old) => PreviousValue::MustExistAndMatch(Target::Object(old)),
         None => PreviousValue::MustNotExist,
     };
-    crate::refguard::guarded(&ctx.repo, &full.as_bstr().to_string(), || {
+    crate::refguard::edit(&ctx.repo, &full.as_bstr().to_string(), || {
         ctx.repo.reference(
             full.as_ref(),
             source,

@@ -54,6 +54,20 @@ fn runs_of(env: &TestEnv, id: &str) -> usize {
         .count()
 }
 
+/// A round that must land both orders, each exactly once (`when` says
+/// which case, for the failure message).
+fn round_lands_both_once(env: &TestEnv, when: &str) {
+    let summary = round(env, &["--build", &build(env)]).success().json();
+    assert_eq!(
+        summary["done"],
+        serde_json::json!(["wo-01", "wo-02"]),
+        "{when}: {summary}"
+    );
+    for id in ["wo-01", "wo-02"] {
+        assert_eq!(env.merges_in(&env.repo, "main", id), 1, "{when}: {id}");
+    }
+}
+
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -340,14 +354,8 @@ fn a_rolled_back_state_never_lands_anything_twice() {
     assert!(states.lines().count() > 3, "{states}");
     for old in states.lines().skip(1) {
         env.git(&["update-ref", "refs/notes/arbiter", old]);
-        let summary = round(&env, &["--build", &build(&env)]).success().json();
-        assert_eq!(
-            summary["done"],
-            serde_json::json!(["wo-01", "wo-02"]),
-            "rolled back to {old}: {summary}"
-        );
+        round_lands_both_once(&env, &format!("rolled back to {old}"));
         for id in ["wo-01", "wo-02"] {
-            assert_eq!(env.merges_in(&env.repo, "main", id), 1, "{id} after {old}");
             assert_eq!(runs_of(&env, id), 1, "{id} built again after {old}");
         }
     }
@@ -468,15 +476,7 @@ fn a_kill_mid_landing_keeps_the_users_changes() {
             killed.stderr
         );
         env.unset_env("ARBITER_CRASH_AT");
-        let summary = round(&env, &["--build", &build(&env)]).success().json();
-        assert_eq!(
-            summary["done"],
-            serde_json::json!(["wo-01", "wo-02"]),
-            "{point}: {summary}"
-        );
-        for id in ["wo-01", "wo-02"] {
-            assert_eq!(env.merges_in(&env.repo, "main", id), 1, "{point}: {id}");
-        }
+        round_lands_both_once(&env, point);
         assert_eq!(
             read(&env.repo.join("README")),
             "the user's edit\n",
