@@ -14,7 +14,8 @@ use std::collections::{HashMap, HashSet};
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
-/// How many first-parent commits are read at most, newest first.
+/// How many first-parent commits one read goes back at most: from a tip
+/// read for the first time, or from a new tip to the last one read.
 pub const MAX_SCAN: usize = 10_000;
 
 /// The landed merges of one branch's first-parent chain, as far as read.
@@ -29,6 +30,8 @@ pub struct Landed {
     /// The chain ended before its root: [`MAX_SCAN`] reached, or a commit
     /// not in the object database (a shallow clone's boundary).
     truncated: bool,
+    /// [`MAX_SCAN`] unless a test says otherwise.
+    limit: Option<usize>,
 }
 
 impl Landed {
@@ -48,7 +51,7 @@ impl Landed {
                 joined = true;
                 break;
             }
-            if self.seen.len() + fresh.len() >= MAX_SCAN {
+            if fresh.len() >= self.limit.unwrap_or(MAX_SCAN) {
                 truncated = true;
                 break;
             }
@@ -71,7 +74,10 @@ impl Landed {
         if self.tip.is_some() && !joined {
             // Not a descendant of the tip read before (reset, rewritten):
             // read it afresh.
-            *self = Landed::default();
+            *self = Landed {
+                limit: self.limit,
+                ..Landed::default()
+            };
             return self.update(repo, tip);
         }
         if !joined {
@@ -124,6 +130,35 @@ mod tests {
         );
         git(root, dir, &["reset", "-q", "--hard", merge.trim()]);
         merge.trim().to_owned()
+    }
+
+    /// A first read stops after the bound; later reads still take only the
+    /// new commits (not the whole bound again, per landing).
+    #[test]
+    fn a_long_chain_is_read_to_the_bound_once_then_only_what_is_new() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        for i in 0..5 {
+            git(
+                &root,
+                &dir,
+                &["commit", "-q", "--allow-empty", "-m", &format!("c{i}")],
+            );
+        }
+        let repo = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).expect("sha");
+        let mut landed = Landed {
+            limit: Some(3),
+            ..Landed::default()
+        };
+        let tip = git(&root, &dir, &["rev-parse", "HEAD"]);
+        landed.update(&repo, id(tip.trim())).expect("read");
+        assert!(landed.truncated());
+        assert_eq!(landed.seen.len(), 3);
+        let m = merge(&root, &dir, "wo-a");
+        landed.update(&repo, id(&m)).expect("read");
+        assert_eq!(landed.merge_of("wo-a"), Some(id(&m)));
+        assert_eq!(landed.seen.len(), 4, "the new merge only");
     }
 
     #[test]
