@@ -70,15 +70,16 @@ pub struct Info {
     pub prunable: bool,
 }
 
-/// The main worktree's top, or a bare repository's own folder (its git
-/// dir), whichever worktree git-arbiter runs in: where the repository is
-/// for builders (`$ARBITER_REPO`) and where arbiter's worktrees go.
+/// The main worktree's top; for a bare repository, the linked worktree
+/// git-arbiter runs in, else the repository's own folder (its git dir):
+/// where the repository is for builders (`$ARBITER_REPO`) and beside which
+/// arbiter's worktrees go.
 pub fn main_top(ctx: &Context) -> Result<PathBuf> {
     // Opening the main repository parses its configuration, and each take
     // and give-back of a worktree asks where the worktrees are: once per
     // repository and process is enough (the main worktree does not move).
     static TOPS: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    let common = absolute(ctx, ctx.repo.common_dir());
+    let common = normalize(&absolute(ctx, ctx.repo.common_dir()));
     let known = |tops: &[(PathBuf, PathBuf)]| {
         tops.iter()
             .find(|(c, _)| *c == common)
@@ -91,9 +92,10 @@ pub fn main_top(ctx: &Context) -> Result<PathBuf> {
         .repo
         .main_repo()
         .git_context("opening the main repository")?;
-    let top = match main.workdir() {
-        Some(w) => absolute(ctx, w),
-        None => common.clone(),
+    let top = match (main.workdir(), &ctx.workdir) {
+        (Some(w), _) => normalize(&absolute(ctx, w)),
+        (None, Some(here)) => normalize(&absolute(ctx, here)),
+        (None, None) => common.clone(),
     };
     let mut tops = TOPS.lock().unwrap_or_else(|e| e.into_inner());
     if known(&tops).is_none() {
@@ -104,7 +106,7 @@ pub fn main_top(ctx: &Context) -> Result<PathBuf> {
 
 /// The directory holding arbiter's worktrees (created on demand by [`add`]).
 pub fn root_dir(ctx: &Context) -> Result<PathBuf> {
-    let common = absolute(ctx, ctx.repo.common_dir());
+    let common = normalize(&absolute(ctx, ctx.repo.common_dir()));
     let anchor = main_top(ctx)?;
     let dir = match ctx.config_string("arbiter.worktreeDir") {
         Some(d) if d.is_empty() => {

@@ -15,6 +15,7 @@ mod test_orders;
 mod test_pool;
 mod test_queue;
 mod test_race;
+mod test_real_repos;
 mod test_reliability;
 mod test_repo_checkout;
 mod test_repo_commit;
