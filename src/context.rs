@@ -95,6 +95,26 @@ fn unsupported_format_at(cwd: &Path) -> Option<InputError> {
     unsupported_format(&config, workdir.as_deref().unwrap_or(&git_dir))
 }
 
+/// A repository owned by someone else is used only where `safe.directory`
+/// trusts it, as git refuses it otherwise (gix would open it with its own
+/// configuration, hooks and filters ignored: not what git would do there).
+fn refuse_dubious_ownership(repo: &gix::Repository) -> Result<()> {
+    if repo.git_dir_trust() == gix::sec::Trust::Full {
+        return Ok(());
+    }
+    let place = repo.workdir().unwrap_or(repo.git_dir()).to_owned();
+    let place = std::fs::canonicalize(&place).unwrap_or(place);
+    Err(InputError::new(format!(
+        "detected dubious ownership in repository at '{}': it is not owned by the current user",
+        place.display()
+    ))
+    .hint(format!(
+        "if you trust it, add an exception as git does: git config --global --add safe.directory {}",
+        place.display()
+    ))
+    .into())
+}
+
 /// Decoded objects kept in memory, for all handles of the process.
 const OBJECT_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
@@ -269,6 +289,7 @@ impl Context {
             })
         })?;
         let mut repo = repo.to_thread_local();
+        refuse_dubious_ownership(&repo)?;
         if let Some(refused) = unsupported_format(
             repo.config_snapshot().plumbing(),
             repo.workdir().unwrap_or(repo.git_dir()),

@@ -36,3 +36,55 @@ fn a_bare_repository_with_a_worktree_works_beside_that_worktree() {
     let seen = std::fs::read_to_string(&seen).expect("seen");
     assert_eq!(seen.trim(), main.display().to_string());
 }
+
+/// A repository owned by another user is refused as git refuses it, with
+/// git's way out; once `safe.directory` trusts it, it is used with its own
+/// configuration (its hooks run).
+#[test]
+fn a_repository_of_another_user_needs_safe_directory() {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.work_order("wo-01", "One", &[], &["one.txt"]);
+    env.commit_all("init");
+    let ran = env.root.join("post-merge-ran");
+    env.hook(
+        "post-merge",
+        &format!("#!/bin/sh\ntouch {}\n", ran.display()),
+    );
+    let chowned = std::process::Command::new("chown")
+        .args(["-R", "nobody"])
+        .arg(&env.repo)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !chowned || env.git_try_in(&env.repo, &["status"]).code == 0 {
+        eprintln!("skipped: needs root to give the repository to another user");
+        return;
+    }
+    let git = env.git_try_in(&env.repo, &["status"]);
+    assert!(git.stderr.contains("dubious ownership"), "{}", git.stderr);
+    let notes = env.notes_tip();
+    let run = env.run(&["round", "--build", "echo 1 > one.txt"]).code(2);
+    insta::assert_snapshot!(run.snapshot(&env), @"
+    [stderr]
+    error: detected dubious ownership in repository at '$TEST_ENV/repo': it is not owned by the current user
+    hint: if you trust it, add an exception as git does: git config --global --add safe.directory $TEST_ENV/repo
+    [exit status: 2]
+    ");
+    assert_eq!(env.notes_tip(), notes, "nothing written");
+    env.run(&["status"]).code(2);
+
+    let path = env.repo.canonicalize().expect("canonical");
+    env.git_in(
+        &env.root,
+        &[
+            "config",
+            "--global",
+            "--add",
+            "safe.directory",
+            path.to_str().expect("utf-8"),
+        ],
+    );
+    env.git(&["status"]);
+    env.run(&["round", "--build", "echo 1 > one.txt"]).success();
+    assert!(ran.exists(), "the repository's post-merge hook ran");
+}
