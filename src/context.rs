@@ -418,9 +418,14 @@ impl Context {
     }
 
     pub fn retry_cap(&self) -> Result<u32> {
-        Ok(self
-            .config_u32("arbiter.retryCap")?
-            .unwrap_or(defaults::RETRY_CAP))
+        match self.config_u32("arbiter.retryCap")? {
+            // No attempt at all: every order would halt unbuilt.
+            Some(0) => Err(InputError::new("config arbiter.retryCap = 0: must be at least 1")
+                .hint("e.g. 'git config arbiter.retryCap 3'; 'git arbiter halt <id>' stops an order")
+                .into()),
+            Some(cap) => Ok(cap),
+            None => Ok(defaults::RETRY_CAP),
+        }
     }
 
     /// The orders directory: `--orders` (relative to the current directory), else

@@ -225,6 +225,7 @@ fn parse_all(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Vec<Error>>
     let mut titled = false;
     let mut deps: Vec<(String, usize)> = Vec::new();
     let mut files: Vec<Entry> = Vec::new();
+    let mut declared = std::collections::HashSet::new();
     let mut file_lines = Vec::new();
     let mut files_heading = None;
     // Lines written in `## Files to touch`, accepted or not.
@@ -250,6 +251,15 @@ fn parse_all(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Vec<Error>>
                             lineno,
                             "empty title",
                             "write the title after '# '",
+                        ));
+                    } else if let Some(c) = heading.chars().find(|c| c.is_control()) {
+                        // A NUL cannot go into a commit message; an escape
+                        // sequence printed raw would drive the reader's terminal.
+                        errors.push(invalid(
+                            path,
+                            lineno,
+                            format!("control character {} in the title", c.escape_unicode()),
+                            "write the title as plain text",
                         ));
                     } else {
                         title = Some(heading.to_owned());
@@ -349,7 +359,7 @@ fn parse_all(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Vec<Error>>
                             format!("declared entry '{item}': {e}"),
                             "declare repo-relative paths or globs such as 'src/ui/**'",
                         )),
-                        Ok(entry) if !files.contains(&entry) => {
+                        Ok(entry) if declared.insert(entry.as_str().to_owned()) => {
                             files.push(entry);
                             file_lines.push(lineno);
                         }

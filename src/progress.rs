@@ -544,10 +544,13 @@ impl<'a, 'b> Line<'a, 'b> {
     }
 }
 
-/// A value as is, or quoted and escaped (Rust's `{:?}`) when it is empty or
-/// would break `key=value` splitting.
+/// A value as is, or quoted and escaped (Rust's `{:?}`) when it is empty,
+/// would break `key=value` splitting, or holds a control character (never
+/// printed raw: it could drive the terminal).
 fn write_value(f: &mut fmt::Formatter<'_>, value: &str) -> fmt::Result {
-    if value.is_empty() || value.contains(|c: char| c.is_whitespace() || c == '"' || c == '=') {
+    if value.is_empty()
+        || value.contains(|c: char| c.is_whitespace() || c.is_control() || c == '"' || c == '=')
+    {
         write!(f, "{value:?}")
     } else {
         f.write_str(value)

@@ -21,6 +21,9 @@ pub enum EntryError {
     ParentComponent,
     GitComponent,
     BadGlob(String),
+    /// A control character (a NUL, an escape sequence, a newline): never a
+    /// path anyone means, and printed raw it could drive a terminal.
+    ControlCharacter(char),
 }
 
 impl std::fmt::Display for EntryError {
@@ -37,6 +40,9 @@ impl std::fmt::Display for EntryError {
                 f.write_str("'.git' component (git's own files are never declared)")
             }
             EntryError::BadGlob(e) => write!(f, "invalid glob: {e}"),
+            EntryError::ControlCharacter(c) => {
+                write!(f, "control character {} in it", c.escape_unicode())
+            }
         }
     }
 }
@@ -183,6 +189,9 @@ impl Entry {
         let raw = raw.trim();
         if raw.is_empty() {
             return Err(EntryError::Empty);
+        }
+        if let Some(c) = raw.chars().find(|c| c.is_control()) {
+            return Err(EntryError::ControlCharacter(c));
         }
         if raw.starts_with('/') || raw.starts_with('\\') || raw.as_bytes().get(1) == Some(&b':') {
             return Err(EntryError::Absolute);

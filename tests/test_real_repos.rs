@@ -88,3 +88,60 @@ fn a_repository_of_another_user_needs_safe_directory() {
     env.run(&["round", "--build", "echo 1 > one.txt"]).success();
     assert!(ran.exists(), "the repository's post-merge hook ran");
 }
+
+/// Hostile or broken orders are input errors, up front: a NUL or an escape
+/// sequence in a title, a control character in a declared path (`lint` and
+/// every command that loads the orders say so, exit 2, nothing spent); an
+/// escape sequence reaching any output is printed escaped.
+#[test]
+fn control_characters_in_orders_are_refused_before_anything_runs() {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.write(
+        "work-orders/nul.md",
+        "# Login\u{0}form\n\n## Files to touch\n- a.txt\n\n## Task\nx\n",
+    );
+    env.write(
+        "work-orders/osc.md",
+        "# Pwned \u{1b}]0;pwned\u{7}\n\n## Files to touch\n- b.txt\n\n## Task\nx\n",
+    );
+    env.write(
+        "work-orders/path.md",
+        "# Path\n\n## Files to touch\n- c\u{1b}[31m.txt\n\n## Task\nx\n",
+    );
+    env.commit_all("init");
+    let lint = env.run(&["lint"]).code(2);
+    insta::assert_snapshot!(lint.snapshot(&env), @r"
+    $TEST_ENV/repo/work-orders/nul.md:1: error: control character \u{0} in the title
+    $TEST_ENV/repo/work-orders/osc.md:1: error: control character \u{1b} in the title
+    $TEST_ENV/repo/work-orders/path.md:4: error: declared entry 'c\u{1b}[31m.txt': control character \u{1b} in it
+    [stderr]
+    arbiter lint errors=3 warnings=0
+    [exit status: 2]
+    ");
+    let round = env.run(&["round", "--build", "true"]).code(2);
+    assert!(!round.stderr.contains('\u{1b}'), "{}", round.stderr);
+    assert!(
+        round.stderr.contains("nul.md:1: control character"),
+        "{}",
+        round.stderr
+    );
+    assert!(env.notes_tip().is_none(), "nothing spent");
+}
+
+/// `arbiter.retryCap=0` is refused like any count that must be positive.
+#[test]
+fn a_retry_cap_of_zero_is_an_input_error() {
+    let env = TestEnv::new();
+    env.work_order("wo-01", "One", &[], &["one.txt"]);
+    env.commit_all("init");
+    env.git(&["config", "arbiter.retryCap", "0"]);
+    let run = env.run(&["round", "--build", "true"]).code(2);
+    assert!(
+        run.stderr
+            .contains("error: config arbiter.retryCap = 0: must be at least 1"),
+        "{}",
+        run.stderr
+    );
+    assert!(env.notes_tip().is_none());
+}

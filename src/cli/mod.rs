@@ -211,7 +211,7 @@ impl Env {
 pub fn out(text: &str) {
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout
-        .write_all(text.as_bytes())
+        .write_all(printable(text).as_bytes())
         .and_then(|_| stdout.flush())
     {
         std::process::exit(stdout_failed(e));
@@ -335,5 +335,34 @@ pub fn render_error(e: &Error) {
     if let Some(hint) = e.hint() {
         text.push_str(&format!("hint: {hint}\n"));
     }
-    let _ = std::io::stderr().write_all(text.as_bytes());
+    let _ = std::io::stderr().write_all(printable(&text).as_bytes());
+}
+
+/// `text` with every control character but a newline or a tab written as
+/// an escape (`\u{1b}`): names and paths from a repository or a work order
+/// must never drive the reader's terminal (an ANSI or OSC sequence).
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let tame = |c: char| !c.is_control() || c == '\n' || c == '\t';
+    if text.chars().all(tame) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| match tame(c) {
+            true => c.to_string(),
+            false => c.escape_unicode().to_string(),
+        })
+        .collect::<String>()
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_are_printed_as_escapes() {
+        assert_eq!(super::printable("a\tb\nc"), "a\tb\nc");
+        assert_eq!(
+            super::printable("x\u{1b}]0;pwned\u{7}y"),
+            "x\\u{1b}]0;pwned\\u{7}y"
+        );
+    }
 }
