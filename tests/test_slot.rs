@@ -317,6 +317,35 @@ fn sigterm_is_passed_on_to_the_command() {
     assert_eq!(status(&env)["used"], 0);
 }
 
+/// SIGTERM reaches what the command started too (its process group):
+/// `sh -c 'sleep 20; …'` leaves no `sleep` behind holding nothing.
+#[test]
+fn sigterm_ends_the_commands_whole_process_group() {
+    let env = TestEnv::new();
+    let ready = env.root.join("ready");
+    let pid_file = env.root.join("sleep.pid");
+    let script = format!(
+        "sleep 20 & echo $! > '{pid}'; echo > '{ready}'; wait; echo never",
+        pid = pid_file.display(),
+        ready = ready.display()
+    );
+    let holder = spawn(&env, &["slot", "run", "--", "sh", "-c", &script]);
+    wait_until("the command is ready", || ready.exists());
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    signal(holder.id(), "-TERM");
+    finish(holder).code(143);
+    wait_until("the sleep ended", || {
+        // A zombie until init reaps it counts as ended.
+        std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
+            .map_or(true, |stat| stat.split_whitespace().nth(2) == Some("Z"))
+    });
+    assert_eq!(status(&env)["used"], 0);
+}
+
 #[test]
 fn status_human_and_json() {
     let env = TestEnv::new();

@@ -56,8 +56,10 @@ struct StatusArgs {
 /// the slot when CMD ends and exits with CMD's exit status (128+N if a signal
 /// N ended it). Exit 5 with `--no-wait` when no slot is free, 130 when
 /// interrupted while waiting. While CMD runs, SIGTERM and SIGHUP are passed on
-/// to it; SIGINT is not, since Ctrl-C already reaches CMD through the
-/// terminal's process group.
+/// to it. Run from a script or hook (stdin not a terminal), CMD gets a
+/// process group of its own and SIGINT, SIGTERM and SIGHUP are passed on to
+/// that whole group, so what CMD started ends too; on a terminal CMD stays
+/// in the terminal's group, where Ctrl-C reaches it.
 #[derive(Args, Debug)]
 struct RunArgs {
     /// The machine-wide cap [default: `arbiter.maxTotal`, else 6]
@@ -295,7 +297,17 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
         signal_hook::flag::register(signal, Arc::clone(&interrupt))
             .map_err(Error::io("installing the signal handler"))?;
     }
-    for signal in [SIGTERM, SIGHUP] {
+    // On a terminal CMD stays in our process group, the terminal's: Ctrl-C
+    // reaches it there, and it may read the terminal. Elsewhere (a hook, a
+    // script) it gets a group of its own, so a signal passed on reaches
+    // what it started too, as Ctrl-C would.
+    let own_group = !std::io::IsTerminal::is_terminal(&std::io::stdin());
+    let passed_on: &[i32] = if own_group {
+        &[SIGINT, SIGTERM, SIGHUP]
+    } else {
+        &[SIGTERM, SIGHUP]
+    };
+    for &signal in passed_on {
         signal_hook::flag::register_usize(signal, Arc::clone(&forward), signal as usize)
             .map_err(Error::io("installing the signal handler"))?;
     }
@@ -323,11 +335,14 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
     }
 
     let program = &args.command[0];
-    let mut child = match std::process::Command::new(program)
+    let mut command = std::process::Command::new(program);
+    command
         .args(&args.command[1..])
-        .env("ARBITER_SLOT", slot.index().to_string())
-        .spawn()
-    {
+        .env("ARBITER_SLOT", slot.index().to_string());
+    if own_group {
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    }
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             // As env(1), nice(1) and timeout(1): 127 not found, 126 not runnable.
@@ -353,8 +368,12 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
         let forwarded = i32::try_from(forward.swap(0, Ordering::SeqCst)).ok();
         if let Some(signal) = forwarded.and_then(Signal::from_named_raw) {
             // Our own child's pid, which is not yet reaped (try_wait just said
-            // it runs), so the pid cannot have been reused.
-            let _ = rustix::process::kill_process(Pid::from_child(&child), signal);
+            // it runs), so the pid (and its group's id) cannot have been reused.
+            let pid = Pid::from_child(&child);
+            let _ = match own_group {
+                true => rustix::process::kill_process_group(pid, signal),
+                false => rustix::process::kill_process(pid, signal),
+            };
         }
         std::thread::sleep(Duration::from_millis(20));
     };
