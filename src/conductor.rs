@@ -136,14 +136,49 @@ fn lock_is_held(path: &Path) -> bool {
 /// conductor recorded gets SIGKILL, unless its leader's pid now belongs to a
 /// different process. Returns one report line per group ended.
 pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
-    let mut report = Vec::new();
-    let this_boot = crate::exec::boot_id();
     // A dead conductor's disk reserve is space to give back first.
     for (name, reserve) in entries(ctx, ".reserve")? {
         if !is_live(ctx, &name) {
             let _ = std::fs::remove_file(reserve);
         }
     }
+    let mut report = Vec::new();
+    for orphan in orphans(ctx)? {
+        // ESRCH (already gone) is fine: nothing to report.
+        if rustix::process::kill_process_group(orphan.group, rustix::process::Signal::KILL).is_ok()
+        {
+            report.push(format!(
+                "ended process group {} left running by dead conductor {}",
+                orphan.group, orphan.conductor
+            ));
+        }
+    }
+    for (name, groups) in entries(ctx, ".groups")? {
+        if is_live(ctx, &name) {
+            continue;
+        }
+        match std::fs::remove_dir_all(&groups) {
+            // Another conductor starting now ended them first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            other => other.map_err(Error::io(format!("removing {}", groups.display())))?,
+        }
+    }
+    report.sort();
+    Ok(report)
+}
+
+/// A builder's process group a dead conductor left running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    pub conductor: String,
+    pub group: rustix::process::Pid,
+}
+
+/// The process groups dead conductors recorded that still run (read only:
+/// [`end_orphans`] ends them).
+pub fn orphans(ctx: &Context) -> Result<Vec<Orphan>> {
+    let this_boot = crate::exec::boot_id();
+    let mut found = Vec::new();
     for (name, groups) in entries(ctx, ".groups")? {
         // A live conductor made this directory after taking its lock.
         if is_live(ctx, &name) {
@@ -159,23 +194,17 @@ pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
                 this_boot.as_deref(),
                 crate::exec::process_identity(pgid.as_raw_pid() as u32).as_deref(),
             );
-            // ESRCH (already gone) is fine: nothing to report.
-            if ours
-                && rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL).is_ok()
-            {
-                report.push(format!(
-                    "ended process group {pgid} left running by dead conductor {name}"
-                ));
+            // Signal 0: does the group still have a process?
+            if ours && rustix::process::test_kill_process_group(pgid).is_ok() {
+                found.push(Orphan {
+                    conductor: name.clone(),
+                    group: pgid,
+                });
             }
         }
-        match std::fs::remove_dir_all(&groups) {
-            // Another conductor starting now ended them first.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            other => other.map_err(Error::io(format!("removing {}", groups.display())))?,
-        }
     }
-    report.sort();
-    Ok(report)
+    found.sort_by_key(|o| o.group.as_raw_pid());
+    Ok(found)
 }
 
 /// The process group a record file names. Only ids above 1: `kill(-1)`

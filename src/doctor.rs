@@ -41,6 +41,8 @@ pub enum Kind {
     /// A ref of ours (the integration branch, the notes ref, a kept branch)
     /// points at an object the repository no longer has.
     MissingObject,
+    /// A builder's process group a killed conductor left running.
+    OrphanedBuilder,
     /// The work orders could not be read, so orders were not checked.
     Orders,
     /// A remote's fetch refspecs do not cover `refs/notes/arbiter`.
@@ -63,6 +65,7 @@ impl Kind {
             Kind::LeftoverWorktree | Kind::LeftoverBranch => "worktrees and branches",
             Kind::LandedNotDone | Kind::Orders => "records",
             Kind::MissingObject => "refs",
+            Kind::OrphanedBuilder => "processes",
             Kind::NotesNotFetched | Kind::NotesNotPushed | Kind::NotesFetchOverwrites => "notes",
             Kind::SlotDir => "slot directory",
             Kind::Git => "git",
@@ -210,6 +213,19 @@ fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
     if findings.iter().any(|f| f.path == NOTES_REF) {
         return Ok(findings);
     }
+    for orphan in conductor::orphans(ctx)? {
+        findings.push(
+            Finding::new(
+                Kind::OrphanedBuilder,
+                format!("process group {}", orphan.group),
+                format!(
+                    "a builder of conductor {}, which was killed, still runs (its worktree is not removed while it does)",
+                    orphan.conductor
+                ),
+            )
+            .fixable(true),
+        );
+    }
     let live = live_conductors(ctx);
     let worktrees = arbiter_worktrees(ctx)?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
@@ -277,6 +293,11 @@ fn fix(ctx: &Context, setup: &Setup, findings: &[Finding]) -> Result<Vec<String>
     let wants = |kind: Kind| findings.iter().any(|f| f.kind == kind && f.fixable);
     let mut actions = Vec::new();
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    // First: a builder still running writes into the worktree it would
+    // otherwise lose from under it.
+    if wants(Kind::OrphanedBuilder) {
+        actions.extend(conductor::end_orphans(ctx)?);
+    }
     if wants(Kind::RefLock) {
         if let Some(lock) = crate::refguard::clear_left_by_killed_edit(&ctx.repo) {
             actions.push(format!("removed {}", lock.display()));

@@ -570,3 +570,67 @@ fn refs_pointing_at_missing_objects_are_reported_with_the_way_back() {
         .to_owned();
     assert!(hint.contains("git reflog main"), "{hint}");
 }
+
+/// Issue 32: after a conductor was SIGKILLed its builder ran on, `doctor` did
+/// not mention it and `--fix` removed the worktree from under it. The
+/// builder is reported, and `--fix` ends it before removing anything.
+#[test]
+fn a_builder_a_killed_conductor_left_running_is_ended_before_its_worktree_goes() {
+    let env = setup();
+    let pids = env.root.join("pids");
+    let started = env.root.join("started");
+    let build = format!(
+        "sleep 300 & echo $! >> {p}; touch {s}; wait",
+        p = pids.display(),
+        s = started.display()
+    );
+    let mut conductor = env
+        .command_in(&env.repo, &["round", "--max", "1", "--build", &build])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn round");
+    crate::common::wait_for(&started);
+    conductor.kill().expect("SIGKILL the conductor");
+    conductor.wait().expect("reap");
+    let pid = std::fs::read_to_string(&pids)
+        .expect("pids")
+        .trim()
+        .to_owned();
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).expect("builder's cwd");
+    assert!(cwd.exists(), "the builder runs in its worktree");
+
+    let run = env.run(&["doctor", "--json"]).code(1);
+    let found = kinds(&run);
+    assert!(
+        found
+            .iter()
+            .any(|(kind, _, fixable, _)| kind == "orphaned_builder" && *fixable),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|(kind, _, _, _)| kind == "leftover_branch"),
+        "{found:?}"
+    );
+    let text = env.run(&["doctor"]).code(1);
+    assert!(text.stdout.contains("processes"), "{}", text.stdout);
+    assert!(!is_gone(&pid), "doctor alone ends nothing");
+
+    let run = env.run(&["doctor", "--fix"]);
+    assert!(run.stderr.contains("ended process group"), "{}", run.stderr);
+    assert!(is_gone(&pid), "the orphaned builder {pid} still runs");
+    assert!(!cwd.exists(), "its worktree is removed once it has ended");
+    env.run(&["doctor"]).success();
+}
+
+/// A process that has exited (or is a zombie nobody reaped yet).
+fn is_gone(pid: &str) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next());
+    matches!(state, None | Some("Z"))
+}

@@ -10,7 +10,8 @@ use super::{json, out, Env};
 /// Reports, with paths: stale lock files on refs (`refs/**.lock`,
 /// `packed-refs.lock`, `HEAD.lock`; git-arbiter's own refs and the
 /// integration branch named), each worktree's `index.lock`, worktrees locked
-/// `initializing` by an add that never finished; arbiter worktrees and
+/// `initializing` by an add that never finished; builders a killed
+/// conductor left running; arbiter worktrees and
 /// `arbiter/*`, `arbiter-race/*` branches no record explains; work orders
 /// whose merge is on the integration branch while their record is not
 /// `done` (or missing, as in a fresh clone); remotes whose fetch refspecs do
@@ -18,7 +19,8 @@ use super::{json, out, Env};
 /// directory of yours; and the git version.
 ///
 /// `--fix` repairs only what is provably git-arbiter's and held by no live
-/// process: lock files older than 5 s on its branches whose order no live
+/// process: it first ends builders a killed conductor left running; then
+/// lock files older than 5 s on its branches whose order no live
 /// conductor has in progress, and on its notes while no conductor runs;
 /// worktrees (also ones left locked `initializing`) and branches of orders
 /// neither halted nor owned by a live conductor; records of landed orders
