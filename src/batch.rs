@@ -13,7 +13,9 @@
 //! is reported as `max_reached` then; `no_declared_files` for a WO without
 //! declared files that cannot run alone now; `hand_made_branch` for a WO whose
 //! branch `arbiter/<id>` holds work made by hand (building it would replace
-//! that work: `merge-back` it, or remove it, first); `claimed` for a WO that
+//! that work: `merge-back` it, or remove it, first); `shallow_history` for a
+//! WO with no record that may have landed before a shallow clone's history
+//! begins; `claimed` for a WO that
 //! could touch files of an order a live conductor is building now, or of
 //! passed work waiting to land (`verified`; `conflicts_with` names those
 //! orders): two conductors never build overlapping orders at once.
@@ -68,6 +70,10 @@ pub fn claim_holder(
 /// The deferral reason of a WO whose branch holds work made by hand.
 pub const HAND_MADE_BRANCH: &str = "hand_made_branch";
 
+/// The deferral reason of a WO that may have landed before a shallow
+/// clone's history begins ([`Row::may_have_landed_before`]).
+pub const SHALLOW_HISTORY: &str = "shallow_history";
+
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Picked {
     pub wo_id: String,
@@ -77,7 +83,8 @@ pub struct Picked {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Deferred {
     pub wo_id: String,
-    /// `overlap`, `max_reached`, `no_declared_files`, `hand_made_branch` or `claimed`.
+    /// `overlap`, `max_reached`, `no_declared_files`, `hand_made_branch`,
+    /// `shallow_history` or `claimed`.
     pub reason: String,
     pub conflicts_with: Vec<String>,
 }
@@ -187,6 +194,14 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
             });
             continue;
         }
+        if row.may_have_landed_before.is_some() {
+            out.deferred.push(Deferred {
+                wo_id: wo.id.clone(),
+                reason: SHALLOW_HISTORY.into(),
+                conflicts_with: Vec::new(),
+            });
+            continue;
+        }
         let holders: Vec<String> = claims
             .iter()
             .filter(|claim| could_collide(wo, claim))
@@ -229,9 +244,15 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
             chosen.push(wo);
         }
     }
-    // Work made by hand is not built now, so it does not keep a solo WO waiting.
-    let nothing_else =
-        chosen.is_empty() && out.deferred.iter().all(|d| d.reason == HAND_MADE_BRANCH);
+    if let Some(warning) = shallow_warning(rows) {
+        out.warnings.push(warning);
+    }
+    // Orders not built now do not keep a solo WO waiting.
+    let nothing_else = chosen.is_empty()
+        && out
+            .deferred
+            .iter()
+            .all(|d| d.reason == HAND_MADE_BRANCH || d.reason == SHALLOW_HISTORY);
     for (i, wo) in solo.into_iter().enumerate() {
         if nothing_else && i == 0 && max > 0 {
             chosen.push(wo);
@@ -252,6 +273,37 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
         })
         .collect();
     out
+}
+
+/// How to learn whether orders a shallow clone cannot tell about landed.
+pub const SHALLOW_HINT: &str = "their records tell ('git fetch origin refs/notes/arbiter:refs/notes/arbiter'), \
+     or a history back to the commits that added their files ('git fetch --deepen=<n>', or 'git fetch --unshallow')";
+
+/// The orders a shallow clone cannot tell landed, and the commit its
+/// history begins at; `None` when there are none.
+pub fn shallow_unknown(rows: &[Row]) -> Option<(&str, Vec<&str>)> {
+    let start = rows
+        .iter()
+        .find_map(|r| r.may_have_landed_before.as_deref())?;
+    let ids = rows
+        .iter()
+        .filter(|r| r.may_have_landed_before.is_some())
+        .map(|r| r.id.as_str())
+        .collect();
+    Some((start, ids))
+}
+
+/// One line for all the orders a shallow clone cannot tell landed, if any:
+/// what it means and how to find out.
+pub fn shallow_warning(rows: &[Row]) -> Option<String> {
+    let (start, ids) = shallow_unknown(rows)?;
+    Some(format!(
+        "this clone is shallow: its history begins at {start}, and {n} order(s) with no record \
+         may have landed before it ({list}), so they are not built: {SHALLOW_HINT}",
+        start = &start[..start.len().min(12)],
+        n = ids.len(),
+        list = ids.join(", ")
+    ))
 }
 
 #[cfg(test)]
@@ -293,6 +345,7 @@ mod tests {
             claimed_by: None,
             merged_into: None,
             waiting: None,
+            may_have_landed_before: None,
         }
     }
 
@@ -397,6 +450,38 @@ mod tests {
         assert_eq!(b.deferred[1].wo_id, "b");
         assert_eq!(b.deferred[1].reason, HAND_MADE_BRANCH);
         assert!(b.warnings[0].contains("arbiter/b holds work made by hand"));
+        rows[2].status = Status::Done;
+        let b = select(&orders, &rows, 8);
+        assert_eq!(ids(&b), ["a"], "alone once nothing else can run");
+    }
+
+    #[test]
+    fn orders_a_shallow_clone_cannot_tell_about_are_not_built_and_said_once() {
+        let orders = vec![
+            wo("a", &[], &[]),
+            wo("b", &["x"], &[]),
+            wo("c", &["y"], &[]),
+            wo("d", &["z"], &[]),
+        ];
+        let mut rows: Vec<Row> = orders
+            .iter()
+            .map(|w| row(w, Status::Ready, false))
+            .collect();
+        rows[1].may_have_landed_before = Some("c0ffee".repeat(7));
+        rows[3].may_have_landed_before = Some("c0ffee".repeat(7));
+        let orders = Orders::from_list("w".into(), orders).expect("orders");
+        let b = select(&orders, &rows, 8);
+        assert_eq!(ids(&b), ["c"]);
+        let shallow: Vec<&str> = b
+            .deferred
+            .iter()
+            .filter(|d| d.reason == SHALLOW_HISTORY)
+            .map(|d| d.wo_id.as_str())
+            .collect();
+        assert_eq!(shallow, ["b", "d"]);
+        assert_eq!(b.warnings.len(), 1, "{:?}", b.warnings);
+        assert!(b.warnings[0].contains("begins at c0ffeec0ffee"));
+        assert!(b.warnings[0].contains("(b, d)"));
         rows[2].status = Status::Done;
         let b = select(&orders, &rows, 8);
         assert_eq!(ids(&b), ["a"], "alone once nothing else can run");

@@ -43,6 +43,9 @@ pub enum Kind {
     MissingObject,
     /// A builder's process group a killed conductor left running.
     OrphanedBuilder,
+    /// An order with no record that may have landed before a shallow
+    /// clone's history begins.
+    ShallowHistory,
     /// The work orders could not be read, so orders were not checked.
     Orders,
     /// A remote's fetch refspecs do not cover `refs/notes/arbiter`.
@@ -63,7 +66,7 @@ impl Kind {
         match self {
             Kind::RefLock | Kind::IndexLock | Kind::WorktreeLock => "locks",
             Kind::LeftoverWorktree | Kind::LeftoverBranch => "worktrees and branches",
-            Kind::LandedNotDone | Kind::Orders => "records",
+            Kind::LandedNotDone | Kind::ShallowHistory | Kind::Orders => "records",
             Kind::MissingObject => "refs",
             Kind::OrphanedBuilder => "processes",
             Kind::NotesNotFetched | Kind::NotesNotPushed | Kind::NotesFetchOverwrites => "notes",
@@ -896,6 +899,30 @@ fn landed_not_done(
             ),
             Some(_) => {}
         }
+    }
+    let mut unknown = Vec::new();
+    let mut start = None;
+    for wo in orders.iter().filter(|wo| !records.contains_key(&wo.id)) {
+        if let Some(commit) = reconcile::may_have_landed_before(ctx, wo, tip)? {
+            unknown.push(wo.id.as_str());
+            start = Some(commit);
+        }
+    }
+    if let Some(start) = start {
+        // One finding for all: they share the cause and the cure.
+        const LISTED: usize = 10;
+        let mut list = unknown[..unknown.len().min(LISTED)].join(", ");
+        if unknown.len() > LISTED {
+            list.push_str(&format!(" and {} more", unknown.len() - LISTED));
+        }
+        findings.push(
+            Finding::new(
+                Kind::ShallowHistory,
+                orders.dir.display().to_string(),
+                format!("{} work order(s) have no record and may have landed before this shallow clone's history begins at {start} ({list}): no round builds them until that is known", unknown.len()),
+            )
+            .hint(crate::batch::SHALLOW_HINT),
+        );
     }
     Ok(findings)
 }

@@ -27,9 +27,9 @@ pub struct Landed {
     seen: HashSet<ObjectId>,
     /// The newest merge of each order.
     merges: HashMap<String, ObjectId>,
-    /// The chain ended before its root: [`MAX_SCAN`] reached, or a commit
-    /// not in the object database (a shallow clone's boundary).
-    truncated: bool,
+    /// The oldest commit read when the chain ends at a parent the object
+    /// database does not have: a shallow clone's history begins there.
+    boundary: Option<ObjectId>,
     /// [`MAX_SCAN`] unless a test says otherwise.
     limit: Option<usize>,
 }
@@ -44,7 +44,7 @@ impl Landed {
         let mut fresh = Vec::new();
         let mut merges = Vec::new();
         let mut joined = false;
-        let mut truncated = false;
+        let mut boundary = None;
         let mut next = Some(tip);
         while let Some(id) = next {
             if Some(id) == self.tip {
@@ -52,11 +52,10 @@ impl Landed {
                 break;
             }
             if fresh.len() >= self.limit.unwrap_or(MAX_SCAN) {
-                truncated = true;
                 break;
             }
             let Some(object) = repo.try_find_object(id)? else {
-                truncated = true;
+                boundary = fresh.last().copied();
                 break;
             };
             let commit = object.try_into_commit().map_err(gix::Error::from_error)?;
@@ -81,7 +80,7 @@ impl Landed {
             return self.update(repo, tip);
         }
         if !joined {
-            self.truncated = truncated;
+            self.boundary = boundary;
         }
         // Newest first: a newer merge of an order wins over an older one.
         for (wo, id) in merges.into_iter().rev() {
@@ -97,9 +96,11 @@ impl Landed {
         self.merges.get(id).copied()
     }
 
-    /// Did the read stop before the chain's root (see [`Landed::truncated`])?
-    pub fn truncated(&self) -> bool {
-        self.truncated
+    /// Where the chain read ends in a shallow clone: merges before this
+    /// commit are not in the repository, so an order not found may still
+    /// have landed.
+    pub fn shallow_boundary(&self) -> Option<ObjectId> {
+        self.boundary
     }
 }
 
@@ -153,12 +154,46 @@ mod tests {
         };
         let tip = git(&root, &dir, &["rev-parse", "HEAD"]);
         landed.update(&repo, id(tip.trim())).expect("read");
-        assert!(landed.truncated());
+        assert_eq!(landed.shallow_boundary(), None, "the bound is no boundary");
         assert_eq!(landed.seen.len(), 3);
         let m = merge(&root, &dir, "wo-a");
         landed.update(&repo, id(&m)).expect("read");
         assert_eq!(landed.merge_of("wo-a"), Some(id(&m)));
         assert_eq!(landed.seen.len(), 4, "the new merge only");
+    }
+
+    /// A shallow clone's chain ends at its boundary: said, never an error.
+    #[test]
+    fn a_shallow_clone_s_chain_ends_at_its_boundary() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        for i in 0..4 {
+            git(
+                &root,
+                &dir,
+                &["commit", "-q", "--allow-empty", "-m", &format!("c{i}")],
+            );
+        }
+        let a = merge(&root, &dir, "wo-a");
+        let url = format!("file://{}", dir.display());
+        git(
+            &root,
+            &root,
+            &["clone", "-q", "--depth", "2", &url, "shallow"],
+        );
+        let repo =
+            gix::open_opts(root.join("shallow"), gix::open::Options::isolated()).expect("open");
+        let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).expect("sha");
+        let mut landed = Landed::default();
+        landed.update(&repo, id(&a)).expect("read");
+        assert_eq!(landed.merge_of("wo-a"), Some(id(&a)));
+        let parent = git(&root, &dir, &["rev-parse", "HEAD^"]);
+        assert_eq!(landed.shallow_boundary(), Some(id(parent.trim())));
+        // The full repository's chain ends at its root.
+        let full = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        let mut landed = Landed::default();
+        landed.update(&full, id(&a)).expect("read");
+        assert_eq!(landed.shallow_boundary(), None);
     }
 
     #[test]
@@ -177,7 +212,7 @@ mod tests {
         landed.update(&repo, id(&a)).expect("read");
         assert_eq!(landed.merge_of("wo-a"), Some(id(&a)));
         assert_eq!(landed.merge_of("wo-b"), None);
-        assert!(!landed.truncated());
+        assert_eq!(landed.shallow_boundary(), None);
         let seen = landed.seen.len();
         let b = merge(&root, &dir, "wo-b");
         landed.update(&repo, id(&b)).expect("read");

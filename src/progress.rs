@@ -156,6 +156,13 @@ pub enum Event {
     /// `warning wo=<id> detail=<text>`: something went wrong that changes no
     /// outcome; the detail is a message for people.
     Warning { wo: String, detail: String },
+    /// `shallow start=<sha> orders=<ids> detail=<text>`: once per run, the
+    /// orders a shallow clone cannot tell landed, which are not built.
+    Shallow {
+        start: String,
+        orders: Vec<String>,
+        detail: String,
+    },
 
     /// `rework wo=<id> reason=<why> log=<path>`: the attempt failed, back for
     /// a retry.
@@ -372,6 +379,15 @@ impl fmt::Display for Event {
                 .finish(),
             Event::Warning { wo, detail } => Line::new(f, "warning")
                 .field("wo", wo)
+                .field("detail", detail)
+                .finish(),
+            Event::Shallow {
+                start,
+                orders,
+                detail,
+            } => Line::new(f, "shallow")
+                .field("start", &start[..start.len().min(12)])
+                .field("orders", orders.join(","))
                 .field("detail", detail)
                 .finish(),
             Event::Rework { wo, reason, log } => Line::new(f, "rework")

@@ -42,6 +42,12 @@ pub struct Row {
     /// What keeps a `verified` order's passed work from landing, as last seen.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<String>,
+    /// In a shallow clone: the commit its history begins at, when the order
+    /// has no record and its file is older than that commit, so it may have
+    /// landed before it, which this clone cannot tell. No round builds it
+    /// (that could land it twice) until a deeper history or the notes say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub may_have_landed_before: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -165,6 +171,59 @@ pub fn landed(
         .collect())
 }
 
+/// The commit a shallow clone's history of `tip` begins at, when order `wo`
+/// (with no record) may have landed before it: see
+/// [`Row::may_have_landed_before`].
+pub fn may_have_landed_before(
+    ctx: &Context,
+    wo: &crate::orders::WorkOrder,
+    tip: gix::ObjectId,
+) -> crate::Result<Option<gix::ObjectId>> {
+    if ctx.landed(tip)?.merge_of(&wo.id).is_some() {
+        return Ok(None);
+    }
+    Ok(ShallowStart::of(ctx, tip)?
+        .filter(|start| start.may_predate(ctx, wo))
+        .map(|start| start.commit))
+}
+
+/// Where a shallow clone's history of the integration branch begins.
+struct ShallowStart {
+    commit: gix::ObjectId,
+    tree: gix::ObjectId,
+}
+
+impl ShallowStart {
+    /// `None` unless the first-parent chain from `tip` ends at a commit
+    /// whose parent the repository does not have.
+    fn of(ctx: &Context, tip: gix::ObjectId) -> crate::Result<Option<ShallowStart>> {
+        let Some(commit) = ctx.landed(tip)?.shallow_boundary() else {
+            return Ok(None);
+        };
+        let tree = ctx.tree_of(commit)?;
+        Ok(Some(ShallowStart { commit, tree }))
+    }
+
+    /// Could `wo` have landed before the history begins? Only if its file
+    /// was there already: an order first written later was run later.
+    /// Unknown (so yes) for an order file outside the worktree.
+    fn may_predate(&self, ctx: &Context, wo: &crate::orders::WorkOrder) -> bool {
+        let Some(rel) = ctx.workdir.as_deref().and_then(|top| {
+            let path = std::fs::canonicalize(&wo.path).ok()?;
+            let top = std::fs::canonicalize(top).ok()?;
+            path.strip_prefix(top).ok().map(std::path::Path::to_owned)
+        }) else {
+            return true;
+        };
+        let found = ctx
+            .repo
+            .find_tree(self.tree)
+            .ok()
+            .map(|tree| tree.lookup_entry_by_path(&rel));
+        !matches!(found, Some(Ok(None)))
+    }
+}
+
 /// Build the table. `tip` is the integration branch's commit (None: no commits yet).
 /// `in_flight` says whether a WO is being worked on by a live conductor right
 /// now; such a WO is shown as it is, not recovered.
@@ -194,6 +253,12 @@ pub fn table(
         })?,
         None => Default::default(),
     };
+    let history_start = match tip {
+        Some(tip) if !open.is_empty() => ShallowStart::of(ctx, tip).map_err(|e| {
+            crate::state::Error::Git(format!("reading where the history begins: {e}").into())
+        })?,
+        _ => None,
+    };
     let tips = crate::worktree::branch_tips(ctx).map_err(|e| {
         crate::state::Error::Git(format!("listing the arbiter branches: {e}").into())
     })?;
@@ -204,6 +269,12 @@ pub fn table(
                     crate::state::Error::Git(format!("reading the branch of {}: {e}", wo.id).into())
                 })?
                 .map(|sha| sha.to_string());
+        let may_have_landed_before = history_start
+            .as_ref()
+            .filter(|start| {
+                record.is_none() && !landed.contains_key(&wo.id) && start.may_predate(ctx, wo)
+            })
+            .map(|start| start.commit.to_string());
         let mut recovery = None;
         let record = record.unwrap_or_else(|| {
             let mut fresh = Record::new(&wo.id, !wo.deps.is_empty(), default_cap);
@@ -270,6 +341,7 @@ pub fn table(
                         .clone()
                         .unwrap_or_else(|| STOPPED_BEFORE_LANDING.to_owned())
                 }),
+            may_have_landed_before,
         });
         records.push(record);
     }

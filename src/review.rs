@@ -70,6 +70,10 @@ pub struct Evidence {
     /// A `verified` order's passed work waiting to land: what keeps it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<String>,
+    /// The commit `changes` needs that this repository does not have (a
+    /// shallow clone's history begins after it), so `changes` is absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_commit: Option<String>,
     pub logs: Vec<LogTail>,
 }
 
@@ -128,6 +132,7 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
         changes: None,
         drift: None,
         waiting: None,
+        missing_commit: None,
         logs: log_tails(ctx, id),
     };
     let Some(record) = record else {
@@ -157,12 +162,23 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
         _ => None,
     };
     if let Some(merge) = merged {
-        let commit = ctx
-            .repo
-            .find_commit(merge)
-            .git_context(format!("reading the merge {merge}"))?;
-        if let Some(parent) = commit.parent_ids().next() {
-            ev.changes = Some(changes(ctx, "merge", parent.detach(), merge, patch)?);
+        let parent = match ctx.repo.has_object(merge) {
+            true => ctx
+                .repo
+                .find_commit(merge)
+                .git_context(format!("reading the merge {merge}"))?
+                .parent_ids()
+                .next()
+                .map(|p| p.detach()),
+            false => None,
+        };
+        match parent {
+            Some(parent) if ctx.repo.has_object(parent) => {
+                ev.changes = Some(changes(ctx, "merge", parent, merge, patch)?);
+            }
+            Some(parent) => ev.missing_commit = Some(parent.to_string()),
+            None if !ctx.repo.has_object(merge) => ev.missing_commit = Some(merge.to_string()),
+            None => {}
         }
         ev.drift = snapshot
             .note(&merge)?
@@ -193,7 +209,10 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
                 .peel_to_id()
                 .git_context(format!("resolving {}", branch_of(id)))?
                 .detach();
-            ev.changes = Some(changes(ctx, "kept_branch", base, tip, patch)?);
+            match ctx.repo.has_object(base) {
+                true => ev.changes = Some(changes(ctx, "kept_branch", base, tip, patch)?),
+                false => ev.missing_commit = Some(base.to_string()),
+            }
         }
         if record.halt_reason.as_deref() == Some(crate::merge::HALT_DRIFT) {
             ev.drift = Some(DriftVerdict {

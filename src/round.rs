@@ -445,6 +445,19 @@ impl<'a> Run<'a> {
             }
         }
         let rows = recover(ctx, self.orders, self.store, self.branch, self.me, progress)?;
+        if let Some((start, ids)) = batch::shallow_unknown(&rows) {
+            // Said once per run, not at every dispatch.
+            if self.reported.insert(format!("shallow {start} {ids:?}")) {
+                progress.event(&Event::Shallow {
+                    start: start.to_owned(),
+                    orders: ids.iter().map(|id| (*id).to_owned()).collect(),
+                    detail: format!(
+                        "no record, may have landed before this shallow clone's history begins: not built; {}",
+                        batch::SHALLOW_HINT
+                    ),
+                });
+            }
+        }
         if self.me.should_stop() {
             self.summary.stopped = Some(Stopped::Requested);
             return Ok(None);

@@ -145,3 +145,209 @@ fn a_retry_cap_of_zero_is_an_input_error() {
     );
     assert!(env.notes_tip().is_none());
 }
+
+/// A repository where `wo-1` landed and `wo-2` never ran, with history
+/// after both: what a shallow clone of it cannot see.
+fn landed_then_more() -> TestEnv {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.work_order("wo-1", "One", &[], &["one.txt"]);
+    env.work_order("wo-2", "Two", &[], &["two.txt"]);
+    env.commit_all("init");
+    env.run(&[
+        "round",
+        "--once",
+        "--max",
+        "1",
+        "--max-total",
+        "1",
+        "--build",
+        "echo 1 > one.txt",
+    ])
+    .success();
+    for i in 0..3 {
+        env.write("README", &format!("base {i}\n"));
+        env.commit_all(&format!("more {i}"));
+    }
+    env
+}
+
+fn shallow_clone(env: &TestEnv, name: &str) -> std::path::PathBuf {
+    let url = format!("file://{}", env.repo.display());
+    env.git_in(&env.root, &["clone", "-q", "--depth", "1", &url, name]);
+    env.root.join(name)
+}
+
+const BUILD_OWN: &str =
+    "echo $ARBITER_WO > $(echo $ARBITER_WO | sed 's/wo-1/one/;s/wo-2/two/;s/wo-3/three/').txt";
+
+/// Issue 32: a round in `git clone --depth 1` exited 128 reading a commit
+/// beyond the shallow boundary. It runs; an order with no record whose
+/// file is older than the history (it may have landed there) is not built,
+/// said once, so nothing lands twice; an order written since runs.
+#[test]
+fn a_shallow_clone_runs_new_orders_and_never_lands_an_older_one_twice() {
+    let env = landed_then_more();
+    let clone = shallow_clone(&env, "shallow");
+    let start = std::fs::read_to_string(clone.join(".git/shallow")).expect("shallow file");
+    let start = start.trim();
+    std::fs::write(
+        clone.join("work-orders/wo-3.md"),
+        "# Three\n\n## Files to touch\n- three.txt\n\n## Task\nDo three.\n",
+    )
+    .expect("write wo-3");
+    env.git_in(&clone, &["add", "-A"]);
+    env.commit_in(&clone, "wo-3");
+
+    let status = env.run_in(&clone, &["status", "--json"]).success().json();
+    let unknown: Vec<(&str, &str)> = status["orders"]
+        .as_array()
+        .expect("orders")
+        .iter()
+        .filter_map(|o| Some((o["id"].as_str()?, o["may_have_landed_before"].as_str()?)))
+        .collect();
+    assert_eq!(unknown, [("wo-1", start), ("wo-2", start)]);
+    let text = env.run_in(&clone, &["status"]).success();
+    assert!(text.stdout.contains("ready (landed?)"), "{}", text.stdout);
+    assert_eq!(text.stdout.matches("this clone is shallow").count(), 1);
+
+    let batch = env.run_in(&clone, &["batch"]).success().json();
+    let reasons: Vec<(&str, &str)> = batch["deferred"]
+        .as_array()
+        .expect("deferred")
+        .iter()
+        .map(|d| (d["wo_id"].as_str().unwrap(), d["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [("wo-1", "shallow_history"), ("wo-2", "shallow_history")]
+    );
+
+    let run = env
+        .run_in(&clone, &["round", "--json", "--build", BUILD_OWN])
+        .success();
+    assert_eq!(run.json()["done"], serde_json::json!(["wo-3"]));
+    assert_eq!(
+        run.stderr.matches("arbiter shallow ").count(),
+        1,
+        "said once: {}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("orders=wo-1,wo-2"), "{}", run.stderr);
+    assert_eq!(
+        env.merges_in(&clone, "main", "wo-1"),
+        0,
+        "never landed twice"
+    );
+    assert_eq!(env.merges_in(&clone, "main", "wo-3"), 1);
+    let doctor = env.run_in(&clone, &["doctor", "--json"]).code(1).json();
+    assert!(
+        doctor["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .any(|f| f["kind"] == "shallow_history" && !f["fixable"].as_bool().unwrap()),
+        "{doctor}"
+    );
+    let race = env
+        .run_in(
+            &clone,
+            &[
+                "race", "wo-1", "-n", "2", "--score", "echo 1", "--build", "true",
+            ],
+        )
+        .code(2);
+    assert!(
+        race.stderr.contains("may have landed before"),
+        "{}",
+        race.stderr
+    );
+    env.git_in(&clone, &["fsck", "--strict", "--no-progress"]);
+}
+
+/// With the records fetched, an order that landed beyond the boundary is
+/// `done` and `show` says its merge is not here rather than failing; once
+/// the history reaches back past the order files, the order that never ran
+/// is built, and the landed one is still not built again.
+#[test]
+fn a_shallow_clone_learns_from_the_notes_and_a_deeper_history() {
+    let env = landed_then_more();
+    let clone = shallow_clone(&env, "shallow");
+    env.git_in(
+        &clone,
+        &[
+            "fetch",
+            "-q",
+            "origin",
+            "refs/notes/arbiter:refs/notes/arbiter",
+        ],
+    );
+    let show = env
+        .run_in(&clone, &["show", "--json", "wo-1"])
+        .success()
+        .json();
+    assert_eq!(show["status"], "done");
+    let merge = env.rev("main^{/Merge wo-1}");
+    assert_eq!(show["missing_commit"].as_str(), Some(merge.as_str()));
+    let text = env.run_in(&clone, &["show", "wo-1"]).success();
+    assert!(
+        text.stdout.contains("not in this repository"),
+        "{}",
+        text.stdout
+    );
+
+    let run = env
+        .run_in(&clone, &["round", "--json", "--build", BUILD_OWN])
+        .success();
+    assert_eq!(
+        run.json()["done"],
+        serde_json::json!(["wo-1"]),
+        "wo-2 waits: {}",
+        run.stderr
+    );
+    assert_eq!(env.merges_in(&clone, "main", "wo-2"), 0);
+
+    env.git_in(&clone, &["fetch", "-q", "--unshallow"]);
+    let run = env
+        .run_in(&clone, &["round", "--json", "--build", BUILD_OWN])
+        .success();
+    assert_eq!(run.json()["done"], serde_json::json!(["wo-1", "wo-2"]));
+    assert!(!run.stderr.contains("arbiter shallow"), "{}", run.stderr);
+    assert_eq!(env.merges_in(&clone, "main", "wo-2"), 1);
+    assert_eq!(env.merges_in(&clone, "main", "wo-1"), 1);
+    env.git_in(&clone, &["fsck", "--strict", "--no-progress"]);
+}
+
+/// `--depth 1` at an order's merge: the merge is here, its first parent
+/// is not; `show` says so instead of failing, and the order is `done`.
+#[test]
+fn a_shallow_clone_at_a_merge_shows_what_it_can() {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.work_order("wo-1", "One", &[], &["one.txt"]);
+    env.commit_all("init");
+    env.run(&["round", "--build", "echo 1 > one.txt"]).success();
+    let clone = shallow_clone(&env, "shallow");
+    env.git_in(
+        &clone,
+        &[
+            "fetch",
+            "-q",
+            "origin",
+            "refs/notes/arbiter:refs/notes/arbiter",
+        ],
+    );
+    let show = env
+        .run_in(&clone, &["show", "--json", "wo-1"])
+        .success()
+        .json();
+    assert_eq!(show["status"], "done");
+    assert_eq!(
+        show["missing_commit"].as_str(),
+        Some(env.rev("main^1").as_str())
+    );
+    // Without the notes the merge itself says it landed.
+    let bare = shallow_clone(&env, "no-notes");
+    let status = env.run_in(&bare, &["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["status"], "done");
+}

@@ -114,6 +114,11 @@ fn render(ev: &Evidence) -> String {
             s.push_str(&format!("  {}  {counts}  ({})\n", f.path, f.kind));
         }
     }
+    if let Some(missing) = &ev.missing_commit {
+        s.push_str(&format!(
+            "\nchanges: not shown, commit {missing} is not in this repository (a shallow clone's history begins after it)\n  'git fetch --deepen=<n>' or 'git fetch --unshallow' brings it\n"
+        ));
+    }
     if let Some(drift) = &ev.drift {
         if drift.passed {
             s.push_str("drift:   passed, every changed path is declared\n");

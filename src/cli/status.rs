@@ -13,7 +13,10 @@ use super::{json, out, Env};
 /// an ancestor of the integration tip shows as `done`, otherwise as
 /// `needs_rework`. A `verified` order passed and waits to land (a local
 /// change in the checkout was in the way, or its run stopped): what keeps
-/// it is said below the table. Read-only.
+/// it is said below the table. In a shallow clone, an order with no record
+/// whose file is older than the history may have landed before it: it shows
+/// `(landed?)` and is not built until its record or the history is fetched.
+/// Read-only.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
     /// Print `{"version":1,"orders":[…]}` instead of a table
@@ -69,6 +72,9 @@ fn render(rows: &[reconcile::Row]) -> String {
             if let Some(Recovery::Error { .. }) = r.recovery {
                 status.push_str(" (recovery failed)");
             }
+            if r.may_have_landed_before.is_some() {
+                status.push_str(" (landed?)");
+            }
             vec![
                 r.id.clone(),
                 status,
@@ -89,6 +95,9 @@ fn render(rows: &[reconcile::Row]) -> String {
         &["ID", "STATUS", "ATTEMPTS", "DEPS", "MERGED", "TITLE"],
         &cells,
     );
+    if let Some(warning) = git_arbiter::batch::shallow_warning(rows) {
+        text.push_str(&format!("warning: {warning}\n"));
+    }
     for r in rows {
         if let Some(why) = &r.waiting {
             text.push_str(&format!(

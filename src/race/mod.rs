@@ -775,6 +775,16 @@ fn dispatch(
     let cap = ctx.retry_cap()?;
     crate::crash::point("dispatch.before");
     let attempt = store.transact(&format!("race {}: dispatch", wo.id), |txn| -> Result<Option<u32>> {
+        if txn.stored(&wo.id)?.is_none() {
+            if let Some(start) = crate::reconcile::may_have_landed_before(ctx, wo, base)? {
+                return Err(InputError::new(format!(
+                    "work order '{}' may have landed before this shallow clone's history begins (at {start}): it has no record to say",
+                    wo.id
+                ))
+                .hint(crate::batch::SHALLOW_HINT)
+                .into());
+            }
+        }
         let mut r = txn.record(&wo.id, !wo.deps.is_empty())?;
         if r.halted {
             return Err(InputError::new(format!(
