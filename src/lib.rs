@@ -37,6 +37,7 @@ pub mod failure;
 pub mod flock;
 pub mod history;
 pub mod hooks;
+pub mod index_file;
 pub mod kept;
 pub mod layout;
 pub mod ledger;

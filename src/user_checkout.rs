@@ -493,8 +493,12 @@ fn update(
         .map(|e| (crate::splitindex::Fields::of(e), e.path(&index)));
     checkout::write_changed_files(wt, &mut writes, attributes, changed, &removed, dir, options)?;
     checkout::set_stats(&writes, &mut index);
-    // The tree cache no longer describes the entries.
-    index.remove_tree();
+    crate::index_file::refresh_cache_tree(
+        &mut index,
+        wt,
+        to_tree,
+        changed.iter().map(|c| c.path.as_slice()),
+    )?;
     lock.commit(&index, dir)?;
     Ok(())
 }
@@ -890,8 +894,21 @@ mod tests {
         assert!(matches!(blocked(&wt), Blocked::Unmerged { paths, .. } if paths == ["b.txt"]));
     }
 
+    /// The index of the checkout at `dir`, as gix reads it.
+    fn index_of(dir: &Path) -> gix::index::File {
+        gix::index::File::at(
+            dir.join(".git/index"),
+            gix::hash::Kind::Sha1,
+            false,
+            Default::default(),
+        )
+        .expect("read index")
+    }
+
     /// A clean checkout follows random landings as `git read-tree -m -u`
     /// does: files (kinds, modes, content), the index, and no stale entry.
+    /// The index keeps its version (4 in every other case), and its cache
+    /// tree is the one git makes for the new tree (`git read-tree`).
     #[test]
     fn a_clean_checkout_follows_as_git_read_tree() {
         use crate::checkout::tests::{commit_tree, outcome, random_tree};
@@ -903,6 +920,10 @@ mod tests {
             let old_commit = commit_tree(&root, &seed, &old, "old");
             let new_commit = commit_tree(&root, &seed, &new, "new");
             git(&root, &seed, &["checkout", "-q", "-f", &old_commit]);
+            let version = if case % 2 == 0 { "4" } else { "2" };
+            git(&root, &seed, &["update-index", "--index-version", version]);
+            let primed = crate::testutil::copy_of(&root, &seed, &format!("primed-{case}"));
+            git(&root, &primed, &["read-tree", &new_commit]);
             let by_git = crate::testutil::copy_of(&root, &seed, &format!("git-{case}"));
             let ours = crate::testutil::copy_of(&root, &seed, &format!("ours-{case}"));
             for copy in [&by_git, &ours] {
@@ -919,13 +940,116 @@ mod tests {
                 .unwrap_or_else(|b| {
                     panic!("case {case}: blocked: {}: {old:?} -> {new:?}", b.describe())
                 });
+            assert!(index_of(&ours).tree().is_some(), "git's checkout made one");
             ready.apply().expect("apply");
             assert_eq!(
                 outcome(&root, &ours),
                 outcome(&root, &by_git),
                 "case {case}: {old:?} -> {new:?}"
             );
+            let index = index_of(&ours);
+            assert_eq!(index.version() as u8, version.parse::<u8>().unwrap());
+            assert_eq!(
+                index.tree(),
+                index_of(&primed).tree(),
+                "case {case}: {old:?} -> {new:?}"
+            );
+            git(&root, &ours, &["fsck", "--strict", "--no-progress"]);
         }
+    }
+
+    /// Changes the user staged are carried over; the cache tree is never
+    /// wrong about them: `git write-tree` with it (which trusts its valid
+    /// nodes) writes the tree a fresh index of the same entries writes.
+    #[test]
+    fn the_cache_tree_never_hides_changes_the_user_staged() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        for (path, text) in [
+            ("a/b/x", "x"),
+            ("a/y", "y"),
+            ("c/z", "z"),
+            ("d/w", "w"),
+            ("top", "t"),
+        ] {
+            let file = dir.join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).expect("mkdir");
+            std::fs::write(file, text).expect("write");
+        }
+        git(&root, &dir, &["add", "-A"]);
+        git(&root, &dir, &["commit", "-q", "-m", "old"]);
+        let old = git(&root, &dir, &["rev-parse", "HEAD"]);
+        git(&root, &dir, &["checkout", "-q", "-b", "side"]);
+        std::fs::write(dir.join("a/b/x"), "x2").expect("write");
+        std::fs::write(dir.join("a/b/new"), "n").expect("write");
+        std::fs::remove_file(dir.join("d/w")).expect("rm");
+        git(&root, &dir, &["add", "-A"]);
+        git(&root, &dir, &["commit", "-q", "-m", "new"]);
+        let new = git(&root, &dir, &["rev-parse", "HEAD"]);
+        git(&root, &dir, &["checkout", "-q", "main"]);
+        // Staged by the user: beside a changed path, in an untouched
+        // directory, a new directory, and an intent to add.
+        std::fs::write(dir.join("a/y"), "y staged").expect("write");
+        std::fs::write(dir.join("c/z"), "z staged").expect("write");
+        std::fs::create_dir_all(dir.join("e")).expect("mkdir");
+        std::fs::write(dir.join("e/v"), "v").expect("write");
+        std::fs::write(dir.join("later"), "l").expect("write");
+        git(&root, &dir, &["add", "a/y", "c/z", "e/v"]);
+        git(&root, &dir, &["add", "-N", "later"]);
+        git(&root, &dir, &["write-tree"]);
+        let (wt, mv, changed) = step(&dir, &old, &new);
+        let ready = super::prepare(&wt, mv, &changed, std::time::Duration::ZERO)
+            .expect("prepare")
+            .unwrap_or_else(|b| panic!("blocked: {}", b.describe()));
+        ready.apply().expect("apply");
+        let index = index_of(&dir);
+        let tree = index.tree().expect("kept");
+        assert_eq!(tree.num_entries, None, "the top holds staged changes");
+        let child = |name: &str| {
+            tree.children
+                .iter()
+                .find(|c| c.name.as_slice() == name.as_bytes())
+        };
+        assert_eq!(
+            child("a").and_then(|c| c.num_entries),
+            None,
+            "a/y is staged"
+        );
+        assert!(child("d").is_none(), "d is gone");
+        // Untouched by the landing: as `git write-tree` left it, staged z in.
+        assert_eq!(child("c").and_then(|c| c.num_entries), Some(1));
+        let b = child("a")
+            .and_then(|a| a.children.iter().find(|c| c.name.as_slice() == b"b"))
+            .expect("a/b");
+        assert_eq!(b.num_entries, Some(2), "a/b is as the new tree has it");
+        git(&root, &dir, &["rm", "-q", "--cached", "later"]);
+        let listed = git(&root, &dir, &["ls-files", "-s"]);
+        let fresh = root.join("fresh-index");
+        let by_entries = std::process::Command::new("git")
+            .args(["update-index", "--index-info"])
+            .current_dir(&dir)
+            .env("GIT_INDEX_FILE", &fresh)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child
+                    .stdin
+                    .take()
+                    .expect("stdin")
+                    .write_all(listed.as_bytes())?;
+                child.wait()
+            })
+            .expect("update-index");
+        assert!(by_entries.success());
+        let truth = std::process::Command::new("git")
+            .args(["write-tree"])
+            .current_dir(&dir)
+            .env("GIT_INDEX_FILE", &fresh)
+            .output()
+            .expect("write-tree");
+        let truth = String::from_utf8(truth.stdout).expect("utf-8");
+        assert_eq!(git(&root, &dir, &["write-tree"]), truth);
     }
 
     /// `index.lock` held by someone else past the wait blocks it; the

@@ -351,3 +351,50 @@ fn a_shallow_clone_at_a_merge_shows_what_it_can() {
     let status = env.run_in(&bare, &["status", "--json"]).success().json();
     assert_eq!(status["orders"][0]["status"], "done");
 }
+
+/// Issue 32: a landing rewrote an `index.version 4` index as version 2 and
+/// dropped its cache tree, so the user's next `git commit` hashed every
+/// tree again. The version stays, and the cache tree is the one git makes
+/// for the new tip (`git read-tree HEAD`).
+#[test]
+fn a_landing_keeps_the_index_version_and_a_valid_cache_tree() {
+    let env = TestEnv::new();
+    env.git(&["config", "index.version", "4"]);
+    env.write("src/lib/a.rs", "a\n");
+    env.write("src/lib/b.rs", "b\n");
+    env.write("docs/x.md", "x\n");
+    env.work_order("wo-1", "One", &[], &["src/lib/new.rs"]);
+    env.work_order("wo-2", "Two", &[], &["docs/x.md"]);
+    env.commit_all("init");
+    let index = env.repo.join(".git/index");
+    let read = |path: &std::path::Path| {
+        gix::index::File::at(path, gix::hash::Kind::Sha1, false, Default::default())
+            .expect("read index")
+    };
+    assert_eq!(read(&index).version(), gix::index::Version::V4);
+    assert!(read(&index).tree().is_some());
+    env.run(&[
+        "round",
+        "--build",
+        "case $ARBITER_WO in wo-1) echo n > src/lib/new.rs;; *) echo y >> docs/x.md;; esac",
+    ])
+    .success();
+    assert_eq!(read(&index).version(), gix::index::Version::V4);
+    let primed = env.root.join("primed-index");
+    std::fs::copy(&index, &primed).expect("copy");
+    let status = std::process::Command::new("git")
+        .args(["read-tree", "HEAD"])
+        .current_dir(&env.repo)
+        .env("GIT_INDEX_FILE", &primed)
+        .status()
+        .expect("git read-tree");
+    assert!(status.success());
+    let ours = read(&index);
+    assert!(
+        ours.tree().is_some_and(|t| t.num_entries.is_some()),
+        "valid"
+    );
+    assert_eq!(ours.tree(), read(&primed).tree());
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    env.fsck();
+}
