@@ -432,23 +432,38 @@ pub fn kept_work_error(kept: &[KeptWork]) -> InputError {
 /// The record event of an attempt given back because a command could not run.
 pub const NOT_RUNNABLE: &str = "command_not_runnable";
 
+/// The record events of an attempt given back because its setup command
+/// wrote what it may not: tracked files, or untracked ones not ignored.
+pub const SETUP_MODIFIED_TRACKED: &str = "setup_modified_tracked";
+pub const SETUP_LEFT_UNTRACKED: &str = "setup_left_untracked";
+
 /// A build, gate, critic or score command the shell could not run (see
-/// [`Exit::not_runnable`]): the configuration is wrong, not the builder's
-/// work. So no attempt is spent on it and nothing more is started with it:
-/// builds already running finish, then the round or race stops with exit 2
+/// [`Exit::not_runnable`]), or a setup command that wrote where the order's
+/// work goes: the configuration is wrong, not the builder's work. So no
+/// attempt is spent on it and nothing more is started with it: builds
+/// already running finish, then the round or race stops with exit 2
 /// ([`not_runnable_error`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotRunnable {
     /// The work order, or a race instance (`wo-01#2`).
     pub label: String,
-    /// `build`, `gate`, `critic` or `score`.
+    /// `setup`, `build`, `gate`, `critic` or `score`.
     pub kind: &'static str,
     pub command: String,
-    pub code: i32,
     pub worktree: PathBuf,
     pub log: PathBuf,
-    /// The last line of the log: what the shell said (`sh: 1: x: not found`).
-    pub said: Option<String>,
+    pub cause: Cause,
+}
+
+/// Why a command counts as [`NotRunnable`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// The shell could not run it (exit 126 or 127), and the last line it
+    /// logged (`sh: 1: x: not found`).
+    Shell { code: i32, said: Option<String> },
+    /// The setup changed tracked files, or left untracked files outside
+    /// the ignored ones: they would land in the order's merge.
+    SetupWrote(crate::pool::Dirt),
 }
 
 impl NotRunnable {
@@ -469,28 +484,83 @@ impl NotRunnable {
             label: label.to_owned(),
             kind,
             command: command.to_owned(),
-            code: exit.code()?,
             worktree: worktree.to_owned(),
             log: log.to_owned(),
-            said: last_line(log),
+            cause: Cause::Shell {
+                code: exit.code()?,
+                said: last_line(log),
+            },
         })
+    }
+
+    /// `Some` when the setup `command`, which just ran in the worktree
+    /// `wt` (at `worktree`) and succeeded, left it other than clean:
+    /// found as `git status` finds it, nothing trusted.
+    pub fn of_setup(
+        wt: &gix::Repository,
+        label: &str,
+        command: &str,
+        worktree: &Path,
+        log: &Path,
+    ) -> crate::Result<Option<NotRunnable>> {
+        let dirt = crate::pool::dirt(wt)?;
+        Ok((!dirt.is_empty()).then(|| NotRunnable {
+            label: label.to_owned(),
+            kind: "setup",
+            command: command.to_owned(),
+            worktree: worktree.to_owned(),
+            log: log.to_owned(),
+            cause: Cause::SetupWrote(dirt),
+        }))
+    }
+
+    /// The record event of the attempt it gave back.
+    pub fn event(&self) -> &'static str {
+        match &self.cause {
+            Cause::Shell { .. } => NOT_RUNNABLE,
+            Cause::SetupWrote(dirt) if !dirt.modified.is_empty() => SETUP_MODIFIED_TRACKED,
+            Cause::SetupWrote(_) => SETUP_LEFT_UNTRACKED,
+        }
     }
 
     /// One line: which command of which order, and why.
     pub fn describe(&self) -> String {
-        let meaning = if self.code == 127 {
-            "command not found"
-        } else {
-            "not executable"
-        };
-        let said = self
-            .said
-            .as_deref()
-            .map_or(String::new(), |s| format!(": {s}"));
-        format!(
-            "{}: the {} command '{}' exited {} ({meaning}){said}",
-            self.label, self.kind, self.command, self.code
-        )
+        match &self.cause {
+            Cause::Shell { code, said } => {
+                let meaning = if *code == 127 {
+                    "command not found"
+                } else {
+                    "not executable"
+                };
+                let said = said.as_deref().map_or(String::new(), |s| format!(": {s}"));
+                format!(
+                    "{}: the {} command '{}' exited {code} ({meaning}){said}",
+                    self.label, self.kind, self.command
+                )
+            }
+            Cause::SetupWrote(dirt) => {
+                let mut wrote = Vec::new();
+                if !dirt.modified.is_empty() {
+                    wrote.push(format!(
+                        "changed tracked files {}",
+                        crate::checkout::list(&dirt.modified)
+                    ));
+                }
+                if !dirt.untracked.is_empty() {
+                    wrote.push(format!(
+                        "left untracked files no .gitignore ignores: {}",
+                        crate::checkout::list(&dirt.untracked)
+                    ));
+                }
+                format!(
+                    "{}: the setup command '{}' {} ({})",
+                    self.label,
+                    self.command,
+                    wrote.join(" and "),
+                    self.event()
+                )
+            }
+        }
     }
 }
 
@@ -514,6 +584,12 @@ fn last_line(log: &Path) -> Option<String> {
 /// The error a round or race stops with after a [`NotRunnable`]: the
 /// command is the user's to fix, exit 2.
 pub fn not_runnable_error(failed: &NotRunnable, repo_top: &Path) -> InputError {
+    if let Cause::SetupWrote(_) = failed.cause {
+        return InputError::new(failed.describe()).hint(format!(
+            "a setup command prepares the worktree (dependencies, build caches) and may write only files .gitignore ignores: anything else would land in the order's merge. Make it leave tracked files as they are (e.g. 'npm ci', not 'npm install', which rewrites package-lock.json) and ignore what it makes, then run it again: no attempt was spent (log: {})",
+            failed.log.display()
+        ));
+    }
     InputError::new(failed.describe()).hint(format!(
         "commands run in the order's worktree ({}), so a relative path such as '../agent.sh' resolves there, not in the repository; \"$ARBITER_REPO\" ({}) reaches a script in the repository, e.g. '\"$ARBITER_REPO\"/scripts/agent.sh'. Fix the command and run it again: no attempt was spent (log: {}; a command that itself exits 126 or 127 is taken for this too)",
         failed.worktree.display(),
@@ -900,6 +976,27 @@ impl Host {
                         step: Step::Setup,
                         why: format!("setup '{cmd}' {}", exit.describe()),
                     };
+                }
+                let wrote = self
+                    .open_worktree(at.worktree)
+                    .map_err(|e| e.to_string())
+                    .and_then(|wt| {
+                        NotRunnable::of_setup(&wt, at.label, cmd, at.worktree, at.log)
+                            .map_err(|e| e.to_string())
+                    });
+                match wrote {
+                    Ok(None) => {}
+                    Ok(Some(failed)) => {
+                        exec::note(at.log, &failed.describe());
+                        misconfigured.store(true, Ordering::SeqCst);
+                        return BuildOutcome::NotRunnable(failed);
+                    }
+                    Err(why) => {
+                        return BuildOutcome::Failed {
+                            step: Step::Setup,
+                            why: format!("checking what the setup '{cmd}' changed: {why}"),
+                        }
+                    }
                 }
                 if let Err(e) = crate::pool::setup_done(at.worktree, at.base) {
                     // Only costs a setup run next time.

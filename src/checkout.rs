@@ -73,7 +73,7 @@ pub(crate) fn workdir(wt: &gix::Repository) -> Result<PathBuf> {
 /// never writes inside a submodule (as `git merge` does not), and after a
 /// merge that moved its commit that is exactly the state git leaves, fixed
 /// by `git submodule update`.
-fn is_edit(item: &gix::status::index_worktree::Item) -> bool {
+pub(crate) fn is_edit(item: &gix::status::index_worktree::Item) -> bool {
     use gix::status::plumbing::index_as_worktree::{Change, EntryStatus};
     match item {
         gix::status::index_worktree::Item::Modification { status, .. } => match status {

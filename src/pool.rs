@@ -179,10 +179,13 @@ pub fn take(
     name: &str,
     branch: &str,
     base: ObjectId,
-) -> Result<PathBuf> {
+) -> Result<Taken> {
     worktree::remove(ctx, name, branch)?;
     if !opts.enabled {
-        return worktree::add(ctx, name, branch, base);
+        return Ok(Taken {
+            path: worktree::add(ctx, name, branch, base)?,
+            cleaned: Dirt::default(),
+        });
     }
     let common = ctx.repo.common_dir().to_owned();
     let free = |info: &Info, entry: Option<&Entry>| {
@@ -226,9 +229,10 @@ pub fn take(
             _ => discard(ctx, &info)?,
         }
     }
+    let mut cleaned = Dirt::default();
     let leased = match best {
         Some((info, entry, lock)) => {
-            switch(ctx, &info, entry, branch, base, opts.keep_ignored)?;
+            cleaned = switch(ctx, &info, entry, branch, base, opts.keep_ignored)?;
             (info.name, info.path, lock)
         }
         None => {
@@ -250,7 +254,16 @@ pub fn take(
         opts: opts.clone(),
         _lock: lock,
     });
-    Ok(path)
+    Ok(Taken { path, cleaned })
+}
+
+/// A worktree taken for an attempt.
+#[derive(Debug)]
+pub struct Taken {
+    pub path: PathBuf,
+    /// What was found in it, pooled and free, that its give-back had not
+    /// left there, and was undone before the attempt.
+    pub cleaned: Dirt,
 }
 
 /// Remove a pooled worktree nobody holds and its bookkeeping.
@@ -323,8 +336,11 @@ fn create(
     .into())
 }
 
-/// Switch the free pooled worktree `info` (clean at `entry.tree`) to a new
-/// branch `branch` at `base`: only the files that differ are written.
+/// Switch the free pooled worktree `info` (left clean at `entry.tree`) to
+/// a new branch `branch` at `base`: only the files that differ are
+/// written. Whatever was written there since it was given back (a
+/// builder's leftover process, a person looking around) is undone first
+/// and returned.
 fn switch(
     ctx: &Context,
     info: &Info,
@@ -332,7 +348,7 @@ fn switch(
     branch: &str,
     base: ObjectId,
     keep_ignored: bool,
-) -> Result<()> {
+) -> Result<Dirt> {
     crate::promisor::fetch_missing(ctx, base)?;
     let common = ctx.repo.common_dir().to_owned();
     let base_tree = ctx.tree_of(base)?;
@@ -360,13 +376,32 @@ fn switch(
         .and_then(|t| ObjectId::from_hex(t.as_bytes()).ok());
     // The index is the one the give-back left (its checksum says so), so
     // index and files hold the old tree: only the difference is written.
-    let trusted = entry.index_checksum.is_some()
+    let mut trusted = entry.index_checksum.is_some()
         && checkout::index_file_checksum(&wt).map(|c| c.to_string()) == entry.index_checksum;
     // A worktree pooled before indexes were split is split now (speed only,
     // as in `create`).
     let _ = checkout::keep_index_split(&wt);
+    // Free is what the give-back left, not what is there now: proved. An
+    // index that cannot be read (its shared index removed) proves nothing:
+    // the whole worktree is reset below.
+    let found = match trusted {
+        true => dirt(&wt).unwrap_or_else(|_| {
+            trusted = false;
+            Dirt::default()
+        }),
+        false => Dirt::default(),
+    };
+    if found.modified.is_empty() && !found.untracked.is_empty() {
+        let listing = found
+            .untracked
+            .iter()
+            .map(|p| (p.trim_end_matches('/').into(), false))
+            .collect();
+        remove_listed(&wt, listing, true, None, false)?;
+    }
     let switched = match old_tree {
-        Some(old_tree) if trusted => {
+        // A tracked file changed since: the whole worktree is reset below.
+        Some(old_tree) if trusted && found.modified.is_empty() => {
             let changed = crate::drift::changed_paths(&ctx.repo, old_tree, base_tree)?;
             let ignore_rules_changed = changed
                 .iter()
@@ -391,7 +426,8 @@ fn switch(
     crate::stamps::remember(&wt, &info.path, base_tree);
     crate::crash::point("pool-switch.after");
     entry.state = State::Held;
-    write_entry(&common, &info.name, &entry)
+    write_entry(&common, &info.name, &entry)?;
+    Ok(found)
 }
 
 fn open(ctx: &Context, path: &Path) -> Result<gix::Repository> {
@@ -660,6 +696,87 @@ fn files_of(wt: &gix::Repository) -> Result<PathBuf> {
 fn remove_untracked(wt: &gix::Repository, keep_ignored: bool) -> Result<()> {
     let listing = untracked(wt)?;
     remove_listed(wt, listing, keep_ignored, None, false).map(drop)
+}
+
+/// What a worktree holds besides its index: tracked files whose content
+/// differs from it, and untracked files outside the ignored ones (a wholly
+/// untracked folder as one path, ending in `/`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dirt {
+    pub modified: Vec<String>,
+    pub untracked: Vec<String>,
+}
+
+impl Dirt {
+    pub fn is_empty(&self) -> bool {
+        self.modified.is_empty() && self.untracked.is_empty()
+    }
+
+    /// One line for an attempt's log about the dirt a take undid; `None`
+    /// when there was none.
+    pub fn cleaned_report(&self) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if !self.modified.is_empty() {
+            parts.push(format!(
+                "restored tracked files changed since it was given back: {}",
+                checkout::list(&self.modified)
+            ));
+        }
+        if !self.untracked.is_empty() {
+            parts.push(format!(
+                "removed untracked files: {}",
+                checkout::list(&self.untracked)
+            ));
+        }
+        Some(format!(
+            "the pooled worktree was not as left: {}",
+            parts.join("; ")
+        ))
+    }
+}
+
+/// The [`Dirt`] of worktree `wt`, found as `git status` finds it with no
+/// untracked cache: every tracked file's stat data (its content when they
+/// differ), every folder read. A folder's unchanged time stamp proves
+/// nothing here: a file can be written into it and the stamp set back.
+pub fn dirt(wt: &gix::Repository) -> Result<Dirt> {
+    use gix::status::index_worktree::Item;
+    let dir = files_of(wt)?;
+    let context = || format!("reading the status of {}", dir.display());
+    let iter = wt
+        .status(gix::progress::Discard)
+        .git_context(context())?
+        .untracked_files(gix::status::UntrackedFiles::Collapsed)
+        .index_worktree_rewrites(None)
+        .into_index_worktree_iter(Vec::new())
+        .git_context(context())?;
+    let mut found = Dirt::default();
+    for item in iter {
+        let item = item.git_context(context())?;
+        if !checkout::is_edit(&item) {
+            continue;
+        }
+        let path = item.rela_path().to_str_lossy().into_owned();
+        match &item {
+            Item::DirectoryContents { entry, .. } => {
+                if entry.status == gix::dir::entry::Status::Untracked {
+                    let slash = if entry.disk_kind == Some(gix::dir::entry::Kind::Directory) {
+                        "/"
+                    } else {
+                        ""
+                    };
+                    found.untracked.push(format!("{path}{slash}"));
+                }
+            }
+            _ => found.modified.push(path),
+        }
+    }
+    found.modified.sort();
+    found.untracked.sort();
+    Ok(found)
 }
 
 /// The bytes of ignored content in the worktree at `path`.

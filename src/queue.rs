@@ -500,9 +500,13 @@ impl<'a> Queue<'a> {
         let branch = worktree::verify_branch(&self.me.name);
         // A pooled worktree (when the pool is on), so that gates that build
         // find their caches warm, prepared by the setup hook as for a build.
-        let path = crate::pool::take(self.ctx, self.pool, &name, &branch, at)?;
+        let taken = crate::pool::take(self.ctx, self.pool, &name, &branch, at)?;
+        let path = taken.path;
         crate::crash::point("verify.started");
         let log = crate::layout::run_log(&self.ctx.repo, &format!("verify-{}.log", self.me.name));
+        if let Some(cleaned) = taken.cleaned.cleaned_report() {
+            exec::note(&log, &cleaned);
+        }
         exec::note(
             &log,
             &format!(
@@ -547,7 +551,13 @@ impl<'a> Queue<'a> {
             if exit == Exit::Interrupted {
                 return Ok(None);
             }
-            if let Some(failed) = NotRunnable::of(&exit, "verify", kind, cmd, &path, &log) {
+            let mut failed = NotRunnable::of(&exit, "verify", kind, cmd, &path, &log);
+            if failed.is_none() && kind == "setup" && exit.success() {
+                // A setup that writes tracked files changes what is verified.
+                let wt = crate::worktree::open_linked(&self.ctx.repo, &path)?;
+                failed = NotRunnable::of_setup(&wt, "verify", cmd, &path, &log)?;
+            }
+            if let Some(failed) = failed {
                 crate::pool::give_back(self.ctx, &name, &branch, false)?;
                 return Err(crate::builder::not_runnable_error(&failed, &self.repo_top).into());
             }

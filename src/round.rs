@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::builder::{
     kept_work_error, not_runnable_error, verdict, Attempt, BuildOutcome, HaltWatch, Host, KeptWork,
-    NotRunnable, Step, Steps, NOT_RUNNABLE,
+    NotRunnable, Step, Steps,
 };
 use crate::conductor::{self, Conductor};
 use crate::context::{Context, SharedContext};
@@ -218,6 +218,8 @@ struct Job<'a> {
     error: Option<Error>,
     /// Passed work that waited to land, taken up to land it (no build).
     adopted: Option<Adopted>,
+    /// What taking its pooled worktree found there and undid, for its log.
+    cleaned: Option<String>,
 }
 
 /// What a `verified` order brings to the merge queue when it is taken up.
@@ -899,6 +901,7 @@ impl<'a> Run<'a> {
                 outcome: JobOutcome::Clean,
                 error: None,
                 adopted: Some(Adopted { source, verified }),
+                cleaned: None,
             });
         }
         Ok(jobs)
@@ -946,6 +949,7 @@ impl<'a> Run<'a> {
                 outcome: JobOutcome::Pending,
                 error: None,
                 adopted: None,
+                cleaned: None,
             });
         }
         Ok(())
@@ -1652,8 +1656,9 @@ fn make_worktree(shared: &Shared<'_>, job: &mut Job<'_>) -> bool {
     let (id, branch) = (&job.wo.id, branch_of(&job.wo.id));
     let made = crate::pool::take(&ctx, &shared.opts.pool, id, &branch, job.base);
     match made {
-        Ok(path) => {
-            job.worktree = path;
+        Ok(taken) => {
+            job.worktree = taken.path;
+            job.cleaned = taken.cleaned.cleaned_report();
             true
         }
         Err(e) => {
@@ -1724,6 +1729,9 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
         &log,
         &attempt_header(&id, job.attempt, job.base, job.queue_wait),
     );
+    if let Some(cleaned) = &job.cleaned {
+        exec::note(&log, cleaned);
+    }
     let branch = branch_of(&job.wo.id);
     let built = host.run_attempt(
         &Attempt {
@@ -1892,8 +1900,8 @@ impl Run<'_> {
                             (JobOutcome::DiskFull(why), _) => {
                                 record.log("disk_full", Some(why.clone()))
                             }
-                            (JobOutcome::NotRunnable(_), _) => {
-                                record.log(NOT_RUNNABLE, Some(event.clone()))
+                            (JobOutcome::NotRunnable(failed), _) => {
+                                record.log(failed.event(), Some(event.clone()))
                             }
                             (JobOutcome::NotStarted, _) => {
                                 record.log("not_started", Some(event.clone()))

@@ -1044,7 +1044,9 @@ fn takes_at_once_share_the_free_worktrees_and_make_none_anew() {
                     scope.spawn(move || {
                         let id = format!("r{round}-{i}");
                         barrier.wait();
-                        pool::take(&ctx, opts, &id, &format!("arbiter/{id}"), base).expect("take")
+                        pool::take(&ctx, opts, &id, &format!("arbiter/{id}"), base)
+                            .expect("take")
+                            .path
                     })
                 })
                 .collect();
@@ -1071,4 +1073,127 @@ fn takes_at_once_share_the_free_worktrees_and_make_none_anew() {
             pool::give_back(&ctx, &id, &format!("arbiter/{id}"), false).expect("give back");
         }
     }
+}
+
+/// Issue 32: edits made to a free pooled worktree between runs (a leftover
+/// background process, a person looking around) were trusted: the next
+/// order's builder found them, and they landed in its merge. A take proves
+/// the worktree equals the tree it was left at, by a means its folder's
+/// time stamp, set back, cannot fool; what it undid is in the attempt log;
+/// ignored caches stay.
+#[test]
+fn edits_to_a_free_pooled_worktree_are_undone_before_it_is_taken() {
+    let env = repo(&["a", "b"]);
+    env.write("sub/f.txt", "tracked\n");
+    env.commit_all("a folder");
+    let build = r#"echo "$ARBITER_WO $ARBITER_WORKTREE" >> "$ARBITER_REPO/../worktrees"
+if [ "$ARBITER_WO" = wo-b ]; then
+  { git status --porcelain --untracked-files=all; cat sub/f.txt; cat target/keep
+  } > "$ARBITER_REPO/../seen-by-b" 2>&1
+fi
+echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
+    env.run(&["round", "--max", "1", "--once", "--build", build])
+        .success();
+    let wt = env.worktree_root().join("pool/0");
+    assert_eq!(pool_status(&env)[0]["state"], "free");
+    // Someone else writes there: same size, times set back.
+    let sub = wt.join("sub");
+    let stamp = std::fs::metadata(&sub)
+        .and_then(|m| m.modified())
+        .expect("stamp");
+    let file = sub.join("f.txt");
+    let file_stamp = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .expect("stamp");
+    std::fs::write(&file, "TRACKED\n").expect("edit");
+    std::fs::write(sub.join("junk.txt"), "junk\n").expect("junk");
+    std::fs::create_dir_all(wt.join("target")).expect("mkdir");
+    std::fs::write(wt.join("target/keep"), "warm\n").expect("cache");
+    for (path, at) in [(&file, file_stamp), (&sub, stamp)] {
+        std::fs::File::open(path)
+            .and_then(|f| f.set_modified(at))
+            .expect("set the time back");
+    }
+
+    env.run(&["round", "--build", build]).success();
+    let used = worktrees_used(&env);
+    assert!(used.len() == 2 && used[0].1 == used[1].1, "{used:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.root.join("seen-by-b")).expect("wo-b looked"),
+        "tracked\nwarm\n",
+        "wo-b's worktree is its base, its ignored cache kept"
+    );
+    let changed = env.git(&["diff", "--name-only", "main^1", "main"]);
+    assert_eq!(changed, "b.txt\n", "only wo-b's own file landed");
+    let log = std::fs::read_to_string(env.repo.join(".git/arbiter/logs/wo-b/attempt-1.log"))
+        .expect("attempt log");
+    assert!(
+        log.contains("the pooled worktree was not as left")
+            && log.contains("'sub/f.txt'")
+            && log.contains("'sub/junk.txt'"),
+        "{log}"
+    );
+    git_accepts(&env, &wt);
+    env.fsck();
+}
+
+/// Issue 32: a setup that wrote tracked files had its edits blamed on the
+/// orders (halted `undeclared_file_drift`), or landed silently in an
+/// order's merge when the order declared the file (a lockfile). The setup
+/// may make ignored files only: anything else stops the run as a
+/// configuration error naming the files (exit 2, no attempt spent).
+#[test]
+fn a_setup_that_writes_tracked_or_unignored_files_is_a_setup_failure() {
+    for (setup, event, named) in [
+        (
+            "echo SETUP >> package-lock.json",
+            "setup_modified_tracked",
+            "'package-lock.json'",
+        ),
+        ("echo KEY=1 > .env", "setup_left_untracked", "'.env'"),
+    ] {
+        let env = repo(&["a", "b"]);
+        let before = env.rev("main");
+        let run = env
+            .run(&[
+                "round",
+                "--setup",
+                setup,
+                "--build",
+                "echo $ARBITER_WO > ${ARBITER_WO#wo-}.txt",
+            ])
+            .code(2);
+        assert!(
+            run.stderr.contains(event) && run.stderr.contains(named),
+            "{setup}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("ignore"),
+            "the hint says what to do: {}",
+            run.stderr
+        );
+        assert_eq!(env.rev("main"), before, "{setup}: nothing landed");
+        let status = env.run(&["status", "--json"]).success().json();
+        for row in status["orders"].as_array().expect("orders") {
+            assert_eq!(row["attempts"], 0, "{setup}: no attempt spent: {row}");
+            assert_ne!(row["terminal"], true, "{setup}: {row}");
+        }
+        let log = env.run(&["log"]).success().stdout;
+        assert!(log.contains(event), "{setup}: {log}");
+    }
+    // Only ignored files: the setup's business.
+    let env = repo(&["a"]);
+    env.run(&[
+        "round",
+        "--setup",
+        "mkdir -p node_modules && echo dep > node_modules/dep",
+        "--build",
+        "echo a > a.txt",
+    ])
+    .success();
+    assert_eq!(
+        env.git(&["diff", "--name-only", "main^1", "main"]),
+        "a.txt\n"
+    );
 }

@@ -20,9 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::builder::{
-    kept_work_error, not_runnable_error, HaltWatch, Host, KeptWork, NOT_RUNNABLE,
-};
+use crate::builder::{kept_work_error, not_runnable_error, HaltWatch, Host, KeptWork};
 use crate::conductor::Conductor;
 use crate::context::Context;
 use crate::drift::DriftScope;
@@ -272,9 +270,12 @@ impl<'r> Race<'r> {
         for k in 0..self.opts.n {
             let (name, branch) = (worktree::race_name(id, k), worktree::race_branch(id, k));
             match crate::pool::take(ctx, &self.opts.pool, &name, &branch, self.base) {
-                Ok(path) => {
+                Ok(taken) => {
                     let log = log_path(ctx, id, &self.run_id, k);
-                    self.jobs.push(Job::new(k, path, branch, log));
+                    if let Some(cleaned) = taken.cleaned.cleaned_report() {
+                        crate::exec::note(&log, &cleaned);
+                    }
+                    self.jobs.push(Job::new(k, taken.path, branch, log));
                 }
                 Err(e) => {
                     for job in &self.jobs {
@@ -391,7 +392,7 @@ impl<'r> Race<'r> {
             return Err(kept_work_error(&kept).into());
         }
         if let Some(failed) = self.jobs.iter().find_map(|j| j.not_runnable.clone()) {
-            self.give_back(NOT_RUNNABLE, &failed.describe())?;
+            self.give_back(failed.event(), &failed.describe())?;
             self.end(false)?;
             return Err(not_runnable_error(&failed, &host.repo_top).into());
         }
