@@ -740,8 +740,20 @@ pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
             "removed the verification worktree {name} of conductor {conductor}, which is gone"
         ));
     }
-    // The refs that kept dead conductors' chains until they landed.
+    // The refs that kept dead conductors' chains until they landed, and
+    // the locks a conductor killed while writing one left on them (only
+    // that conductor writes its ref).
     for prefix in [CHAIN_REFS, RELINKED_REFS] {
+        let folder = ctx.repo.common_dir().join(prefix);
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(conductor) = name.strip_suffix(".lock") {
+                if !conductor::is_live(ctx, conductor) {
+                    std::fs::remove_file(entry.path())
+                        .map_err(Error::io(format!("removing {}", entry.path().display())))?;
+                }
+            }
+        }
         let refs = ctx.repo.references().git_context("listing references")?;
         let dead: Vec<String> = refs
             .prefixed(prefix)

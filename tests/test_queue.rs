@@ -567,3 +567,19 @@ fn unverified_orders_that_wait_together_land_as_one_batch_of_separate_merges() {
     assert_eq!(done, 3, "{status}");
     env.fsck();
 }
+
+/// A conductor killed while it wrote the ref keeping its merge chain
+/// leaves that ref's lock behind: the next run removes it (only that
+/// conductor ever writes its ref). Found by the kill-point matrix.
+#[test]
+fn a_dead_conductors_chain_ref_lock_is_removed() {
+    let env = TestEnv::new();
+    env.work_order("wo-a", "A", &[], &["a.txt"]);
+    env.commit_all("init");
+    let chain = env.repo.join(".git/refs/arbiter/chain");
+    std::fs::create_dir_all(&chain).expect("mkdir");
+    let dead = chain.join("999999999-1.lock");
+    std::fs::write(&dead, "").expect("lock");
+    env.run(&["round", "--build", "echo a > a.txt"]).success();
+    assert!(!dead.exists(), "the dead conductor's lock is gone");
+}
