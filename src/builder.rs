@@ -382,6 +382,17 @@ impl CommitError {
     pub fn is_disk_full(&self) -> bool {
         crate::error::says_disk_full(&self.detail)
     }
+
+    /// Did `git add` refuse a file the builder wrote for what it holds (a
+    /// UTF-16 file without the byte order mark its `working-tree-encoding`
+    /// requires, text the encoding cannot hold)? The builder's failure,
+    /// not the configuration's.
+    pub fn refused_the_builders_files(&self) -> bool {
+        self.command == "git add -A"
+            && ["BOM is required", "BOM is prohibited", "failed to encode"]
+                .iter()
+                .any(|said| self.detail.contains(said))
+    }
 }
 
 /// Where a builder's work stayed because committing it failed.
@@ -1044,6 +1055,11 @@ impl Host {
         if let Err(e) = self.commit_leftovers(at.worktree, at.wo, at.attempt, at.trailers) {
             return if e.is_disk_full() {
                 BuildOutcome::DiskFull(e.to_string())
+            } else if e.refused_the_builders_files() {
+                BuildOutcome::Failed {
+                    step: Step::Build,
+                    why: format!("git add refused what the build wrote: {}", e.detail),
+                }
             } else {
                 BuildOutcome::CommitFailed(e.to_string())
             };

@@ -876,129 +876,17 @@ fn write_files(
     if !same_device(wt.git_dir(), dir) {
         // Renames cannot cross devices: write in place, as git does.
         checkout_into(wt, index, dir, options)?;
-        return ident_as_git_writes_it(wt, index, dir);
+        return crate::encoding::as_git_writes_it(wt, index, dir);
     }
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir(&staging).map_err(Error::io(format!("creating {}", staging.display())))?;
     options.destination_is_initially_empty = true;
     options.overwrite_existing = false;
     let written = checkout_into(wt, index, &staging, options)
-        .and_then(|()| ident_as_git_writes_it(wt, index, &staging))
+        .and_then(|()| crate::encoding::as_git_writes_it(wt, index, &staging))
         .and_then(|()| move_into_place(index, &staging, dir));
     let _ = std::fs::remove_dir_all(&staging);
     written
-}
-
-/// gix 0.90's `ident` filter expands `$Id$` to `$Id: <sha>$` where git writes
-/// `$Id: <sha> $` (both read back as the same blob). Until gix agrees, each
-/// file just written into `root` whose attributes set `ident` gets git's
-/// form, so the checkout holds the bytes `git checkout` would write. Nothing
-/// is read back unless some attributes file mentions `ident`, and then only
-/// files that contain `$Id: ` are looked up.
-fn ident_as_git_writes_it(
-    wt: &gix::Repository,
-    index: &gix::index::State,
-    root: &Path,
-) -> Result<()> {
-    use gix::index::entry::Flags;
-    if !may_set_ident(wt, index) {
-        return Ok(());
-    }
-    let mut stack = None;
-    let mut outcome = None;
-    for entry in index.entries() {
-        if entry.flags.contains(Flags::SKIP_WORKTREE)
-            || !matches!(
-                entry.mode,
-                gix::index::entry::Mode::FILE | gix::index::entry::Mode::FILE_EXECUTABLE
-            )
-        {
-            continue;
-        }
-        let path = entry.path(index);
-        let file = root.join(rel_path(path.as_bytes())?);
-        let Ok(content) = std::fs::read(&file) else {
-            continue;
-        };
-        let Some(fixed) = git_ident_form(&content) else {
-            continue;
-        };
-        if stack.is_none() {
-            let s = wt
-                .attributes_only(
-                    index,
-                    gix::worktree::stack::state::attributes::Source::IdMapping,
-                )
-                .git_context("reading attributes")?;
-            outcome = Some(s.selected_attribute_matches(["ident"]));
-            stack = Some(s);
-        }
-        let (Some(stack), Some(outcome)) = (stack.as_mut(), outcome.as_mut()) else {
-            continue;
-        };
-        let platform = stack
-            .at_entry(path, Some(entry.mode))
-            .git_context(format!("reading the attributes of {path}"))?;
-        platform.matching_attributes(outcome);
-        let ident = outcome.iter_selected().any(|m| m.assignment.state.is_set());
-        if ident {
-            std::fs::write(&file, fixed)
-                .map_err(Error::io(format!("writing {}", file.display())))?;
-        }
-    }
-    Ok(())
-}
-
-/// git's `core.attributesFile` when unset: `$XDG_CONFIG_HOME/git/attributes`,
-/// else `~/.config/git/attributes`.
-fn default_attributes_file() -> Option<PathBuf> {
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(config.join("git/attributes"))
-}
-
-/// Could any attributes source set `ident`: a `.gitattributes` of `index`,
-/// `info/attributes` or `core.attributesFile`? A cheap textual test.
-fn may_set_ident(wt: &gix::Repository, index: &gix::index::State) -> bool {
-    let mentions = |bytes: &[u8]| bytes.windows(5).any(|w| w == b"ident");
-    let in_index = index.entries().iter().any(|e| {
-        let path = e.path(index);
-        (path == ".gitattributes" || path.ends_with(b"/.gitattributes"))
-            && wt.find_blob(e.id).is_ok_and(|blob| mentions(&blob.data))
-    });
-    let global = wt
-        .config_snapshot()
-        .trusted_path("core.attributesFile")
-        .ok()
-        .flatten()
-        .or_else(default_attributes_file)
-        .into_iter()
-        .chain([wt.common_dir().join("info/attributes")])
-        .any(|p| std::fs::read(p).is_ok_and(|b| mentions(&b)));
-    in_index || global
-}
-
-/// `content` with each `$Id: <hex>$` written as git writes it, `$Id: <hex> $`;
-/// `None` when there is none.
-fn git_ident_form(content: &[u8]) -> Option<Vec<u8>> {
-    const OPEN: &[u8] = b"$Id: ";
-    let mut out = Vec::with_capacity(content.len() + 2);
-    let mut rest = content;
-    let mut changed = false;
-    while let Some(at) = rest.windows(OPEN.len()).position(|w| w == OPEN) {
-        let after = &rest[at + OPEN.len()..];
-        let hex = after.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-        out.extend_from_slice(&rest[..at + OPEN.len() + hex]);
-        rest = &after[hex..];
-        if (hex == 40 || hex == 64) && rest.first() == Some(&b'$') {
-            out.push(b' ');
-            changed = true;
-        }
-    }
-    out.extend_from_slice(rest);
-    changed.then_some(out)
 }
 
 /// Below this many entries a checkout writes from the calling thread: gix
@@ -1276,16 +1164,13 @@ fn unstaged_changes(wt: &gix::Repository, index: Option<gix::index::File>) -> Re
 /// when it cannot be read as one.
 pub(crate) fn blob_id(
     wt: &gix::Repository,
-    pipeline: &mut gix::filter::Pipeline<'_>,
+    to_git: &mut crate::encoding::ToGit<'_>,
     index: &gix::index::State,
     dir: &Path,
     path: &BStr,
     mode: gix::index::entry::Mode,
 ) -> Result<Option<ObjectId>> {
-    use gix::filter::plumbing::pipeline::convert::ToGitOutcome;
-    use std::io::Read;
-    let rel = rel_path(path)?;
-    let abs = dir.join(&rel);
+    let abs = dir.join(rel_path(path)?);
     let data = if mode == gix::index::entry::Mode::SYMLINK {
         match std::fs::read_link(&abs) {
             Ok(target) => gix::path::os_str_into_bstr(target.as_os_str())
@@ -1294,25 +1179,10 @@ pub(crate) fn blob_id(
             Err(_) => return Ok(None),
         }
     } else {
-        let Ok(file) = std::fs::File::open(&abs) else {
-            return Ok(None);
-        };
-        let mut data = Vec::new();
-        let read = match pipeline
-            .convert_to_git(file, &rel, index)
-            .git_context(format!("reading {}", abs.display()))?
-        {
-            ToGitOutcome::Unchanged(mut file) => file.read_to_end(&mut data).map(drop),
-            ToGitOutcome::Process(mut filtered) => filtered.read_to_end(&mut data).map(drop),
-            ToGitOutcome::Buffer(buf) => {
-                data.extend_from_slice(buf);
-                Ok(())
-            }
-        };
-        if read.is_err() {
-            return Ok(None);
+        match to_git.blob(index, path, &abs)? {
+            Some(data) => data,
+            None => return Ok(None),
         }
-        data
     };
     gix::objs::compute_hash(wt.object_hash(), gix::objs::Kind::Blob, &data)
         .map(Some)
@@ -2295,19 +2165,5 @@ pub(crate) mod tests {
             !super::holds(&wt, &staged, tree).expect("holds"),
             "a staged change was taken for HEAD's tree"
         );
-    }
-
-    #[test]
-    fn ident_takes_the_form_git_writes() {
-        let sha = "a0749a0c2c0c92aeb7c5f5fa6ace589ef08aceeb";
-        assert_eq!(
-            super::git_ident_form(format!("/* $Id: {sha}$ */ $Id: {sha}$").as_bytes()),
-            Some(format!("/* $Id: {sha} $ */ $Id: {sha} $").into_bytes())
-        );
-        assert_eq!(
-            super::git_ident_form(format!("$Id: {sha} $").as_bytes()),
-            None
-        );
-        assert_eq!(super::git_ident_form(b"$Id$ and $Id: abc$"), None);
     }
 }

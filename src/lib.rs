@@ -12,7 +12,8 @@
 //!    `orders`;
 //! 2. state and plumbing: `state`, `error`, `exec`, `progress` (its events
 //!    carry how a command exited), `config_env`, `context`, `splitindex`,
-//!    `stamps`;
+//!    `stamps`, `encoding` (`working-tree-encoding` and `ident` as git
+//!    writes them);
 //! 3. services on one repository: `conductor`, `slots`, `promisor`,
 //!    `ledger` (the pool's bookkeeping), `worktree`, `builder`, `reconcile`,
 //!    `batch`, `drift`, `lint`, `checkout`, `user_checkout` (a checkout of
@@ -31,6 +32,7 @@ pub mod crash;
 pub mod doctor;
 pub mod drift;
 pub mod duration;
+pub mod encoding;
 pub mod error;
 pub mod exec;
 pub mod failure;

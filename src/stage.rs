@@ -74,14 +74,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
             entry.flags.insert(Flags::UPTODATE);
         }
     }
-    let attributes = wt
-        .attributes_only(
-            &index,
-            gix::worktree::stack::state::attributes::Source::WorktreeThenIdMapping,
-        )
-        .git_context("reading .gitattributes")?;
-    let mut pipeline = gix::filter::Pipeline::new(wt, attributes.detach())
-        .git_context("preparing the filters of .gitattributes")?;
+    let mut to_git = crate::encoding::ToGit::new(wt, &index)?;
     // A changed ignore rule can turn ignored files anywhere into untracked
     // ones, in folders nobody touched: then every folder is listed.
     let rules_changed = suspects
@@ -91,7 +84,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
     for (at, _) in suspects {
         let entry = &index.entries()[at];
         let path = entry.path(&index).to_owned();
-        match hash(&mut pipeline, &index, &dir, path.as_bstr())? {
+        match hash(wt, &mut to_git, &index, &dir, path.as_bstr())? {
             Found::Gone => staged.push(Staged { path, now: None }),
             Found::Blob(id, kind, stat) => {
                 if id != entry.id || mode_of(kind) != entry.mode || stat != entry.stat {
@@ -110,7 +103,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
         return Ok(None);
     };
     for path in untracked {
-        match hash(&mut pipeline, &index, &dir, path.as_bstr())? {
+        match hash(wt, &mut to_git, &index, &dir, path.as_bstr())? {
             Found::Blob(id, kind, stat) => staged.push(Staged {
                 path,
                 now: Some((id, kind, stat)),
@@ -118,7 +111,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
             Found::Gone | Found::Other => return Ok(None),
         }
     }
-    drop(pipeline);
+    drop(to_git);
     if staged.is_empty() {
         return Ok(Some(head_tree));
     }
@@ -253,7 +246,8 @@ fn mode_of(kind: EntryKind) -> Mode {
 /// end-of-line conversion) into the object database.
 #[allow(clippy::unnecessary_cast)]
 fn hash(
-    pipeline: &mut gix::filter::Pipeline<'_>,
+    wt: &gix::Repository,
+    to_git: &mut crate::encoding::ToGit<'_>,
     index: &gix::index::State,
     dir: &Path,
     path: &BStr,
@@ -283,9 +277,30 @@ fn hash(
     if kind != FileType::RegularFile && kind != FileType::Symlink {
         return Ok(Found::Other);
     }
-    let blob = pipeline
-        .worktree_file_to_object(path, index)
-        .git_context(format!("hashing {path}"))?;
+    let blob = if kind == FileType::RegularFile && to_git.has_encodings() {
+        let Some(data) = to_git.blob(index, path, &dir.join(&rel))? else {
+            return Ok(Found::Gone);
+        };
+        let id = wt
+            .write_blob(&data)
+            .git_context(format!("storing {path}"))?
+            .detach();
+        let executable = st.st_mode as u32 & 0o111 != 0;
+        Some((
+            id,
+            match executable {
+                true => EntryKind::BlobExecutable,
+                false => EntryKind::Blob,
+            },
+            (),
+        ))
+    } else {
+        to_git
+            .pipeline
+            .worktree_file_to_object(path, index)
+            .git_context(format!("hashing {path}"))?
+            .map(|(id, kind, _)| (id, kind, ()))
+    };
     Ok(match blob {
         Some((id, kind, _)) if !matches!(kind, EntryKind::Commit | EntryKind::Tree) => {
             Found::Blob(id, kind, checkout::index_stat(&st))

@@ -362,7 +362,7 @@ struct Files<'a> {
     stat: gix::index::entry::stat::Options,
     file_mode: bool,
     symlinks: bool,
-    pipeline: Option<gix::filter::Pipeline<'a>>,
+    to_git: Option<crate::encoding::ToGit<'a>>,
 }
 
 impl<'a> Files<'a> {
@@ -375,7 +375,7 @@ impl<'a> Files<'a> {
             stat: wt.stat_options().git_context("reading core.checkStat")?,
             file_mode: config.boolean("core.fileMode") != Some(false),
             symlinks: config.boolean("core.symlinks") != Some(false),
-            pipeline: None,
+            to_git: None,
         })
     }
 
@@ -436,21 +436,13 @@ impl<'a> Files<'a> {
                 .map(Some)
                 .git_context(format!("hashing {}", abs.display()));
         }
-        if self.pipeline.is_none() {
-            let attributes = self
-                .wt
-                .attributes_only(
-                    self.index,
-                    gix::worktree::stack::state::attributes::Source::WorktreeThenIdMapping,
-                )
-                .git_context("reading .gitattributes")?;
-            self.pipeline = Some(
-                gix::filter::Pipeline::new(self.wt, attributes.detach())
-                    .git_context("preparing the filters of .gitattributes")?,
-            );
-        }
-        let pipeline = self.pipeline.as_mut().expect("set above");
-        checkout::blob_id(self.wt, pipeline, self.index, self.dir, path, mode)
+        let to_git = match &mut self.to_git {
+            Some(to_git) => to_git,
+            None => self
+                .to_git
+                .insert(crate::encoding::ToGit::new(self.wt, self.index)?),
+        };
+        checkout::blob_id(self.wt, to_git, self.index, self.dir, path, mode)
     }
 }
 

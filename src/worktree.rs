@@ -362,7 +362,10 @@ pub(crate) fn add_under(
         std::thread::sleep(std::time::Duration::from_millis(u64::from(tries) * 10));
         added = add();
     }
-    let added = added.and_then(|(made, _)| not_sparse(&made));
+    let added = added.and_then(|(made, _)| {
+        not_sparse(&made)?;
+        as_git_writes_them(&made)
+    });
     if let Err(e) = added {
         // add_worktree rolls back its own files but not the branch we made for it.
         let _ = delete_branch(&ctx.repo, &full, Some(base));
@@ -373,6 +376,26 @@ pub(crate) fn add_under(
     }
     crate::crash::point("worktree-add.after");
     Ok(dest)
+}
+
+/// gix's checkout of a new worktree writes some files other than git
+/// would (`ident`, UTF-16 `working-tree-encoding`): those are written again
+/// as git writes them, and the index takes their stat data.
+fn as_git_writes_them(made: &gix::Repository) -> Result<()> {
+    let Some(dir) = made.workdir() else {
+        return Ok(());
+    };
+    let mut index = made
+        .open_index()
+        .git_context(format!("reading the index of {}", dir.display()))?;
+    let before = index.entries().iter().map(|e| e.stat).collect::<Vec<_>>();
+    crate::encoding::as_git_writes_it(made, &mut index, dir)?;
+    if index.entries().iter().map(|e| e.stat).eq(before) {
+        return Ok(());
+    }
+    index
+        .write(gix::index::write::Options::default())
+        .git_context(format!("writing the index of {}", dir.display()))
 }
 
 /// How often a worktree whose making failed is made again.

@@ -539,3 +539,238 @@ fn merge_commits_are_signed_with_openpgp() {
         verified.stderr
     );
 }
+
+/// Every attribute kind at once, encodings included: `eol`, a smudge/clean
+/// driver, a process filter, `ident`, and `working-tree-encoding` in each
+/// of the Unicode forms gix reads back, and one gix converts itself
+/// (Shift_JIS).
+const EVERY_KIND: &str = "*.crlf text eol=crlf\n*.up filter=upper\n*.pf filter=proc\nid.c ident\n\
+    *.u16 working-tree-encoding=UTF-16\n*.u16le working-tree-encoding=UTF-16LE\n\
+    *.u16crlf working-tree-encoding=UTF-16 eol=crlf\n*.u16be working-tree-encoding=UTF-16BE\n\
+    *.sjis working-tree-encoding=SHIFT-JIS\n";
+
+/// Files the orders rewrite, each in the form `git checkout` writes
+/// (CRLF under `core.autocrlf=true`, upper case through the filters, `$Id$`
+/// expanded), with `$1` in their text: a pooled worktree keeps what its
+/// last builder wrote, as a checkout keeps what was committed from it.
+const REWRITTEN: &[(&str, &str)] = &[
+    ("a.crlf", "printf 'x $1\\r\\ny\\r\\n' > a.crlf"),
+    ("b.up", "printf 'HELLO %s\\r\\n' $(echo $1 | tr a-z A-Z) > b.up"),
+    ("c.pf", "printf 'BIG %s\\r\\n' $(echo $1 | tr a-z A-Z) > c.pf"),
+    (
+        "id.c",
+        "printf '/* $Id: %s $ */ $1\\r\\n' $(printf '/* $Id$ */ $1\\n' | git hash-object --stdin) > id.c",
+    ),
+    ("t.u16", "printf 'caf\\303\\251 $1\\r\\n' | iconv -f UTF-8 -t UTF-16 > t.u16"),
+    ("t.u16le", "printf 'le $1\\r\\n' | iconv -f UTF-8 -t UTF-16LE > t.u16le"),
+    ("t.u16crlf", "printf 'two $1\\r\\nlines\\r\\n' | iconv -f UTF-8 -t UTF-16 > t.u16crlf"),
+    ("t.u16be", "printf 'be \\360\\237\\230\\200 $1\\r\\n' | iconv -f UTF-8 -t UTF-16BE > t.u16be"),
+    ("t.sjis", "printf '\\346\\227\\245\\346\\234\\254 $1\\r\\n' | iconv -f UTF-8 -t SHIFT-JIS > t.sjis"),
+];
+
+/// A clone of the repository by stock git with `config()`, at `rev`.
+fn git_checkout_of(env: &TestEnv, name: &str, rev: &str) -> std::path::PathBuf {
+    let oracle = env.root.join(name);
+    let mut clone = vec![
+        "clone".to_owned(),
+        "-q".to_owned(),
+        "--no-checkout".to_owned(),
+    ];
+    for (key, value) in config() {
+        clone.push("-c".into());
+        clone.push(format!("{key}={value}"));
+    }
+    clone.push(env.repo.display().to_string());
+    clone.push(oracle.display().to_string());
+    let clone: Vec<&str> = clone.iter().map(String::as_str).collect();
+    env.git_in(&env.root, &clone);
+    env.git_in(&oracle, &["checkout", "-q", rev]);
+    oracle
+}
+
+fn every_path() -> Vec<&'static str> {
+    REWRITTEN.iter().map(|(p, _)| *p).collect()
+}
+
+#[track_caller]
+fn assert_same_files(ours: &std::path::Path, git: &std::path::Path, what: &str) {
+    for path in every_path() {
+        let mine = std::fs::read(ours.join(path)).expect("ours");
+        let theirs = std::fs::read(git.join(path)).expect("git's");
+        assert!(
+            mine == theirs,
+            "{what}: {path}: ours {mine:02x?}, git's {theirs:02x?}"
+        );
+    }
+}
+
+/// Issue 32, 1: every checkout git-arbiter writes (a new pooled worktree,
+/// a pooled worktree switched to a later base, a worktree of `--no-pool`,
+/// the worktree a merged result is verified in, the user's checkout after
+/// a landing) holds the bytes `git checkout` writes, for every kind of
+/// attribute; and what builders write in those forms is stored as `git
+/// add` stores it.
+#[test]
+fn every_checkout_writes_each_kind_of_attribute_as_git_checkout_does() {
+    let env = TestEnv::new();
+    for (key, value) in config() {
+        env.git(&["config", key, &value]);
+    }
+    // Stored as git stores them (UTF-8, LF, lower case): the attributes
+    // come in the next commit.
+    for (path, _) in REWRITTEN {
+        env.write(path, "caf\u{e9} line one\nline two\n");
+    }
+    env.write("b.up", "hello\n");
+    env.write("c.pf", "big\n");
+    env.write("id.c", "/* $Id$ */\n");
+    env.write("t.sjis", "\u{65e5}\u{672c}\n");
+    env.commit_all("content");
+    env.write(".gitattributes", EVERY_KIND);
+    env.git(&["add", ".gitattributes"]);
+    env.git(&["commit", "-q", "-m", "attributes"]);
+    // The files as git writes them under the new attributes.
+    for path in every_path() {
+        std::fs::remove_file(env.repo.join(path)).expect("rm");
+    }
+    env.git(&["checkout", "--", "."]);
+    let seen = env.root.join("seen");
+    let copy_all = every_path().join(" ");
+    let build = |round: usize| {
+        let mut cases = String::new();
+        for (path, write) in REWRITTEN {
+            let id = format!("r{round}-{}", path.replace('.', "-"));
+            cases.push_str(&format!("{id}) {} ;;\n", write.replace("$1", &id)));
+        }
+        format!(
+            "mkdir -p {seen}/$ARBITER_WO && cp {copy_all} {seen}/$ARBITER_WO/ && \
+             case $ARBITER_WO in\n{cases}esac",
+            seen = seen.display()
+        )
+    };
+    let verified = env.root.join("verified");
+    let gate = format!(
+        "d={}/$(git rev-parse HEAD); mkdir -p $d && cp {copy_all} $d/",
+        verified.display()
+    );
+    for round in 1..=3 {
+        for (path, _) in REWRITTEN {
+            let id = format!("r{round}-{}", path.replace('.', "-"));
+            env.work_order(&id, &id, &[], &[path]);
+        }
+        env.commit_all("orders");
+        let base = env.rev("main");
+        let mut args = vec!["round".to_owned(), "--build".to_owned(), build(round)];
+        if round == 3 {
+            args.extend(["--no-pool", "--verify", "merged", "--gate"].map(String::from));
+            args.push(gate.clone());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        env.run(&args).success();
+        assert_eq!(env.git(&["status", "--porcelain"]), "", "round {round}");
+        // What each builder found: git's checkout of its base.
+        let at_base = git_checkout_of(&env, &format!("base-{round}"), &base);
+        for (path, _) in REWRITTEN {
+            let id = format!("r{round}-{}", path.replace('.', "-"));
+            assert_same_files(&seen.join(&id), &at_base, &format!("{id}'s worktree"));
+        }
+        // What the user's checkout holds, and what was stored.
+        let tip = env.rev("main");
+        let at_tip = git_checkout_of(&env, &format!("tip-{round}"), &tip);
+        assert_same_files(
+            &env.repo,
+            &at_tip,
+            &format!("the checkout after round {round}"),
+        );
+        for (path, _) in REWRITTEN {
+            let id = format!("r{round}-{}", path.replace('.', "-"));
+            let stored = env.git(&["show", &format!("main:{path}")]);
+            assert!(stored.contains(&id), "{path}: {stored:?}");
+            let ours = std::fs::read(env.repo.join(path)).expect("ours");
+            env.git_in(&at_tip, &["add", "--renormalize", path]);
+            assert_eq!(
+                env.git_in(&at_tip, &["status", "--porcelain", path]),
+                "",
+                "{path}: git stores the same ({ours:02x?})"
+            );
+        }
+        if round == 3 {
+            for dir in std::fs::read_dir(&verified).expect("verified") {
+                let dir = dir.expect("entry").path();
+                let rev = dir
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned();
+                let at = git_checkout_of(&env, &format!("verified-{}", &rev[..12]), &rev);
+                assert_same_files(&dir, &at, "a verification worktree");
+            }
+        }
+    }
+    env.fsck();
+}
+
+/// A UTF-16 file a builder writes without the byte order mark its
+/// encoding requires is refused as `git add` refuses it: a failure of that
+/// attempt, with git's message, not a configuration error stopping the run.
+#[test]
+fn a_utf16_file_written_without_its_mark_fails_the_attempt_with_gits_message() {
+    let env = TestEnv::new();
+    env.write(".gitattributes", "*.u16 working-tree-encoding=UTF-16\n");
+    env.write("t.u16", "");
+    env.work_order("wo-a", "Encoded", &[], &["t.u16"]);
+    env.commit_all("init");
+    let run = env.run(&[
+        "round",
+        "--build",
+        "case $ARBITER_ATTEMPT in 1) t=UTF-16LE ;; *) t=UTF-16 ;; esac; printf 'hi\\n' | iconv -f UTF-8 -t $t > t.u16",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("BOM is required in 't.u16' if encoded as UTF-16"),
+        "{}",
+        run.stderr
+    );
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["attempts"], 2, "{status}");
+    assert_eq!(env.git(&["show", "main:t.u16"]), "hi\n");
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+}
+
+/// A Unicode encoding gix cannot read back (UTF-32, UTF-16LE-BOM) would
+/// fail every status of a worktree holding such a file: refused before
+/// any build, naming the path and the attribute.
+#[test]
+fn an_encoding_gix_cannot_read_back_is_refused_before_any_build() {
+    let utf32: Vec<u8> = [0xfeff_u32, 'h' as u32, '\n' as u32]
+        .iter()
+        .flat_map(|c| c.to_le_bytes())
+        .collect();
+    let utf16: Vec<u8> = [0xfeff_u16, 'h' as u16, '\n' as u16]
+        .iter()
+        .flat_map(|c| c.to_le_bytes())
+        .collect();
+    for (name, bytes) in [("UTF-32", utf32), ("UTF-16LE-BOM", utf16)] {
+        let env = TestEnv::new();
+        env.write(
+            ".gitattributes",
+            &format!("*.enc working-tree-encoding={name}\n"),
+        );
+        env.commit_all("attributes");
+        std::fs::write(env.repo.join("t.enc"), bytes).expect("write");
+        env.work_order("wo-a", "Other", &[], &["a.txt"]);
+        env.commit_all("init");
+        let before = env.rev("main");
+        let run = env.run(&["round", "--build", "echo a > a.txt"]).code(2);
+        assert!(
+            run.stderr
+                .contains(&format!("'t.enc' has working-tree-encoding={name}")),
+            "{}",
+            run.stderr
+        );
+        assert_eq!(env.rev("main"), before);
+        let status = env.run(&["status", "--json"]).success().json();
+        assert_eq!(status["orders"][0]["attempts"], 0, "{name}: {status}");
+    }
+}
