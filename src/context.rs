@@ -370,6 +370,18 @@ impl Context {
             .collect()
     }
 
+    /// A boolean from `git config`; a malformed value is an input error.
+    pub fn config_bool(&self, key: &str) -> Result<Option<bool>> {
+        self.repo.config_snapshot().try_boolean(key).map_err(|_| {
+            InputError::new(format!(
+                "config {key} = '{}' is not a boolean",
+                self.config_string(key).unwrap_or_default()
+            ))
+            .hint(format!("fix it with 'git config {key} true' (or false)"))
+            .into()
+        })
+    }
+
     /// A non-negative integer from `git config`; a malformed value is an input error.
     pub fn config_u32(&self, key: &str) -> Result<Option<u32>> {
         let Some(raw) = self.config_string(key) else {

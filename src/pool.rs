@@ -67,7 +67,7 @@ impl Options {
         setup: Option<String>,
         cap: u32,
     ) -> Result<Options> {
-        let enabled = !no_pool && config_bool(ctx, "arbiter.pool")?.unwrap_or(true);
+        let enabled = !no_pool && ctx.config_bool("arbiter.pool")?.unwrap_or(true);
         let size = match ctx.config_u32("arbiter.poolSize")? {
             Some(0) => {
                 return Err(
@@ -111,24 +111,12 @@ impl Options {
             enabled,
             size,
             max_bytes,
-            keep_ignored: config_bool(ctx, "arbiter.poolKeepIgnored")?.unwrap_or(true),
+            keep_ignored: ctx.config_bool("arbiter.poolKeepIgnored")?.unwrap_or(true),
             setup: setup
                 .or_else(|| ctx.config_string("arbiter.setup"))
                 .filter(|s| !s.trim().is_empty()),
             setup_inputs,
         })
-    }
-}
-
-fn config_bool(ctx: &Context, key: &str) -> Result<Option<bool>> {
-    match ctx.repo.config_snapshot().try_boolean(key) {
-        Ok(v) => Ok(v),
-        Err(_) => Err(InputError::new(format!(
-            "config {key} = '{}' is not a boolean",
-            ctx.config_string(key).unwrap_or_default()
-        ))
-        .hint(format!("fix it with 'git config {key} true' (or false)"))
-        .into()),
     }
 }
 
@@ -591,6 +579,9 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
             }
         }
     };
+    // Clean now: the next take in this process lists only the folders that
+    // gained or lost a name since (see `dirt`).
+    crate::stamps::remember(&wt, &lease.path, tree);
     entry.state = State::Free;
     entry.base = Some(tip.to_string());
     entry.tree = Some(tree.to_string());
@@ -740,10 +731,19 @@ impl Dirt {
 
 /// The [`Dirt`] of worktree `wt`, found as `git status` finds it with no
 /// untracked cache: every tracked file's stat data (its content when they
-/// differ), every folder read. A folder's unchanged time stamp proves
-/// nothing here: a file can be written into it and the stamp set back.
+/// differ), every folder read but those whose change time proves that no
+/// name came or went since this process saw the worktree clean (see
+/// [`crate::stamps`]). A folder's modification time proves nothing here: a
+/// file can be written into it and that time set back; the change time
+/// cannot be.
 pub fn dirt(wt: &gix::Repository) -> Result<Dirt> {
     use gix::status::index_worktree::Item;
+    if let Some((modified, untracked)) = crate::stage::changes(wt)? {
+        return Ok(Dirt {
+            modified,
+            untracked,
+        });
+    }
     let dir = files_of(wt)?;
     let context = || format!("reading the status of {}", dir.display());
     let iter = wt
@@ -1118,6 +1118,58 @@ mod tests {
         let star = input_glob("*.lock").expect("glob");
         assert!(!star.is_match("a/b.lock"), "'*' does not cross '/'");
         assert!(input_glob("a[").is_err());
+    }
+
+    /// In one process, between a give-back and the next take: a tracked
+    /// file edited with its times set back, a file added to a folder whose
+    /// modification time is set back, both found and undone.
+    #[test]
+    fn a_take_in_the_same_process_finds_what_was_written_since_the_give_back() {
+        use crate::testutil::{git, new_repo, scratch};
+        let (_tmp, root) = scratch();
+        let repo = new_repo(&root, "repo");
+        std::fs::create_dir(repo.join("sub")).expect("mkdir");
+        std::fs::write(repo.join("sub/f.txt"), "tracked\n").expect("write");
+        git(&root, &repo, &["add", "-A"]);
+        git(&root, &repo, &["commit", "-q", "-m", "init"]);
+        let base = ObjectId::from_hex(git(&root, &repo, &["rev-parse", "HEAD"]).trim().as_bytes())
+            .expect("sha");
+        let ctx = Context::isolated(&repo, &["user.name=t", "user.email=t@t"]).expect("open");
+        let opts = Options {
+            enabled: true,
+            size: 1,
+            keep_ignored: true,
+            ..Options::default()
+        };
+        let wt = take(&ctx, &opts, "a", "arbiter/a", base)
+            .expect("take")
+            .path;
+        give_back(&ctx, "a", "arbiter/a", false).expect("give back");
+        assert!(
+            crate::stamps::recorded(&wt).is_some(),
+            "stamped when given back clean"
+        );
+        let sub = wt.join("sub");
+        let file = sub.join("f.txt");
+        let times = |p: &std::path::Path| {
+            std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .expect("mtime")
+        };
+        let (sub_time, file_time) = (times(&sub), times(&file));
+        std::fs::write(&file, "TRACKED\n").expect("edit");
+        std::fs::write(sub.join("junk.txt"), "junk\n").expect("junk");
+        for (path, at) in [(&file, file_time), (&sub, sub_time)] {
+            std::fs::File::open(path)
+                .and_then(|f| f.set_modified(at))
+                .expect("set the time back");
+        }
+        let taken = take(&ctx, &opts, "b", "arbiter/b", base).expect("take");
+        assert_eq!(taken.path, wt);
+        assert_eq!(taken.cleaned.modified, ["sub/f.txt"]);
+        assert_eq!(taken.cleaned.untracked, ["sub/junk.txt"]);
+        assert_eq!(std::fs::read_to_string(&file).expect("read"), "tracked\n");
+        assert!(!sub.join("junk.txt").exists());
     }
 
     #[test]

@@ -169,6 +169,73 @@ fn read_index(
     Some((file.into(), checksum, None))
 }
 
+/// What the worktree `wt` holds besides its index, as `git status` with no
+/// untracked cache finds it: the tracked files whose content (or kind)
+/// differs, and the untracked files outside the ignored ones. Each file's
+/// stat data is checked and the content of the suspect ones hashed (as
+/// `stage_all` does); folders the [`crate::stamps`] of this process prove
+/// unchanged (their ctime, which nothing sets back) are not listed. `None`
+/// where the plain case does not hold: gix's status judges there.
+pub(crate) fn changes(wt: &gix::Repository) -> Result<Option<(Vec<String>, Vec<String>)>> {
+    if !plain_config(wt) {
+        return Ok(None);
+    }
+    let dir = checkout::workdir(wt)?;
+    let mut index = match splitindex::read(wt) {
+        Ok(Some(split)) if split.extended => return Ok(None),
+        Ok(Some(split)) => split.merged(),
+        Ok(None) => match checkout::read_index(wt) {
+            Ok(file) => file.into(),
+            Err(_) => return Ok(None),
+        },
+        Err(_) => return Ok(None),
+    };
+    if !plain_index(&index) {
+        return Ok(None);
+    }
+    let suspects = checkout::stat_suspects(wt, &index, &dir);
+    let mut suspect = vec![false; index.entries().len()];
+    for (at, _) in &suspects {
+        suspect[*at] = true;
+    }
+    for (entry, suspect) in index.entries_mut().iter_mut().zip(&suspect) {
+        if !suspect {
+            entry.flags.insert(Flags::UPTODATE);
+        }
+    }
+    let mut modified = Vec::new();
+    if !suspects.is_empty() {
+        let mut to_git = crate::encoding::ToGit::new(wt, &index)?;
+        for (at, _) in &suspects {
+            let entry = &index.entries()[*at];
+            let path = entry.path(&index);
+            let same = match hash(wt, &mut to_git, &index, &dir, path)? {
+                Found::Blob(id, kind, _) => id == entry.id && mode_of(kind) == entry.mode,
+                Found::Gone => false,
+                Found::Other => return Ok(None),
+            };
+            if !same {
+                modified.push(path.to_str_lossy().into_owned());
+            }
+        }
+    }
+    let rules_changed = suspects
+        .iter()
+        .any(|(at, _)| is_ignore_rules(index.entries()[*at].path(&index)));
+    let stamps = crate::stamps::recorded(&dir)
+        .filter(|stamps| !rules_changed && stamps.same_outside_rules(wt));
+    let Some(untracked) = untracked(wt, &index, stamps.as_deref())? else {
+        return Ok(None);
+    };
+    let mut untracked: Vec<String> = untracked
+        .iter()
+        .map(|p| p.to_str_lossy().into_owned())
+        .collect();
+    modified.sort();
+    untracked.sort();
+    Ok(Some((modified, untracked)))
+}
+
 /// Nothing configured that makes `git add` do more than hash files.
 fn plain_config(wt: &gix::Repository) -> bool {
     let config = wt.config_snapshot();
