@@ -323,6 +323,7 @@ mod tests {
                 .map(|f| Entry::parse(f).expect("valid"))
                 .collect(),
             task: String::new(),
+            allow_empty: false,
             lines: Default::default(),
         }
     }
@@ -346,6 +347,7 @@ mod tests {
             merged_into: None,
             waiting: None,
             may_have_landed_before: None,
+            last_failure: None,
         }
     }
 

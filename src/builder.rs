@@ -25,6 +25,9 @@ pub struct Host {
     pub repo_top: PathBuf,
     missing_name: bool,
     missing_email: bool,
+    /// `arbiter.allowEmpty`: a build that changes nothing is done, not a
+    /// `no_change` failure.
+    allow_empty: bool,
     /// The conductor's repository, whose worktrees the builds run in.
     repo: gix::ThreadSafeRepository,
 }
@@ -42,6 +45,7 @@ impl Host {
             repo_top: crate::worktree::main_top(ctx)?,
             missing_name: ctx.config_string("user.name").is_none(),
             missing_email: ctx.config_string("user.email").is_none(),
+            allow_empty: ctx.config_bool("arbiter.allowEmpty")?.unwrap_or(false),
             repo: ctx.repo.clone().into_sync(),
         })
     }
@@ -440,6 +444,11 @@ pub fn kept_work_error(kept: &[KeptWork]) -> InputError {
     ))
 }
 
+/// Why an attempt whose build exited 0 but changed nothing failed (unless
+/// `arbiter.allowEmpty` or the order's `## Allow empty` says that is done).
+pub const NO_CHANGE_WHY: &str =
+    "no_change: the build exited 0 and changed nothing (set arbiter.allowEmpty=true, or add '## Allow empty' to the order, if that is a success)";
+
 /// The record event of an attempt given back because a command could not run.
 pub const NOT_RUNNABLE: &str = "command_not_runnable";
 
@@ -618,6 +627,29 @@ impl Host {
     /// contains the branch (which starts at `base`), and the worktree is put
     /// back on the branch. Anything else fails the attempt with the reason:
     /// never a `done` without the work.
+    /// Does the tree of `branch`'s tip differ from that of `base`?
+    fn changed_anything(
+        &self,
+        worktree: &Path,
+        branch: &str,
+        base: gix::ObjectId,
+    ) -> Result<bool, String> {
+        let repo = self.open_worktree(worktree).map_err(|e| e.to_string())?;
+        let tree_of = |id: gix::ObjectId| {
+            repo.find_commit(id)
+                .and_then(|c| c.tree_id())
+                .map(|t| t.detach())
+                .map_err(|e| format!("reading commit {id}: {e}"))
+        };
+        let tip = repo
+            .find_reference(format!("refs/heads/{branch}").as_str())
+            .map_err(|e| format!("reading {branch}: {e}"))?
+            .peel_to_id()
+            .map_err(|e| format!("resolving {branch}: {e}"))?
+            .detach();
+        Ok(tree_of(tip)? != tree_of(base)?)
+    }
+
     pub fn adopt_head(
         &self,
         worktree: &Path,
@@ -1076,6 +1108,23 @@ impl Host {
         }
         crate::crash::point("leftovers.after");
         drop(committing);
+        if !self.allow_empty && !at.wo.allow_empty {
+            match self.changed_anything(at.worktree, at.branch, at.base) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return BuildOutcome::Failed {
+                        step: Step::Build,
+                        why: NO_CHANGE_WHY.into(),
+                    }
+                }
+                Err(why) => {
+                    return BuildOutcome::Failed {
+                        step: Step::Build,
+                        why: format!("reading the builder's work: {why}"),
+                    }
+                }
+            }
+        }
         for (check, step, commands) in [
             (Check::Gate, Step::Gate, steps.gates),
             (Check::Critic, Step::Critic, steps.critics),

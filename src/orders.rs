@@ -27,6 +27,9 @@ pub struct WorkOrder {
     /// Empty when the order has no `## Files to touch`: it may touch anything.
     pub files: Vec<Entry>,
     pub task: String,
+    /// `## Allow empty`: a build that exits 0 and changes nothing is done,
+    /// not a `no_change` failure.
+    pub allow_empty: bool,
     pub lines: Lines,
 }
 
@@ -159,14 +162,18 @@ enum Section {
     Deps,
     Files,
     Task,
+    /// `## Allow empty`: a build that changes nothing is a success; what
+    /// follows the heading (why) is for people.
+    AllowEmpty,
     Other,
 }
 
 /// The sections, by the name written after `## ` (compared case-insensitively).
-const SECTIONS: [(&str, Section); 3] = [
+const SECTIONS: [(&str, Section); 4] = [
     ("Depends on", Section::Deps),
     ("Files to touch", Section::Files),
     ("Task", Section::Task),
+    ("Allow empty", Section::AllowEmpty),
 ];
 
 /// Names people write for a section, with the section they mean: a heading
@@ -185,6 +192,9 @@ const NEAR_NAMES: &[(&str, &str)] = &[
     ("files to modify", "Files to touch"),
     ("declared files", "Files to touch"),
     ("task", "Task"),
+    ("allow empty", "Allow empty"),
+    ("allow no change", "Allow empty"),
+    ("allow empty change", "Allow empty"),
 ];
 
 /// The section `name` (a `##` heading's text, lowercase) was probably meant
@@ -233,7 +243,7 @@ fn parse_all(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Vec<Error>>
     let mut task = String::new();
     let mut section = Section::Preamble;
     let mut in_fence = false;
-    let mut seen = [false; 3];
+    let mut seen = [false; SECTIONS.len()];
     for (index, line) in text.lines().enumerate() {
         let lineno = index + 1;
         let trimmed = line.trim_end();
@@ -304,7 +314,7 @@ fn parse_all(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Vec<Error>>
             }
         }
         match section {
-            Section::Preamble | Section::Other => {}
+            Section::Preamble | Section::Other | Section::AllowEmpty => {}
             Section::Task => {
                 task.push_str(line);
                 task.push('\n');
@@ -404,6 +414,7 @@ fn parse_all(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Vec<Error>>
         deps,
         files,
         task: task.trim().to_owned(),
+        allow_empty: seen[3],
         lines: Lines {
             deps: dep_lines,
             files: file_lines,
@@ -1055,6 +1066,7 @@ mod tests {
             deps: deps.iter().map(|d| d.to_string()).collect(),
             files: vec![],
             task: String::new(),
+            allow_empty: false,
             lines: Default::default(),
         }
     }

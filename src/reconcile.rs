@@ -48,6 +48,47 @@ pub struct Row {
     /// (that could land it twice) until a deeper history or the notes say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub may_have_landed_before: Option<String>,
+    /// Why its last attempt failed, while it is to be built again or
+    /// halted: the cause behind `retry_cap_exhausted`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<LastFailure>,
+}
+
+/// An order's last failed attempt, the reason recorded for it and its log.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct LastFailure {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// "build exit 1", "setup 'npm ci' exit 1", "timeout after 10s", …
+    pub reason: String,
+    /// The attempt's log, when it is still there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+impl LastFailure {
+    /// The last failure of `record`, if it has one.
+    pub fn of(ctx: &Context, record: &Record) -> Option<LastFailure> {
+        let (attempt, reason) = record.last_failure()?;
+        let log = attempt
+            .map(|n| crate::layout::logs(&ctx.repo, &record.wo).join(format!("attempt-{n}.log")))
+            .filter(|p| p.exists())
+            .map(|p| p.display().to_string());
+        Some(LastFailure {
+            attempt,
+            reason: reason.to_owned(),
+            log,
+        })
+    }
+}
+
+impl std::fmt::Display for LastFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.attempt {
+            Some(n) => write!(f, "attempt {n} failed: {}", self.reason),
+            None => write!(f, "failed: {}", self.reason),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -342,6 +383,9 @@ pub fn table(
                         .unwrap_or_else(|| STOPPED_BEFORE_LANDING.to_owned())
                 }),
             may_have_landed_before,
+            last_failure: (terminal || status == Status::NeedsRework)
+                .then(|| LastFailure::of(ctx, &record))
+                .flatten(),
         });
         records.push(record);
     }

@@ -74,6 +74,9 @@ pub struct Evidence {
     /// shallow clone's history begins after it), so `changes` is absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub missing_commit: Option<String>,
+    /// Why its last attempt failed, while it is to be built again or halted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<crate::reconcile::LastFailure>,
     pub logs: Vec<LogTail>,
 }
 
@@ -133,6 +136,7 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
         drift: None,
         waiting: None,
         missing_commit: None,
+        last_failure: None,
         logs: log_tails(ctx, id),
     };
     let Some(record) = record else {
@@ -144,6 +148,9 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
     ev.halt_paths = record.halt_paths.clone();
     ev.attempts = record.attempts;
     ev.cap = Some(record.cap);
+    ev.last_failure = (record.halted || record.status == Status::NeedsRework)
+        .then(|| crate::reconcile::LastFailure::of(ctx, &record))
+        .flatten();
     ev.waiting = record
         .landing
         .as_ref()

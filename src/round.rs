@@ -98,6 +98,9 @@ pub struct Escalated {
     /// The kept branch holding the halted attempt's work, if any.
     pub branch: Option<String>,
     pub log: Option<String>,
+    /// Why its last attempt failed (the cause behind `retry_cap_exhausted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<crate::reconcile::LastFailure>,
 }
 
 /// Why a run stopped before its work was done; in JSON, the sentence.
@@ -2164,6 +2167,7 @@ fn finish(
                 paths: record.halt_paths.clone(),
                 branch: kept.then_some(branch),
                 log: log.filter(|p| p.exists()).map(|p| p.display().to_string()),
+                last_failure: crate::reconcile::LastFailure::of(ctx, record),
             });
         } else if row.status == Status::Done {
             summary.done.push(row.id.clone());

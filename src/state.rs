@@ -108,6 +108,11 @@ pub struct Event {
     pub detail: Option<String>,
 }
 
+/// The history events of an attempt that failed, its reason as detail:
+/// a build, setup, gate or timeout (`needs_rework`), or a gate on the
+/// merged result (`merged_gate_failed`).
+pub const FAILURE_EVENTS: &[&str] = &["needs_rework", "merged_gate_failed"];
+
 /// The history event a standalone `merge-back` of an earlier version
 /// recorded before its branch moved (see [`Record::merge_back_pending`]).
 pub const MERGE_START_EVENT: &str = "merge_start";
@@ -397,6 +402,17 @@ impl Record {
         self.halt_reason = None;
         self.halt_paths.clear();
         self.log("halt_lifted", None);
+    }
+
+    /// The last failed attempt and why it failed, as recorded ("build exit
+    /// 1", "setup 'npm ci' exit 1", a gate that failed on the merged
+    /// result): what an escalation shows beside its halt reason.
+    pub fn last_failure(&self) -> Option<(Option<u32>, &str)> {
+        self.history
+            .iter()
+            .rev()
+            .find(|e| FAILURE_EVENTS.contains(&e.event.as_str()))
+            .and_then(|e| Some((e.attempt, e.detail.as_deref()?)))
     }
 
     /// Set the terminal HALT flag. HALT dominates status everywhere.

@@ -974,3 +974,46 @@ fn orders_whose_builds_end_together_land_in_one_landing() {
         "{landings:?}"
     );
 }
+
+/// A builder that exits 0 and changes nothing (an agent that gave up
+/// politely) has not done the order: `no_change`, a retryable failure with
+/// its reason; `arbiter.allowEmpty=true` or the order's `## Allow empty`
+/// make it done, as before.
+#[test]
+fn a_build_that_changes_nothing_is_no_change_unless_allowed() {
+    let env = TestEnv::new();
+    env.work_order("wo-a", "Nothing", &[], &["a.txt"]);
+    env.commit_all("init");
+    let run = env.run(&["round", "--build", "true"]).code(1);
+    assert!(
+        run.stderr
+            .contains("reason=\"no_change: the build exited 0 and changed nothing"),
+        "{}",
+        run.stderr
+    );
+    let status = env.run(&["status", "--json"]).success().json();
+    let row = &status["orders"][0];
+    assert_eq!(row["halt_reason"], "retry_cap_exhausted", "{row}");
+    assert!(
+        row["last_failure"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("no_change")),
+        "{row}"
+    );
+
+    env.run(&["retry", "--rebuild", "wo-a"]).success();
+    env.git(&["config", "arbiter.allowEmpty", "true"]);
+    env.run(&["round", "--build", "true"]).success();
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["status"], "done");
+
+    let env = TestEnv::new();
+    env.write(
+        "work-orders/wo-b.md",
+        "# Check only\n\n## Files to touch\n- b.txt\n\n## Allow empty\nA check that may find nothing to fix.\n\n## Task\nLook.\n",
+    );
+    env.commit_all("init");
+    env.run(&["round", "--build", "true"]).success();
+    let status = env.run(&["status", "--json"]).success().json();
+    assert_eq!(status["orders"][0]["status"], "done");
+}

@@ -249,3 +249,56 @@ fn status_shows_the_branch_a_done_order_was_merged_into() {
             .expect("note JSON");
     assert_eq!(note["into"], "integration");
 }
+
+/// An order that failed up to its retry cap says why, not only
+/// `retry_cap_exhausted`: the last failure and its log in the escalation,
+/// in `status` and in `show`.
+#[test]
+fn a_halt_after_the_retry_cap_names_the_last_failure_and_its_log() {
+    let env = TestEnv::new();
+    env.work_order("wo-a", "Fails", &[], &["a.txt"]);
+    env.commit_all("init");
+    let run = env
+        .run(&["round", "--setup", "exit 3", "--build", "true"])
+        .code(1);
+    let summary: String = run
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("slots busy"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    insta::assert_snapshot!(env.redact(&summary), @"
+    0 landed batch(es): 0 done, 1 halted, 0 pending
+
+    order  outcome                      attempts  wait  build  gates  critics  queued  changed
+    wo-a   halted: retry_cap_exhausted  3         0.0s  -      -      -        -       -
+
+
+    ESCALATION: these work orders are halted and need a human:
+      wo-a  retry_cap_exhausted
+          last:   attempt 3 failed: setup 'exit 3' exit 3
+          next:   when fixed, `git arbiter retry --rebuild wo-a` builds it afresh
+          log:    $TEST_ENV/repo/.git/arbiter/logs/wo-a/attempt-3.log
+    ");
+    let status = env.run(&["status"]).success();
+    insta::assert_snapshot!(env.redact(&status.stdout), @"
+    ID    STATUS                    ATTEMPTS  DEPS  MERGED  TITLE
+    wo-a  HALT retry_cap_exhausted  3/3       -     -       Fails
+    wo-a: attempt 3 failed: setup 'exit 3' exit 3
+      log: $TEST_ENV/repo/.git/arbiter/logs/wo-a/attempt-3.log
+    ");
+    let show = env.run(&["show", "wo-a"]).success().stdout;
+    let head: String = show.lines().take(5).map(|l| format!("{l}\n")).collect();
+    insta::assert_snapshot!(env.redact(&head), @"
+    wo-a  Fails
+    status:   HALT retry_cap_exhausted
+    attempts: 3 of 3
+    last:     attempt 3 failed: setup 'exit 3' exit 3
+              log: $TEST_ENV/repo/.git/arbiter/logs/wo-a/attempt-3.log
+    ");
+    let json = env.run(&["status", "--json"]).success().json();
+    assert_eq!(
+        json["orders"][0]["last_failure"]["reason"],
+        "setup 'exit 3' exit 3"
+    );
+}

@@ -326,7 +326,7 @@ fn a_half_made_worktree_is_removed_not_wedged() {
 
     env.run(&["worktree", "add", "wo-01"]).success();
     std::fs::remove_file(wt_dir(&env, "wo-01").join(".git")).expect("rm .git");
-    env.run(&["round", "--build", "echo a > src/a.rs"])
+    env.run(&["round", "--build", "echo changed > src/a.rs"])
         .success();
-    assert_eq!(env.git(&["show", "main:src/a.rs"]), "a\n");
+    assert_eq!(env.git(&["show", "main:src/a.rs"]), "changed\n");
 }

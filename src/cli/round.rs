@@ -336,6 +336,9 @@ pub fn render(
                 s.push_str(&format!(" [{}]", paths.join(", ")));
             }
             s.push('\n');
+            if let Some(failure) = &h.last_failure {
+                s.push_str(&format!("      last:   {failure}\n"));
+            }
             if let Some(b) = &h.branch {
                 s.push_str(&format!("      branch: {b}\n"));
             }

@@ -65,6 +65,12 @@ fn render(ev: &Evidence) -> String {
     if let Some(cap) = ev.cap {
         s.push_str(&format!("attempts: {} of {cap}\n", ev.attempts));
     }
+    if let Some(failure) = &ev.last_failure {
+        s.push_str(&format!("last:     {failure}\n"));
+        if let Some(log) = &failure.log {
+            s.push_str(&format!("          log: {log}\n"));
+        }
+    }
     for run in &ev.runs {
         let waited = run.queue_wait_ms.map_or(String::new(), |w| {
             format!(" (waited {} for a slot)", format_ms(w))

@@ -105,6 +105,12 @@ fn render(rows: &[reconcile::Row]) -> String {
                 r.id, r.id
             ));
         }
+        if let Some(failure) = &r.last_failure {
+            text.push_str(&format!("{}: {failure}\n", r.id));
+            if let Some(log) = &failure.log {
+                text.push_str(&format!("  log: {log}\n"));
+            }
+        }
         if let Some(Recovery::Error { message }) = &r.recovery {
             text.push_str(&format!(
                 "warning: {}: cannot tell whether its merge landed: {message}\n",
