@@ -61,6 +61,11 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Advice rather than a problem: said, never a reason to exit 1.
+    pub fn is_advice(self) -> bool {
+        matches!(self, Kind::NotesNotFetched)
+    }
+
     /// The heading a finding is listed under.
     pub fn group(self) -> &'static str {
         match self {
@@ -90,6 +95,8 @@ pub struct Finding {
     pub fixable: bool,
     /// `--fix` ran and it is gone.
     pub fixed: bool,
+    /// Advice, not a problem (see [`Kind::is_advice`]).
+    pub advice: bool,
 }
 
 impl Finding {
@@ -101,6 +108,7 @@ impl Finding {
             hint: None,
             fixable: false,
             fixed: false,
+            advice: kind.is_advice(),
         }
     }
 
@@ -129,7 +137,10 @@ pub struct Report {
 impl Report {
     /// Findings not fixed: the doctor's exit status is 1 while any remain.
     pub fn remaining(&self) -> usize {
-        self.findings.iter().filter(|f| !f.fixed).count()
+        self.findings
+            .iter()
+            .filter(|f| !f.fixed && !f.advice)
+            .count()
     }
 }
 

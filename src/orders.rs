@@ -208,6 +208,40 @@ fn meant_section(name: &str) -> Option<&'static str> {
     })
 }
 
+/// The id `arg` names among `known`: itself, else the stem of a path or
+/// file name given for it (`work-orders/a.md`, `./a.md`, `a.md`).
+pub fn resolve_id<'a>(arg: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let known: Vec<&str> = known.into_iter().collect();
+    if known.contains(&arg) {
+        return Some(arg.to_owned());
+    }
+    let name = arg.rsplit(['/', '\\']).next().unwrap_or(arg);
+    let stem = name.strip_suffix(".md").unwrap_or(name);
+    known.contains(&stem).then(|| stem.to_owned())
+}
+
+/// The ids among `known` closest to the unknown `arg` (Damerau-Levenshtein
+/// distance at most a third of its length, at least 1, at most 3), nearest
+/// first: what "did you mean" offers.
+pub fn closest_ids<'a>(arg: &str, known: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let name = arg.rsplit(['/', '\\']).next().unwrap_or(arg);
+    let stem = name
+        .strip_suffix(".md")
+        .unwrap_or(name)
+        .to_ascii_lowercase();
+    let allowed = (stem.chars().count() / 3).clamp(1, 3);
+    let mut near: Vec<(usize, &str)> = known
+        .into_iter()
+        .map(|id| (strsim::damerau_levenshtein(&stem, id), id))
+        .filter(|(distance, _)| *distance <= allowed)
+        .collect();
+    near.sort();
+    near.into_iter()
+        .take(3)
+        .map(|(_, id)| id.to_owned())
+        .collect()
+}
+
 /// Parse one work-order file. `id` comes from the file stem. On error, the
 /// first problem of the file.
 pub fn parse(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Error> {
@@ -344,7 +378,13 @@ fn parse_all(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Vec<Error>>
                             path,
                             lineno,
                             format!("expected a '- ' bullet, found '{content}'"),
-                            "write one entry per line as '- <entry>'",
+                            if !seen[2] && content.contains(' ') {
+                                // Prose after the list: the task, its heading forgotten.
+                                "if this is the task text, put '## Task' on a line before it; \
+                                 otherwise write one entry per line as '- <entry>'"
+                            } else {
+                                "write one entry per line as '- <entry>'"
+                            },
                         )
                     });
                     continue;
@@ -453,6 +493,12 @@ impl Orders {
         self.list.is_empty()
     }
 
+    /// The id `arg` names: itself when known, else the id of an order file
+    /// it names as a path or a file name (`work-orders/a.md`, `a.md`).
+    pub fn id_of(&self, arg: &str) -> Option<String> {
+        resolve_id(arg, self.list.iter().map(|wo| wo.id.as_str()))
+    }
+
     /// Build from parsed orders, checking unknown dependencies and cycles.
     pub fn from_list(dir: PathBuf, list: Vec<WorkOrder>) -> Result<Orders, Error> {
         let orders = Orders::unchecked(dir, list);
@@ -490,7 +536,16 @@ impl Orders {
                         &wo.path,
                         wo.lines.deps.get(i).copied().unwrap_or(1),
                         format!("unknown dependency '{dep}'"),
-                        format!("create {}/{dep}.md or remove the entry", self.dir.display()),
+                        match closest_ids(dep, self.list.iter().map(|w| w.id.as_str())).first() {
+                            Some(near) => format!(
+                                "did you mean '{near}'? Otherwise create {}/{dep}.md or remove the entry",
+                                self.dir.display()
+                            ),
+                            None => format!(
+                                "create {}/{dep}.md or remove the entry",
+                                self.dir.display()
+                            ),
+                        },
                     ));
                     if first_only {
                         return errors;

@@ -34,15 +34,36 @@ pub fn orders_if_any(ctx: &Context, flag: Option<&std::path::Path>) -> Option<Or
     ctx.load_orders(flag).ok()
 }
 
-/// `id` names no work order: exit 2, saying where the ids are listed.
-pub fn unknown_order(id: &str) -> InputError {
+/// `id` names no work order among `known`: exit 2, with the closest ids
+/// and where the ids are listed.
+pub fn unknown_order<'a>(id: &str, known: impl IntoIterator<Item = &'a str>) -> InputError {
+    let near = crate::orders::closest_ids(id, known);
+    let listed =
+        "'git arbiter status' lists the work orders; 'git arbiter log' shows every order's events";
     InputError::new(format!(
         "unknown work order '{id}': it has no file in the orders directory and no record in {}",
         crate::state::NOTES_REF
     ))
-    .hint(
-        "'git arbiter status' lists the work orders; 'git arbiter log' shows every order's events",
-    )
+    .hint(match near.as_slice() {
+        [] => listed.to_owned(),
+        [one] => format!("did you mean '{one}'? {listed}"),
+        many => format!(
+            "did you mean one of {}? {listed}",
+            many.iter()
+                .map(|id| format!("'{id}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
+}
+
+/// The id `arg` names among the orders and records known (see
+/// [`crate::orders::resolve_id`]); an unknown one is [`unknown_order`].
+pub fn resolve_order(ctx: &Context, orders: Option<&Orders>, arg: &str) -> Result<String> {
+    let snapshot = Snapshot::read(&ctx.repo)?;
+    let known = known_ids(&snapshot, orders)?;
+    crate::orders::resolve_id(arg, known.iter().map(String::as_str))
+        .ok_or_else(|| unknown_order(arg, known.iter().map(String::as_str)).into())
 }
 
 /// How many lines of each log `show` repeats.
@@ -116,10 +137,8 @@ pub struct LogTail {
 
 /// Gather the evidence for `id`; `patch` adds the full diff.
 pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -> Result<Evidence> {
+    let id = &resolve_order(ctx, orders, id)?;
     let mut snapshot = Snapshot::read(&ctx.repo)?;
-    if !known_ids(&snapshot, orders)?.iter().any(|k| k == id) {
-        return Err(unknown_order(id).into());
-    }
     let record = snapshot.record(id)?;
     let mut ev = Evidence {
         version: 1,

@@ -260,6 +260,9 @@ enum JobOutcome {
     Clean,
 }
 
+/// The warning of a run asked to verify merged results with no gate.
+pub const NO_GATE_TO_VERIFY: &str = "--verify merged (or arbiter.verify=merged) with no gate configured: merged results land unverified; give --gate or set arbiter.gate";
+
 /// The history event of an attempt that failed its build or gates: the
 /// clock of `arbiter.retryDelay` starts there.
 const FAILED_EVENT: &str = "needs_rework";
@@ -394,6 +397,13 @@ pub fn run(
         abort: AtomicBool::new(false),
         progress,
     };
+    if opts.verify == Verify::Merged && opts.gates.is_empty() {
+        // Asked for, but there is nothing to run: said once, not silently skipped.
+        progress.event(&Event::Warning {
+            wo: String::new(),
+            detail: NO_GATE_TO_VERIFY.into(),
+        });
+    }
     let started = Instant::now();
     match opts.schedule {
         Schedule::Rounds => run.rounds(&shared)?,

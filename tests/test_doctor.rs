@@ -343,7 +343,8 @@ fn a_fresh_clone_of_a_landed_order_is_recorded_done() {
             ),
         ]
     );
-    let run = env.run_in(&clone, &["doctor", "--fix"]).code(1);
+    // What remains is advice: exit 0.
+    let run = env.run_in(&clone, &["doctor", "--fix"]).success();
     assert!(
         run.stderr.contains("recorded work order wo-01 as done"),
         "{}",
@@ -355,7 +356,7 @@ fn a_fresh_clone_of_a_landed_order_is_recorded_done() {
     assert_eq!(status["orders"][0]["checkpoint_after"], merge.as_str());
     let log = env.run_in(&clone, &["log", "--json"]).success().json();
     assert!(crate::common::event_names(&log).contains(&"reconstructed_done"));
-    // The one finding left is the user's to fix; doing so as the hint says ends it.
+    // The note left says what to add; doing so ends it.
     assert!(run
         .stdout
         .contains("+refs/notes/arbiter:refs/notes/remotes/origin/arbiter"));
@@ -633,4 +634,29 @@ fn is_gone(pid: &str) -> bool {
         .next()
         .and_then(|r| r.split_whitespace().next());
     matches!(state, None | Some("Z"))
+}
+
+/// A healthy clone whose `origin` does not fetch the notes ref gets advice,
+/// not a problem: exit 0, the refspec to add.
+#[test]
+fn a_healthy_clone_gets_the_notes_refspec_as_a_note_and_exit_0() {
+    let env = setup();
+    let clone = env.root.join("clone");
+    env.git_in(&env.root, &["clone", "-q", "repo", "clone"]);
+    let run = env.run_in(&clone, &["doctor"]).success();
+    let notes: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("note") || l.contains("problem"))
+        .collect();
+    insta::assert_snapshot!(env.redact(&notes.join("\n")), @r#"
+    notes:
+      remote.origin.fetch: fetching from origin does not fetch refs/notes/arbiter (no fetch refspec covers it; git clone never does) [note]
+        hint: if origin has git-arbiter state, fetch it once with 'git fetch origin refs/notes/arbiter:refs/notes/arbiter' (creates it, never overwrites); keep a copy of origin's with "git config --add remote.origin.fetch '+refs/notes/arbiter:refs/notes/remotes/origin/arbiter'"
+    1 note (advice, not a problem)
+    no problems found
+    "#);
+    let json = env.run_in(&clone, &["doctor", "--json"]).success().json();
+    assert_eq!(json["remaining"], 0);
+    assert_eq!(json["findings"][0]["advice"], true);
 }

@@ -291,3 +291,54 @@ fn orders_flag_only_on_subcommands_that_read_orders() {
         run.stderr
     );
 }
+
+/// Ids are looked up as people type them: a path or a `.md` file name
+/// names its order; an unknown id gets the closest ones.
+#[test]
+fn an_order_is_named_by_its_file_and_a_misspelt_id_gets_a_suggestion() {
+    let env = TestEnv::new();
+    env.work_order("globset-test", "Globs", &[], &["g.txt"]);
+    env.work_order("other", "Other", &[], &["o.txt"]);
+    env.commit_all("init");
+    for arg in [
+        "globset-test.md",
+        "work-orders/globset-test.md",
+        "./work-orders/globset-test.md",
+    ] {
+        let show = env.run(&["show", arg]).success();
+        assert!(
+            show.stdout.starts_with("globset-test  Globs\n"),
+            "{arg}: {}",
+            show.stdout
+        );
+    }
+    insta::assert_snapshot!(env.run(&["show", "globset-tests"]).snapshot(&env), @"
+    [stderr]
+    error: unknown work order 'globset-tests': it has no file in the orders directory and no record in refs/notes/arbiter
+    hint: did you mean 'globset-test'? 'git arbiter status' lists the work orders; 'git arbiter log' shows every order's events
+    [exit status: 2]
+    ");
+    insta::assert_snapshot!(env.run(&["retry", "Globset-test"]).snapshot(&env), @"
+    [stderr]
+    error: unknown work order 'Globset-test': it has no file in the orders directory and no record in refs/notes/arbiter
+    hint: did you mean 'globset-test'? 'git arbiter status' lists the work orders; 'git arbiter log' shows every order's events
+    [exit status: 2]
+    ");
+    insta::assert_snapshot!(env.run(&["clear"]).snapshot(&env), @"
+    [stderr]
+    error: no work order to clear
+    hint: name the halted orders ('git arbiter clear wo-01 wo-02'), or clear every halted one with --all
+    [exit status: 2]
+    ");
+    env.write(
+        "work-orders/dep.md",
+        "# Dep\n\n## Depends on\n- globset-tests\n\n## Files to touch\n- d.txt\n\n## Task\nx\n",
+    );
+    insta::assert_snapshot!(env.run(&["lint"]).snapshot(&env), @"
+    $TEST_ENV/repo/work-orders/dep.md:4: error: unknown dependency 'globset-tests'
+      hint: did you mean 'globset-test'? Otherwise create $TEST_ENV/repo/work-orders/globset-tests.md or remove the entry
+    [stderr]
+    arbiter lint errors=1 warnings=0
+    [exit status: 2]
+    ");
+}

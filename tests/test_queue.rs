@@ -583,3 +583,36 @@ fn a_dead_conductors_chain_ref_lock_is_removed() {
     env.run(&["round", "--build", "echo a > a.txt"]).success();
     assert!(!dead.exists(), "the dead conductor's lock is gone");
 }
+
+/// `--verify merged` with no gate to run is said once per run, not
+/// skipped in silence.
+#[test]
+fn verify_merged_without_a_gate_warns_once() {
+    let env = TestEnv::new();
+    env.work_order("wo-a", "A", &[], &["a.txt"]);
+    env.work_order("wo-b", "B", &[], &["b.txt"]);
+    env.commit_all("init");
+    let run = env
+        .run(&[
+            "round",
+            "--verify",
+            "merged",
+            "--build",
+            "echo x > ${ARBITER_WO#wo-}.txt",
+        ])
+        .success();
+    assert_eq!(
+        run.stderr.matches("with no gate configured").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    let quiet = env
+        .run(&["round", "--verify", "none", "--build", "true"])
+        .success();
+    assert!(
+        !quiet.stderr.contains("no gate configured"),
+        "{}",
+        quiet.stderr
+    );
+}

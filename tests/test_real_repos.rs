@@ -113,8 +113,11 @@ fn control_characters_in_orders_are_refused_before_anything_runs() {
     let lint = env.run(&["lint"]).code(2);
     insta::assert_snapshot!(lint.snapshot(&env), @r"
     $TEST_ENV/repo/work-orders/nul.md:1: error: control character \u{0} in the title
+      hint: write the title as plain text
     $TEST_ENV/repo/work-orders/osc.md:1: error: control character \u{1b} in the title
+      hint: write the title as plain text
     $TEST_ENV/repo/work-orders/path.md:4: error: declared entry 'c\u{1b}[31m.txt': control character \u{1b} in it
+      hint: declare repo-relative paths or globs such as 'src/ui/**'
     [stderr]
     arbiter lint errors=3 warnings=0
     [exit status: 2]

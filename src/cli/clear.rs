@@ -4,7 +4,7 @@ use git_arbiter::context::Context;
 use git_arbiter::error::InputError;
 use git_arbiter::orders::Orders;
 use git_arbiter::state::{Record, Status, Store};
-use git_arbiter::{Error, ExitCode};
+use git_arbiter::{review, Error, ExitCode};
 
 use super::{out, Env};
 
@@ -19,11 +19,7 @@ use super::{out, Env};
 #[derive(Args, Debug)]
 pub struct ClearArgs {
     /// The work orders' ids (their file stems)
-    #[arg(
-        value_name = "ID",
-        required_unless_present = "all",
-        conflicts_with = "all"
-    )]
+    #[arg(value_name = "ID", conflicts_with = "all")]
     ids: Vec<String>,
     /// Clear every halted work order
     #[arg(long)]
@@ -43,8 +39,16 @@ pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {
             return Ok(ExitCode::Success);
         }
         halted
+    } else if args.ids.is_empty() {
+        return Err(InputError::new("no work order to clear")
+            .hint("name the halted orders ('git arbiter clear wo-01 wo-02'), or clear every halted one with --all")
+            .into());
     } else {
-        let mut ids = args.ids;
+        let mut ids = args
+            .ids
+            .iter()
+            .map(|id| review::resolve_order(&ctx, Some(&orders), id))
+            .collect::<Result<Vec<_>, _>>()?;
         ids.dedup();
         ids
     };

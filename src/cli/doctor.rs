@@ -107,7 +107,9 @@ fn render(report: &Report, fix: bool) -> String {
             group = f.kind.group();
             text.push_str(&format!("\n{group}:\n"));
         }
-        let state = if f.fixed {
+        let state = if f.advice {
+            "note"
+        } else if f.fixed {
             "fixed"
         } else if f.fixable && !fix {
             "fixable"
@@ -119,10 +121,18 @@ fn render(report: &Report, fix: bool) -> String {
             text.push_str(&format!("    hint: {hint}\n"));
         }
     }
+    let notes = findings.iter().filter(|f| f.advice).count();
+    findings.retain(|f| !f.advice);
     let total = findings.len();
     let fixed = findings.iter().filter(|f| f.fixed).count();
     let fixable = findings.iter().filter(|f| f.fixable && !f.fixed).count();
     text.push('\n');
+    if notes > 0 {
+        text.push_str(&format!(
+            "{notes} note{} (advice, not a problem)\n",
+            plural(notes)
+        ));
+    }
     text.push_str(&match (total, fix) {
         (0, _) => "no problems found\n".to_owned(),
         (_, true) => format!(

@@ -2,7 +2,7 @@ use clap::Args;
 use git_arbiter::conductor;
 use git_arbiter::error::InputError;
 use git_arbiter::state::{Status, Store};
-use git_arbiter::{Error, ExitCode};
+use git_arbiter::{review, Error, ExitCode};
 
 use super::Env;
 
@@ -18,8 +18,9 @@ pub struct HaltArgs {
     pub orders: super::OrdersArgs,
 }
 
-pub fn cmd_halt(env: &Env, args: HaltArgs) -> Result<ExitCode, Error> {
-    let reason = args.reason.trim();
+pub fn cmd_halt(env: &Env, mut args: HaltArgs) -> Result<ExitCode, Error> {
+    let reason = args.reason.trim().to_owned();
+    let reason = reason.as_str();
     if reason.is_empty() || reason.contains('\n') {
         return Err(InputError::new("--reason must be one non-empty line")
             .hint("e.g. --reason \"waiting for API review\"")
@@ -27,10 +28,14 @@ pub fn cmd_halt(env: &Env, args: HaltArgs) -> Result<ExitCode, Error> {
     }
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
+    args.id = review::resolve_order(&ctx, Some(&orders), &args.id)?;
     let Some(wo) = orders.get(&args.id) else {
-        return Err(InputError::new(format!("unknown work order '{}'", args.id))
-            .hint("'git arbiter status' lists the work orders")
-            .into());
+        return Err(InputError::new(format!(
+            "work order '{}' has a record but no file in the orders directory",
+            args.id
+        ))
+        .hint("restore its file to halt it")
+        .into());
     };
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     // Not between a conductor's last ownership check and its merge's record.

@@ -13,7 +13,8 @@ use super::{json, out, Env};
 /// only directories, covering nothing inside them), a dependency on a halted
 /// order; `batch` lists the same warnings.
 ///
-/// Prints one line per finding, `path:line: error|warning: message`, and
+/// Prints one line per finding, `path:line: error|warning: message`, each
+/// followed by `  hint: …` when there is something to do about it, and
 /// `arbiter lint errors=<n> warnings=<n>` on stderr. Exit 2 when there is an
 /// error, else 0. Read-only.
 #[derive(Args, Debug)]
@@ -38,7 +39,10 @@ pub fn cmd_lint(env: &Env, args: LintArgs) -> Result<ExitCode, Error> {
         let text: String = report
             .findings
             .iter()
-            .map(|finding| format!("{finding}\n"))
+            .map(|finding| match &finding.hint {
+                Some(hint) => format!("{finding}\n  hint: {hint}\n"),
+                None => format!("{finding}\n"),
+            })
             .collect();
         out(&text);
     }

@@ -95,11 +95,12 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     let mut snapshot = store.snapshot()?;
     let mut ids = review::known_ids(&snapshot, orders.as_ref())?;
-    if let Some(id) = &args.id {
-        if !ids.contains(id) {
-            return Err(review::unknown_order(id).into());
+    if let Some(arg) = &args.id {
+        let known = ids.iter().map(String::as_str);
+        match git_arbiter::orders::resolve_id(arg, known.clone()) {
+            Some(id) => ids = vec![id],
+            None => return Err(review::unknown_order(arg, known).into()),
         }
-        ids = vec![id.clone()];
     }
     let mut records = Vec::new();
     for id in &ids {

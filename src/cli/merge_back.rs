@@ -5,7 +5,7 @@ use git_arbiter::merge::{self, DriftScope};
 use git_arbiter::orders::WorkOrder;
 use git_arbiter::queue::Fate;
 use git_arbiter::state::Store;
-use git_arbiter::{drift, Error, ExitCode};
+use git_arbiter::{drift, review, Error, ExitCode};
 use serde_json::json;
 
 use super::{out, progress, Env};
@@ -57,10 +57,17 @@ enum ScopeArg {
 pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
+    let args = MergeBackArgs {
+        id: review::resolve_order(&ctx, Some(&orders), &args.id)?,
+        ..args
+    };
     let wo = orders.get(&args.id).ok_or_else(|| -> Error {
-        InputError::new(format!("unknown work order '{}'", args.id))
-            .hint("'git arbiter status' lists the work orders")
-            .into()
+        InputError::new(format!(
+            "work order '{}' has a record but no file in the orders directory",
+            args.id
+        ))
+        .hint("restore its file to merge its branch back")
+        .into()
     })?;
     let into = ctx.integration_branch(args.into.as_deref())?;
     let branch = git_arbiter::worktree::branch_ref(&args.id);

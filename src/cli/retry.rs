@@ -4,7 +4,7 @@ use git_arbiter::kept::{self, Command, Item};
 use git_arbiter::merge::{self, DriftScope};
 use git_arbiter::queue::Fate;
 use git_arbiter::state::{Record, Store};
-use git_arbiter::{Error, ExitCode};
+use git_arbiter::{review, Error, ExitCode};
 
 use super::{clear, out, progress, Env};
 
@@ -49,7 +49,11 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
-    let mut ids = args.ids;
+    let mut ids = args
+        .ids
+        .iter()
+        .map(|id| review::resolve_order(&ctx, Some(&orders), id))
+        .collect::<Result<Vec<_>, _>>()?;
     ids.dedup();
     if args.rebuild {
         for id in &ids {
@@ -67,9 +71,11 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
     let mut items = Vec::with_capacity(ids.len());
     for id in &ids {
         let Some(wo) = orders.get(id) else {
-            return Err(InputError::new(format!("unknown work order '{id}'"))
-                .hint("'git arbiter status' lists the work orders")
-                .into());
+            return Err(InputError::new(format!(
+                "work order '{id}' has a record but no file in the orders directory"
+            ))
+            .hint("restore its file to retry it")
+            .into());
         };
         let record = store.snapshot()?.record(id)?;
         let record = check_retryable(id, record)?;
