@@ -34,6 +34,9 @@ _git__arbiter() {
             git__arbiter,help)
                 cmd="git__arbiter__subcmd__help"
                 ;;
+            git__arbiter,install-docs)
+                cmd="git__arbiter__subcmd__install__subcmd__docs"
+                ;;
             git__arbiter,lint)
                 cmd="git__arbiter__subcmd__lint"
                 ;;
@@ -90,6 +93,9 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help,help)
                 cmd="git__arbiter__subcmd__help__subcmd__help"
+                ;;
+            git__arbiter__subcmd__help,install-docs)
+                cmd="git__arbiter__subcmd__help__subcmd__install__subcmd__docs"
                 ;;
             git__arbiter__subcmd__help,lint)
                 cmd="git__arbiter__subcmd__help__subcmd__lint"
@@ -218,7 +224,7 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help"
+            opts="-h -V --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool install-docs help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -334,7 +340,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool help"
+            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool install-docs help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -418,6 +424,20 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__install__subcmd__docs)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -704,6 +724,24 @@ _git__arbiter() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__install__subcmd__docs)
+            opts="-h --prefix --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -402,3 +402,81 @@ fn basic_example_runs_status_and_batch() {
     assert_eq!(batch["deferred"][0]["conflicts_with"][0], "login-form");
     assert_eq!(batch["deferred"][1]["reason"], "no_declared_files");
 }
+
+/// `git arbiter install-docs` puts the pages and completions where `man`
+/// and the shells look (under `--prefix`, default `~/.local/share`), says
+/// what it wrote, and then `git arbiter --help` shows the page.
+#[test]
+fn install_docs_makes_git_arbiter_help_work() {
+    let mut env = TestEnv::new();
+    let prefix = env.root.join("share");
+    let home = env.root.clone();
+    env.set_env("HOME", home.to_str().expect("utf-8"));
+    env.unset_env("XDG_DATA_HOME");
+    env.set_env("MANPATH", prefix.join("man").to_str().expect("utf-8"));
+    let run = env.run(&["install-docs"]).success();
+    let default = env.root.join(".local/share");
+    assert!(
+        run.stdout.contains(&format!(
+            "wrote {}",
+            default.join("man/man1/git-arbiter.1").display()
+        )),
+        "{}",
+        run.stdout
+    );
+    let run = env
+        .run(&["install-docs", "--prefix", prefix.to_str().expect("utf-8")])
+        .success();
+    assert_eq!(
+        read_dir_files(&prefix.join("man/man1")),
+        read_dir_files(&manifest_dir().join("man")),
+        "the committed pages"
+    );
+    let completions = read_dir_files(&manifest_dir().join("completions"));
+    for (installed, committed) in [
+        (
+            "bash-completion/completions/git-arbiter",
+            "git-arbiter.bash",
+        ),
+        (
+            "fish/vendor_completions.d/git-arbiter.fish",
+            "git-arbiter.fish",
+        ),
+        ("zsh/site-functions/_git-arbiter", "_git-arbiter"),
+    ] {
+        assert_eq!(
+            std::fs::read(prefix.join(installed)).expect("installed"),
+            completions[committed],
+            "{installed}"
+        );
+    }
+    assert!(run.stdout.contains("fpath=("), "{}", run.stdout);
+    if Command::new("man").arg("-w").arg("man").output().is_ok() {
+        assert!(
+            run.stdout
+                .contains("man git-arbiter finds the installed page"),
+            "{}",
+            run.stdout
+        );
+        let bin_dir = bin().parent().expect("bin dir").to_owned();
+        let path = std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )))
+        .expect("PATH");
+        env.set_env("PATH", path.to_str().expect("utf-8 PATH"));
+        env.set_env("MANPAGER", "cat");
+        env.set_env("PAGER", "cat");
+        let help = env.git_try_in(&env.repo, &["arbiter", "--help"]);
+        assert!(
+            help.stdout
+                .contains("git-arbiter - Conduct parallel builders"),
+            "{}{}",
+            help.stdout,
+            help.stderr
+        );
+    }
+    let file = env.root.join("a-file");
+    std::fs::write(&file, "").expect("write");
+    env.run(&["install-docs", "--prefix", file.to_str().expect("utf-8")])
+        .code(2);
+}

@@ -35,7 +35,7 @@ enum Kind {
 }
 
 /// The name git dispatches to, and the name every generated file is keyed on.
-const BIN: &str = "git-arbiter";
+pub(super) const BIN: &str = "git-arbiter";
 
 pub fn cmd_generate(args: GenerateArgs) -> Result<ExitCode, Error> {
     let files = match args.kind {
@@ -71,7 +71,7 @@ fn documented_command() -> clap::Command {
 
 /// `git-arbiter.1` first, then one page per visible subcommand, recursively
 /// (a subcommand group such as `slot` gets `git-arbiter-slot-run.1` and so on).
-fn man_pages() -> Result<Vec<(String, Vec<u8>)>, Error> {
+pub(super) fn man_pages() -> Result<Vec<(String, Vec<u8>)>, Error> {
     fn walk(cmd: clap::Command, pages: &mut Vec<(String, Vec<u8>)>) -> Result<(), Error> {
         let man = clap_mangen::Man::new(cmd.clone())
             // git's pages carry "Git Manual"; ours says whose manual it is.
@@ -131,7 +131,7 @@ const ID_SUBCOMMANDS: &[&str] = &[
 
 /// clap's bash completion for `git-arbiter`, plus `_git_arbiter` for git's own
 /// bash completion, which calls `_git_<command>` for `git <command> <TAB>`.
-fn bash() -> Vec<u8> {
+pub(super) fn bash() -> Vec<u8> {
     let script = String::from_utf8(completion(Shell::Bash)).expect("clap writes UTF-8");
     // clap_complete 4.6 names the dispatch states of a dashed binary name
     // `git__arbiter__subcmd__<sub>` but labels their cases
@@ -164,7 +164,7 @@ fn bash() -> Vec<u8> {
 
 /// clap's zsh completion, with work-order ids for the id argument of the
 /// subcommands that take one (clap offers `_default` there: file names).
-fn zsh() -> Vec<u8> {
+pub(super) fn zsh() -> Vec<u8> {
     let mut script = String::from_utf8(completion(Shell::Zsh)).expect("clap writes UTF-8");
     for sub in ID_SUBCOMMANDS {
         // The first block is the subcommand's own; later ones belong to `help`.
@@ -203,7 +203,7 @@ fn zsh() -> Vec<u8> {
 }
 
 /// clap's fish completion, with work-order ids for the subcommands that take one.
-fn fish() -> Vec<u8> {
+pub(super) fn fish() -> Vec<u8> {
     let mut script = String::from_utf8(completion(Shell::Fish)).expect("clap writes UTF-8");
     for sub in ID_SUBCOMMANDS {
         script.push_str(&format!(

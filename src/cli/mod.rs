@@ -25,6 +25,7 @@ mod demo;
 mod doctor;
 mod generate;
 mod halt;
+mod install_docs;
 mod lint;
 mod log;
 mod merge_back;
@@ -152,6 +153,7 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     #[command(subcommand)]
     Pool(pool::PoolCommand),
+    InstallDocs(install_docs::InstallDocsArgs),
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
     /// Called by the shell completions for a work-order argument.
@@ -183,6 +185,7 @@ impl Command {
             | Command::Pool(_)
             | Command::Slot(_)
             | Command::Stop(_)
+            | Command::InstallDocs(_)
             | Command::Generate(_) => None,
         }
     }
@@ -319,6 +322,7 @@ pub fn run() -> i32 {
         Command::Doctor(args) => doctor::cmd_doctor(&env, args),
         Command::Pool(cmd) => pool::cmd_pool(&env, cmd),
         Command::Generate(args) => generate::cmd_generate(args),
+        Command::InstallDocs(args) => install_docs::cmd_install_docs(args),
         Command::CompleteIds(_) => complete_ids::cmd_complete_ids(&env),
     };
     match result {
