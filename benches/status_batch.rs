@@ -285,6 +285,7 @@ fn write_state(repo_path: &Path, n: usize, seed: &str, unrelated: &str) {
                     exit_code: Some(if passed { 0 } else { 1 }),
                     detail: None,
                     wall_ms: None,
+                    log: None,
                 };
                 r.checkpoint_before = Some(seed.to_owned());
                 match i % 10 {

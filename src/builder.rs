@@ -770,6 +770,7 @@ pub fn verdict(kind: &str, command: &str, exit: &Exit, wall: Duration) -> Verdic
         exit_code: exit.code(),
         detail: (!exit.success()).then(|| exit.describe()),
         wall_ms: Some(wall.as_millis().try_into().unwrap_or(u64::MAX)),
+        log: None,
     }
 }
 

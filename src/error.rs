@@ -15,7 +15,8 @@ pub enum ExitCode {
     Usage = 2,
     MergeConflict = 3,
     DriftRejected = 4,
-    /// A non-blocking slot acquire found every slot taken.
+    /// Nothing free: a non-blocking slot acquire found every slot taken, or
+    /// a `round` found every order it could run held by another conductor.
     NoSlot = 5,
     /// An unexpected failure of the repository or the file system (as git's `fatal:`).
     Fatal = 128,

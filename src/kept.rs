@@ -310,6 +310,7 @@ fn halt_gate_failed(store: &Store<'_>, req: &Request<'_>, me: &str, detail: &str
                 passed: false,
                 exit_code: None,
                 wall_ms: None,
+                log: None,
                 detail: Some(detail.to_owned()),
             });
             r.landing = None;

@@ -56,7 +56,7 @@ pub const HALT_DRIFT: &str = "undeclared_file_drift";
 /// The history event (and reason) of an order whose merge broke the gates
 /// once merged with the others: it goes back for rework, its attempt spent
 /// (or, landed by `retry` or `merge-back`, it halts with its work kept).
-pub const MERGED_GATE_FAILED: &str = "merged_gate_failed";
+pub const MERGED_GATE_FAILED: &str = crate::state::MERGED_GATE_FAILED_EVENT;
 
 #[derive(Clone)]
 pub struct Request<'a> {
@@ -672,6 +672,7 @@ fn record_merged(txn: &mut crate::state::Txn<'_, '_>, req: &Request, link: &Link
         passed: true,
         exit_code: None,
         wall_ms: None,
+        log: None,
         detail: Some(format!(
             "{} changed paths, all declared",
             changed_text.len()
@@ -822,6 +823,7 @@ fn halt(
                 exit_code: None,
                 detail: Some(paths.join("\n")),
                 wall_ms: None,
+                log: None,
             });
             r.halt_unowned(reason, paths.to_vec());
             txn.put(r);

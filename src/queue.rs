@@ -503,7 +503,7 @@ impl<'a> Queue<'a> {
         let taken = crate::pool::take(self.ctx, self.pool, &name, &branch, at)?;
         let path = taken.path;
         crate::crash::point("verify.started");
-        let log = crate::layout::run_log(&self.ctx.repo, &format!("verify-{}.log", self.me.name));
+        let log = self.verify_log();
         if let Some(cleaned) = taken.cleaned.cleaned_report() {
             exec::note(&log, &cleaned);
         }
@@ -632,10 +632,19 @@ impl<'a> Queue<'a> {
         })
     }
 
+    /// Where this conductor's gate runs on merged results write.
+    fn verify_log(&self) -> std::path::PathBuf {
+        crate::layout::run_log(
+            &self.ctx.repo,
+            &format!("{VERIFY_PREFIX}{}.log", self.me.name),
+        )
+    }
+
     /// The order whose merge broke the gates goes back for rework: its
     /// attempt is spent, as a failed gate's would be.
     pub fn reject(&self, req: &Request, detail: String, progress: &dyn Progress) -> Result<Fate> {
         let id = req.wo.id.as_str();
+        let verify_log = self.verify_log();
         let held = self.store.update_held(
             &format!("{MERGED_GATE_FAILED} {id}"),
             id,
@@ -648,6 +657,7 @@ impl<'a> Queue<'a> {
                     passed: false,
                     exit_code: None,
                     wall_ms: None,
+                    log: Some(verify_log.display().to_string()),
                     detail: Some(detail.clone()),
                 });
                 r.release();

@@ -69,15 +69,21 @@ pub struct LastFailure {
 impl LastFailure {
     /// The last failure of `record`, if it has one.
     pub fn of(ctx: &Context, record: &Record) -> Option<LastFailure> {
-        let (attempt, reason) = record.last_failure()?;
-        let log = attempt
-            .map(|n| crate::layout::logs(&ctx.repo, &record.wo).join(format!("attempt-{n}.log")))
-            .filter(|p| p.exists())
-            .map(|p| p.display().to_string());
+        let event = record.last_failure()?;
+        let attempt = event.attempt;
+        // A gate on the merged result wrote to the conductor's verify log.
+        let log = match event.event.as_str() {
+            crate::state::MERGED_GATE_FAILED_EVENT => {
+                record.last_verify_log().map(std::path::PathBuf::from)
+            }
+            _ => attempt.map(|n| {
+                crate::layout::logs(&ctx.repo, &record.wo).join(format!("attempt-{n}.log"))
+            }),
+        };
         Some(LastFailure {
             attempt,
-            reason: reason.to_owned(),
-            log,
+            reason: event.detail.clone().unwrap_or_default(),
+            log: log.filter(|p| p.exists()).map(|p| p.display().to_string()),
         })
     }
 }

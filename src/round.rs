@@ -103,6 +103,15 @@ pub struct Escalated {
     pub last_failure: Option<crate::reconcile::LastFailure>,
 }
 
+/// A pending order another conductor holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldElsewhere {
+    pub wo_id: String,
+    /// Its name (`<pid>-<nonce>`).
+    pub conductor: String,
+    pub pid: Option<u32>,
+}
+
 /// Why a run stopped before its work was done; in JSON, the sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stopped {
@@ -140,6 +149,10 @@ pub struct Summary {
     pub halted: Vec<Escalated>,
     /// Not done and not halted (e.g. `--once`, or waiting on a halted dependency).
     pub pending: Vec<String>,
+    /// The pending orders another live conductor is building: they land
+    /// through that conductor, not this one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_elsewhere: Vec<HeldElsewhere>,
     /// Passed and verified, waiting to land: a checkout of the branch could
     /// not follow (a local change in the way, a lock); each lands, without a
     /// rebuild, at the next run once that is resolved.
@@ -347,7 +360,15 @@ pub fn run(
                 batch: batch.clone(),
             });
         }
-        finish(ctx, orders, &store, &branch, &BTreeSet::new(), &mut summary)?;
+        finish(
+            ctx,
+            orders,
+            &store,
+            &branch,
+            &BTreeSet::new(),
+            "",
+            &mut summary,
+        )?;
         summary.exit = ExitCode::Success;
         return Ok(summary);
     }
@@ -1222,6 +1243,7 @@ impl<'a> Run<'a> {
             self.store,
             self.branch,
             &self.ran,
+            &self.me.name,
             &mut summary,
         )?;
         for row in &mut summary.orders {
@@ -1233,6 +1255,14 @@ impl<'a> Run<'a> {
         }
         if summary.stopped.is_some() || !summary.halted.is_empty() {
             summary.exit = ExitCode::Escalation;
+            return Ok(summary);
+        }
+        if self.ran.is_empty()
+            && !summary.held_elsewhere.is_empty()
+            && summary.held_elsewhere.len() == summary.pending.len()
+        {
+            // Everything left is another conductor's: this run did nothing.
+            summary.exit = ExitCode::NoSlot;
             return Ok(summary);
         }
         if summary.pending.is_empty() {
@@ -2140,13 +2170,15 @@ fn plan(
     Ok(planned)
 }
 
-/// Fill the summary's done / halted / pending lists from the final state.
+/// Fill the summary's done / halted / pending lists from the final state;
+/// `me` names this conductor, whose own orders are not held elsewhere.
 fn finish(
     ctx: &Context,
     orders: &Orders,
     store: &Store<'_>,
     branch: &gix::refs::FullName,
     ran: &BTreeSet<String>,
+    me: &str,
     summary: &mut Summary,
 ) -> Result<()> {
     let tip = ctx.branch_tip(branch).ok();
@@ -2190,6 +2222,13 @@ fn finish(
             });
         } else {
             summary.pending.push(row.id.clone());
+            if let Some(conductor) = row.claimed_by.as_ref().filter(|c| **c != me) {
+                summary.held_elsewhere.push(HeldElsewhere {
+                    wo_id: row.id.clone(),
+                    conductor: conductor.clone(),
+                    pid: conductor.split('-').next().and_then(|p| p.parse().ok()),
+                });
+            }
         }
     }
     for record in table.records.iter().filter(|r| ran.contains(&r.wo)) {

@@ -80,6 +80,10 @@ pub struct Verdict {
     /// How long the command ran, in milliseconds (absent in older notes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_ms: Option<u64>,
+    /// Where its output went, when not the attempt's own log (a gate run on
+    /// the merged result writes to the conductor's verify log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
 }
 
 /// The verdicts of an attempt before the current one, kept when the next
@@ -111,7 +115,10 @@ pub struct Event {
 /// The history events of an attempt that failed, its reason as detail:
 /// a build, setup, gate or timeout (`needs_rework`), or a gate on the
 /// merged result (`merged_gate_failed`).
-pub const FAILURE_EVENTS: &[&str] = &["needs_rework", "merged_gate_failed"];
+pub const FAILURE_EVENTS: &[&str] = &["needs_rework", MERGED_GATE_FAILED_EVENT];
+
+/// The history event of an order whose merged result failed the gates.
+pub const MERGED_GATE_FAILED_EVENT: &str = "merged_gate_failed";
 
 /// The history event a standalone `merge-back` of an earlier version
 /// recorded before its branch moved (see [`Record::merge_back_pending`]).
@@ -407,12 +414,20 @@ impl Record {
     /// The last failed attempt and why it failed, as recorded ("build exit
     /// 1", "setup 'npm ci' exit 1", a gate that failed on the merged
     /// result): what an escalation shows beside its halt reason.
-    pub fn last_failure(&self) -> Option<(Option<u32>, &str)> {
+    pub fn last_failure(&self) -> Option<&Event> {
         self.history
             .iter()
             .rev()
-            .find(|e| FAILURE_EVENTS.contains(&e.event.as_str()))
-            .and_then(|e| Some((e.attempt, e.detail.as_deref()?)))
+            .find(|e| FAILURE_EVENTS.contains(&e.event.as_str()) && e.detail.is_some())
+    }
+
+    /// The log of the last gate run on a merged result that failed.
+    pub fn last_verify_log(&self) -> Option<&str> {
+        self.verdicts
+            .iter()
+            .chain(self.earlier.iter().flat_map(|p| &p.verdicts))
+            .filter(|v| v.kind == "verify" && !v.passed)
+            .find_map(|v| v.log.as_deref())
     }
 
     /// Set the terminal HALT flag. HALT dominates status everywhere.
@@ -1159,6 +1174,7 @@ mod tests {
             exit_code: Some(1),
             detail: None,
             wall_ms: Some(12),
+            log: None,
         });
         r.start_attempt();
         assert!(r.verdicts.is_empty() && r.queue_wait_ms.is_none());

@@ -616,3 +616,36 @@ fn verify_merged_without_a_gate_warns_once() {
         quiet.stderr
     );
 }
+
+/// `show` of an order whose merged verification failed says where the
+/// gate's output is: the conductor's verify log, not the attempt's.
+#[test]
+fn show_links_the_verify_log_of_a_failed_merged_gate() {
+    let env = TestEnv::new();
+    env.work_order("wo-a", "A", &[], &["a.txt"]);
+    env.commit_all("init");
+    env.git(&["config", "arbiter.retryCap", "1"]);
+    env.run(&[
+        "round",
+        "--build",
+        "echo a > a.txt",
+        "--gate",
+        "[ -z \"$ARBITER_VERIFY_ORDERS\" ] || { echo broken on the merged result; exit 1; }",
+    ])
+    .code(1);
+    let show = env.run(&["show", "wo-a"]).success().stdout;
+    let verify_log = show
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("verify log: "))
+        .unwrap_or_else(|| panic!("no verify log named:\n{show}"));
+    assert!(
+        std::fs::read_to_string(verify_log)
+            .expect("the verify log")
+            .contains("broken on the merged result"),
+        "{verify_log}"
+    );
+    assert!(
+        show.contains(&format!("          log: {verify_log}")),
+        "the last failure points there too:\n{show}"
+    );
+}

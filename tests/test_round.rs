@@ -1017,3 +1017,51 @@ fn a_build_that_changes_nothing_is_no_change_unless_allowed() {
     let status = env.run(&["status", "--json"]).success().json();
     assert_eq!(status["orders"][0]["status"], "done");
 }
+
+/// A second `round` while another conductor builds every pending order
+/// says who holds them (conductor and pid) and exits 5, "nothing free",
+/// instead of exit 0 with a bare `pending:` line.
+#[test]
+fn a_round_beside_one_holding_every_order_names_it_and_exits_5() {
+    let env = TestEnv::new();
+    env.work_order("wo-a", "A", &[], &["a.txt"]);
+    env.commit_all("init");
+    let started = env.root.join("started");
+    let release = env.root.join("release");
+    let build = format!(
+        "touch '{s}'; while [ ! -e '{r}' ]; do sleep 0.05; done; echo a > a.txt",
+        s = started.display(),
+        r = release.display()
+    );
+    let mut first = env
+        .command_in(&env.repo, &["round", "--build", &build])
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first build started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = env.run(&["round", "--build", "echo b > a.txt"]).code(5);
+    let pid = first.id();
+    assert!(
+        second
+            .stdout
+            .contains(&format!("wo-a held by another conductor ({pid}-"))
+            && second.stdout.contains(&format!(", pid {pid})")),
+        "{}",
+        second.stdout
+    );
+    let json = env
+        .run(&["round", "--json", "--build", "echo b > a.txt"])
+        .code(5)
+        .json();
+    assert_eq!(json["held_elsewhere"][0]["wo_id"], "wo-a");
+    assert_eq!(json["held_elsewhere"][0]["pid"], pid);
+    std::fs::write(&release, "").expect("release");
+    assert!(first.wait().expect("wait").success());
+    assert_eq!(env.git(&["show", "main:a.txt"]), "a\n");
+}

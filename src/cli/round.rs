@@ -369,6 +369,21 @@ pub fn render(
     if !summary.pending.is_empty() {
         s.push_str(&format!("pending: {}\n", summary.pending.join(" ")));
     }
+    let mut by_conductor: std::collections::BTreeMap<&str, (Option<u32>, Vec<&str>)> =
+        Default::default();
+    for held in &summary.held_elsewhere {
+        let entry = by_conductor
+            .entry(held.conductor.as_str())
+            .or_insert((held.pid, Vec::new()));
+        entry.1.push(&held.wo_id);
+    }
+    for (conductor, (pid, ids)) in by_conductor {
+        let pid = pid.map_or(String::new(), |p| format!(", pid {p}"));
+        s.push_str(&format!(
+            "  {} held by another conductor ({conductor}{pid}): it builds and lands them; `git arbiter status` follows them\n",
+            ids.join(" ")
+        ));
+    }
     s
 }
 

@@ -96,6 +96,13 @@ fn render(ev: &Evidence) -> String {
             &["  step", "verdict", "exit", "wall", "command"],
             &rows,
         ));
+        for v in run.verdicts.iter().filter(|v| v.log.is_some()) {
+            s.push_str(&format!(
+                "  {} log: {}\n",
+                v.kind,
+                v.log.as_deref().unwrap_or_default()
+            ));
+        }
     }
     if let Some(changes) = &ev.changes {
         let what = match changes.source {

@@ -323,10 +323,11 @@ impl TestEnv {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         std::fs::write(go, "").expect("go");
+        // Exit 5: everything left was the other conductor's to finish.
         for child in children {
             let out = child.wait_with_output().expect("wait");
             assert!(
-                out.status.success(),
+                matches!(out.status.code(), Some(0 | 5)),
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
