@@ -85,13 +85,13 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l json -d
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -l no-pool -d 'Fresh worktrees: one created and removed per attempt instead of reused pooled ones [default: `arbiter.pool`, on]'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand race" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pick" -l min-score -d 'Nothing below this score wins' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pick" -l json -d 'Print `{"version":1,"winner":<instance>|null,"order":[…]}`'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pick" -l json -d 'Print `{"version":2,"winner":<instance>|null,"order":[…]}`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pick" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand demo" -l keep -d 'Keep the demo repository and print where it is'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l into -d 'The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l json -d 'Print `{"version":1,"orders":[…]}` instead of a table'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -l json -d 'Print `{"version":2,"orders":[…]}` instead of a table'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and not __fish_seen_subcommand_from add remove list help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and not __fish_seen_subcommand_from add remove list help" -f -a "add" -d 'Create branch `arbiter/<id>` at REV and a linked worktree for it'
@@ -102,7 +102,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from add" -l into -d 'The integration branch whose tip is the default base [default: the current branch]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from list" -l json -d 'Print `{"version":1,"worktrees":[{"name","path","branch","head","prunable"}]}`'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from list" -l json -d 'Print `{"version":2,"worktrees":[{"name","path","branch","head","prunable"}]}`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from help" -f -a "add" -d 'Create branch `arbiter/<id>` at REV and a linked worktree for it'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand worktree; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove the worktree of `<id>` (discarding what a builder left in it) and delete branch `arbiter/<id>`'
@@ -116,7 +116,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l v
 none\t''"
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l timeout -d 'Per-gate time limit, e.g. `90s`, `10m` [default: `arbiter.timeout`, else none]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l json -d 'Print `{"version":1,"merged":…}` on stdout'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -l json -d 'Print `{"version":2,"merged":…}` on stdout'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l max -d 'At most this many work orders in the batch [default: `arbiter.maxBatch`, else 8]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l into -d 'The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]' -r
@@ -125,7 +125,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l json -
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand lint" -l into -d 'The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand lint" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand lint" -l json -d 'Print `{"version":1,"errors":n,"warnings":n,"findings":[{"path","line","severity","message","hint"}]}`'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand lint" -l json -d 'Print `{"version":2,"errors":n,"warnings":n,"findings":[{"path","line","severity","message","hint"}]}`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand lint" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand clear" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand clear" -l all -d 'Clear every halted work order'
@@ -146,7 +146,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -f -a "run" -d 'Hold one slot while CMD runs, for hooks and scripts'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and not __fish_seen_subcommand_from status run help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from status" -l max-total -d 'The cap to report [default: `arbiter.maxTotal`, else 6]' -r
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from status" -l json -d 'Print `{"version":1,"dir":…,"cap":…,"used":…,"holders":[…],"waiters":[…]}`'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from status" -l json -d 'Print `{"version":2,"dir":…,"cap":…,"used":…,"holders":[…],"waiters":[…]}`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from run" -l max-total -d 'The machine-wide cap [default: `arbiter.maxTotal`, else 6]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from run" -l label -d 'What `slot status` shows for this holder [default: CMD]' -r
@@ -157,10 +157,10 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand slot; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand stop" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand log" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand log" -l json -d 'Print `{"version":1,"events":[…]}`'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand log" -l json -d 'Print `{"version":2,"events":[…]}`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand log" -s h -l help -d 'Print help'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand show" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand show" -l json -d 'Print `{"version":1,…}` instead of text'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand show" -l json -d 'Print `{"version":2,…}` instead of text'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand show" -s p -l patch -d 'Add the full patch of the changes'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand show" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand doctor" -l into -d 'The integration branch [default: the current branch]' -r
@@ -172,7 +172,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pool; and not __
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pool; and not __fish_seen_subcommand_from status prune help" -f -a "status" -d 'List the pooled worktrees: state, branch, holder, base, ignored bytes, last setup'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pool; and not __fish_seen_subcommand_from status prune help" -f -a "prune" -d 'Remove free pooled worktrees beyond `arbiter.poolSize` (least recently used first) and broken or half-made ones'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pool; and not __fish_seen_subcommand_from status prune help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pool; and __fish_seen_subcommand_from status" -l json -d 'Print `{"version":1,"worktrees":[{name, path, state, branch, held_by, base, ignored_bytes, last_setup_tree, last_setup_at, last_use}]}`'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pool; and __fish_seen_subcommand_from status" -l json -d 'Print `{"version":2,"worktrees":[{name, path, state, branch, held_by, base, ignored_bytes, last_setup_tree, last_setup_at, last_use}]}`'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pool; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pool; and __fish_seen_subcommand_from prune" -l all -d 'Remove every free pooled worktree, not only those beyond the pool size'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand pool; and __fish_seen_subcommand_from prune" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -76,12 +76,14 @@ pub const SHALLOW_HISTORY: &str = "shallow_history";
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Picked {
+    #[serde(rename = "id")]
     pub wo_id: String,
     pub files: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Deferred {
+    #[serde(rename = "id")]
     pub wo_id: String,
     /// `overlap`, `max_reached`, `no_declared_files`, `hand_made_branch`,
     /// `shallow_history` or `claimed`.
@@ -166,7 +168,7 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
         .filter_map(|r| orders.get(&r.id))
         .collect();
     let mut out = Batch {
-        version: 1,
+        version: crate::JSON_VERSION,
         max,
         ..Batch::default()
     };
@@ -332,6 +334,7 @@ mod tests {
         Row {
             id: w.id.clone(),
             title: w.title.clone(),
+            state: status.state(terminal),
             status,
             terminal,
             halt_reason: None,

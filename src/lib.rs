@@ -71,3 +71,8 @@ pub mod user_checkout;
 pub mod worktree;
 
 pub use error::{Error, ExitCode, Result};
+
+/// The version every command's `--json` output carries. 2: a work order is
+/// `id` in every output (was `wo_id` in some), and `status` and `show` give
+/// its `state` in one vocabulary, `halted` dominating.
+pub const JSON_VERSION: u32 = 2;

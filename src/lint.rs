@@ -107,7 +107,7 @@ pub fn lint(ctx: &Context, dir: &Path, into: Option<&str>) -> Result<Report> {
         .filter(|f| f.severity == Severity::Error)
         .count();
     Ok(Report {
-        version: 1,
+        version: crate::JSON_VERSION,
         errors,
         warnings: findings.len() - errors,
         findings,

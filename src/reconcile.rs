@@ -14,7 +14,10 @@ use crate::state::{Record, Snapshot, Status, Verdict};
 pub struct Row {
     pub id: String,
     pub title: String,
+    /// `status`, or `halted`: the state word every command's JSON uses.
+    pub state: &'static str,
     pub status: Status,
+    #[serde(rename = "halted")]
     pub terminal: bool,
     pub halt_reason: Option<String>,
     pub attempts: u32,
@@ -360,6 +363,7 @@ pub fn table(
         rows.push(Row {
             id: wo.id.clone(),
             title: wo.title.clone(),
+            state: status.state(terminal),
             status,
             terminal,
             halt_reason: record.halt_reason.clone().filter(|_| terminal),

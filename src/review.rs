@@ -73,8 +73,11 @@ const LOG_TAIL: usize = 5;
 #[derive(Debug, Clone, Serialize)]
 pub struct Evidence {
     pub version: u32,
+    #[serde(rename = "id")]
     pub wo_id: String,
     pub title: Option<String>,
+    /// `status` (`ready` or `blocked` before any record), or `halted`.
+    pub state: &'static str,
     pub status: Option<Status>,
     pub halted: bool,
     pub halt_reason: Option<String>,
@@ -141,9 +144,13 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
     let mut snapshot = Snapshot::read(&ctx.repo)?;
     let record = snapshot.record(id)?;
     let mut ev = Evidence {
-        version: 1,
+        version: crate::JSON_VERSION,
         wo_id: id.to_owned(),
         title: orders.and_then(|o| o.get(id)).map(|w| w.title.clone()),
+        state: match orders.and_then(|o| o.get(id)) {
+            Some(wo) if !wo.deps.is_empty() => Status::Blocked.as_str(),
+            _ => Status::Ready.as_str(),
+        },
         status: None,
         halted: false,
         halt_reason: None,
@@ -162,6 +169,7 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
         return Ok(ev);
     };
     ev.status = Some(record.status);
+    ev.state = record.status.state(record.halted);
     ev.halted = record.halted;
     ev.halt_reason = record.halt_reason.clone();
     ev.halt_paths = record.halt_paths.clone();

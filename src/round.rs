@@ -91,6 +91,7 @@ impl Schedule {
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Escalated {
+    #[serde(rename = "id")]
     pub wo_id: String,
     pub reason: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -106,6 +107,7 @@ pub struct Escalated {
 /// A pending order another conductor holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeldElsewhere {
+    #[serde(rename = "id")]
     pub wo_id: String,
     /// Its name (`<pid>-<nonce>`).
     pub conductor: String,
@@ -188,6 +190,7 @@ pub struct Summary {
 /// A work order whose passed work waits to land, and why.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct WaitingToLand {
+    #[serde(rename = "id")]
     pub wo_id: String,
     /// What kept it from landing, as last seen.
     pub why: Option<String>,
@@ -198,9 +201,12 @@ pub struct WaitingToLand {
 /// How one work order of this run went: its last attempt's wall times.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct OrderRow {
+    #[serde(rename = "id")]
     pub wo_id: String,
     /// `done`, `halted: <reason>`, or its status.
     pub outcome: String,
+    /// Its state word (see `status --json`): its status, or `halted`.
+    pub state: &'static str,
     pub attempts: u32,
     pub build_ms: Option<u64>,
     pub gate_ms: Option<u64>,
@@ -349,7 +355,7 @@ pub fn run(
     let branch = ctx.integration_branch(opts.into.as_deref())?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     let mut summary = Summary {
-        version: 1,
+        version: crate::JSON_VERSION,
         ..Summary::default()
     };
     if opts.dry_run {
@@ -2257,6 +2263,7 @@ fn finish(
                 Some(reason) if record.halted => format!("halted: {reason}"),
                 _ => record.status.to_string(),
             },
+            state: record.status.state(record.halted),
             attempts: record.attempts,
             build_ms: wall("build"),
             gate_ms: wall("gate"),

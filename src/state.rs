@@ -49,6 +49,16 @@ pub enum Status {
 }
 
 impl Status {
+    /// The one word every command's JSON gives an order's state: its
+    /// status, or `halted`, which dominates it.
+    pub fn state(self, halted: bool) -> &'static str {
+        if halted {
+            "halted"
+        } else {
+            self.as_str()
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ready => "ready",

@@ -118,7 +118,7 @@ fn an_overlapping_edit_keeps_the_work_verified_until_it_can_land() {
     let summary = run.json();
     assert_eq!(summary["done"], serde_json::json!(["wo-02"]));
     let waiting = &summary["waiting"][0];
-    assert_eq!(waiting["wo_id"], "wo-01", "{summary}");
+    assert_eq!(waiting["id"], "wo-01", "{summary}");
     assert!(
         waiting["why"]
             .as_str()
@@ -290,7 +290,7 @@ fn a_lock_held_past_the_wait_keeps_the_work_waiting() {
         .as_array()
         .expect("waiting")
         .iter()
-        .map(|w| w["wo_id"].as_str().expect("id"))
+        .map(|w| w["id"].as_str().expect("id"))
         .collect();
     assert_eq!(waiting, ["wo-01", "wo-02"]);
     assert!(summary["waiting"][0]["why"]
@@ -337,7 +337,7 @@ fn retry_lands_only_what_the_gates_pass_as_merged() {
         .expect("gate");
     assert!(gate.success(), "the gate passes on main");
     let row = status_of(&env, "wo-a");
-    assert_eq!(row["terminal"], true, "{row}");
+    assert_eq!(row["halted"], true, "{row}");
     assert_eq!(row["halt_reason"], "merged_gate_failed", "{row}");
     assert_eq!(env.git(&["show", "arbiter/wo-a:a.txt"]), "a\n");
     env.fsck();

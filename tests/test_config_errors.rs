@@ -30,7 +30,7 @@ fn no_attempt_spent(env: &TestEnv) {
     let status = env.run(&["status", "--json"]).success().json();
     for row in status["orders"].as_array().expect("orders") {
         assert_eq!(row["attempts"], 0, "{status}");
-        assert_eq!(row["terminal"], false, "{status}");
+        assert_eq!(row["halted"], false, "{status}");
     }
 }
 

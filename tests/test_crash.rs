@@ -343,9 +343,9 @@ fn broken(env: &TestEnv, want: &Expect) -> Vec<String> {
         for id in want.orders {
             match rows.iter().find(|r| r["id"] == id.as_str()) {
                 None => out.push(format!("status has no row for {id}")),
-                Some(r) if r["status"] != "done" || r["terminal"] != false => out.push(format!(
+                Some(r) if r["status"] != "done" || r["halted"] != false => out.push(format!(
                     "{id} is {} (terminal {}, halt_reason {})",
-                    r["status"], r["terminal"], r["halt_reason"]
+                    r["status"], r["halted"], r["halt_reason"]
                 )),
                 _ => {}
             }

@@ -395,10 +395,10 @@ fn basic_example_runs_status_and_batch() {
         .as_array()
         .expect("batch list")
         .iter()
-        .map(|p| p["wo_id"].as_str().expect("id"))
+        .map(|p| p["id"].as_str().expect("id"))
         .collect();
     assert_eq!(picked, ["docs", "login-form"]);
-    assert_eq!(batch["deferred"][0]["wo_id"], "login-styles");
+    assert_eq!(batch["deferred"][0]["id"], "login-styles");
     assert_eq!(batch["deferred"][0]["conflicts_with"][0], "login-form");
     assert_eq!(batch["deferred"][1]["reason"], "no_declared_files");
 }

@@ -38,7 +38,7 @@ fn git_dir(env: &TestEnv) -> PathBuf {
 
 fn kinds(run: &Run) -> Vec<(String, String, bool, bool)> {
     let json = run.json();
-    assert_eq!(json["version"], 1);
+    assert_eq!(json["version"], 2);
     json["findings"]
         .as_array()
         .expect("findings")
@@ -80,7 +80,7 @@ fn a_healthy_repository_has_no_findings() {
     [exit status: 0]
     ");
     let json = env.run(&["doctor", "--json"]).success().json();
-    assert_eq!(json["version"], 1);
+    assert_eq!(json["version"], 2);
     assert_eq!(json["remaining"], 0);
     assert!(json["git_version"].as_str().is_some_and(|v| !v.is_empty()));
 }

@@ -36,7 +36,7 @@ fn lint_warns_and_exits_0_without_errors() {
     ");
     insta::assert_snapshot!(env.run(&["lint", "--json"]).snapshot(&env), @r#"
     {
-      "version": 1,
+      "version": 2,
       "errors": 0,
       "warnings": 4,
       "findings": [

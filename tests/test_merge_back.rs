@@ -91,7 +91,7 @@ fn merged_json_envelope() {
       "merged": true,
       "pre_merge_head": "[SHA]",
       "sha": "[SHA]",
-      "version": 1
+      "version": 2
     }
     [stderr]
     arbiter land batch=1 sha=[SHORT] orders=wo-01
@@ -121,7 +121,7 @@ fn conflict_halts_and_leaves_the_branch() {
     assert_eq!(env.git(&["show-ref", "--heads"]), refs_before);
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     let status = env.run(&["status", "--json"]).success().json();
-    assert_eq!(status["orders"][0]["terminal"], true);
+    assert_eq!(status["orders"][0]["halted"], true);
     assert_eq!(status["orders"][0]["halt_reason"], "merge_conflict");
     // A halted WO is never merged: exit 2.
     let run = env.run(&["merge-back", "wo-01"]).code(2);

@@ -256,7 +256,7 @@ fn a_glob_covers_the_files_it_matches_not_what_is_below_them() {
         .code(1)
         .json();
     assert_eq!(summary["done"], serde_json::json!(["wo-02"]));
-    assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
+    assert_eq!(summary["halted"][0]["id"], "wo-01");
     assert_eq!(summary["halted"][0]["reason"], "undeclared_file_drift");
 }
 

@@ -1177,7 +1177,7 @@ fn a_setup_that_writes_tracked_or_unignored_files_is_a_setup_failure() {
         let status = env.run(&["status", "--json"]).success().json();
         for row in status["orders"].as_array().expect("orders") {
             assert_eq!(row["attempts"], 0, "{setup}: no attempt spent: {row}");
-            assert_ne!(row["terminal"], true, "{setup}: {row}");
+            assert_ne!(row["halted"], true, "{setup}: {row}");
         }
         let log = env.run(&["log"]).success().stdout;
         assert!(log.contains(event), "{setup}: {log}");

@@ -120,7 +120,7 @@ fn an_order_with_every_attempt_spent_halts_as_in_a_round() {
     );
     let status = env.run(&["status", "--json"]).success().json();
     let row = &status["orders"][0];
-    assert_eq!(row["terminal"], true, "{row}");
+    assert_eq!(row["halted"], true, "{row}");
     assert_eq!(row["halt_reason"], "retry_cap_exhausted", "{row}");
     assert_eq!(main_file(&env), None, "nothing merged");
     assert!(race_branches(&env).is_empty());
@@ -288,7 +288,7 @@ fn drift_in_the_best_falls_back_to_the_next_best() {
     assert_eq!(main_file(&env).as_deref(), Some("instance 2\n"));
     let status = env.run(&["status", "--json"]).success().json();
     assert_eq!(status["orders"][0]["status"], "done", "{status}");
-    assert_eq!(status["orders"][0]["terminal"], false, "{status}");
+    assert_eq!(status["orders"][0]["halted"], false, "{status}");
     assert_eq!(race_branches(&env), "");
 }
 
@@ -370,7 +370,7 @@ fn pick_reads_candidates_from_stdin() {
     let out = pick(&env, &["pick", "--json"], input).success().json();
     assert_eq!(
         out,
-        serde_json::json!({"version":1,"winner":2,"order":[2,1,0]})
+        serde_json::json!({"version":2,"winner":2,"order":[2,1,0]})
     );
     assert_eq!(pick(&env, &["pick"], input).success().stdout, "2\n");
     let none = pick(&env, &["pick", "--json", "--min-score", "9"], input).code(1);
@@ -491,7 +491,7 @@ fn a_conflict_in_the_best_falls_back_to_the_next_best() {
     );
     let status = env.run(&["status", "--json"]).success().json();
     assert_eq!(status["orders"][0]["status"], "done");
-    assert_eq!(status["orders"][0]["terminal"], false);
+    assert_eq!(status["orders"][0]["halted"], false);
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     env.fsck();
 }

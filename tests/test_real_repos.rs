@@ -219,7 +219,7 @@ fn a_shallow_clone_runs_new_orders_and_never_lands_an_older_one_twice() {
         .as_array()
         .expect("deferred")
         .iter()
-        .map(|d| (d["wo_id"].as_str().unwrap(), d["reason"].as_str().unwrap()))
+        .map(|d| (d["id"].as_str().unwrap(), d["reason"].as_str().unwrap()))
         .collect();
     assert_eq!(
         reasons,

@@ -165,7 +165,7 @@ fn halt_during_a_build_stops_only_that_order() {
     );
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(summary["done"], serde_json::json!(["wo-02"]));
-    assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
+    assert_eq!(summary["halted"][0]["id"], "wo-01");
     assert_eq!(summary["halted"][0]["branch"], "arbiter/wo-01");
     assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 0);
     assert_eq!(env.merges_in(&env.repo, "main", "wo-02"), 1);
@@ -252,7 +252,7 @@ fn a_builder_that_leaves_an_unrelated_head_fails_the_attempt() {
         "if [ $ARBITER_WO = wo-01 ]; then git checkout -q --orphan elsewhere-$ARBITER_ATTEMPT; fi; {WRITE_OWN}"
     );
     let summary = round(&env, &build).code(1).json();
-    assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
+    assert_eq!(summary["halted"][0]["id"], "wo-01");
     assert_eq!(summary["halted"][0]["reason"], "retry_cap_exhausted");
     assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 0);
     let log = env.run(&["log", "wo-01"]).success();
@@ -680,7 +680,7 @@ fn a_full_disk_during_a_race_spends_no_attempt() {
     let status = env.run(&["status", "--json"]).success().json();
     let row = &status["orders"][0];
     assert_eq!(row["attempts"], 0, "{status}");
-    assert_eq!(row["terminal"], false, "{status}");
+    assert_eq!(row["halted"], false, "{status}");
     std::fs::remove_file(&filler).expect("free the disk");
     env.run(&race).success();
     assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);

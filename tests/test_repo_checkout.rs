@@ -149,7 +149,7 @@ fn untracked_files_in_the_way_keep_only_that_order_waiting() {
     let run = env.run(&["round", "--json", "--build", build]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let out = run.json();
-    assert_eq!(out["waiting"][0]["wo_id"], "wo-01", "{out}");
+    assert_eq!(out["waiting"][0]["id"], "wo-01", "{out}");
     let why = out["waiting"][0]["why"].as_str().expect("why");
     assert!(
         why.contains("untracked files") && why.contains("'new.txt', 'src/d/mine.txt'"),
@@ -168,7 +168,7 @@ fn untracked_files_in_the_way_keep_only_that_order_waiting() {
     let again = env.run(&["round", "--json", "--build", "exit 1"]);
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(again.json()["rounds"], 0);
-    assert_eq!(again.json()["waiting"][0]["wo_id"], "wo-01");
+    assert_eq!(again.json()["waiting"][0]["id"], "wo-01");
 
     std::fs::remove_dir_all(env.repo.join("src/d")).expect("move");
     std::fs::remove_file(env.repo.join("new.txt")).expect("move");
@@ -176,7 +176,7 @@ fn untracked_files_in_the_way_keep_only_that_order_waiting() {
     env.run(&["retry", "wo-01"]).success();
     let status = env.run(&["status", "--json"]).success().json();
     assert_eq!(status["orders"][0]["status"], "done", "{status}");
-    assert_eq!(status["orders"][0]["terminal"], false, "{status}");
+    assert_eq!(status["orders"][0]["halted"], false, "{status}");
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     assert_eq!(env.git(&["show", "main:new.txt"]), "n\n");
     env.fsck();
@@ -202,7 +202,7 @@ fn an_untracked_file_below_a_replaced_folder_keeps_the_order_that_replaces_it_wa
         let run = env.run(&args);
         assert_eq!(run.code, 0, "{extra:?}: {}", run.stderr);
         let out = run.json();
-        assert_eq!(out["waiting"][0]["wo_id"], "wo-01", "{out}");
+        assert_eq!(out["waiting"][0]["id"], "wo-01", "{out}");
         assert!(
             out["waiting"][0]["why"]
                 .as_str()

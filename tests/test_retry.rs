@@ -46,7 +46,7 @@ fn retry_merges_kept_work_once_the_file_is_declared() {
     assert_eq!(env.rev("main^2"), kept);
     let o = order(&env);
     assert_eq!(o["status"], "done");
-    assert_eq!(o["terminal"], false);
+    assert_eq!(o["halted"], false);
     assert!(o["halt_reason"].is_null(), "{o}");
     // The kept worktree and branch are gone: the work is in the merge.
     assert!(env.git(&["branch", "--list", "arbiter/*"]).is_empty());
@@ -113,7 +113,7 @@ fn retry_rebuild_lifts_any_halt_like_clear() {
     let o = order(&env);
     assert_eq!(o["status"], "ready");
     assert_eq!(o["attempts"], 0);
-    assert_eq!(o["terminal"], false);
+    assert_eq!(o["halted"], false);
     assert!(env.git(&["branch", "--list", "arbiter/*"]).is_empty());
     // Any halt reason.
     env.run(&["halt", "wo-01", "--reason", "waiting"]).success();
@@ -139,7 +139,7 @@ fn clear_takes_several_ids_and_all() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|o| o["terminal"] == true)
+            .filter(|o| o["halted"] == true)
             .map(|o| o["id"].as_str().unwrap().to_owned())
             .collect()
     };

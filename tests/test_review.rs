@@ -214,9 +214,10 @@ fn show_a_done_order() {
     let json = env.run(&["show", "wo-01", "--json"]).success();
     insta::assert_snapshot!(redact_times(&redact_ms(&env.redact(&json.stdout))), @r#"
     {
-      "version": 1,
-      "wo_id": "wo-01",
+      "version": 2,
+      "id": "wo-01",
       "title": "One",
+      "state": "done",
       "status": "done",
       "halted": false,
       "halt_reason": null,
@@ -381,7 +382,7 @@ fn the_round_summary_has_a_row_per_order_with_its_times() {
         .json();
     let rows = json["orders"].as_array().expect("orders");
     assert_eq!(rows.len(), 1, "only the orders this run dispatched: {json}");
-    assert_eq!(rows[0]["wo_id"], "wo-03");
+    assert_eq!(rows[0]["id"], "wo-03");
     assert_eq!(rows[0]["outcome"], "done");
     assert_eq!(rows[0]["changed"], 1);
     assert!(

@@ -54,7 +54,7 @@ fn all_pass_merges_each_and_exits_0() {
     let env = repo();
     let run = round(&env, &["--build", WRITE_OWN]).success();
     let summary = run.json();
-    assert_eq!(summary["version"], 1);
+    assert_eq!(summary["version"], 2);
     assert_eq!(summary["done"], serde_json::json!(["wo-01", "wo-02"]));
     assert_eq!(summary["rounds"], 1, "disjoint orders share one round");
     assert_eq!(
@@ -112,11 +112,11 @@ fn build_failure_exhausts_the_cap_and_escalates() {
     env.git(&["config", "arbiter.retryCap", "2"]);
     let run = round(&env, &["--build", "echo doomed; exit 7"]).code(1);
     let summary = run.json();
-    assert_eq!(summary["halted"][0]["wo_id"], "wo-01");
+    assert_eq!(summary["halted"][0]["id"], "wo-01");
     assert_eq!(summary["halted"][0]["reason"], "retry_cap_exhausted");
     let row = status_of(&env, "wo-01");
     assert_eq!(row["attempts"], 2, "the cap is never exceeded");
-    assert_eq!(row["terminal"], true);
+    assert_eq!(row["halted"], true);
     let log = std::fs::read_to_string(env.repo.join(".git/arbiter/logs/wo-01/attempt-2.log"))
         .expect("log");
     assert!(log.contains("doomed"));
@@ -183,7 +183,7 @@ fn drift_is_rejected_before_the_branch_moves() {
     let build = format!("{WRITE_OWN}; if [ $ARBITER_WO = wo-02 ]; then echo sneaky >> README; fi");
     let before = env.git(&["rev-parse", "main"]);
     let summary = round(&env, &["--build", &build]).code(1).json();
-    assert_eq!(summary["halted"][0]["wo_id"], "wo-02");
+    assert_eq!(summary["halted"][0]["id"], "wo-02");
     assert_eq!(summary["halted"][0]["reason"], "undeclared_file_drift");
     assert_eq!(summary["halted"][0]["paths"], serde_json::json!(["README"]));
     // main holds wo-01's merge only: never the rejected change, not even for a moment.
@@ -459,7 +459,7 @@ fn log_prints_the_disposition_history() {
     .success();
     let json = env.run(&["log", "--json", "wo-01"]).success().json();
     let events = event_names(&json);
-    assert_eq!(json["version"], 1);
+    assert_eq!(json["version"], 2);
     // A round's merge writes no transition before the branch moves: the
     // dispatch already bounds recovery's search (see `merge`).
     assert_eq!(
@@ -729,7 +729,7 @@ fn an_edit_in_the_way_keeps_the_order_waiting_and_gives_nothing_up() {
         repo = env.repo.display()
     );
     let summary = round(&env, &["--build", &edit]).success().json();
-    assert_eq!(summary["waiting"][0]["wo_id"], "wo-01", "{summary}");
+    assert_eq!(summary["waiting"][0]["id"], "wo-01", "{summary}");
     assert_eq!(
         std::fs::read_to_string(env.repo.join("src/one.txt")).expect("one"),
         "my edit\n"
@@ -862,7 +862,7 @@ fn a_second_conductor_defers_orders_claimed_by_the_first() {
     wait_for(&started);
 
     let batch = env.run(&["batch", "--json"]).success().json();
-    assert_eq!(batch["deferred"][0]["wo_id"], "faq-2", "{batch}");
+    assert_eq!(batch["deferred"][0]["id"], "faq-2", "{batch}");
     assert_eq!(batch["deferred"][0]["reason"], "claimed", "{batch}");
     assert_eq!(
         batch["deferred"][0]["conflicts_with"][0], "faq-1",
@@ -1059,7 +1059,7 @@ fn a_round_beside_one_holding_every_order_names_it_and_exits_5() {
         .run(&["round", "--json", "--build", "echo b > a.txt"])
         .code(5)
         .json();
-    assert_eq!(json["held_elsewhere"][0]["wo_id"], "wo-a");
+    assert_eq!(json["held_elsewhere"][0]["id"], "wo-a");
     assert_eq!(json["held_elsewhere"][0]["pid"], pid);
     std::fs::write(&release, "").expect("release");
     assert!(first.wait().expect("wait").success());

@@ -406,7 +406,7 @@ fn status_human_and_json() {
     }
     insta::assert_snapshot!(redact(&text), @r#"
     {
-    "version": 1,
+    "version": 2,
     "dir": "$TEST_ENV/slots",
     "cap": 1,
     "used": 1,

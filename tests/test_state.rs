@@ -34,7 +34,7 @@ fn forty_concurrent_transitions_all_survive() {
         .iter()
         .enumerate()
     {
-        assert_eq!(row["terminal"], true, "{row}");
+        assert_eq!(row["halted"], true, "{row}");
         assert_eq!(row["halt_reason"], format!("r{i}"));
     }
     // One commit per transition, plus nothing lost: the audit trail has all 40.

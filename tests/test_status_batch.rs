@@ -33,16 +33,25 @@ fn status_table_and_json() {
     [exit status: 0]
     ");
     let json = env.run(&["status", "--json"]).success().json();
-    assert_eq!(json["version"], 1);
+    assert_eq!(json["version"], 2);
     let row = &json["orders"][3];
     assert_eq!(row["id"], "wo-04");
-    assert_eq!(row["terminal"], true);
+    assert_eq!(row["halted"], true);
+    assert_eq!(row["state"], "halted");
     assert_eq!(row["halt_reason"], "waiting for review");
+    // One vocabulary: `show --json` says the same of the same order.
+    let show = env.run(&["show", "wo-04", "--json"]).success().json();
+    assert_eq!(show["id"], "wo-04");
+    assert_eq!(show["state"], "halted");
+    assert_eq!(show["halted"], true);
+    assert_eq!(show["version"], 2);
+    assert_eq!(json["orders"][1]["state"], "blocked");
     for key in [
         "id",
         "title",
+        "state",
         "status",
-        "terminal",
+        "halted",
         "halt_reason",
         "attempts",
         "cap",
@@ -59,17 +68,17 @@ fn batch_json_and_summary_line() {
     let env = example();
     insta::assert_snapshot!(env.run(&["batch", "--max", "8"]).snapshot(&env), @r#"
     {
-      "version": 1,
+      "version": 2,
       "batch": [
         {
-          "wo_id": "wo-01",
+          "id": "wo-01",
           "files": [
             "src/ui/login/**",
             "tests/login.rs"
           ]
         },
         {
-          "wo_id": "wo-04",
+          "id": "wo-04",
           "files": [
             "docs/*.md"
           ]
@@ -77,14 +86,14 @@ fn batch_json_and_summary_line() {
       ],
       "deferred": [
         {
-          "wo_id": "wo-03",
+          "id": "wo-03",
           "reason": "overlap",
           "conflicts_with": [
             "wo-01"
           ]
         },
         {
-          "wo_id": "wo-05",
+          "id": "wo-05",
           "reason": "no_declared_files",
           "conflicts_with": []
         }
@@ -115,10 +124,10 @@ fn halted_wo_is_never_batched_until_cleared() {
         .as_array()
         .expect("batch")
         .iter()
-        .all(|p| p["wo_id"] != "wo-01"));
+        .all(|p| p["id"] != "wo-01"));
     env.run(&["clear", "wo-01"]).success();
     let json = env.run(&["batch"]).success().json();
-    assert_eq!(json["batch"][0]["wo_id"], "wo-01");
+    assert_eq!(json["batch"][0]["id"], "wo-01");
     let run = env.run(&["clear", "wo-01"]).code(2);
     assert!(run.stderr.contains("is not halted"));
 }

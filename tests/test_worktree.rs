@@ -47,7 +47,7 @@ fn add_list_remove_accepted_by_stock_git() {
     let run = env.run(&["worktree", "add", "wo-01"]).success();
     insta::assert_snapshot!(run.snapshot(&env), @r#"
     {
-      "version": 1,
+      "version": 2,
       "name": "wo-01",
       "path": "$TEST_ENV/repo.arbiter/wo-01",
       "branch": "arbiter/wo-01",
@@ -77,7 +77,7 @@ fn add_list_remove_accepted_by_stock_git() {
     [exit status: 0]
     ");
     let json = env.run(&["worktree", "list", "--json"]).success().json();
-    assert_eq!(json["version"], 1);
+    assert_eq!(json["version"], 2);
     assert_eq!(json["worktrees"][0]["name"], "wo-01");
     assert_eq!(json["worktrees"][0]["branch"], "arbiter/wo-01");
     assert_eq!(json["worktrees"][0]["prunable"], false);

@@ -5,7 +5,7 @@ use super::{json, out, Env};
 
 /// Select the next batch: eligible work orders whose declared files are pairwise disjoint.
 ///
-/// Prints `{"version":1,"batch":[{"wo_id","files"}],"deferred":[{"wo_id","reason","conflicts_with"}],"warnings":[]}`
+/// Prints `{"version":2,"batch":[{"id","files"}],"deferred":[{"id","reason","conflicts_with"}],"warnings":[]}`
 /// on stdout and one line `arbiter batch ready=<n> batch=<n> deferred=<n> max=<n>`
 /// on stderr. Deterministic: work orders are taken in id order. `warnings`
 /// holds what `git arbiter lint` warns about, as `path:line: message`, then

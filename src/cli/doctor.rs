@@ -31,7 +31,7 @@ use super::{json, out, Env};
 /// touched. Then it checks again.
 ///
 /// Exit status: 0 nothing wrong (or all of it fixed), 1 problems remain,
-/// 2 usage error. `--json` prints `{"version":1, "git_version",
+/// 2 usage error. `--json` prints `{"version":2, "git_version",
 /// "integration_branch", "slot_dir", "findings":[{"kind", "path", "detail",
 /// "hint", "fixable", "fixed"}], "actions":[…], "remaining"}`.
 #[derive(Args, Debug)]
@@ -70,7 +70,7 @@ pub fn cmd_doctor(env: &Env, args: DoctorArgs) -> Result<ExitCode, Error> {
     let remaining = report.remaining();
     if args.json {
         out(&json(&Output {
-            version: 1,
+            version: git_arbiter::JSON_VERSION,
             report: &report,
             remaining,
         }));

@@ -19,7 +19,7 @@ use super::{json, out, Env};
 /// error, else 0. Read-only.
 #[derive(Args, Debug)]
 pub struct LintArgs {
-    /// Print `{"version":1,"errors":n,"warnings":n,"findings":[{"path","line","severity","message","hint"}]}`
+    /// Print `{"version":2,"errors":n,"warnings":n,"findings":[{"path","line","severity","message","hint"}]}`
     #[arg(long)]
     json: bool,
     /// The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]

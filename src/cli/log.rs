@@ -8,7 +8,7 @@ use super::{json, out, Env};
 /// Show the disposition history of every work order, oldest first, from `refs/notes/arbiter`.
 #[derive(Args, Debug)]
 pub struct LogArgs {
-    /// Print `{"version":1,"events":[…]}`
+    /// Print `{"version":2,"events":[…]}`
     #[arg(long)]
     json: bool,
     /// Only this work order
@@ -155,7 +155,7 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
             events: &'a [Line<'a>],
         }
         out(&json(&Output {
-            version: 1,
+            version: git_arbiter::JSON_VERSION,
             events: &lines,
         }));
         return Ok(ExitCode::Success);

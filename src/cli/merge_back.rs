@@ -39,7 +39,7 @@ pub struct MergeBackArgs {
     /// would select now
     #[arg(long, value_enum, default_value_t = ScopeArg::Own, value_name = "SCOPE")]
     drift_scope: ScopeArg,
-    /// Print `{"version":1,"merged":…}` on stdout
+    /// Print `{"version":2,"merged":…}` on stdout
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -121,7 +121,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             );
             let pre = landed.pre_merge_head.map(|p| p.to_string());
             (
-                json!({"version": 1, "merged": true, "sha": sha.to_string(),
+                json!({"version": git_arbiter::JSON_VERSION, "merged": true, "sha": sha.to_string(),
                        "pre_merge_head": pre, "changed": changed}),
                 format!(
                     "Merged {id} into {target} as {sha} ({} path{} changed)\n",
@@ -135,7 +135,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             let tip = ctx.branch_tip(&into)?;
             say!("arbiter merge-back wo={id} outcome=up_to_date tip={tip}");
             (
-                json!({"version": 1, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
+                json!({"version": git_arbiter::JSON_VERSION, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
                 format!(
                     "{id}: {target} already contains {}; nothing to merge\n",
                     git_arbiter::worktree::branch_of(id)
@@ -149,7 +149,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 paths.len()
             );
             (
-                json!({"version": 1, "merged": false, "halted": true,
+                json!({"version": git_arbiter::JSON_VERSION, "merged": false, "halted": true,
                        "halt_reason": merge::HALT_CONFLICT, "paths": paths}),
                 format!(
                     "CONFLICT: {} does not merge cleanly into {target}; {id} is halted ({}):\n{}",
@@ -166,7 +166,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 paths.len()
             );
             (
-                json!({"version": 1, "merged": false, "halted": true,
+                json!({"version": git_arbiter::JSON_VERSION, "merged": false, "halted": true,
                        "halt_reason": merge::HALT_DRIFT, "paths": paths}),
                 format!(
                     "DRIFT: {} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged:\n{}",
@@ -180,7 +180,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
         Fate::GateFailed { detail } => {
             say!("arbiter merge-back wo={id} outcome=merged_gate_failed");
             (
-                json!({"version": 1, "merged": false, "halted": true,
+                json!({"version": git_arbiter::JSON_VERSION, "merged": false, "halted": true,
                        "halt_reason": git_arbiter::queue::MERGED_GATE_FAILED, "detail": detail}),
                 format!(
                     "GATES FAILED on the merged result: {detail}; {id} is halted ({}), {target} is unchanged\n",

@@ -21,7 +21,7 @@ pub struct PickArgs {
     /// Nothing below this score wins
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     min_score: Option<i64>,
-    /// Print `{"version":1,"winner":<instance>|null,"order":[…]}`
+    /// Print `{"version":2,"winner":<instance>|null,"order":[…]}`
     #[arg(long)]
     json: bool,
 }
@@ -65,7 +65,7 @@ pub fn cmd_pick(args: PickArgs) -> Result<ExitCode, Error> {
     let winner = order.first().copied();
     if args.json {
         out(&json(&Output {
-            version: 1,
+            version: git_arbiter::JSON_VERSION,
             winner,
             order: order.clone(),
         }));

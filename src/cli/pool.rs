@@ -32,7 +32,7 @@ pub enum PoolCommand {
 /// while it made, switched or reset it: the next run removes it). Read-only.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
-    /// Print `{"version":1,"worktrees":[{name, path, state, branch, held_by, base, ignored_bytes, last_setup_tree, last_setup_at, last_use}]}`
+    /// Print `{"version":2,"worktrees":[{name, path, state, branch, held_by, base, ignored_bytes, last_setup_tree, last_setup_at, last_use}]}`
     #[arg(long)]
     json: bool,
 }
@@ -61,7 +61,7 @@ pub fn cmd_pool(env: &Env, cmd: PoolCommand) -> Result<ExitCode, Error> {
             let rows = pool::status(&ctx)?;
             if args.json {
                 out(&json(&StatusOutput {
-                    version: 1,
+                    version: git_arbiter::JSON_VERSION,
                     worktrees: &rows,
                 }));
             } else {

@@ -17,7 +17,7 @@ pub struct ShowArgs {
     /// The work order
     #[arg(value_name = "ID")]
     id: String,
-    /// Print `{"version":1,…}` instead of text
+    /// Print `{"version":2,…}` instead of text
     #[arg(long)]
     json: bool,
     /// Add the full patch of the changes

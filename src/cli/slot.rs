@@ -41,7 +41,7 @@ enum SlotCommand {
 /// this one (another repository's config, another `--max-total`).
 #[derive(Args, Debug)]
 struct StatusArgs {
-    /// Print `{"version":1,"dir":…,"cap":…,"used":…,"holders":[…],"waiters":[…]}`
+    /// Print `{"version":2,"dir":…,"cap":…,"used":…,"holders":[…],"waiters":[…]}`
     #[arg(long)]
     json: bool,
     /// The cap to report [default: `arbiter.maxTotal`, else 6]
@@ -127,7 +127,7 @@ fn status(ctx: Option<&Context>, args: StatusArgs) -> Result<ExitCode, Error> {
     let dir = slots::slot_dir(ctx)?;
     let occupancy = slots::occupancy(&dir)?;
     let output = StatusOutput {
-        version: 1,
+        version: git_arbiter::JSON_VERSION,
         dir: dir.display().to_string(),
         cap,
         used: occupancy.holders.len(),

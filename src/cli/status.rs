@@ -19,7 +19,7 @@ use super::{json, out, Env};
 /// Read-only.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
-    /// Print `{"version":1,"orders":[…]}` instead of a table
+    /// Print `{"version":2,"orders":[…]}` instead of a table
     #[arg(long)]
     json: bool,
     /// The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]
@@ -42,7 +42,7 @@ pub fn cmd_status(env: &Env, args: StatusArgs) -> Result<ExitCode, Error> {
 
     if args.json {
         out(&json(&Output {
-            version: 1,
+            version: git_arbiter::JSON_VERSION,
             orders: &table.rows,
         }));
     } else {

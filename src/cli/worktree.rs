@@ -49,7 +49,7 @@ pub struct RemoveArgs {
 /// List git-arbiter's worktrees: name, branch, commit and path.
 #[derive(Args, Debug)]
 pub struct ListArgs {
-    /// Print `{"version":1,"worktrees":[{"name","path","branch","head","prunable"}]}`
+    /// Print `{"version":2,"worktrees":[{"name","path","branch","head","prunable"}]}`
     #[arg(long)]
     json: bool,
 }
@@ -107,7 +107,7 @@ pub fn cmd_worktree(env: &Env, cmd: WorktreeCommand) -> Result<ExitCode, Error> 
             let branch = worktree::branch_of(&args.id);
             let path = worktree::add(&ctx, &args.id, &branch, base)?;
             out(&json(&AddOutput {
-                version: 1,
+                version: git_arbiter::JSON_VERSION,
                 name: args.id.clone(),
                 path: path.clone(),
                 branch: branch.clone(),
@@ -128,7 +128,7 @@ pub fn cmd_worktree(env: &Env, cmd: WorktreeCommand) -> Result<ExitCode, Error> 
             let list = worktree::list(&ctx)?;
             if args.json {
                 out(&json(&ListOutput {
-                    version: 1,
+                    version: git_arbiter::JSON_VERSION,
                     worktrees: &list,
                 }));
             } else {

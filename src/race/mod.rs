@@ -90,6 +90,7 @@ pub struct Summary {
     pub version: u32,
     /// Success: merged; Escalation: no winner, or no instance could merge; Interrupted.
     pub exit: crate::ExitCode,
+    #[serde(rename = "id")]
     pub wo_id: String,
     pub run_id: String,
     pub base: String,
@@ -142,7 +143,7 @@ pub fn run(
             reason: state::RETRY_CAP_EXHAUSTED.into(),
         });
         return Ok(Summary {
-            version: 1,
+            version: crate::JSON_VERSION,
             exit: crate::ExitCode::Escalation,
             wo_id: id.to_owned(),
             run_id,
@@ -173,7 +174,7 @@ pub fn run(
         jobs: Vec::new(),
         keep: Vec::new(),
         summary: Summary {
-            version: 1,
+            version: crate::JSON_VERSION,
             wo_id: id.to_owned(),
             run_id: run_id.clone(),
             base: base.to_string(),
