@@ -63,9 +63,12 @@ fn main() {
         .as_array()
         .map_or(0, Vec::len);
     assert_eq!(rows, n, "status --json lists every work order");
-    let batch =
-        serde_json::from_slice::<serde_json::Value>(&run(&repo, bin, &["batch", "--max", "64"]))
-            .expect("batch JSON");
+    let batch = serde_json::from_slice::<serde_json::Value>(&run(
+        &repo,
+        bin,
+        &["batch", "--json", "--max", "64"],
+    ))
+    .expect("batch JSON");
     println!(
         "batch --max 64 picks {} and defers {}",
         batch["batch"].as_array().map_or(0, Vec::len),
@@ -79,7 +82,7 @@ fn main() {
         "sh",
         &["-c", "git notes --ref=arbiter list | wc -l"],
     );
-    let batch_time = median(&repo, runs, bin, &["batch", "--max", "64"]);
+    let batch_time = median(&repo, runs, bin, &["batch", "--json", "--max", "64"]);
     let status_time = median(&repo, runs, bin, &["status"]);
 
     println!();

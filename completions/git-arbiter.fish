@@ -121,7 +121,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand merge-back" -s h
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l max -d 'At most this many work orders in the batch [default: `arbiter.maxBatch`, else 8]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l into -d 'The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F
-complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l json -d 'Print JSON (the default; kept for symmetry with the other plumbing commands)'
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -l json -d 'Print JSON instead of text'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand batch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand lint" -l into -d 'The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand lint" -l orders -d 'Directory of work orders [default: `arbiter.orders`, else `work-orders/` at the worktree top]' -r -F

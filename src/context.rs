@@ -444,7 +444,29 @@ impl Context {
     /// `arbiter.orders` (relative to the worktree top), else `work-orders/` at the top.
     pub fn orders_dir(&self, flag: Option<&Path>) -> Result<PathBuf> {
         if let Some(flag) = flag {
-            return Ok(self.cwd.join(flag));
+            let here = self.cwd.join(flag);
+            // As every path on git's command line, relative to the current
+            // directory; from a subdirectory, the usual mistake is meaning
+            // the top's.
+            if let Some(at_top) = self
+                .workdir
+                .as_ref()
+                .map(|top| top.join(flag))
+                .filter(|at_top| flag.is_relative() && !here.exists() && at_top.is_dir())
+            {
+                return Err(InputError::new(format!(
+                    "--orders {}: no such directory here ({}), relative to the current directory",
+                    flag.display(),
+                    here.display()
+                ))
+                .hint(format!(
+                    "{} exists: run from the top of the worktree, or pass --orders {}",
+                    at_top.display(),
+                    at_top.display()
+                ))
+                .into());
+            }
+            return Ok(here);
         }
         let top = self.workdir.clone().ok_or_else(|| {
             InputError::new("this repository has no worktree to find work orders in")

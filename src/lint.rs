@@ -100,6 +100,18 @@ pub fn lint(ctx: &Context, dir: &Path, into: Option<&str>) -> Result<Report> {
     let table = crate::reconcile::current(ctx, &checked.orders, into)?;
     let tip = ctx.view_tip(into)?;
     findings.extend(warnings(ctx, &checked.orders, &table.rows, tip)?);
+    for path in orders::stray_files(dir) {
+        findings.push(Finding {
+            path: path.display().to_string(),
+            line: 1,
+            severity: Severity::Warning,
+            message: "not read as a work order: only '.md' files are".into(),
+            hint: Some(
+                "rename it to '<id>.md' if it is one; start its name with '_' to keep it here unread"
+                    .into(),
+            ),
+        });
+    }
     // Stable: at one line, errors stay before warnings.
     findings.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
     let errors = findings

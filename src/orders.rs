@@ -642,6 +642,32 @@ fn is_order_file(path: &Path) -> bool {
         && !file_stem(path).eq_ignore_ascii_case("readme")
 }
 
+/// Files in the orders directory `dir` that are not read as work orders
+/// although nothing marks them as not being one (`notes.txt`, `a.MD`,
+/// `b.markdown`): said, since a misnamed order is otherwise silently
+/// never run. Hidden files, `_`-prefixed ones and a README are not.
+pub fn stray_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(read_dir) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut stray: Vec<PathBuf> = read_dir
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .filter(|path| {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            !is_order_file(path)
+                && !name.starts_with(['_', '.'])
+                && !file_stem(path).eq_ignore_ascii_case("readme")
+        })
+        .collect();
+    stray.sort();
+    stray
+}
+
 /// Fewer files than this per thread are not worth a thread.
 const MIN_FILES_PER_READER: usize = 256;
 

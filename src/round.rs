@@ -126,7 +126,9 @@ pub enum Stopped {
 impl std::fmt::Display for Stopped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Stopped::Requested => f.write_str("stop requested"),
+            Stopped::Requested => f.write_str(
+                "interrupted (Ctrl-C, a signal or `git arbiter stop`): nothing started is lost; the next `git arbiter round` resumes",
+            ),
             Stopped::BudgetExhausted(status) => write!(f, "--budget-cmd exited with {status}"),
         }
     }

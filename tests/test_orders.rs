@@ -244,7 +244,7 @@ fn a_glob_covers_the_files_it_matches_not_what_is_below_them() {
     env.work_order("wo-02", "Library", &[], &["crates/searcher/src/lib.rs"]);
     env.commit_all("init");
     // Disjoint now: no file is covered by both.
-    let batch = env.run(&["batch"]).success().json();
+    let batch = env.run(&["batch", "--json"]).success().json();
     assert_eq!(batch["batch"].as_array().map(Vec::len), Some(2), "{batch}");
     assert_eq!(batch["deferred"], serde_json::json!([]));
     // And the drift check agrees: wo-01 may not edit the library.
@@ -341,4 +341,78 @@ fn an_order_is_named_by_its_file_and_a_misspelt_id_gets_a_suggestion() {
     arbiter lint errors=1 warnings=0
     [exit status: 2]
     ");
+}
+
+/// What a newcomer trips over around the orders directory: a relative
+/// `--orders` from a subdirectory, an empty directory, a `.txt` order.
+#[test]
+fn the_orders_directory_says_what_it_did_not_read() {
+    let env = TestEnv::new();
+    env.work_order("wo-a", "A", &[], &["a.txt"]);
+    env.write("src/keep.rs", "fn main() {}\n");
+    env.write("work-orders/notes.txt", "# Not an order\n");
+    env.write("work-orders/_draft.md", "# Draft\n");
+    env.commit_all("init");
+    let sub = env.repo.join("src");
+    let run = env
+        .run_in(&sub, &["status", "--orders", "work-orders"])
+        .code(2);
+    insta::assert_snapshot!(env.redact(&run.stderr), @"
+    error: --orders work-orders: no such directory here ($TEST_ENV/repo/src/work-orders), relative to the current directory
+    hint: $TEST_ENV/repo/work-orders exists: run from the top of the worktree, or pass --orders $TEST_ENV/repo/work-orders
+    ");
+    let lint = env.run(&["lint"]).success().stdout;
+    assert!(
+        lint.contains("notes.txt:1: warning: not read as a work order"),
+        "{lint}"
+    );
+    assert!(!lint.contains("_draft"), "{lint}");
+    let run = env.run(&["round", "--build", "echo a > a.txt"]).success();
+    assert_eq!(
+        run.stderr
+            .matches("warning: not read as work orders (only '.md' files are): notes.txt")
+            .count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    let empty = env.root.join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let run = env
+        .run(&[
+            "round",
+            "--orders",
+            empty.to_str().expect("utf-8"),
+            "--build",
+            "true",
+        ])
+        .success();
+    assert!(
+        run.stderr.contains("warning: no work orders in"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// `batch` prints text, as every other command does; `--json` the JSON.
+#[test]
+fn batch_prints_text_by_default() {
+    let env = TestEnv::new();
+    env.work_order("wo-a", "A", &[], &["a.txt"]);
+    env.work_order("wo-b", "B", &[], &["a.txt", "b.txt"]);
+    env.commit_all("init");
+    insta::assert_snapshot!(env.run(&["batch"]).snapshot(&env), @"
+    batch:
+      ID    FILES
+      wo-a  a.txt
+    deferred:
+      ID    REASON
+      wo-b  overlap (with wo-a)
+    [stderr]
+    arbiter batch ready=2 batch=1 deferred=1 max=8
+    [exit status: 0]
+    ");
+    let json = env.run(&["batch", "--json"]).success().json();
+    assert_eq!(json["batch"][0]["id"], "wo-a");
+    assert_eq!(json["deferred"][0]["reason"], "overlap");
 }

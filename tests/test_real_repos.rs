@@ -214,7 +214,7 @@ fn a_shallow_clone_runs_new_orders_and_never_lands_an_older_one_twice() {
     assert!(text.stdout.contains("ready (landed?)"), "{}", text.stdout);
     assert_eq!(text.stdout.matches("this clone is shallow").count(), 1);
 
-    let batch = env.run_in(&clone, &["batch"]).success().json();
+    let batch = env.run_in(&clone, &["batch", "--json"]).success().json();
     let reasons: Vec<(&str, &str)> = batch["deferred"]
         .as_array()
         .expect("deferred")

@@ -638,7 +638,7 @@ fn status_during_a_round_shows_live_work_as_in_progress() {
         "in_progress",
         "never 'recovered' while its conductor lives"
     );
-    let batch = env.run(&["batch"]).success().json();
+    let batch = env.run(&["batch", "--json"]).success().json();
     assert_eq!(
         batch["batch"],
         serde_json::json!([]),

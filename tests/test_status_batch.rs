@@ -66,7 +66,7 @@ fn status_table_and_json() {
 #[test]
 fn batch_json_and_summary_line() {
     let env = example();
-    insta::assert_snapshot!(env.run(&["batch", "--max", "8"]).snapshot(&env), @r#"
+    insta::assert_snapshot!(env.run(&["batch", "--json", "--max", "8"]).snapshot(&env), @r#"
     {
       "version": 2,
       "batch": [
@@ -119,14 +119,14 @@ fn batch_json_and_summary_line() {
 fn halted_wo_is_never_batched_until_cleared() {
     let env = example();
     env.run(&["halt", "wo-01", "--reason", "x"]).success();
-    let json = env.run(&["batch"]).success().json();
+    let json = env.run(&["batch", "--json"]).success().json();
     assert!(json["batch"]
         .as_array()
         .expect("batch")
         .iter()
         .all(|p| p["id"] != "wo-01"));
     env.run(&["clear", "wo-01"]).success();
-    let json = env.run(&["batch"]).success().json();
+    let json = env.run(&["batch", "--json"]).success().json();
     assert_eq!(json["batch"][0]["id"], "wo-01");
     let run = env.run(&["clear", "wo-01"]).code(2);
     assert!(run.stderr.contains("is not halted"));

@@ -109,6 +109,12 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
     if args.keep {
         let kept = dir.keep();
         out(&format!("\nkept: {}\n", kept.display()));
+    } else {
+        // The escalation above names paths in it.
+        out(&format!(
+            "\n{} and everything named above in it is removed now; `git arbiter demo --keep` keeps it to look around\n",
+            root.display()
+        ));
     }
     if expected_halt && expected_done {
         out("\ndemo: as expected — 5 merged (wo-04 on its second attempt), wo-05 rejected for drift (Makefile)\n");

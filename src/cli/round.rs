@@ -158,6 +158,7 @@ fn retry_delay(ctx: &git_arbiter::context::Context) -> Result<Duration, Error> {
 pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
+    say_what_is_not_an_order(&orders);
     let or_config = |flag: Vec<String>, key: &str| {
         if flag.is_empty() {
             ctx.config_strings(key)
@@ -216,6 +217,34 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         out(&render(&summary, opts.dry_run, &orders, &kept));
     }
     Ok(summary.exit)
+}
+
+/// Said once, before a run: an orders directory with no order in it, and
+/// files there that are not read as orders (`notes.txt`, `a.MD`): either
+/// way nothing would say why nothing ran.
+pub fn say_what_is_not_an_order(orders: &Orders) {
+    let stray = git_arbiter::orders::stray_files(&orders.dir);
+    if !stray.is_empty() {
+        let names: Vec<String> = stray
+            .iter()
+            .map(|p| {
+                p.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .collect();
+        say!(
+            "warning: not read as work orders (only '.md' files are): {} in {}",
+            names.join(", "),
+            orders.dir.display()
+        );
+    }
+    if orders.is_empty() {
+        say!(
+            "warning: no work orders in {}: a work order is a file '<id>.md' there ('git arbiter demo' shows some)",
+            orders.dir.display()
+        );
+    }
 }
 
 /// Where each halted order's kept branch is checked out (a worktree that
