@@ -126,6 +126,12 @@ pub fn run(
 ) -> Result<Summary> {
     let wo = check_input(orders, id, opts)?;
     let branch = ctx.integration_branch(opts.into.as_deref())?;
+    if opts.verify == Verify::Merged && opts.gates.is_empty() {
+        progress.event(&Event::Warning {
+            wo: String::new(),
+            detail: crate::round::NO_GATE_TO_VERIFY.into(),
+        });
+    }
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     let me = Conductor::register(ctx)?;
     for line in crate::conductor::end_orphans(ctx)? {
