@@ -1175,14 +1175,9 @@ mod tests {
     /// it could end (200 ms at the end of every round); stopping wakes it.
     #[test]
     fn a_halt_watch_ends_when_stopped_not_at_its_next_poll() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let status = std::process::Command::new("git")
-            .args(["init", "-q"])
-            .arg(dir.path())
-            .status()
-            .expect("git init");
-        assert!(status.success());
-        let repo = gix::open_opts(dir.path(), gix::open::Options::isolated())
+        let (_tmp, root) = crate::testutil::scratch();
+        let dir = crate::testutil::new_repo(&root, "repo");
+        let repo = gix::open_opts(&dir, gix::open::Options::isolated())
             .expect("open")
             .into_sync();
         let watch = HaltWatch::default();
@@ -1213,7 +1208,8 @@ mod tests {
             "no newline at the end",
             "wo-01: a\u{a0}title\u{a0}\n",
         ] {
-            let mut git = std::process::Command::new("git")
+            let (_tmp, root) = crate::testutil::scratch();
+            let mut git = crate::testutil::git_command(&root, &root)
                 .arg("stripspace")
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())

@@ -702,9 +702,7 @@ pub(crate) fn remove_stale(git_dir: &Path, keep: Option<ObjectId>) {
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
-
-    use crate::testutil::{git, new_repo, scratch};
+    use crate::testutil::{git, git_command, new_repo, scratch};
 
     /// An empty repository `<root>/repo`.
     type Row = (String, gix::ObjectId, u32, gix::index::entry::Stat);
@@ -737,9 +735,8 @@ mod tests {
             let (root, dir) = (root.as_path(), &new_repo(&root, "repo"));
             let git = |args: &[&str]| git(root, dir, args);
             let blob = |text: &str| {
-                let out = Command::new("git")
+                let out = git_command(root, dir)
                     .args(["hash-object", "-w", "--stdin"])
-                    .current_dir(dir)
                     .stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::piped())
                     .spawn()
@@ -782,13 +779,19 @@ mod tests {
             for stage in 1..=3 {
                 stages.push_str(&format!("100644 {} {stage}\tc\n", blob(&stage.to_string())));
             }
-            let unmerged = Command::new("sh")
-                .args([
-                    "-c",
-                    &format!("printf '{stages}' | git update-index --index-info"),
-                ])
-                .current_dir(dir)
-                .status()
+            let unmerged = git_command(root, dir)
+                .args(["update-index", "--index-info"])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .and_then(|mut child| {
+                    use std::io::Write;
+                    child
+                        .stdin
+                        .take()
+                        .expect("stdin")
+                        .write_all(stages.as_bytes())?;
+                    child.wait()
+                })
                 .expect("index-info");
             assert!(unmerged.success());
             paths.push("c".to_owned());
@@ -820,9 +823,8 @@ mod tests {
                 "git wrote the shared index in version {version}"
             );
             // gix cannot be the judge: it misreads a path past 4,095 bytes.
-            let listed = Command::new("git")
+            let listed = git_command(root, dir)
                 .args(["ls-files", "--stage", "-z"])
-                .current_dir(dir)
                 .output()
                 .expect("ls-files");
             let listed: Vec<(u32, gix::ObjectId, u32, String)> = listed
@@ -893,7 +895,7 @@ mod tests {
         }
         // A file dated after the index is racily clean whenever git writes
         // the index: git copies its unchanged entry into the split file.
-        let touched = Command::new("touch")
+        let touched = std::process::Command::new("touch")
             .args(["-d", "+1 hour", "d"])
             .current_dir(dir)
             .status()

@@ -1058,11 +1058,10 @@ mod tests {
 
     #[test]
     fn key_is_the_blob_git_would_write() {
+        let (_tmp, root) = crate::testutil::scratch();
         for wo in ["wo-01", "wo-02", "x"] {
-            let mut git = std::process::Command::new("git")
+            let mut git = crate::testutil::git_command(&root, &root)
                 .args(["hash-object", "--stdin"])
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/nonexistent/arbiter-test-config")
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn()

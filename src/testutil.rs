@@ -6,18 +6,8 @@ use std::process::Command;
 /// Stock git with nothing of the user's (its global configuration is
 /// `<root>/global.gitconfig`), in `dir`; panics on failure.
 pub(crate) fn git(root: &Path, dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
+    let out = git_command(root, dir)
         .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", root)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", root.join("global.gitconfig"))
-        .env("GIT_AUTHOR_NAME", "Arbiter Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Arbiter Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
         .output()
         .expect("git runs");
     assert!(
@@ -26,6 +16,23 @@ pub(crate) fn git(root: &Path, dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Stock git in `dir` with nothing of the user's (see [`git`]), to be given
+/// its arguments and run as the caller needs (stdin, status).
+pub(crate) fn git_command(root: &Path, dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", root)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", root.join("global.gitconfig"))
+        .env("GIT_AUTHOR_NAME", "Arbiter Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Arbiter Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com");
+    cmd
 }
 
 /// A scratch folder for one test (its canonical path; gone when the guard

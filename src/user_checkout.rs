@@ -868,15 +868,8 @@ mod tests {
         git(&root, &dir, &["checkout", "-q", old.trim()]);
         std::fs::write(dir.join("b.txt"), "ours\n").expect("write");
         git(&root, &dir, &["commit", "-q", "-am", "ours"]);
-        let merged = std::process::Command::new("git")
+        let merged = crate::testutil::git_command(&root, &dir)
             .args(["merge", "-q", "side"])
-            .current_dir(&dir)
-            .env("GIT_CONFIG_GLOBAL", root.join("global.gitconfig"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "Arbiter Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.com")
-            .env("GIT_COMMITTER_NAME", "Arbiter Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.com")
             .output()
             .expect("git merge");
         assert!(
@@ -1017,9 +1010,8 @@ mod tests {
         git(&root, &dir, &["rm", "-q", "--cached", "later"]);
         let listed = git(&root, &dir, &["ls-files", "-s"]);
         let fresh = root.join("fresh-index");
-        let by_entries = std::process::Command::new("git")
+        let by_entries = crate::testutil::git_command(&root, &dir)
             .args(["update-index", "--index-info"])
-            .current_dir(&dir)
             .env("GIT_INDEX_FILE", &fresh)
             .stdin(std::process::Stdio::piped())
             .spawn()
@@ -1034,9 +1026,8 @@ mod tests {
             })
             .expect("update-index");
         assert!(by_entries.success());
-        let truth = std::process::Command::new("git")
+        let truth = crate::testutil::git_command(&root, &dir)
             .args(["write-tree"])
-            .current_dir(&dir)
             .env("GIT_INDEX_FILE", &fresh)
             .output()
             .expect("write-tree");
