@@ -444,6 +444,16 @@ pub fn kept_work_error(kept: &[KeptWork]) -> InputError {
     ))
 }
 
+/// The commit `refs/heads/<branch>` points at.
+fn branch_tip(repo: &gix::Repository, branch: &str) -> Result<gix::ObjectId, String> {
+    Ok(repo
+        .find_reference(format!("refs/heads/{branch}").as_str())
+        .map_err(|e| format!("reading {branch}: {e}"))?
+        .peel_to_id()
+        .map_err(|e| format!("resolving {branch}: {e}"))?
+        .detach())
+}
+
 /// Why an attempt whose build exited 0 but changed nothing failed (unless
 /// `arbiter.allowEmpty` or the order's `## Allow empty` says that is done).
 pub const NO_CHANGE_WHY: &str =
@@ -641,13 +651,7 @@ impl Host {
                 .map(|t| t.detach())
                 .map_err(|e| format!("reading commit {id}: {e}"))
         };
-        let tip = repo
-            .find_reference(format!("refs/heads/{branch}").as_str())
-            .map_err(|e| format!("reading {branch}: {e}"))?
-            .peel_to_id()
-            .map_err(|e| format!("resolving {branch}: {e}"))?
-            .detach();
-        Ok(tree_of(tip)? != tree_of(base)?)
+        Ok(tree_of(branch_tip(&repo, branch)?)? != tree_of(base)?)
     }
 
     pub fn adopt_head(
@@ -677,12 +681,7 @@ impl Host {
                 "the builder left the worktree on {where_}, which has no commit"
             ));
         };
-        let tip = repo
-            .find_reference(full.as_str())
-            .map_err(|e| format!("reading {branch}: {e}"))?
-            .peel_to_id()
-            .map_err(|e| format!("resolving {branch}: {e}"))?
-            .detach();
+        let tip = branch_tip(&repo, branch)?;
         if !crate::context::is_ancestor(&repo, tip, head_id).map_err(|e| e.to_string())? {
             return Err(format!(
                 "the builder left the worktree on {where_}, which does not contain {branch}: its work cannot be told apart"
@@ -730,12 +729,7 @@ impl Host {
         branch: &str,
         base: gix::ObjectId,
     ) -> Result<(), String> {
-        let tip = repo
-            .find_reference(format!("refs/heads/{branch}").as_str())
-            .map_err(|e| format!("reading {branch}: {e}"))?
-            .peel_to_id()
-            .map_err(|e| format!("resolving {branch}: {e}"))?
-            .detach();
+        let tip = branch_tip(repo, branch)?;
         if crate::context::is_ancestor(repo, base, tip).map_err(|e| e.to_string())? {
             Ok(())
         } else {
@@ -1209,15 +1203,8 @@ mod tests {
             "wo-01: a\u{a0}title\u{a0}\n",
         ] {
             let (_tmp, root) = crate::testutil::scratch();
-            let mut git = crate::testutil::git_command(&root, &root)
-                .arg("stripspace")
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("git stripspace");
-            std::io::Write::write_all(&mut git.stdin.take().expect("stdin"), message.as_bytes())
-                .expect("write");
-            let out = git.wait_with_output().expect("git stripspace");
+            let out =
+                crate::testutil::git_with_input(&root, &root, &["stripspace"], message.as_bytes());
             assert_eq!(
                 stripspace(message),
                 String::from_utf8(out.stdout).expect("utf-8"),

@@ -702,7 +702,7 @@ pub(crate) fn remove_stale(git_dir: &Path, keep: Option<ObjectId>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::testutil::{git, git_command, new_repo, scratch};
+    use crate::testutil::{git, git_command, git_with_input, new_repo, scratch};
 
     /// An empty repository `<root>/repo`.
     type Row = (String, gix::ObjectId, u32, gix::index::entry::Stat);
@@ -735,21 +735,12 @@ mod tests {
             let (root, dir) = (root.as_path(), &new_repo(&root, "repo"));
             let git = |args: &[&str]| git(root, dir, args);
             let blob = |text: &str| {
-                let out = git_command(root, dir)
-                    .args(["hash-object", "-w", "--stdin"])
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .spawn()
-                    .and_then(|mut child| {
-                        use std::io::Write;
-                        child
-                            .stdin
-                            .take()
-                            .expect("stdin")
-                            .write_all(text.as_bytes())?;
-                        child.wait_with_output()
-                    })
-                    .expect("hash-object");
+                let out = git_with_input(
+                    root,
+                    dir,
+                    &["hash-object", "-w", "--stdin"],
+                    text.as_bytes(),
+                );
                 String::from_utf8(out.stdout)
                     .expect("utf-8")
                     .trim()
@@ -779,21 +770,13 @@ mod tests {
             for stage in 1..=3 {
                 stages.push_str(&format!("100644 {} {stage}\tc\n", blob(&stage.to_string())));
             }
-            let unmerged = git_command(root, dir)
-                .args(["update-index", "--index-info"])
-                .stdin(std::process::Stdio::piped())
-                .spawn()
-                .and_then(|mut child| {
-                    use std::io::Write;
-                    child
-                        .stdin
-                        .take()
-                        .expect("stdin")
-                        .write_all(stages.as_bytes())?;
-                    child.wait()
-                })
-                .expect("index-info");
-            assert!(unmerged.success());
+            let unmerged = git_with_input(
+                root,
+                dir,
+                &["update-index", "--index-info"],
+                stages.as_bytes(),
+            );
+            assert!(unmerged.status.success());
             paths.push("c".to_owned());
             if version != "2" {
                 std::fs::write(dir.join("new"), "new\n").expect("write");

@@ -62,18 +62,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
     if !plain_index(&index) || !checkout::holds_state(wt, &index, checksum, head_tree)? {
         return Ok(None);
     }
-    let suspects = checkout::stat_suspects(wt, &index, &dir);
-    // The walk for untracked files takes an entry as tracked without looking
-    // at the disk only when it is marked up to date (an in-memory flag).
-    let mut suspect = vec![false; index.entries().len()];
-    for (at, _) in &suspects {
-        suspect[*at] = true;
-    }
-    for (entry, suspect) in index.entries_mut().iter_mut().zip(&suspect) {
-        if !suspect {
-            entry.flags.insert(Flags::UPTODATE);
-        }
-    }
+    let suspects = suspects_marked(wt, &mut index, &dir);
     let mut to_git = crate::encoding::ToGit::new(wt, &index)?;
     // A changed ignore rule can turn ignored files anywhere into untracked
     // ones, in folders nobody touched: then every folder is listed.
@@ -193,16 +182,7 @@ pub(crate) fn changes(wt: &gix::Repository) -> Result<Option<(Vec<String>, Vec<S
     if !plain_index(&index) {
         return Ok(None);
     }
-    let suspects = checkout::stat_suspects(wt, &index, &dir);
-    let mut suspect = vec![false; index.entries().len()];
-    for (at, _) in &suspects {
-        suspect[*at] = true;
-    }
-    for (entry, suspect) in index.entries_mut().iter_mut().zip(&suspect) {
-        if !suspect {
-            entry.flags.insert(Flags::UPTODATE);
-        }
-    }
+    let suspects = suspects_marked(wt, &mut index, &dir);
     let mut modified = Vec::new();
     if !suspects.is_empty() {
         let mut to_git = crate::encoding::ToGit::new(wt, &index)?;
@@ -234,6 +214,28 @@ pub(crate) fn changes(wt: &gix::Repository) -> Result<Option<(Vec<String>, Vec<S
     modified.sort();
     untracked.sort();
     Ok(Some((modified, untracked)))
+}
+
+/// The entries of `index` whose files' stat data do not vouch for them
+/// (see [`checkout::stat_suspects`]); every other entry is marked up to
+/// date, as the walk for untracked files takes an entry as tracked without
+/// looking at the disk only then (an in-memory flag).
+fn suspects_marked(
+    wt: &gix::Repository,
+    index: &mut gix::index::State,
+    dir: &Path,
+) -> Vec<(usize, Option<Stat>)> {
+    let suspects = checkout::stat_suspects(wt, index, dir);
+    let mut suspect = vec![false; index.entries().len()];
+    for (at, _) in &suspects {
+        suspect[*at] = true;
+    }
+    for (entry, suspect) in index.entries_mut().iter_mut().zip(&suspect) {
+        if !suspect {
+            entry.flags.insert(Flags::UPTODATE);
+        }
+    }
+    suspects
 }
 
 /// Nothing configured that makes `git add` do more than hash files.

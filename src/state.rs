@@ -1060,15 +1060,12 @@ mod tests {
     fn key_is_the_blob_git_would_write() {
         let (_tmp, root) = crate::testutil::scratch();
         for wo in ["wo-01", "wo-02", "x"] {
-            let mut git = crate::testutil::git_command(&root, &root)
-                .args(["hash-object", "--stdin"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("git");
-            std::io::Write::write_all(&mut git.stdin.take().expect("stdin"), &key_bytes(wo))
-                .expect("write");
-            let out = git.wait_with_output().expect("git hash-object");
+            let out = crate::testutil::git_with_input(
+                &root,
+                &root,
+                &["hash-object", "--stdin"],
+                &key_bytes(wo),
+            );
             assert!(out.status.success());
             assert_eq!(
                 String::from_utf8_lossy(&out.stdout).trim(),

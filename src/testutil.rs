@@ -35,6 +35,29 @@ pub(crate) fn git_command(root: &Path, dir: &Path) -> Command {
     cmd
 }
 
+/// Stock git (as [`git_command`]) with `input` on its stdin: its output.
+pub(crate) fn git_with_input(
+    root: &Path,
+    dir: &Path,
+    args: &[&str],
+    input: &[u8],
+) -> std::process::Output {
+    run_with_input(git_command(root, dir).args(args), input)
+}
+
+/// Run `cmd` with `input` on its stdin: its output.
+pub(crate) fn run_with_input(cmd: &mut Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child.stdin.take().expect("stdin").write_all(input)?;
+            child.wait_with_output()
+        })
+        .expect("the command runs")
+}
+
 /// A scratch folder for one test (its canonical path; gone when the guard
 /// drops), holding the empty global configuration [`git`] points at.
 pub(crate) fn scratch() -> (tempfile::TempDir, PathBuf) {

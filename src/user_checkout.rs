@@ -1010,22 +1010,13 @@ mod tests {
         git(&root, &dir, &["rm", "-q", "--cached", "later"]);
         let listed = git(&root, &dir, &["ls-files", "-s"]);
         let fresh = root.join("fresh-index");
-        let by_entries = crate::testutil::git_command(&root, &dir)
-            .args(["update-index", "--index-info"])
-            .env("GIT_INDEX_FILE", &fresh)
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut child| {
-                use std::io::Write;
-                child
-                    .stdin
-                    .take()
-                    .expect("stdin")
-                    .write_all(listed.as_bytes())?;
-                child.wait()
-            })
-            .expect("update-index");
-        assert!(by_entries.success());
+        let by_entries = crate::testutil::run_with_input(
+            crate::testutil::git_command(&root, &dir)
+                .args(["update-index", "--index-info"])
+                .env("GIT_INDEX_FILE", &fresh),
+            listed.as_bytes(),
+        );
+        assert!(by_entries.status.success());
         let truth = crate::testutil::git_command(&root, &dir)
             .args(["write-tree"])
             .env("GIT_INDEX_FILE", &fresh)

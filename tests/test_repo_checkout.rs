@@ -65,16 +65,7 @@ fn assert_checkout_as_git_writes_it(bulk: bool) {
     env.run(&["round", "--build", &build(bulk)]).success();
     assert_eq!(env.git(&["status", "--porcelain"]), "");
 
-    let oracle = env.root.join("oracle");
-    let mut clone = vec!["clone".to_owned(), "-q".to_owned()];
-    for (key, value) in config() {
-        clone.push("-c".into());
-        clone.push(format!("{key}={value}"));
-    }
-    clone.push(env.repo.display().to_string());
-    clone.push(oracle.display().to_string());
-    let clone: Vec<&str> = clone.iter().map(String::as_str).collect();
-    env.git_in(&env.root, &clone);
+    let oracle = git_checkout_of(&env, "oracle", "main");
     // `no-ident.c` holds an expanded-looking `$Id$` but no `ident`
     // attribute: left as written, as git leaves it.
     let mut paths = vec!["run.sh", "a.txt", "b.up", "c.pf", "id.c", "no-ident.c"];

@@ -952,14 +952,19 @@ fn orders_whose_builds_end_together_land_in_one_landing() {
     env.work_order("wo-01", "Quick", &[], &["quick.txt"]);
     env.work_order("wo-02", "Bulky", &[], &["bulk/**"]);
     env.commit_all("init");
-    // wo-01's build ends 0.3 s after wo-02's: its short commit is done long
-    // before wo-02's (5,000 files) is.
-    let built = env.root.join("bulk-built");
+    // wo-01's build ends once the conductor has seen wo-02's end (its log
+    // says so, right before it commits what wo-02's builder left: 5,000
+    // files), so wo-01 passes while wo-02 is still being committed. Waiting
+    // on the builder's own last command instead left the conductor's notice
+    // of wo-02's end to the machine's load, and wo-01 at times landed alone.
+    // (Anchored: the log also holds the build command, this text included.)
+    let log = env.repo.join(".git/arbiter/logs/wo-02/attempt-1.log");
     let build = format!(
         "if [ \"$ARBITER_WO\" = wo-01 ]; then \
-           until [ -e {built} ]; do sleep 0.01; done; sleep 0.3; echo quick > quick.txt; \
-         else mkdir bulk && for i in $(seq 5000); do echo $i > bulk/$i; done; touch {built}; fi",
-        built = built.display()
+           until grep -q '^.git-arbiter. build ended' {log} 2>/dev/null; do sleep 0.01; done; \
+           echo quick > quick.txt; \
+         else mkdir bulk && for i in $(seq 5000); do echo $i > bulk/$i; done; fi",
+        log = log.display()
     );
     let run = round(&env, &["--once", "--build", &build]).success();
     let landings: Vec<String> = env
