@@ -1153,6 +1153,50 @@ mod tests {
     }
 
     #[test]
+    fn an_id_is_found_from_its_file_and_misspellings_get_the_nearest() {
+        let known = ["globset-test", "globs", "other"];
+        for arg in [
+            "globset-test",
+            "globset-test.md",
+            "work-orders/globset-test.md",
+            "./a/globset-test.md",
+        ] {
+            assert_eq!(
+                resolve_id(arg, known).as_deref(),
+                Some("globset-test"),
+                "{arg}"
+            );
+        }
+        assert_eq!(resolve_id("globset-tests", known), None);
+        assert_eq!(resolve_id("notes.txt", known), None);
+        assert_eq!(closest_ids("globset-tests", known), ["globset-test"]);
+        assert_eq!(closest_ids("Globset-test.md", known), ["globset-test"]);
+        assert_eq!(closest_ids("glob", known), ["globs"]);
+        assert!(closest_ids("something-else", known).is_empty());
+    }
+
+    #[test]
+    fn files_not_read_as_orders_are_listed_but_not_marked_ones() {
+        let dir = tempfile::tempdir().expect("tmp");
+        for name in [
+            "a.md",
+            "notes.txt",
+            "b.MD",
+            "_draft.md",
+            ".hidden",
+            "README.txt",
+        ] {
+            std::fs::write(dir.path().join(name), "# x\n").expect("write");
+        }
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        let stray: Vec<String> = stray_files(dir.path())
+            .iter()
+            .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(stray, ["b.MD", "notes.txt"]);
+    }
+
+    #[test]
     fn cycles_and_unknown_deps() {
         let err = Orders::from_list(
             "w".into(),

@@ -1057,6 +1057,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn halted_dominates_the_state_word_and_the_last_failure_is_the_latest_with_a_reason() {
+        assert_eq!(Status::NeedsRework.state(true), "halted");
+        assert_eq!(Status::InProgress.state(false), "in_progress");
+        let mut record = Record::new("wo-01", false, 3);
+        assert!(record.last_failure().is_none());
+        record.attempts = 1;
+        record.log("needs_rework", Some("build exit 1".into()));
+        record.attempts = 2;
+        record.log(MERGED_GATE_FAILED_EVENT, Some("gate 'make' exit 2".into()));
+        record.log("halt", Some(RETRY_CAP_EXHAUSTED.into()));
+        let last = record.last_failure().expect("a failure");
+        assert_eq!(
+            (last.attempt, last.detail.as_deref()),
+            (Some(2), Some("gate 'make' exit 2"))
+        );
+    }
+
+    #[test]
     fn key_is_the_blob_git_would_write() {
         let (_tmp, root) = crate::testutil::scratch();
         for wo in ["wo-01", "wo-02", "x"] {
