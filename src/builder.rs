@@ -629,14 +629,6 @@ pub fn not_runnable_error(failed: &NotRunnable, repo_top: &Path) -> InputError {
 }
 
 impl Host {
-    /// Make the branch `branch` (short name, e.g. `arbiter/<id>`) hold what
-    /// the builder's worktree has checked out. A builder that ran `git
-    /// checkout --detach` or `git checkout -b mine` committed its work (and
-    /// [`Host::commit_leftovers`] its leftovers) onto that HEAD, not onto the
-    /// branch that gets merged: the branch is moved there when that HEAD
-    /// contains the branch (which starts at `base`), and the worktree is put
-    /// back on the branch. Anything else fails the attempt with the reason:
-    /// never a `done` without the work.
     /// Does the tree of `branch`'s tip differ from that of `base`?
     fn changed_anything(
         &self,
@@ -654,6 +646,14 @@ impl Host {
         Ok(tree_of(branch_tip(&repo, branch)?)? != tree_of(base)?)
     }
 
+    /// Make the branch `branch` (short name, e.g. `arbiter/<id>`) hold what
+    /// the builder's worktree has checked out. A builder that ran `git
+    /// checkout --detach` or `git checkout -b mine` committed its work (and
+    /// [`Host::commit_leftovers`] its leftovers) onto that HEAD, not onto the
+    /// branch that gets merged: the branch is moved there when that HEAD
+    /// contains the branch (which starts at `base`), and the worktree is put
+    /// back on the branch. Anything else fails the attempt with the reason:
+    /// never a `done` without the work.
     pub fn adopt_head(
         &self,
         worktree: &Path,

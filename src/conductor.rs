@@ -112,6 +112,12 @@ impl Drop for Conductor {
     }
 }
 
+/// The process id a conductor's name (`<pid>-<nanos>`, see
+/// [`Conductor::register`]) begins with.
+pub fn pid_of(name: &str) -> Option<u32> {
+    name.split('-').next()?.parse().ok()
+}
+
 /// Is this work order being worked on by a conductor that is running now?
 pub fn owns_live(ctx: &Context, record: &crate::state::Record) -> bool {
     record

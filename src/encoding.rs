@@ -18,27 +18,44 @@ use gix::worktree::stack::state::attributes::Source;
 
 use crate::error::{Error, GitContext, InputError, Result};
 
-/// Could any attributes source set `attribute` (`ident`,
-/// `working-tree-encoding`): a `.gitattributes` of `index`,
-/// `info/attributes` or `core.attributesFile`? A cheap textual test, so
-/// that nothing is looked up per file where no rule can apply.
-pub fn mentioned(wt: &gix::Repository, index: &gix::index::State, attribute: &str) -> bool {
-    let mentions = |bytes: &[u8]| bytes.find(attribute).is_some();
-    let in_index = index.entries().iter().any(|e| {
+/// Which of `attributes` (`ident`, `working-tree-encoding`) could some
+/// attributes source set: a `.gitattributes` of `index`, `info/attributes`
+/// or `core.attributesFile`? A cheap textual test, each source read once,
+/// so that nothing is looked up per file where no rule can apply.
+pub fn mentioned<const N: usize>(
+    wt: &gix::Repository,
+    index: &gix::index::State,
+    attributes: [&str; N],
+) -> [bool; N] {
+    let mut found = [false; N];
+    let mut note = |bytes: &[u8]| {
+        for (hit, attribute) in found.iter_mut().zip(attributes) {
+            *hit |= bytes.find(attribute).is_some();
+        }
+    };
+    for e in index.entries() {
         let path = e.path(index);
-        (path == ".gitattributes" || path.ends_with(b"/.gitattributes"))
-            && wt.find_blob(e.id).is_ok_and(|blob| mentions(&blob.data))
-    });
+        if path == ".gitattributes" || path.ends_with(b"/.gitattributes") {
+            if let Ok(blob) = wt.find_blob(e.id) {
+                note(&blob.data);
+            }
+        }
+    }
     let global = wt
         .config_snapshot()
         .trusted_path("core.attributesFile")
         .ok()
         .flatten()
-        .or_else(default_attributes_file)
+        .or_else(default_attributes_file);
+    for file in global
         .into_iter()
         .chain([wt.common_dir().join("info/attributes")])
-        .any(|p| std::fs::read(p).is_ok_and(|b| mentions(&b)));
-    in_index || global
+    {
+        if let Ok(bytes) = std::fs::read(file) {
+            note(&bytes);
+        }
+    }
+    found
 }
 
 /// git's `core.attributesFile` when unset: `$XDG_CONFIG_HOME/git/attributes`,
@@ -177,9 +194,9 @@ impl<'r> ToGit<'r> {
             .git_context("reading .gitattributes")?;
         let pipeline = gix::filter::Pipeline::new(wt, stack.detach())
             .git_context("preparing the filters of .gitattributes")?;
-        let attributes = match mentioned(wt, index, "working-tree-encoding") {
-            true => Some(Attributes::new(wt, index, Source::WorktreeThenIdMapping)?),
-            false => None,
+        let attributes = match mentioned(wt, index, ["working-tree-encoding"]) {
+            [true] => Some(Attributes::new(wt, index, Source::WorktreeThenIdMapping)?),
+            [false] => None,
         };
         Ok(ToGit {
             pipeline,
@@ -243,8 +260,8 @@ pub fn as_git_writes_it(
     root: &Path,
 ) -> Result<()> {
     use gix::index::entry::Flags;
-    let encodings = mentioned(wt, index, "working-tree-encoding");
-    if !encodings && !mentioned(wt, index, "ident") {
+    let [encodings, ident] = mentioned(wt, index, ["working-tree-encoding", "ident"]);
+    if !encodings && !ident {
         return Ok(());
     }
     let mut attributes = None;
@@ -259,6 +276,26 @@ pub fn as_git_writes_it(
             continue;
         }
         let path = entry.path(index);
+        let mut attributes_at = |path| -> Result<At> {
+            let attributes = match &mut attributes {
+                Some(a) => a,
+                None => attributes.insert(Attributes::new(
+                    wt,
+                    index,
+                    gix::worktree::stack::state::attributes::Source::IdMapping,
+                )?),
+            };
+            attributes.at(path, entry.mode)
+        };
+        // Where an encoding may apply, the attributes say whether the file
+        // need be read at all; for `ident` alone, its content does first.
+        let looked_up = match encodings {
+            true => match attributes_at(path)? {
+                attrs if !attrs.ident && attrs.encoding.is_none() => continue,
+                attrs => Some(attrs),
+            },
+            false => None,
+        };
         let file = root.join(
             gix::path::from_bstr(path)
                 .git_context(format!("the path '{path}' is not one of this system"))?,
@@ -267,18 +304,11 @@ pub fn as_git_writes_it(
             continue;
         };
         let ident_form = git_ident_form(&content);
-        if !encodings && ident_form.is_none() {
-            continue;
-        }
-        let attributes = match &mut attributes {
-            Some(a) => a,
-            None => attributes.insert(Attributes::new(
-                wt,
-                index,
-                gix::worktree::stack::state::attributes::Source::IdMapping,
-            )?),
+        let attrs = match looked_up {
+            Some(attrs) => attrs,
+            None if ident_form.is_none() => continue,
+            None => attributes_at(path)?,
         };
-        let attrs = attributes.at(path, entry.mode)?;
         let encoding = attrs.supported_encoding(path)?;
         let text = match ident_form {
             Some(fixed) if attrs.ident => Cow::Owned(fixed),

@@ -544,6 +544,13 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
             crate::crash::point("pool-clean.after");
             return Ok((tree, None, Some(checksum)));
         }
+        // Stamped before the walk proves the folders clean: a name that
+        // comes or goes from here on, the walk's own removals included,
+        // gives its folder a new change time, and the next take in this
+        // process lists it again (see `dirt`). A give-back without a walk
+        // (above) stamps nothing: a leftover process may have written since
+        // the leftovers were committed.
+        crate::stamps::remember(&wt, &lease.path, tree);
         // The walk for untracked files and the reset each read the whole
         // worktree: they look at once. The walk judges by the index as the
         // builder left it; whatever it lists that the reset's index tracks
@@ -579,9 +586,6 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
             }
         }
     };
-    // Clean now: the next take in this process lists only the folders that
-    // gained or lost a name since (see `dirt`).
-    crate::stamps::remember(&wt, &lease.path, tree);
     entry.state = State::Free;
     entry.base = Some(tip.to_string());
     entry.tree = Some(tree.to_string());
@@ -1170,6 +1174,55 @@ mod tests {
         assert_eq!(taken.cleaned.untracked, ["sub/junk.txt"]);
         assert_eq!(std::fs::read_to_string(&file).expect("read"), "tracked\n");
         assert!(!sub.join("junk.txt").exists());
+        // A check writes nothing: what a stranger wrote is not stored.
+        let stranger =
+            gix::objs::compute_hash(ctx.repo.object_hash(), gix::objs::Kind::Blob, b"TRACKED\n")
+                .expect("hash");
+        assert!(!ctx.repo.has_object(stranger), "the proof stored a blob");
+    }
+
+    /// A worktree given back without a walk (its leftovers were committed,
+    /// nothing of ours ran there since) is not stamped as clean: a file a
+    /// leftover process wrote between that commit and the give-back is
+    /// found by the next take in the same process.
+    #[test]
+    fn a_file_written_after_the_leftovers_commit_is_found_by_the_next_take() {
+        use crate::testutil::{git, new_repo, scratch};
+        let (_tmp, root) = scratch();
+        let repo = new_repo(&root, "repo");
+        std::fs::create_dir(repo.join("sub")).expect("mkdir");
+        std::fs::write(repo.join("sub/f.txt"), "tracked\n").expect("write");
+        git(&root, &repo, &["add", "-A"]);
+        git(&root, &repo, &["commit", "-q", "-m", "init"]);
+        let base = ObjectId::from_hex(git(&root, &repo, &["rev-parse", "HEAD"]).trim().as_bytes())
+            .expect("sha");
+        let ctx = Context::isolated(&repo, &["user.name=t", "user.email=t@t"]).expect("open");
+        let opts = Options {
+            enabled: true,
+            size: 1,
+            keep_ignored: true,
+            ..Options::default()
+        };
+        let wt = take(&ctx, &opts, "settled-a", "arbiter/settled-a", base)
+            .expect("take")
+            .path;
+        // (Branch names of its own: a lease is found by its branch, in
+        // this process, beside the other tests.)
+        // The builder's work, committed as the leftovers commit records it.
+        std::fs::write(wt.join("sub/new.txt"), "work\n").expect("write");
+        git(&root, &wt, &["add", "-A"]);
+        git(&root, &wt, &["commit", "-q", "-m", "work"]);
+        let opened = open(&ctx, &wt).expect("open");
+        let head = opened.head_id().expect("head").detach();
+        let checksum = checkout::index_file_checksum(&opened).expect("checksum");
+        crate::exec::mark_settled(&wt, head, checksum);
+        // Then a leftover process of the builder writes there.
+        std::fs::write(wt.join("sub/stray.txt"), "stray\n").expect("stray");
+        give_back(&ctx, "settled-a", "arbiter/settled-a", false).expect("give back");
+        let taken = take(&ctx, &opts, "settled-b", "arbiter/settled-b", base).expect("take");
+        assert_eq!(taken.path, wt);
+        assert_eq!(taken.cleaned.untracked, ["sub/stray.txt"]);
+        assert!(!wt.join("sub/stray.txt").exists());
     }
 
     #[test]

@@ -2234,7 +2234,7 @@ fn finish(
                 summary.held_elsewhere.push(HeldElsewhere {
                     wo_id: row.id.clone(),
                     conductor: conductor.clone(),
-                    pid: conductor.split('-').next().and_then(|p| p.parse().ok()),
+                    pid: crate::conductor::pid_of(conductor),
                 });
             }
         }

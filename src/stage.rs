@@ -73,7 +73,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
     for (at, _) in suspects {
         let entry = &index.entries()[at];
         let path = entry.path(&index).to_owned();
-        match hash(wt, &mut to_git, &index, &dir, path.as_bstr())? {
+        match hash(wt, &mut to_git, &index, &dir, path.as_bstr(), Blob::Store)? {
             Found::Gone => staged.push(Staged { path, now: None }),
             Found::Blob(id, kind, stat) => {
                 if id != entry.id || mode_of(kind) != entry.mode || stat != entry.stat {
@@ -92,7 +92,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
         return Ok(None);
     };
     for path in untracked {
-        match hash(wt, &mut to_git, &index, &dir, path.as_bstr())? {
+        match hash(wt, &mut to_git, &index, &dir, path.as_bstr(), Blob::Store)? {
             Found::Blob(id, kind, stat) => staged.push(Staged {
                 path,
                 now: Some((id, kind, stat)),
@@ -162,7 +162,7 @@ fn read_index(
 /// untracked cache finds it: the tracked files whose content (or kind)
 /// differs, and the untracked files outside the ignored ones. Each file's
 /// stat data is checked and the content of the suspect ones hashed (as
-/// `stage_all` does); folders the [`crate::stamps`] of this process prove
+/// `stage_all` does, but nothing is written to the object database); folders the [`crate::stamps`] of this process prove
 /// unchanged (their ctime, which nothing sets back) are not listed. `None`
 /// where the plain case does not hold: gix's status judges there.
 pub(crate) fn changes(wt: &gix::Repository) -> Result<Option<(Vec<String>, Vec<String>)>> {
@@ -189,7 +189,7 @@ pub(crate) fn changes(wt: &gix::Repository) -> Result<Option<(Vec<String>, Vec<S
         for (at, _) in &suspects {
             let entry = &index.entries()[*at];
             let path = entry.path(&index);
-            let same = match hash(wt, &mut to_git, &index, &dir, path)? {
+            let same = match hash(wt, &mut to_git, &index, &dir, path, Blob::IdOnly)? {
                 Found::Blob(id, kind, _) => id == entry.id && mode_of(kind) == entry.mode,
                 Found::Gone => false,
                 Found::Other => return Ok(None),
@@ -311,8 +311,17 @@ fn mode_of(kind: EntryKind) -> Mode {
     }
 }
 
+/// What [`hash`] does with the blob of a file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Blob {
+    /// Store it in the object database (staging).
+    Store,
+    /// Only compute its id (a check that must write nothing).
+    IdOnly,
+}
+
 /// Hash the file at `path` as git stores it (filters of .gitattributes,
-/// end-of-line conversion) into the object database.
+/// end-of-line conversion), into the object database with [`Blob::Store`].
 #[allow(clippy::unnecessary_cast)]
 fn hash(
     wt: &gix::Repository,
@@ -320,6 +329,7 @@ fn hash(
     index: &gix::index::State,
     dir: &Path,
     path: &BStr,
+    blob: Blob,
 ) -> Result<Found> {
     use rustix::fs::FileType;
     let rel = gix::path::from_bstr(path)
@@ -346,7 +356,21 @@ fn hash(
     if kind != FileType::RegularFile && kind != FileType::Symlink {
         return Ok(Found::Other);
     }
-    let blob = if kind == FileType::RegularFile && to_git.has_encodings() {
+    let entry_kind = match (kind, st.st_mode as u32 & 0o111 != 0) {
+        (FileType::Symlink, _) => EntryKind::Link,
+        (_, true) => EntryKind::BlobExecutable,
+        (_, false) => EntryKind::Blob,
+    };
+    let blob = if blob == Blob::IdOnly {
+        let mode = match kind {
+            FileType::Symlink => Mode::SYMLINK,
+            _ => Mode::FILE,
+        };
+        let Some(id) = checkout::blob_id(wt, to_git, index, dir, path, mode)? else {
+            return Ok(Found::Gone);
+        };
+        Some((id, entry_kind, ()))
+    } else if kind == FileType::RegularFile && to_git.has_encodings() {
         let Some(data) = to_git.blob(index, path, &dir.join(&rel))? else {
             return Ok(Found::Gone);
         };
@@ -354,15 +378,7 @@ fn hash(
             .write_blob(&data)
             .git_context(format!("storing {path}"))?
             .detach();
-        let executable = st.st_mode as u32 & 0o111 != 0;
-        Some((
-            id,
-            match executable {
-                true => EntryKind::BlobExecutable,
-                false => EntryKind::Blob,
-            },
-            (),
-        ))
+        Some((id, entry_kind, ()))
     } else {
         to_git
             .pipeline

@@ -1007,6 +1007,14 @@ fn a_build_that_changes_nothing_is_no_change_unless_allowed() {
     );
 
     env.run(&["retry", "--rebuild", "wo-a"]).success();
+    env.git(&["config", "arbiter.allowEmpty", "maybe"]);
+    let bad = env.run(&["round", "--build", "true"]).code(2);
+    assert!(
+        bad.stderr
+            .contains("config arbiter.allowEmpty = 'maybe' is not a boolean"),
+        "{}",
+        bad.stderr
+    );
     env.git(&["config", "arbiter.allowEmpty", "true"]);
     env.run(&["round", "--build", "true"]).success();
     let status = env.run(&["status", "--json"]).success().json();
