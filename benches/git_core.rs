@@ -237,7 +237,7 @@ fn main() {
     );
 
     // The in-process side: the repository opened once, as the round does.
-    let ctx = git_arbiter::context::Context::discover(&repo).expect("open repo");
+    let ctx = git_arbiter::state::context::Context::discover(&repo).expect("open repo");
     let orders = ctx.load_orders(None).expect("orders");
     let store = git_arbiter::state::Store::new(&ctx.repo, 3);
     // As in a round, each work order's dispatch (in progress, with the base it
@@ -260,7 +260,7 @@ fn main() {
     let create_before = file_create_cost(&repo.join(".git/objects"), "before");
     let mut merge_results = Vec::new();
     // One session per process, as a round keeps.
-    let mut session = git_arbiter::merge::Session::default();
+    let mut session = git_arbiter::run::merge::Session::default();
     for (c, (label, into, in_process)) in CASES.iter().enumerate() {
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
@@ -274,13 +274,13 @@ fn main() {
                     .rev_parse_single(format!("arbiter/{id}").as_str())
                     .expect("branch")
                     .detach();
-                let request = git_arbiter::merge::Request {
+                let request = git_arbiter::run::merge::Request {
                     wo: orders.get(&id).expect("order"),
                     into: &full,
                     source,
                     attempt: 1,
                     round_base: None,
-                    scope: git_arbiter::merge::DriftScope::Own,
+                    scope: git_arbiter::run::merge::DriftScope::Own,
                     extra_note: None,
                     owner: "bench",
                 };
@@ -289,10 +289,10 @@ fn main() {
                 // the tip, then the landing.
                 let tip = ctx.branch_tip(&full).expect("tip");
                 let link = match session.link(&ctx, &store, tip, &request).expect("merge") {
-                    git_arbiter::merge::Linked::Merge(link) => link,
+                    git_arbiter::run::merge::Linked::Merge(link) => link,
                     other => panic!("{other:?}"),
                 };
-                let landed = git_arbiter::merge::land(
+                let landed = git_arbiter::run::merge::land(
                     &ctx,
                     &store,
                     &full,
@@ -303,7 +303,7 @@ fn main() {
                 .expect("land");
                 ours.push(t.elapsed());
                 assert!(
-                    matches!(landed, git_arbiter::merge::Landed::Landed { .. }),
+                    matches!(landed, git_arbiter::run::merge::Landed::Landed { .. }),
                     "{landed:?}"
                 );
             } else {
@@ -379,7 +379,7 @@ fn main() {
         let t = Instant::now();
         for k in 0..WORKTREES {
             let name = format!("lib-{round}-{k}");
-            git_arbiter::worktree::add(&ctx, &name, &format!("arbiter/{name}"), base_id)
+            git_arbiter::run::worktree::add(&ctx, &name, &format!("arbiter/{name}"), base_id)
                 .expect("worktree add");
         }
         ours_lib.push(t.elapsed());

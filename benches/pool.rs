@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use git_arbiter::context::Context;
-use git_arbiter::pool;
+use git_arbiter::run::pool;
+use git_arbiter::state::context::Context;
 
 mod support;
 use support::{fresh, git, median, ms};

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use git_arbiter::scope::{sets_overlap, Entry};
+use git_arbiter::state::scope::{sets_overlap, Entry};
 use git_arbiter::state::{Record, Status, Store, Verdict};
 
 /// Work orders in the benchmark; `cargo test --all-targets` runs this file

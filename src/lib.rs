@@ -1,76 +1,39 @@
 //! git-arbiter: conduct parallel builders on one git repository.
 //!
-//! One module per kernel; the CLI in `src/cli/` is a
-//! thin layer that parses flags, calls these and renders the result.
+//! The library is four layers, each a folder; a module imports only from its
+//! own layer or the ones below (`tests/test_layers.rs` fails on an import
+//! that climbs, and on any import cycle). The CLI in `src/cli/` (the binary)
+//! parses flags, calls the library and renders what it returns.
 //!
-//! The modules form one stack, bottom up; each imports only modules below it
-//! (`tests/test_layers.rs` fails on an import cycle):
-//!
-//! 1. leaves: `scope`, `select`, `sign`, `layout`, `parallel`, `refguard`,
-//!    `crash`, `hooks`, `flock`, `failure` (reading why something failed),
-//!    `duration`, `history` (what the branch says landed), then `odb` and
-//!    `orders`;
-//! 2. state and plumbing: `state`, `error`, `exec`, `progress` (its events
-//!    carry how a command exited), `config_env`, `context`, `splitindex`,
-//!    `stamps`, `encoding` (`working-tree-encoding` and `ident` as git
-//!    writes them);
-//! 3. services on one repository: `conductor`, `slots`, `promisor`,
-//!    `ledger` (the pool's bookkeeping), `worktree`, `builder`, `reconcile`,
-//!    `batch`, `drift`, `lint`, `checkout`, `user_checkout` (a checkout of
-//!    the integration branch following a landing), `stage` (a builder's
-//!    leftovers staged as `git add -A` would), then `pool` (warm worktrees);
-//! 4. porcelain: `merge`, `queue` (the merge queue), `kept` (`retry` and
-//!    `merge-back` through it), then `round`, `review`, `doctor` and `race`.
+//! 1. [`sys`]: process and file-system primitives: the error type every
+//!    layer returns ([`sys::error`], which names no kernel: a kernel's typed
+//!    error converts into it), the clock, durations, kill points for the
+//!    crash tests, liveness by flock, the parallel reader, reading why
+//!    something failed.
+//! 2. [`git`]: git's formats and behaviour through gix: objects and commits
+//!    ([`git::odb`]), the index (split index, cache tree, version 4), tree
+//!    diffs, two-way checkouts, `git add -A` staging, folder stamps,
+//!    attributes (`working-tree-encoding`, `ident`), hooks, `-c` settings,
+//!    partial clones, ref edits a killed process cannot wedge, the branch's
+//!    landed history, and where git-arbiter keeps its files.
+//! 3. [`state`]: what is to be done and what happened: work orders and their
+//!    declared files, the records in `refs/notes/arbiter`, the repository's
+//!    configuration ([`state::context`]), the pool's ledger, best-of-N
+//!    selection.
+//! 4. [`run`]: running it: commands in process groups, conductors, slots,
+//!    worktrees and the warm pool, builders, batch selection, drift, merges
+//!    and the merge queue, checkouts kept in step with a landing, the round,
+//!    the race, and the commands that inspect or repair (`review`, `doctor`,
+//!    `lint`, `kept`).
 
-pub mod batch;
-pub mod builder;
-pub mod checkout;
-pub mod conductor;
-pub mod config_env;
-pub mod context;
-pub mod crash;
-pub mod doctor;
-pub mod drift;
-pub mod duration;
-pub mod encoding;
-pub mod error;
-pub mod exec;
-pub mod failure;
-pub mod flock;
-pub mod history;
-pub mod hooks;
-pub mod index_file;
-pub mod kept;
-pub mod layout;
-pub mod ledger;
-pub mod lint;
-pub mod merge;
-pub mod odb;
-pub mod orders;
-pub mod parallel;
-pub mod pool;
-pub mod progress;
-pub mod promisor;
-pub mod queue;
-pub mod race;
-pub mod reconcile;
-pub mod refguard;
-pub mod review;
-pub mod round;
-pub mod scope;
-pub mod select;
-pub mod sign;
-pub mod slots;
-pub mod splitindex;
-pub mod stage;
-pub mod stamps;
+pub mod git;
+pub mod run;
 pub mod state;
+pub mod sys;
 #[cfg(test)]
 mod testutil;
-pub mod user_checkout;
-pub mod worktree;
 
-pub use error::{Error, ExitCode, Result};
+pub use sys::error::{Error, ExitCode, Result};
 
 /// The version every command's `--json` output carries. 2: a work order is
 /// `id` in every output (was `wo_id` in some), and `status` and `show` give

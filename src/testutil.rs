@@ -104,3 +104,113 @@ impl Rng {
         self.next() % n
     }
 }
+
+// ---- random trees, for the checkout tests ------------------------------------
+
+/// One entry of a generated tree.
+#[derive(Clone, Debug)]
+pub(crate) enum Entry {
+    File { text: String, executable: bool },
+    Link(String),
+}
+
+/// A random tree over a three-letter alphabet at most three deep, so that
+/// two trees often turn a file into a folder and back. No path is both a
+/// file and a prefix of another.
+pub(crate) fn random_tree(rng: &mut Rng) -> Vec<(String, Entry)> {
+    let mut tree: Vec<(String, Entry)> = Vec::new();
+    for _ in 0..rng.below(12) + 1 {
+        let depth = rng.below(3) + 1;
+        let path: Vec<&str> = (0..depth)
+            .map(|_| ["a", "b", "c"][rng.below(3) as usize])
+            .collect();
+        let path = path.join("/");
+        let clashes = tree.iter().any(|(p, _)| {
+            *p == path || p.starts_with(&format!("{path}/")) || path.starts_with(&format!("{p}/"))
+        });
+        if clashes {
+            continue;
+        }
+        let entry = match rng.below(5) {
+            0 => Entry::Link(["a", "../b", "nowhere"][rng.below(3) as usize].into()),
+            k => Entry::File {
+                text: format!("{}\n", rng.below(3)),
+                executable: k == 1,
+            },
+        };
+        tree.push((path, entry));
+    }
+    tree
+}
+
+/// Replace everything but `.git` in `dir` with `tree`; return the commit.
+pub(crate) fn commit_tree(
+    root: &Path,
+    dir: &Path,
+    tree: &[(String, Entry)],
+    message: &str,
+) -> String {
+    for entry in std::fs::read_dir(dir).expect("dir").flatten() {
+        if entry.file_name() != ".git" {
+            let path = entry.path();
+            if path.is_dir() && !path.is_symlink() {
+                std::fs::remove_dir_all(&path).expect("rm -r");
+            } else {
+                std::fs::remove_file(&path).expect("rm");
+            }
+        }
+    }
+    for (path, entry) in tree {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        match entry {
+            Entry::File { text, executable } => {
+                std::fs::write(&path, text).expect("write");
+                let mode = if *executable { 0o755 } else { 0o644 };
+                std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                    .expect("chmod");
+            }
+            Entry::Link(target) => std::os::unix::fs::symlink(target, &path).expect("symlink"),
+        }
+    }
+    git(root, dir, &["add", "-A"]);
+    git(root, dir, &["commit", "-q", "--allow-empty", "-m", message]);
+    git(root, dir, &["rev-parse", "HEAD"]).trim().to_owned()
+}
+
+/// What a checkout left: the index (`git ls-files -s`), every file of the
+/// worktree with its kind, mode and content, and whether git sees any
+/// difference between index and files without rehashing (stale stat data).
+pub(crate) fn outcome(root: &Path, dir: &Path) -> (String, Vec<String>, String) {
+    fn walk(top: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("dir").flatten() {
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(top)
+                .expect("inside")
+                .display()
+                .to_string();
+            if rel == ".git" {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&path).expect("meta");
+            if meta.is_symlink() {
+                let target = std::fs::read_link(&path).expect("link");
+                out.push(format!("{rel} -> {}", target.display()));
+            } else if meta.is_dir() {
+                out.push(format!("{rel}/"));
+                walk(top, &path, out);
+            } else {
+                let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111;
+                let text = std::fs::read_to_string(&path).expect("read");
+                out.push(format!("{rel} x={} {text:?}", mode != 0));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files);
+    files.sort();
+    let index = git(root, dir, &["ls-files", "-s"]);
+    let stale = git(root, dir, &["diff-files", "--name-status"]);
+    (index, files, stale)
+}

@@ -581,7 +581,7 @@ fn spec(point: &str, nth: u32) -> String {
 }
 
 fn points_except(skip: &[&str]) -> Vec<&'static str> {
-    git_arbiter::crash::POINTS
+    git_arbiter::sys::crash::POINTS
         .iter()
         .copied()
         .filter(|p| !skip.iter().any(|s| p.starts_with(s)))

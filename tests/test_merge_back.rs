@@ -482,11 +482,11 @@ fn move_main_under_the_worktree(env: &TestEnv, old: &str) {
     env.git(&["update-ref", "refs/heads/main", merge.trim(), old]);
 }
 
-fn finish_interrupted(env: &TestEnv) -> Vec<git_arbiter::user_checkout::Finished> {
+fn finish_interrupted(env: &TestEnv) -> Vec<git_arbiter::run::user_checkout::Finished> {
     let ctx = env.context();
     let branch = ctx.integration_branch(None).unwrap();
-    let worktrees = git_arbiter::checkout::worktrees_with_branch(&ctx, &branch).unwrap();
-    git_arbiter::user_checkout::finish_interrupted(&ctx, &branch, &worktrees).unwrap()
+    let worktrees = git_arbiter::run::user_checkout::worktrees_with_branch(&ctx, &branch).unwrap();
+    git_arbiter::run::user_checkout::finish_interrupted(&ctx, &branch, &worktrees).unwrap()
 }
 
 /// A kill between moving the branch and updating the checked-out worktree:
@@ -507,7 +507,7 @@ fn recovery_finishes_a_checkout_left_behind() {
     assert!(
         matches!(
             finished.as_slice(),
-            [git_arbiter::user_checkout::Finished::Updated(_)]
+            [git_arbiter::run::user_checkout::Finished::Updated(_)]
         ),
         "{finished:?}"
     );
@@ -535,7 +535,7 @@ fn recovery_never_overwrites_an_edit() {
     move_main_under_the_worktree(&env, &old);
     env.write("src/a.rs", "user edit\n");
     let finished = finish_interrupted(&env);
-    let [git_arbiter::user_checkout::Finished::LeftAlone { paths, .. }] = finished.as_slice()
+    let [git_arbiter::run::user_checkout::Finished::LeftAlone { paths, .. }] = finished.as_slice()
     else {
         panic!("{finished:?}");
     };
@@ -565,7 +565,7 @@ fn recovery_drops_the_journal_of_a_landing_that_never_moved() {
     assert!(
         matches!(
             finished.as_slice(),
-            [git_arbiter::user_checkout::Finished::NotMoved(_)]
+            [git_arbiter::run::user_checkout::Finished::NotMoved(_)]
         ),
         "{finished:?}"
     );
@@ -723,7 +723,7 @@ fn concurrent_merge_backs_all_land_in_one_chain() {
 #[test]
 fn attributes_committed_between_merge_backs_count() {
     use crate::common::{land_in_process, Merged, IN_PROCESS};
-    use git_arbiter::merge::{DriftScope, Request};
+    use git_arbiter::run::merge::{DriftScope, Request};
     let env = TestEnv::new();
     env.write("a.txt", "a\n");
     env.write("log.txt", "base\n");
@@ -745,7 +745,7 @@ fn attributes_committed_between_merge_backs_count() {
     let into = gix::refs::FullName::try_from("refs/heads/main").expect("name");
     // One session for both merges, as a round keeps: its caches must see the
     // attributes committed in between.
-    let session = std::cell::RefCell::new(git_arbiter::merge::Session::default());
+    let session = std::cell::RefCell::new(git_arbiter::run::merge::Session::default());
     let merge = |id: &str| {
         let source = env.rev(&format!("arbiter/{id}"));
         let request = Request {

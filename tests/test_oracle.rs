@@ -2,9 +2,9 @@
 //! `git merge-tree --write-tree`, and both agree on which merges conflict,
 //! for the first merge of a process and for one made after it.
 
-use git_arbiter::context::Context;
-use git_arbiter::merge::{DriftScope, Request};
-use git_arbiter::scope::Entry;
+use git_arbiter::run::merge::{DriftScope, Request};
+use git_arbiter::state::context::Context;
+use git_arbiter::state::scope::Entry;
 use git_arbiter::state::Store;
 use proptest::prelude::*;
 
@@ -96,7 +96,7 @@ fn merge_and_compare(
     env: &TestEnv,
     ctx: &Context,
     store: &Store,
-    session: &mut git_arbiter::merge::Session,
+    session: &mut git_arbiter::run::merge::Session,
     id: &str,
 ) {
     let tip = env.git(&["rev-parse", "main"]).trim().to_owned();
@@ -192,7 +192,7 @@ fn check(base: Vec<Op>, ours: Vec<Op>, theirs: Vec<Op>, again: Vec<Op>) {
     let ctx = env.context();
     let store = Store::new(&ctx.repo, 3);
     // One session for both, as a round keeps.
-    let mut session = git_arbiter::merge::Session::default();
+    let mut session = git_arbiter::run::merge::Session::default();
     merge_and_compare(&env, &ctx, &store, &mut session, "wo-01");
     merge_and_compare(&env, &ctx, &store, &mut session, "wo-02");
     env.fsck();

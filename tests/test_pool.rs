@@ -1022,7 +1022,7 @@ fn a_worktree_whose_shared_index_is_gone_is_reset_not_wedged() {
 /// so a take running beside it skipped them and made a new one.
 #[test]
 fn takes_at_once_share_the_free_worktrees_and_make_none_anew() {
-    use git_arbiter::pool;
+    use git_arbiter::run::pool;
     const TAKERS: usize = 8;
     let env = repo(&[]);
     let ctx = env.context();

@@ -265,9 +265,15 @@ fn cleanup_stale_removes_leftovers_and_keeps_halted_work() {
     let orders = ctx.load_orders(None).unwrap();
     let is_live = |r: &git_arbiter::state::Record| r.owner.as_deref() == Some("live-conductor");
     let main = ctx.repo.rev_parse_single("main").unwrap().detach();
-    let report =
-        git_arbiter::worktree::cleanup_stale(&ctx, &store, &orders, Some(main), &is_live, true)
-            .unwrap();
+    let report = git_arbiter::run::worktree::cleanup_stale(
+        &ctx,
+        &store,
+        &orders,
+        Some(main),
+        &is_live,
+        true,
+    )
+    .unwrap();
     let report = env.redact(&report.join("\n"));
     insta::assert_snapshot!(report, @r"
     kept branch arbiter/unknown: no work order 'unknown' is known

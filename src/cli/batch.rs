@@ -1,5 +1,5 @@
 use clap::Args;
-use git_arbiter::{batch, lint, reconcile, Error, ExitCode};
+use git_arbiter::{run::batch, run::lint, run::reconcile, Error, ExitCode};
 
 use super::{json, out, Env};
 

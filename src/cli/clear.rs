@@ -1,10 +1,10 @@
 use clap::Args;
-use git_arbiter::conductor;
-use git_arbiter::context::Context;
-use git_arbiter::error::InputError;
-use git_arbiter::orders::Orders;
+use git_arbiter::run::conductor;
+use git_arbiter::state::context::Context;
+use git_arbiter::state::orders::Orders;
 use git_arbiter::state::{Record, Status, Store};
-use git_arbiter::{review, Error, ExitCode};
+use git_arbiter::sys::error::InputError;
+use git_arbiter::{run::review, Error, ExitCode};
 
 use super::{out, Env};
 
@@ -108,10 +108,10 @@ pub(super) fn clear_one(
 ) -> Result<(), Error> {
     let has_deps = orders.get(id).is_some_and(|wo| !wo.deps.is_empty());
     let cap = store.default_cap;
-    let branch = git_arbiter::worktree::branch_of(id);
+    let branch = git_arbiter::run::worktree::branch_of(id);
     let kept = ctx
         .repo
-        .try_find_reference(git_arbiter::worktree::branch_ref(id).as_str())
+        .try_find_reference(git_arbiter::run::worktree::branch_ref(id).as_str())
         .ok()
         .flatten()
         .and_then(|mut r| r.peel_to_id().ok().map(|id| id.detach()));
@@ -128,9 +128,9 @@ pub(super) fn clear_one(
         txn.put(record);
         Ok(())
     })?;
-    git_arbiter::crash::point("clear.recorded");
+    git_arbiter::sys::crash::point("clear.recorded");
     // 2. Its kept worktree and branch.
-    git_arbiter::worktree::remove(ctx, id, &branch)?;
+    git_arbiter::run::worktree::remove(ctx, id, &branch)?;
     // 3. Lift the halt.
     store.transact(&format!("clear {id}"), |txn| -> Result<(), Error> {
         let Some(mut record) = txn.stored(id)? else {

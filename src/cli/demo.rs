@@ -2,9 +2,9 @@ use std::path::Path;
 use std::process::Command;
 
 use clap::Args;
-use git_arbiter::context::Context;
-use git_arbiter::error::InputError;
-use git_arbiter::round::{self, Options};
+use git_arbiter::run::round::{self, Options};
+use git_arbiter::state::context::Context;
+use git_arbiter::sys::error::InputError;
 use git_arbiter::{Error, ExitCode};
 
 use super::{out, progress};
@@ -72,14 +72,14 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
         orders.len(),
         repo.display()
     ));
-    let max_total = git_arbiter::slots::cap(Some(&ctx), None)?;
+    let max_total = git_arbiter::run::slots::cap(Some(&ctx), None)?;
     let opts = Options {
         build: format!("sh {}", root.join("builder.sh").display()),
         gates: vec![GATE.to_owned()],
         max: ctx.max_batch(None)?,
         max_total,
-        verify: git_arbiter::queue::Verify::Merged,
-        pool: git_arbiter::pool::Options::resolve(&ctx, false, None, max_total)?,
+        verify: git_arbiter::run::queue::Verify::Merged,
+        pool: git_arbiter::run::pool::Options::resolve(&ctx, false, None, max_total)?,
         ..Options::default()
     };
     let progress = progress::for_stderr();
@@ -102,7 +102,7 @@ pub fn cmd_demo(args: DemoArgs) -> Result<ExitCode, Error> {
     out(&format!("\n$ git log --graph --oneline main\n{graph}"));
     let expected_halt = summary.halted.len() == 1
         && summary.halted[0].wo_id == "wo-05"
-        && summary.halted[0].reason == git_arbiter::merge::HALT_DRIFT;
+        && summary.halted[0].reason == git_arbiter::run::merge::HALT_DRIFT;
     let expected_done = ["wo-01", "wo-02", "wo-03", "wo-04", "wo-06"]
         .iter()
         .all(|id| summary.done.iter().any(|d| d == id));
@@ -152,7 +152,7 @@ fn setup(root: &Path, repo: &Path) -> Result<(), Error> {
 
 fn demo_git(dir: &Path, args: &[&str]) -> Result<String, Error> {
     let mut cmd = Command::new("git");
-    for var in git_arbiter::exec::GIT_ENV {
+    for var in git_arbiter::git::config_env::GIT_ENV {
         cmd.env_remove(var);
     }
     let output = cmd

@@ -1,5 +1,5 @@
 use clap::Args;
-use git_arbiter::doctor::{self, Finding, Report};
+use git_arbiter::run::doctor::{self, Finding, Report};
 use git_arbiter::{Error, ExitCode};
 use serde::Serialize;
 

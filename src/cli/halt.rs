@@ -1,8 +1,8 @@
 use clap::Args;
-use git_arbiter::conductor;
-use git_arbiter::error::InputError;
+use git_arbiter::run::conductor;
 use git_arbiter::state::{Status, Store};
-use git_arbiter::{review, Error, ExitCode};
+use git_arbiter::sys::error::InputError;
+use git_arbiter::{run::review, Error, ExitCode};
 
 use super::Env;
 
@@ -39,7 +39,7 @@ pub fn cmd_halt(env: &Env, mut args: HaltArgs) -> Result<ExitCode, Error> {
     };
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     // Not between a conductor's last ownership check and its merge's record.
-    let _turn = git_arbiter::merge::take_turn(&ctx)?;
+    let _turn = git_arbiter::run::merge::take_turn(&ctx)?;
     let owner = store.transact(
         &format!("halt {}", args.id),
         |txn| -> Result<Option<String>, Error> {

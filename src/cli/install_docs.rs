@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::Args;
-use git_arbiter::error::InputError;
+use git_arbiter::sys::error::InputError;
 use git_arbiter::{Error, ExitCode};
 
 use super::generate::{bash, fish, man_pages, zsh, BIN};

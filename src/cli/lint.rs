@@ -1,5 +1,5 @@
 use clap::Args;
-use git_arbiter::{lint, Error, ExitCode};
+use git_arbiter::{run::lint, Error, ExitCode};
 
 use super::{json, out, Env};
 

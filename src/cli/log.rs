@@ -1,6 +1,7 @@
 use clap::Args;
-use git_arbiter::state::{format_time, read_note, Store};
-use git_arbiter::{review, Error, ExitCode};
+use git_arbiter::state::{read_note, Store};
+use git_arbiter::sys::clock::format_time;
+use git_arbiter::{run::review, Error, ExitCode};
 use serde::Serialize;
 
 use super::{json, out, Env};
@@ -97,7 +98,7 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
     let mut ids = review::known_ids(&snapshot, orders.as_ref())?;
     if let Some(arg) = &args.id {
         let known = ids.iter().map(String::as_str);
-        match git_arbiter::orders::resolve_id(arg, known.clone()) {
+        match git_arbiter::state::orders::resolve_id(arg, known.clone()) {
             Some(id) => ids = vec![id],
             None => return Err(review::unknown_order(arg, known).into()),
         }
@@ -192,6 +193,6 @@ fn pick_record(repo: &gix::Repository, detail: Option<&str>) -> Option<serde_jso
         .split_whitespace()
         .find_map(|w| w.strip_prefix("commit="))?;
     let id = gix::ObjectId::from_hex(sha.as_bytes()).ok()?;
-    let bytes = read_note(repo, git_arbiter::race::PICKS_REF, &id).ok()??;
+    let bytes = read_note(repo, git_arbiter::run::race::PICKS_REF, &id).ok()??;
     serde_json::from_slice(&bytes).ok()
 }

@@ -1,11 +1,11 @@
 use clap::{Args, ValueEnum};
-use git_arbiter::error::{GitContext, InputError};
-use git_arbiter::kept::{self, Command, Item};
-use git_arbiter::merge::{self, DriftScope};
-use git_arbiter::orders::WorkOrder;
-use git_arbiter::queue::Fate;
+use git_arbiter::run::kept::{self, Command, Item};
+use git_arbiter::run::merge::{self, DriftScope};
+use git_arbiter::run::queue::Fate;
+use git_arbiter::state::orders::WorkOrder;
 use git_arbiter::state::Store;
-use git_arbiter::{drift, review, Error, ExitCode};
+use git_arbiter::sys::error::{GitContext, InputError};
+use git_arbiter::{run::drift, run::review, Error, ExitCode};
 use serde_json::json;
 
 use super::{out, progress, Env};
@@ -70,7 +70,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
         .into()
     })?;
     let into = ctx.integration_branch(args.into.as_deref())?;
-    let branch = git_arbiter::worktree::branch_ref(&args.id);
+    let branch = git_arbiter::run::worktree::branch_ref(&args.id);
     let source = ctx
         .repo
         .try_find_reference(branch.as_str())
@@ -78,7 +78,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
         .ok_or_else(|| -> Error {
             InputError::new(format!(
                 "branch '{}' does not exist",
-                git_arbiter::worktree::branch_of(&args.id)
+                git_arbiter::run::worktree::branch_of(&args.id)
             ))
             .hint("create it with 'git arbiter worktree add <id>' and commit the work there")
             .into()
@@ -138,7 +138,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 json!({"version": git_arbiter::JSON_VERSION, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
                 format!(
                     "{id}: {target} already contains {}; nothing to merge\n",
-                    git_arbiter::worktree::branch_of(id)
+                    git_arbiter::run::worktree::branch_of(id)
                 ),
                 ExitCode::Success,
             )
@@ -153,7 +153,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                        "halt_reason": merge::HALT_CONFLICT, "paths": paths}),
                 format!(
                     "CONFLICT: {} does not merge cleanly into {target}; {id} is halted ({}):\n{}",
-                    git_arbiter::worktree::branch_of(id),
+                    git_arbiter::run::worktree::branch_of(id),
                     merge::HALT_CONFLICT,
                     lines(paths, wo)
                 ),
@@ -170,7 +170,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                        "halt_reason": merge::HALT_DRIFT, "paths": paths}),
                 format!(
                     "DRIFT: {} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged:\n{}",
-                    git_arbiter::worktree::branch_of(id),
+                    git_arbiter::run::worktree::branch_of(id),
                     merge::HALT_DRIFT,
                     lines(paths, wo)
                 ),
@@ -181,10 +181,10 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             say!("arbiter merge-back wo={id} outcome=merged_gate_failed");
             (
                 json!({"version": git_arbiter::JSON_VERSION, "merged": false, "halted": true,
-                       "halt_reason": git_arbiter::queue::MERGED_GATE_FAILED, "detail": detail}),
+                       "halt_reason": git_arbiter::run::queue::MERGED_GATE_FAILED, "detail": detail}),
                 format!(
                     "GATES FAILED on the merged result: {detail}; {id} is halted ({}), {target} is unchanged\n",
-                    git_arbiter::queue::MERGED_GATE_FAILED
+                    git_arbiter::run::queue::MERGED_GATE_FAILED
                 ),
                 ExitCode::Escalation,
             )

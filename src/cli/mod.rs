@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use git_arbiter::context::Context;
+use git_arbiter::state::context::Context;
 use git_arbiter::{Error, ExitCode};
 
 /// `eprintln!` that never panics: with stderr closed (`2>&-` on a pipe whose
@@ -97,9 +97,9 @@ pub struct GateArgs {
 /// The checks of [`GateArgs`], resolved against the configuration.
 pub struct Gates {
     pub gates: Vec<String>,
-    pub verify: git_arbiter::queue::Verify,
+    pub verify: git_arbiter::run::queue::Verify,
     pub timeout: Option<std::time::Duration>,
-    pub pool: git_arbiter::pool::Options,
+    pub pool: git_arbiter::run::pool::Options,
 }
 
 impl GateArgs {
@@ -110,19 +110,19 @@ impl GateArgs {
             self.gates
         };
         let verify = round::verify_or_config(ctx, self.verify.as_deref(), !gates.is_empty())?;
-        let max_total = git_arbiter::slots::cap(Some(ctx), None)?;
+        let max_total = git_arbiter::run::slots::cap(Some(ctx), None)?;
         Ok(Gates {
             verify,
             timeout: round::timeout_or_config(ctx, self.timeout)?,
-            pool: git_arbiter::pool::Options::resolve(ctx, false, None, max_total)?,
+            pool: git_arbiter::run::pool::Options::resolve(ctx, false, None, max_total)?,
             gates,
         })
     }
 }
 
 impl Gates {
-    pub fn checks(&self) -> git_arbiter::queue::Checks<'_> {
-        git_arbiter::queue::Checks {
+    pub fn checks(&self) -> git_arbiter::run::queue::Checks<'_> {
+        git_arbiter::run::queue::Checks {
             verify: self.verify,
             gates: &self.gates,
             timeout: self.timeout,

@@ -1,8 +1,8 @@
 use std::io::Read;
 
 use clap::Args;
-use git_arbiter::error::InputError;
-use git_arbiter::select::{self, Candidate};
+use git_arbiter::state::select::{self, Candidate};
+use git_arbiter::sys::error::InputError;
 use git_arbiter::{Error, ExitCode};
 use serde::{Deserialize, Serialize};
 

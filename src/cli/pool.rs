@@ -1,5 +1,5 @@
 use clap::{Args, Subcommand};
-use git_arbiter::pool::{self, Row};
+use git_arbiter::run::pool::{self, Row};
 use git_arbiter::{Error, ExitCode};
 use serde::Serialize;
 
@@ -69,7 +69,7 @@ pub fn cmd_pool(env: &Env, cmd: PoolCommand) -> Result<ExitCode, Error> {
             }
         }
         PoolCommand::Prune(args) => {
-            let cap = git_arbiter::slots::cap(Some(&ctx), None)?;
+            let cap = git_arbiter::run::slots::cap(Some(&ctx), None)?;
             let opts = pool::Options::resolve(&ctx, false, None, cap)?;
             let removed = pool::prune(&ctx, opts.size, args.all)?;
             let mut text = String::new();

@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use git_arbiter::progress::{Event, Phase, Progress};
+use git_arbiter::run::progress::{Event, Phase, Progress};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub struct Lines;
@@ -113,7 +113,7 @@ pub fn for_stderr() -> Box<dyn Progress> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use git_arbiter::exec::Exit;
+    use git_arbiter::run::exec::Exit;
 
     /// A live view drawing nowhere: what it shows is read back from its bars.
     fn live() -> Live {
@@ -169,9 +169,12 @@ mod tests {
     #[test]
     fn other_events_leave_the_lines_alone_and_a_finished_order_goes() {
         let live = live();
-        live.phase("wo-a", Phase::Check(git_arbiter::progress::Check::Gate));
+        live.phase(
+            "wo-a",
+            Phase::Check(git_arbiter::run::progress::Check::Gate),
+        );
         live.event(&Event::Checked {
-            check: git_arbiter::progress::Check::Gate,
+            check: git_arbiter::run::progress::Check::Gate,
             wo: "wo-a".into(),
             command: "make test".into(),
             result: Exit::Code(0),

@@ -1,10 +1,10 @@
 use std::time::Duration;
 
 use clap::Args;
-use git_arbiter::error::InputError;
-use git_arbiter::orders::Orders;
-use git_arbiter::race::{self, Options, Summary};
-use git_arbiter::{drift, Error, ExitCode};
+use git_arbiter::run::race::{self, Options, Summary};
+use git_arbiter::state::orders::Orders;
+use git_arbiter::sys::error::InputError;
+use git_arbiter::{run::drift, Error, ExitCode};
 
 use super::round::{parse_duration, timeout_or_config};
 use super::{json, out, progress, Env};
@@ -97,7 +97,7 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
     } else {
         args.gates
     };
-    let max_total = git_arbiter::slots::cap(Some(&ctx), args.max_total)?;
+    let max_total = git_arbiter::run::slots::cap(Some(&ctx), args.max_total)?;
     let verify = super::round::verify_or_config(&ctx, args.verify.as_deref(), !gates.is_empty())?;
     let opts = Options {
         into: args.into,
@@ -113,7 +113,7 @@ pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
         max_total,
         timeout,
         verify,
-        pool: git_arbiter::pool::Options::resolve(&ctx, args.no_pool, args.setup, max_total)?,
+        pool: git_arbiter::run::pool::Options::resolve(&ctx, args.no_pool, args.setup, max_total)?,
     };
     let progress = progress::for_stderr();
     let summary = race::run(&ctx, &orders, &args.id, &opts, progress.as_ref())?;

@@ -1,10 +1,10 @@
 use clap::Args;
-use git_arbiter::error::{GitContext, InputError};
-use git_arbiter::kept::{self, Command, Item};
-use git_arbiter::merge::{self, DriftScope};
-use git_arbiter::queue::Fate;
+use git_arbiter::run::kept::{self, Command, Item};
+use git_arbiter::run::merge::{self, DriftScope};
+use git_arbiter::run::queue::Fate;
 use git_arbiter::state::{Record, Store};
-use git_arbiter::{review, Error, ExitCode};
+use git_arbiter::sys::error::{GitContext, InputError};
+use git_arbiter::{run::review, Error, ExitCode};
 
 use super::{clear, out, progress, Env};
 
@@ -112,14 +112,14 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
             )),
             Fate::UpToDate => out(&format!(
                 "{id}: {target} already contains {}; {id} is done\n",
-                git_arbiter::worktree::branch_of(id)
+                git_arbiter::run::worktree::branch_of(id)
             )),
             Fate::Halted { reason, paths } => {
                 out(&format!(
                     "{id} is still halted ({reason}):\n{}",
                     paths
                         .iter()
-                        .map(|p| format!("  {}\n", git_arbiter::drift::describe(p, wo)))
+                        .map(|p| format!("  {}\n", git_arbiter::run::drift::describe(p, wo)))
                         .collect::<String>()
                 ));
                 worst(if reason == merge::HALT_CONFLICT {
@@ -131,7 +131,7 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
             Fate::GateFailed { detail } => {
                 out(&format!(
                     "{id} is halted ({}): {detail}; {target} is unchanged\n",
-                    git_arbiter::queue::MERGED_GATE_FAILED
+                    git_arbiter::run::queue::MERGED_GATE_FAILED
                 ));
                 worst(ExitCode::Escalation);
             }
@@ -157,7 +157,7 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
 /// The commit of `id`'s kept work: its kept branch, or for work waiting to
 /// land, what it waits with.
 fn kept_work(
-    ctx: &git_arbiter::context::Context,
+    ctx: &git_arbiter::state::context::Context,
     id: &str,
     record: &Record,
 ) -> Result<gix::ObjectId, Error> {
@@ -169,7 +169,7 @@ fn kept_work(
     {
         return Ok(source);
     }
-    let branch = git_arbiter::worktree::branch_ref(id);
+    let branch = git_arbiter::run::worktree::branch_ref(id);
     Ok(ctx
         .repo
         .try_find_reference(branch.as_str())
@@ -177,7 +177,7 @@ fn kept_work(
         .ok_or_else(|| -> Error {
             InputError::new(format!(
                 "work order '{id}' has no kept branch {} to retry",
-                git_arbiter::worktree::branch_of(id)
+                git_arbiter::run::worktree::branch_of(id)
             ))
             .hint(format!(
                 "'git arbiter retry --rebuild {id}' builds it again"

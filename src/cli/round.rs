@@ -1,12 +1,12 @@
 use std::time::Duration;
 
 use clap::Args;
-use git_arbiter::error::InputError;
-use git_arbiter::orders::Orders;
-use git_arbiter::queue::{self, Verify};
-use git_arbiter::round::{self, Options, Schedule, Summary};
-use git_arbiter::state::format_ms;
-use git_arbiter::{drift, merge, Error, ExitCode};
+use git_arbiter::run::queue::{self, Verify};
+use git_arbiter::run::round::{self, Options, Schedule, Summary};
+use git_arbiter::state::orders::Orders;
+use git_arbiter::sys::clock::format_ms;
+use git_arbiter::sys::error::InputError;
+use git_arbiter::{run::drift, run::merge, Error, ExitCode};
 
 use super::{json, out, progress, Env};
 
@@ -104,11 +104,11 @@ pub struct RoundArgs {
     pub orders: super::OrdersArgs,
 }
 
-pub use git_arbiter::duration::parse as parse_duration;
+pub use git_arbiter::sys::duration::parse as parse_duration;
 
 /// `--timeout` if given, else `arbiter.timeout`, else none.
 pub fn timeout_or_config(
-    ctx: &git_arbiter::context::Context,
+    ctx: &git_arbiter::state::context::Context,
     flag: Option<Duration>,
 ) -> Result<Option<Duration>, Error> {
     if flag.is_some() {
@@ -127,7 +127,7 @@ pub fn timeout_or_config(
 
 /// `--verify` if given, else `arbiter.verify`, else `merged` when a gate is configured.
 pub fn verify_or_config(
-    ctx: &git_arbiter::context::Context,
+    ctx: &git_arbiter::state::context::Context,
     flag: Option<&str>,
     has_gates: bool,
 ) -> Result<Verify, Error> {
@@ -142,7 +142,7 @@ pub fn verify_or_config(
 
 /// `arbiter.retryDelay`: how long an order whose last attempt failed waits
 /// before it is built again (none by default).
-fn retry_delay(ctx: &git_arbiter::context::Context) -> Result<Duration, Error> {
+fn retry_delay(ctx: &git_arbiter::state::context::Context) -> Result<Duration, Error> {
     ctx.config_string("arbiter.retryDelay")
         .map(|v| {
             parse_duration(&v).map_err(|e| {
@@ -167,7 +167,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         }
     };
     let timeout = timeout_or_config(&ctx, args.timeout)?;
-    let max_total = git_arbiter::slots::cap(Some(&ctx), args.max_total)?;
+    let max_total = git_arbiter::run::slots::cap(Some(&ctx), args.max_total)?;
     let gates = or_config(args.gates, "arbiter.gate");
     let schedule = match args.schedule {
         Some(flag) => {
@@ -205,7 +205,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         drift_batch_scope: args.drift_scope == "batch",
         schedule,
         verify,
-        pool: git_arbiter::pool::Options::resolve(&ctx, args.no_pool, args.setup, max_total)?,
+        pool: git_arbiter::run::pool::Options::resolve(&ctx, args.no_pool, args.setup, max_total)?,
     };
     let progress = progress::for_stderr();
     let summary = round::run(&ctx, &orders, &opts, progress.as_ref())?;
@@ -223,7 +223,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
 /// files there that are not read as orders (`notes.txt`, `a.MD`): either
 /// way nothing would say why nothing ran.
 pub fn say_what_is_not_an_order(orders: &Orders) {
-    let stray = git_arbiter::orders::stray_files(&orders.dir);
+    let stray = git_arbiter::state::orders::stray_files(&orders.dir);
     if !stray.is_empty() {
         let names: Vec<String> = stray
             .iter()
@@ -251,7 +251,7 @@ pub fn say_what_is_not_an_order(orders: &Orders) {
 /// left the pool, or a fresh one), for the escalation to name it. Display
 /// only: an unreadable worktree list names none.
 pub fn kept_worktrees(
-    ctx: &git_arbiter::context::Context,
+    ctx: &git_arbiter::state::context::Context,
     summary: &Summary,
 ) -> std::collections::BTreeMap<String, std::path::PathBuf> {
     let mut out = std::collections::BTreeMap::new();
@@ -263,7 +263,8 @@ pub fn kept_worktrees(
         else {
             continue;
         };
-        let found = git_arbiter::checkout::worktrees_with_branch(ctx, &full).unwrap_or_default();
+        let found =
+            git_arbiter::run::user_checkout::worktrees_with_branch(ctx, &full).unwrap_or_default();
         if let Some(dir) = found.iter().find_map(|wt| wt.workdir()) {
             out.insert(h.wo_id.clone(), dir.to_owned());
         }
@@ -439,7 +440,7 @@ fn next_step(reason: &str, id: &str) -> String {
 mod tests {
     #[test]
     fn every_halt_says_what_to_do_next() {
-        use git_arbiter::merge;
+        use git_arbiter::run::merge;
         for reason in merge::RETRYABLE {
             assert!(
                 super::next_step(reason, "wo-1").ends_with("`git arbiter retry wo-1`")

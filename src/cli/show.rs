@@ -1,6 +1,6 @@
 use clap::Args;
-use git_arbiter::review::{self, Evidence};
-use git_arbiter::state::format_ms;
+use git_arbiter::run::review::{self, Evidence};
+use git_arbiter::sys::clock::format_ms;
 use git_arbiter::{Error, ExitCode};
 
 use super::{json, out, Env};

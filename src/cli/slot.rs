@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use git_arbiter::context::Context;
-use git_arbiter::slots::{self, HolderInfo, Wait, WaitState};
+use git_arbiter::run::slots::{self, HolderInfo, Wait, WaitState};
+use git_arbiter::state::context::Context;
 use git_arbiter::{Error, ExitCode};
 use rustix::process::{Pid, Signal};
 use serde::Serialize;

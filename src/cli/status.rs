@@ -1,5 +1,5 @@
 use clap::Args;
-use git_arbiter::reconcile::{self, Recovery};
+use git_arbiter::run::reconcile::{self, Recovery};
 use git_arbiter::{Error, ExitCode};
 use serde::Serialize;
 
@@ -95,7 +95,7 @@ fn render(rows: &[reconcile::Row]) -> String {
         &["ID", "STATUS", "ATTEMPTS", "DEPS", "MERGED", "TITLE"],
         &cells,
     );
-    if let Some(warning) = git_arbiter::batch::shallow_warning(rows) {
+    if let Some(warning) = git_arbiter::run::batch::shallow_warning(rows) {
         text.push_str(&format!("warning: {warning}\n"));
     }
     for r in rows {

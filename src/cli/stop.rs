@@ -1,5 +1,5 @@
 use clap::Args;
-use git_arbiter::{conductor, Error, ExitCode};
+use git_arbiter::{run::conductor, Error, ExitCode};
 
 use super::Env;
 

@@ -1,8 +1,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use git_arbiter::error::{GitContext, InputError};
-use git_arbiter::{orders, worktree, Error, ExitCode};
+use git_arbiter::sys::error::{GitContext, InputError};
+use git_arbiter::{run::worktree, state::orders, Error, ExitCode};
 use serde::Serialize;
 
 use super::{json, out, Env};

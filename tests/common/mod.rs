@@ -236,8 +236,9 @@ impl TestEnv {
     /// The repository opened in this process as the binary sees it, and
     /// nothing of the user's: no global or system config, no `GIT_*`
     /// variables, the harness's identity.
-    pub fn context(&self) -> git_arbiter::context::Context {
-        git_arbiter::context::Context::isolated(&self.repo, IDENTITY).expect("open the repository")
+    pub fn context(&self) -> git_arbiter::state::context::Context {
+        git_arbiter::state::context::Context::isolated(&self.repo, IDENTITY)
+            .expect("open the repository")
     }
 
     pub fn set_env(&mut self, key: &str, value: &str) {
@@ -565,12 +566,12 @@ pub const IN_PROCESS: &str = "test";
 /// this conductor, merged onto the tip in `session`, landed by
 /// compare-and-swap, and recorded.
 pub fn land_in_process(
-    ctx: &git_arbiter::context::Context,
+    ctx: &git_arbiter::state::context::Context,
     store: &git_arbiter::state::Store<'_>,
-    session: &mut git_arbiter::merge::Session,
-    req: &git_arbiter::merge::Request<'_>,
+    session: &mut git_arbiter::run::merge::Session,
+    req: &git_arbiter::run::merge::Request<'_>,
 ) -> Merged {
-    use git_arbiter::merge::{Landed, Linked};
+    use git_arbiter::run::merge::{Landed, Linked};
     assert_eq!(req.owner, IN_PROCESS);
     store
         .transact("test: hold", |txn| -> git_arbiter::Result<()> {
@@ -586,7 +587,7 @@ pub fn land_in_process(
     let tip = ctx.branch_tip(req.into).expect("tip");
     match session.link(ctx, store, tip, req).expect("merge") {
         Linked::Merge(link) => {
-            let landed = git_arbiter::merge::land(
+            let landed = git_arbiter::run::merge::land(
                 ctx,
                 store,
                 req.into,
@@ -601,7 +602,7 @@ pub fn land_in_process(
             }
         }
         Linked::UpToDate => {
-            git_arbiter::merge::record_up_to_date(store, req, tip).expect("record");
+            git_arbiter::run::merge::record_up_to_date(store, req, tip).expect("record");
             Merged::UpToDate
         }
         Linked::Conflict { paths } => Merged::Conflict(paths),

@@ -1,0 +1,260 @@
+//! The folders of a worktree handed to a builder with no untracked file in
+//! it (a pooled worktree just switched), stamped at that moment: a folder
+//! whose stamp is unchanged when the leftovers are staged gained no name
+//! since, so the search for untracked files need not list it.
+//!
+//! A name added to or removed from a folder gives it a new ctime, which no
+//! process can set back. The stamps are trusted only when they are older
+//! than a reference ctime the same file system gave the worktree's top just
+//! before they were taken (git's racy-timestamp rule, whose reference is the
+//! index file's time): a folder changed after that gets a later ctime
+//! whatever the file system's clock granularity. A folder with any folder in it that is
+//! not tracked (an ignored `target/`) is listed anyway: files can appear in
+//! there without its own stamp changing. Its link count tells (2 plus its
+//! subfolders), once the top's count proved that this file system keeps it.
+//! Ignore rules from outside the worktree (`info/exclude`, the user's
+//! excludes file) that changed since void the stamps: files they stop
+//! ignoring may be anywhere.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use gix::ObjectId;
+use rustix::fd::AsFd;
+
+use crate::git::stat::OpenFolders;
+
+/// What says whether names came or went in a folder.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    nlink: u64,
+    ctime: (i64, i64),
+    mtime: (i64, i64),
+}
+
+impl Stamp {
+    // The integer types of `struct stat` differ between platforms.
+    #[allow(clippy::unnecessary_cast)]
+    fn of(folder: impl AsFd) -> Option<Stamp> {
+        let st = rustix::fs::fstat(folder).ok()?;
+        Some(Stamp {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            nlink: st.st_nlink as u64,
+            ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+            mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
+        })
+    }
+}
+
+/// What says a file changed (inode, size, modification and change times),
+/// `None` when it is absent.
+type FileStamp = Option<(u64, u64, (i64, i64), (i64, i64))>;
+
+fn file_stamp(path: &Path) -> FileStamp {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((
+        meta.ino(),
+        meta.size(),
+        (meta.mtime(), meta.mtime_nsec()),
+        (meta.ctime(), meta.ctime_nsec()),
+    ))
+}
+
+/// The files of ignore rules from outside the worktree `wt`: its
+/// repository's `info/exclude` and the user's excludes file, as gix finds
+/// them, each stamped.
+fn outside_rules(wt: &gix::Repository) -> Vec<(PathBuf, FileStamp)> {
+    let user = match wt.config_snapshot().trusted_path("core.excludesFile") {
+        Ok(Some(path)) => Some(path),
+        Ok(None) => gix::path::env::xdg_config("ignore", &mut |name| std::env::var_os(name)),
+        // An unreadable value: whatever it becomes, it will differ.
+        Err(_) => Some(PathBuf::new()),
+    };
+    std::iter::once(wt.common_dir().join("info").join("exclude"))
+        .chain(user)
+        .map(|path| {
+            let stamp = file_stamp(&path);
+            (path, stamp)
+        })
+        .collect()
+}
+
+/// The trusted stamps of one clean worktree, by folder (its path with a
+/// trailing '/', the top's empty), with the ignore rules from outside it.
+#[derive(Debug, Default)]
+pub(crate) struct Stamps {
+    folders: HashMap<Vec<u8>, Stamp>,
+    outside: Vec<(PathBuf, FileStamp)>,
+}
+
+impl Stamps {
+    /// Are the ignore rules from outside the worktree `wt` as they were?
+    pub(crate) fn same_outside_rules(&self, wt: &gix::Repository) -> bool {
+        outside_rules(wt) == self.outside
+    }
+
+    /// Has `folder` (open as `fd`) neither gained nor lost a name since it
+    /// was stamped, and holds no folder but its `tracked_subfolders`?
+    pub(crate) fn unchanged(
+        &self,
+        folder: &[u8],
+        fd: impl AsFd,
+        tracked_subfolders: usize,
+    ) -> bool {
+        let Some(then) = self.folders.get(folder) else {
+            return false;
+        };
+        Stamp::of(fd).is_some_and(|now| now == *then && now.nlink == 2 + tracked_subfolders as u64)
+    }
+}
+
+static CLEAN: Mutex<Vec<(PathBuf, Arc<Stamps>)>> = Mutex::new(Vec::new());
+
+fn clean() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Arc<Stamps>)>> {
+    // Push and remove only: a panic elsewhere cannot leave it half-edited.
+    CLEAN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The worktree `wt` at `dir`, whose files hold `tree` and which has no
+/// untracked file, goes to a builder now: stamp the folders of `tree`.
+/// Nothing is kept when the file system cannot prove what the stamps need.
+pub(crate) fn remember(wt: &gix::Repository, dir: &Path, tree: ObjectId) {
+    forget(dir);
+    let (Ok(top), Some(stamps)) = (dir.canonicalize(), stamp(wt, dir, tree)) else {
+        return;
+    };
+    clean().push((top, Arc::new(stamps)));
+}
+
+/// Whatever was stamped of the worktree at `dir` no longer holds.
+pub(crate) fn forget(dir: &Path) {
+    let Ok(top) = dir.canonicalize() else {
+        return;
+    };
+    clean().retain(|(path, _)| *path != top);
+}
+
+/// The stamps of the worktree at `dir`, if it was handed over clean.
+pub(crate) fn recorded(dir: &Path) -> Option<Arc<Stamps>> {
+    let top = dir.canonicalize().ok()?;
+    clean()
+        .iter()
+        .find(|(path, _)| *path == top)
+        .map(|(_, stamps)| stamps.clone())
+}
+
+fn stamp(wt: &gix::Repository, dir: &Path, tree: ObjectId) -> Option<Stamps> {
+    let mut open = OpenFolders::new(dir).ok()?;
+    let top = open.get(b"")?;
+    // Touching the top's access time gives it a ctime from the file
+    // system's own clock: the reference every stamp must be older than.
+    let now = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: rustix::fs::UTIME_NOW,
+    };
+    let omit = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: rustix::fs::UTIME_OMIT,
+    };
+    let times = rustix::fs::Timestamps {
+        last_access: now,
+        last_modification: omit,
+    };
+    rustix::fs::futimens(top, &times).ok()?;
+    let reference = Stamp::of(top)?;
+    if !keeps_link_counts(top, reference.nlink)? {
+        return None;
+    }
+    let mut stamps = Stamps {
+        outside: outside_rules(wt),
+        ..Stamps::default()
+    };
+    for folder in folders_of(wt, tree)?.iter() {
+        let Some(stamp) = open.get(folder).and_then(Stamp::of) else {
+            continue;
+        };
+        if stamp.ctime < reference.ctime {
+            stamps.folders.insert(folder.clone(), stamp);
+        }
+    }
+    Some(stamps)
+}
+
+/// The folders of the last tree asked for: the orders of a batch share a
+/// base, and at 50,000 files reading its trees costs more than the stamps.
+static LAST_TREE: Mutex<Option<(ObjectId, Folders)>> = Mutex::new(None);
+
+/// Folder paths, each with a trailing '/' (the top's empty).
+type Folders = Arc<Vec<Vec<u8>>>;
+
+/// Each folder of `tree` (its path with a trailing '/'), each before the
+/// folders in it.
+fn folders_of(repo: &gix::Repository, tree: ObjectId) -> Option<Folders> {
+    let mut last = LAST_TREE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((id, folders)) = last.as_ref() {
+        if *id == tree {
+            return Some(folders.clone());
+        }
+    }
+    let mut folders = Vec::new();
+    tracked_folders(repo, tree, &mut Vec::new(), &mut folders)?;
+    let folders = Arc::new(folders);
+    *last = Some((tree, folders.clone()));
+    Some(folders)
+}
+
+/// Does the folder `top`, with link count `nlink`, count 2 plus its
+/// subfolders, and have one (a file system that reports a fixed count, as
+/// some network and FUSE ones do, cannot say what a folder holds)?
+fn keeps_link_counts(top: impl AsFd, nlink: u64) -> Option<bool> {
+    use rustix::fs::{AtFlags, FileType};
+    let mut subfolders = 0;
+    for entry in rustix::fs::Dir::read_from(&top).ok()? {
+        let entry = entry.ok()?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            FileType::Unknown => {
+                let st =
+                    rustix::fs::statat(&top, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+                FileType::from_raw_mode(st.st_mode)
+            }
+            kind => kind,
+        };
+        if kind == FileType::Directory {
+            subfolders += 1;
+        }
+    }
+    Some(subfolders > 0 && nlink == 2 + subfolders)
+}
+
+/// Each folder of `tree` (at `prefix`, with a trailing '/') before the
+/// folders in it; submodules are not folders of ours.
+fn tracked_folders(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    prefix: &mut Vec<u8>,
+    out: &mut Vec<Vec<u8>>,
+) -> Option<()> {
+    out.push(prefix.clone());
+    let tree = repo.find_tree(tree).ok()?;
+    for entry in tree.iter() {
+        let entry = entry.ok()?;
+        if !entry.mode().is_tree() {
+            continue;
+        }
+        let len = prefix.len();
+        prefix.extend_from_slice(entry.filename());
+        prefix.push(b'/');
+        tracked_folders(repo, entry.object_id(), prefix, out)?;
+        prefix.truncate(len);
+    }
+    Some(())
+}

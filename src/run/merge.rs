@@ -1,0 +1,834 @@
+//! Merge-back: merge an order's work into the integration branch as a
+//! two-parent commit computed in the object database, deciding conflicts and
+//! drift BEFORE the branch moves (never merged first and rolled back after),
+//! and land chains of such merges ([`land`]) for the merge queue.
+//!
+//! Crash-safety protocol, which recovery (`reconcile`) relies on:
+//! 1. the order is `in_progress`, held by the conductor landing it (a
+//!    round's dispatch, or `retry`/`merge-back` taking it up), with its work
+//!    recorded as waiting to land once it passed ([`Record::queue_to_land`]);
+//! 2. write the merge commits, with the `Arbiter-WO` and `Arbiter-Attempt`
+//!    trailers (kept reachable by the queue until they land);
+//! 3. take the checkouts of the branch (their `index.lock`) and check that
+//!    they can follow; write each one's journal;
+//! 4. move the branch by compare-and-swap from the pre-merge tip; a lost race
+//!    is redone on the new tip (merge and drift recomputed), never forced;
+//! 5. bring the checkouts to the new tip (see [`crate::run::user_checkout`]);
+//! 6. one state transition: each order `done` with `checkpoint_after =
+//!    <merge>`, verdict and history, and a note on its merge commit (`git
+//!    log --notes=arbiter` shows it).
+//!
+//! A kill before 4 leaves the branch without the merge (recovery: the work
+//! waits to land, `verified`); after 4 the branch's first-parent chain holds
+//! a merge with the order's trailer (recovery: `done`, see
+//! [`crate::git::history`]); after 4 but before 5 a checkout behind the branch,
+//! whose journal lets [`user_checkout::finish_interrupted`] finish it. No
+//! transition is written between 2 and 4: the branch itself is the
+//! checkpoint.
+//!
+//! [`Record::queue_to_land`]: crate::state::Record::queue_to_land
+
+use gix::bstr::ByteSlice;
+use gix::refs::transaction::PreviousValue;
+use gix::refs::{FullName, Target};
+use gix::ObjectId;
+use serde_json::json;
+
+use crate::git::diff::Changed;
+use crate::run::drift;
+pub use crate::run::drift::DriftScope;
+use crate::run::user_checkout;
+use crate::state::context::Context;
+use crate::state::orders::WorkOrder;
+use crate::state::{Store, Verdict};
+use crate::sys::error::{Error, GitContext, InputError, Result};
+
+/// How often in a row the branch's lock may be found taken before it is
+/// reported as stale.
+const MAX_LOCKED: u32 = 5;
+
+pub const HALT_CONFLICT: &str = "merge_conflict";
+/// The halt of an order whose merge untracked files in a checked-out copy
+/// of the integration branch were in the way of, in records written before
+/// such work waited to land (`verified`) instead: `retry` lands it.
+pub const HALT_CHECKOUT_BLOCKED: &str = "checkout_blocked";
+pub const HALT_DRIFT: &str = "undeclared_file_drift";
+/// The history event (and reason) of an order whose merge broke the gates
+/// once merged with the others: it goes back for rework, its attempt spent
+/// (or, landed by `retry` or `merge-back`, it halts with its work kept).
+pub const MERGED_GATE_FAILED: &str = crate::state::MERGED_GATE_FAILED_EVENT;
+
+#[derive(Clone)]
+pub struct Request<'a> {
+    pub wo: &'a WorkOrder,
+    /// The integration branch (full name, e.g. `refs/heads/main`).
+    pub into: &'a FullName,
+    /// The commit to merge (the tip of `arbiter/<id>`).
+    pub source: ObjectId,
+    /// The attempt number for the trailer and note (1 for the first).
+    pub attempt: u32,
+    /// The round's base; `None` uses the merge base of source and tip.
+    pub round_base: Option<ObjectId>,
+    pub scope: DriftScope,
+    /// Extra fields for the merge commit's note (e.g. the round's gate verdicts).
+    pub extra_note: Option<serde_json::Value>,
+    /// The conductor whose attempt `attempt` this merge settles (a round,
+    /// a race, or a `retry` or `merge-back` of kept work). The branch moves
+    /// only while the record still says that conductor holds that attempt.
+    pub owner: &'a str,
+}
+
+/// The halts `git arbiter retry` re-checks without a rebuild: the work was
+/// built and passed its checks; only its merge onto the tip was refused
+/// (or, for a retry, failed the gates as merged).
+pub const RETRYABLE: [&str; 4] = [
+    HALT_DRIFT,
+    HALT_CONFLICT,
+    HALT_CHECKOUT_BLOCKED,
+    MERGED_GATE_FAILED,
+];
+
+/// The merge commit's message: subject plus trailers.
+pub fn message(wo: &WorkOrder, attempt: u32, round_base: ObjectId) -> String {
+    format!(
+        "Merge {id}: {title}\n\nArbiter-WO: {id}\nArbiter-Attempt: {attempt}\nArbiter-Round-Base: {round_base}\n",
+        id = wo.id,
+        title = wo.title.trim(),
+    )
+}
+
+/// Merge-backs of one repository take turns. The compare-and-swap alone keeps
+/// the branch right, but a checked-out worktree is updated after the branch
+/// moves: another process's preflight must not see it half-written and take
+/// it for a user's edit. The turn lasts from the ownership check to the
+/// `done` record, so `halt`, `clear` and recovery, which take it too, see an
+/// order either before its merge or after it is recorded.
+const MERGE_BACK_TURN: &str = "merge-back";
+
+/// Wait for the merge-back turn (see [`MERGE_BACK_TURN`]); it lasts until the
+/// returned guard is dropped. Never call it while holding it: the lock is per
+/// open file, so a second take in one process waits forever.
+pub fn take_turn(ctx: &Context) -> Result<crate::sys::flock::Held> {
+    ctx.take_turn(MERGE_BACK_TURN)
+}
+
+/// The attempt and round base a standalone `merge-back` of an order names:
+/// the attempt its record counts (at least 1: the merge commit's trailer and
+/// the record must agree, see [`crate::run::reconcile::find_merge`]) and the tip
+/// an earlier, interrupted start recorded.
+pub fn standalone(record: Option<&crate::state::Record>) -> (u32, Option<ObjectId>) {
+    let attempt = record.map_or(1, |r| r.attempts.max(1));
+    let round_base = record
+        .and_then(|r| r.checkpoint_before.as_deref())
+        .and_then(|s| ObjectId::from_hex(s.as_bytes()).ok());
+    (attempt, round_base)
+}
+
+/// Why `owner` no longer holds `attempt` of `record`, or `None` if it does.
+fn not_held(record: Option<&crate::state::Record>, owner: &str, attempt: u32) -> Option<String> {
+    match record {
+        Some(r) if r.held_by(owner, attempt) => None,
+        Some(r) if r.halted => Some(format!(
+            "halted while in flight ({})",
+            r.halt_reason.as_deref().unwrap_or("no reason recorded")
+        )),
+        Some(r) => Some(format!(
+            "no longer held by this conductor (status {}, owner {}, attempt {})",
+            r.status,
+            r.owner.as_deref().unwrap_or("none"),
+            r.attempts
+        )),
+        None => Some("its record is gone".into()),
+    }
+}
+
+/// The merge-backs of one conductor or command. gix builds its blob diff and
+/// blob merge caches on every merge, each time walking every index entry to
+/// map attributes; a session keeps them between merges while the index (or,
+/// bare, `HEAD`) they came from is unchanged.
+#[derive(Default)]
+pub struct Session {
+    caches: Option<MergeCaches>,
+}
+
+impl Session {
+    /// [`compute`], again when git's maintenance beside us made an object
+    /// write or read fail for a moment.
+    fn compute(&mut self, ctx: &Context, onto: ObjectId, req: &Request) -> Result<Computed> {
+        crate::git::odb::retry_transient(|| compute(ctx, &mut self.caches, onto, req))
+    }
+
+    /// Merge `req.source` onto `onto` as the next link of a merge chain: the
+    /// merge commit is written, but no branch moves. A conflict or drift
+    /// halts the order, as a merge-back would.
+    pub fn link(
+        &mut self,
+        ctx: &Context,
+        store: &Store,
+        onto: ObjectId,
+        req: &Request,
+    ) -> Result<Linked> {
+        check_source(ctx, req)?;
+        let halted = |reason: &str, kind: &str, paths: Vec<String>| -> Result<Linked> {
+            Ok(match halt(store, req, reason, &paths, kind)? {
+                None if reason == HALT_CONFLICT => Linked::Conflict { paths },
+                None => Linked::Drift { paths },
+                Some(reason) => Linked::Withdrawn { reason },
+            })
+        };
+        match self.compute(ctx, onto, req)? {
+            Computed::UpToDate => Ok(Linked::UpToDate),
+            Computed::Conflict { paths } => halted(HALT_CONFLICT, "merge", paths),
+            Computed::Drift { paths } => halted(HALT_DRIFT, "drift", paths),
+            Computed::Clean(clean) => {
+                let link = write_link(ctx, onto, req, clean)?;
+                crate::sys::crash::point("merge-commit.after");
+                Ok(Linked::Merge(link))
+            }
+        }
+    }
+
+    /// The tree `req.source` merged cleanly onto `onto` would have, or
+    /// `None` (already merged, a conflict, drift): nothing is recorded,
+    /// no commit written. For a command that checks before it starts.
+    pub fn preview(
+        &mut self,
+        ctx: &Context,
+        onto: ObjectId,
+        req: &Request,
+    ) -> Result<Option<ObjectId>> {
+        check_source(ctx, req)?;
+        Ok(match self.compute(ctx, onto, req)? {
+            Computed::Clean(clean) => Some(clean.tree),
+            Computed::UpToDate | Computed::Conflict { .. } | Computed::Drift { .. } => None,
+        })
+    }
+
+    /// As [`Session::link`], for trying a chain without one of its links:
+    /// an order that would not merge cleanly onto `onto` is not halted
+    /// (it merged cleanly in the chain it came from), and nothing is
+    /// written (`None`).
+    pub fn relink(&mut self, ctx: &Context, onto: ObjectId, req: &Request) -> Result<Option<Link>> {
+        match self.compute(ctx, onto, req)? {
+            Computed::Clean(clean) => Ok(Some(write_link(ctx, onto, req, clean)?)),
+            Computed::UpToDate | Computed::Conflict { .. } | Computed::Drift { .. } => Ok(None),
+        }
+    }
+}
+
+/// The branch moved to the last of `chain`: (4) bring the checkouts of it
+/// in step, and finish (5) even if that fails (the journal lets the next
+/// landing finish the checkout): each merge done, plus its commit's note,
+/// in one transaction (`message`). Then the turn goes, and post-merge hooks
+/// run outside it, as `git merge` runs them once its checkout is updated,
+/// so a slow hook holds up no other merge.
+fn after_cas(
+    store: &Store,
+    message: &str,
+    chain: &[(&Request, &Link)],
+    prepared: Vec<user_checkout::Prepared>,
+    turn: crate::sys::flock::Held,
+) -> Result<()> {
+    let mut updated = Vec::new();
+    let mut sync_error = None;
+    for ready in prepared {
+        match ready.apply() {
+            Ok(dir) => updated.push(dir),
+            Err(e) => {
+                sync_error.get_or_insert(e);
+            }
+        }
+    }
+    crate::sys::crash::point("merge-recorded.before");
+    store.transact(message, |txn| -> Result<()> {
+        for (req, link) in chain {
+            record_merged(txn, req, link)?;
+        }
+        Ok(())
+    })?;
+    crate::sys::crash::point("merge-recorded.after");
+    drop(turn);
+    for dir in &updated {
+        crate::run::user_checkout::run_post_merge(dir);
+    }
+    sync_error.map_or(Ok(()), Err)
+}
+
+fn check_source(ctx: &Context, req: &Request) -> Result<()> {
+    ctx.repo.find_commit(req.source).map_err(|_| {
+        InputError::new(format!("{} is not a commit", req.source)).hint(format!(
+            "the branch arbiter/{} must point at a commit",
+            req.wo.id
+        ))
+    })?;
+    Ok(())
+}
+
+/// An order's merge computed onto a commit, before anything is written
+/// beyond its tree.
+enum Computed {
+    /// The source is already contained in the commit merged onto.
+    UpToDate,
+    Conflict {
+        paths: Vec<String>,
+    },
+    Drift {
+        paths: Vec<String>,
+    },
+    Clean(CleanMerge),
+}
+
+struct CleanMerge {
+    onto: ObjectId,
+    onto_tree: ObjectId,
+    tree: ObjectId,
+    changed: Vec<Changed>,
+    merge_base: Option<ObjectId>,
+}
+
+/// Merge `req.source` onto `onto` in the object database and check it for
+/// conflicts and drift: nothing moves, nothing is recorded.
+fn compute(
+    ctx: &Context,
+    caches: &mut Option<MergeCaches>,
+    onto: ObjectId,
+    req: &Request,
+) -> Result<Computed> {
+    let repo = &ctx.repo;
+    let options = repo
+        .tree_merge_options()
+        .git_context("reading merge options")?;
+    let labels = gix::merge::blob::builtin_driver::text::Labels {
+        ancestor: None,
+        current: Some(req.into.shorten()),
+        other: Some("arbiter".into()),
+    };
+    // One merge-base search answers all three questions: already merged?
+    // what to merge against? which round base to name?
+    // Merged blobs and trees are written fresh: see `odb::write_fresh`.
+    let objects = crate::git::odb::Fresh(repo);
+    let mut outcome =
+        merge_commits(ctx, caches, onto, req.source, labels, options, &objects).git_context(
+            format!("merging {} into {}", req.source, req.into.shorten()),
+        )?;
+    let merge_base = outcome.merge_bases.as_ref().map(|b| *b.first());
+    if req.source == onto
+        || outcome
+            .merge_bases
+            .as_ref()
+            .is_some_and(|b| b.iter().any(|c| *c == req.source))
+    {
+        return Ok(Computed::UpToDate);
+    }
+    let how = gix::merge::tree::TreatAsUnresolved::git();
+    if outcome.tree_merge.has_unresolved_conflicts(how) {
+        let mut paths: Vec<String> = outcome
+            .tree_merge
+            .conflicts
+            .iter()
+            .filter(|c| c.is_unresolved(how))
+            .flat_map(|c| {
+                [
+                    c.ours.location(),
+                    c.ours.source_location(),
+                    c.theirs.location(),
+                    c.theirs.source_location(),
+                ]
+            })
+            .map(|p| p.to_str_lossy().into_owned())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        return Ok(Computed::Conflict { paths });
+    }
+    // The plain tree editor: gix's checks every entry of each written
+    // tree exists (a lookup per entry, ~150 here), but a clean merge only
+    // names objects from its input trees or blobs it just wrote.
+    let tree = outcome
+        .tree_merge
+        .tree
+        .write(|tree| crate::git::odb::write_fresh(repo, tree))
+        .git_context("writing the merged tree")?;
+    let onto_tree = ctx.tree_of(onto)?;
+    let changed = crate::git::diff::changed_paths(repo, onto_tree, tree)?;
+    let uncovered = drift::uncovered(req.wo, &req.scope, &changed);
+    if !uncovered.is_empty() {
+        return Ok(Computed::Drift { paths: uncovered });
+    }
+    Ok(Computed::Clean(CleanMerge {
+        onto,
+        onto_tree,
+        tree,
+        changed,
+        merge_base,
+    }))
+}
+
+/// One order's merge commit, written onto `onto` (its first parent) but not
+/// on any branch yet: a link of a merge chain, or a single merge-back.
+#[derive(Debug, Clone)]
+pub struct Link {
+    pub sha: ObjectId,
+    pub tree: ObjectId,
+    pub onto: ObjectId,
+    pub onto_tree: ObjectId,
+    pub round_base: ObjectId,
+    pub source: ObjectId,
+    /// What the merge changed relative to `onto`.
+    pub changed: Vec<Changed>,
+}
+
+impl Link {
+    pub fn changed_text(&self) -> Vec<String> {
+        self.changed.iter().map(Changed::display).collect()
+    }
+}
+
+fn write_link(ctx: &Context, onto: ObjectId, req: &Request, clean: CleanMerge) -> Result<Link> {
+    let round_base = req.round_base.or(clean.merge_base).unwrap_or(onto);
+    let sha = crate::git::odb::write_signed_commit(
+        &ctx.repo,
+        &message(req.wo, req.attempt, round_base),
+        clean.tree,
+        [onto, req.source],
+    )?;
+    Ok(Link {
+        sha,
+        tree: clean.tree,
+        onto: clean.onto,
+        onto_tree: clean.onto_tree,
+        round_base,
+        source: req.source,
+        changed: clean.changed,
+    })
+}
+
+/// How a link of a chain came out.
+#[derive(Debug, Clone)]
+pub enum Linked {
+    Merge(Link),
+    /// The source is already in the commit it would be merged onto.
+    UpToDate,
+    /// Halted [`HALT_CONFLICT`].
+    Conflict {
+        paths: Vec<String>,
+    },
+    /// Halted [`HALT_DRIFT`].
+    Drift {
+        paths: Vec<String>,
+    },
+    /// Its owner no longer holds the attempt: nothing was written.
+    Withdrawn {
+        reason: String,
+    },
+}
+
+/// How landing a chain went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Landed {
+    /// The branch moved to the chain's last merge; every order is `done`.
+    Landed { sha: ObjectId },
+    /// The branch is no longer where the chain starts: nothing moved.
+    Moved,
+    /// The owner no longer holds the attempt of the order at `index`: nothing moved.
+    Withdrawn { index: usize, reason: String },
+    /// A checkout of the branch cannot follow now (`why`): the orders at
+    /// `indexes` wait (see [`crate::state::Record::wait_to_land`]), nothing moved.
+    Blocked {
+        indexes: Vec<usize>,
+        why: user_checkout::Blocked,
+    },
+}
+
+/// Land a chain of merges ([`Session::link`], each onto the one before,
+/// the first onto `tip`) by one compare-and-swap of the branch from `tip`
+/// to the last, then one `done` transition for all of them. The protocol of
+/// a single merge-back (see the module docs) holds for each link: every
+/// merge is on the first-parent chain of the new tip, with its trailers, so
+/// recovery finds each one after a kill between the move and the record.
+/// A checkout of the branch follows as `git merge` updates one (see
+/// [`user_checkout`]); when it cannot now (a change of the user's in the
+/// way, a lock held past `lock_wait`), nothing moves: [`Landed::Blocked`].
+pub fn land(
+    ctx: &Context,
+    store: &Store,
+    into: &FullName,
+    tip: ObjectId,
+    chain: &[(&Request, &Link)],
+    lock_wait: std::time::Duration,
+) -> Result<Landed> {
+    let Some(&(_, last)) = chain.last() else {
+        return Ok(Landed::Landed { sha: tip });
+    };
+    let (mut locked_in_a_row, mut failed_in_a_row) = (0, 0);
+    loop {
+        let turn = take_turn(ctx)?;
+        let worktrees = crate::run::user_checkout::worktrees_with_branch(ctx, into)?;
+        user_checkout::finish_interrupted(ctx, into, &worktrees)?;
+        if ctx.branch_tip(into)? != tip {
+            return Ok(Landed::Moved);
+        }
+        let mut snapshot = store.snapshot()?;
+        for (index, (req, _)) in chain.iter().enumerate() {
+            let record = snapshot.record(&req.wo.id)?;
+            if let Some(reason) = not_held(record.as_ref(), req.owner, req.attempt) {
+                return Ok(Landed::Withdrawn { index, reason });
+            }
+        }
+        let step = user_checkout::Move {
+            from: tip,
+            from_tree: ctx.tree_of(tip)?,
+            to: last.sha,
+            to_tree: last.tree,
+        };
+        let changed = crate::git::diff::changed_paths(&ctx.repo, step.from_tree, step.to_tree)?;
+        let mut prepared = Vec::with_capacity(worktrees.len());
+        for wt in &worktrees {
+            match user_checkout::prepare(wt, step, &changed, lock_wait)? {
+                Ok(ready) => prepared.push(ready),
+                Err(why) => {
+                    drop(prepared);
+                    drop(turn);
+                    return Ok(blocked(chain, why));
+                }
+            }
+        }
+        for ready in &prepared {
+            ready.begin()?;
+        }
+        crate::sys::crash::point("branch-cas.before");
+        let ids: Vec<&str> = chain.iter().map(|(req, _)| req.wo.id.as_str()).collect();
+        let what = format!("merge-back {}", ids.join(" "));
+        let moved = move_branch(ctx, into, tip, last.sha, &what);
+        if !matches!(moved, Ok(Cas::Moved)) {
+            prepared.iter().for_each(user_checkout::Prepared::cancel);
+        }
+        match moved? {
+            Cas::Moved => {}
+            Cas::Locked(lock) => {
+                locked_in_a_row += 1;
+                if locked_in_a_row >= MAX_LOCKED {
+                    return Err(branch_locked(into, &lock));
+                }
+                continue;
+            }
+            Cas::Failed(e) => {
+                failed_in_a_row += 1;
+                if failed_in_a_row >= MAX_LOCKED {
+                    return Err(e);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(
+                    10 * u64::from(failed_in_a_row),
+                ));
+                continue;
+            }
+            Cas::Lost => return Ok(Landed::Moved),
+        }
+        crate::sys::crash::point("branch-cas.after");
+        after_cas(
+            store,
+            &format!("{what}: merged {}", last.sha),
+            chain,
+            prepared,
+            turn,
+        )?;
+        return Ok(Landed::Landed { sha: last.sha });
+    }
+}
+
+/// Before a run: finish what a killed landing left in the checkouts of
+/// `branch` (under the merge turn), and say when one has a merge in
+/// progress: nothing lands there until it is finished or aborted.
+pub fn settle_checkouts(
+    ctx: &Context,
+    branch: &gix::refs::FullName,
+    progress: &dyn crate::run::progress::Progress,
+) -> Result<()> {
+    let worktrees = crate::run::user_checkout::worktrees_with_branch(ctx, branch)?;
+    // A sparse index cannot follow a landing: said before anything is built.
+    for wt in &worktrees {
+        if let Ok(index) = crate::git::index_lock::read_index(wt) {
+            crate::git::checkout::refuse_sparse_index(wt, &index)?;
+        }
+    }
+    let finished = {
+        let _turn = take_turn(ctx)?;
+        crate::run::user_checkout::finish_interrupted(ctx, branch, &worktrees)?
+    };
+    for line in finished.iter().filter_map(|f| f.report()) {
+        progress.event(&crate::run::progress::Event::Recovered { detail: line });
+    }
+    for (dir, paths) in crate::run::user_checkout::unmerged_checkouts(ctx, branch)? {
+        progress.event(&crate::run::progress::Event::Warning {
+            wo: String::new(),
+            detail: format!(
+                "the checkout {} has unmerged files ({}): work that passes waits to land until the merge there is finished or aborted",
+                dir.display(),
+                paths.join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Which orders of `chain` a checkout that cannot follow (`why`) holds
+/// back: those whose merge changes a path in the way, or all of them when
+/// nothing can land there (a lock, a merge in progress) or no path says.
+fn blocked(chain: &[(&Request, &Link)], why: user_checkout::Blocked) -> Landed {
+    let paths = why.paths();
+    let mut indexes: Vec<usize> = Vec::new();
+    if !why.blocks_everything() {
+        for (index, (_, link)) in chain.iter().enumerate() {
+            let writes = link.changed_text();
+            // In the way of a path the merge writes: that path itself, a file
+            // below a folder it turns into a file, or a file where it needs a folder.
+            if paths.iter().any(|p| {
+                writes
+                    .iter()
+                    .any(|w| crate::state::scope::literal_overlap(p, w))
+            }) {
+                indexes.push(index);
+            }
+        }
+    }
+    if indexes.is_empty() {
+        indexes = (0..chain.len()).collect();
+    }
+    Landed::Blocked { indexes, why }
+}
+
+/// How a compare-and-swap of the integration branch went.
+enum Cas {
+    Moved,
+    /// The branch is not where the merge was computed on: redo it.
+    Lost,
+    /// Its lock file stays (the path): perhaps left by a killed writer.
+    Locked(std::path::PathBuf),
+    /// The edit failed otherwise: tried again a few times, then reported.
+    Failed(Error),
+}
+
+fn move_branch(
+    ctx: &Context,
+    into: &FullName,
+    from: ObjectId,
+    to: ObjectId,
+    what: &str,
+) -> Result<Cas> {
+    let repo = &ctx.repo;
+    let moved = crate::git::refguard::guarded(repo, &into.as_bstr().to_string(), || {
+        repo.reference(
+            into.as_ref(),
+            to,
+            PreviousValue::MustExistAndMatch(Target::Object(from)),
+            format!("arbiter: {what}"),
+        )
+    });
+    let lock = crate::git::refguard::blocking_lock(repo, &into.as_bstr().to_string());
+    match moved {
+        Ok(_) => Ok(Cas::Moved),
+        // gix waited `core.filesRefLockTimeout` already (and reports some
+        // lock timeouts as conflicts); a lock that stays is most likely
+        // left by a killed writer.
+        Err(e) if e.is_retryable() || lock.exists() => Ok(Cas::Locked(lock)),
+        Err(e) if e.is_conflict() => Ok(Cas::Lost),
+        // Most likely a race with `git pack-refs` moving the ref into
+        // `packed-refs` as we read it: tried again a few times.
+        Err(e) => Ok(Cas::Failed(Error::git(format!(
+            "moving {}",
+            into.as_bstr()
+        ))(Box::new(e)))),
+    }
+}
+
+/// The `done` transition of a merged order, plus its merge commit's note.
+fn record_merged(txn: &mut crate::state::Txn<'_, '_>, req: &Request, link: &Link) -> Result<()> {
+    let id = req.wo.id.as_str();
+    let changed_text = link.changed_text();
+    let note = json!({
+        "version": 1,
+        "kind": "merge",
+        "wo": id,
+        "into": req.into.shorten().to_string(),
+        "title": req.wo.title,
+        "attempt": req.attempt,
+        "round_base": link.round_base.to_string(),
+        "pre_merge_head": link.onto.to_string(),
+        "source": req.source.to_string(),
+        "declared": req.wo.file_strings(),
+        "drift": {
+            "scope": req.scope.name(),
+            "passed": true,
+            "uncovered": [],
+        },
+        "changed": changed_text,
+        "extra": req.extra_note,
+    });
+    let note_bytes = serde_json::to_vec_pretty(&note).expect("json values serialize");
+    let mut r = txn.record(id, !req.wo.deps.is_empty())?;
+    r.checkpoint_after = Some(link.sha.to_string());
+    r.verdicts.push(Verdict {
+        kind: "drift".into(),
+        command: format!("merge-back --drift-scope {}", req.scope.name()),
+        passed: true,
+        exit_code: None,
+        wall_ms: None,
+        log: None,
+        detail: Some(format!(
+            "{} changed paths, all declared",
+            changed_text.len()
+        )),
+    });
+    r.mark_merged(req.into.shorten().to_string(), link.sha.to_string());
+    txn.put(r);
+    txn.put_note(link.sha, note_bytes);
+    Ok(())
+}
+
+/// The order's work is already on the branch (at `tip`): done, while its
+/// conductor still holds the attempt; otherwise nothing is written and the
+/// reason it is no longer held is returned.
+pub fn record_up_to_date(store: &Store, req: &Request, tip: ObjectId) -> Result<Option<String>> {
+    let id = req.wo.id.as_str();
+    store.transact(
+        &format!("merge-back {id}: up to date"),
+        |txn| -> Result<Option<String>> {
+            let stored = txn.stored(id)?;
+            if let Some(why) = not_held(stored.as_ref(), req.owner, req.attempt) {
+                return Ok(Some(why));
+            }
+            let mut r = txn.record(id, !req.wo.deps.is_empty())?;
+            r.mark_merged(
+                req.into.shorten().to_string(),
+                format!("up to date at {tip}"),
+            );
+            txn.put(r);
+            Ok(None)
+        },
+    )
+}
+
+/// The integration branch's lock file is held for longer than gix waits: name
+/// it, since a writer killed between locking and renaming leaves it behind.
+fn branch_locked(branch: &FullName, lock: &std::path::Path) -> Error {
+    InputError::new(format!(
+        "{} is locked by another process: {} exists",
+        branch.shorten(),
+        lock.display()
+    ))
+    .hint(format!(
+        "if no git or git-arbiter process is running, remove the stale lock file {}",
+        lock.display()
+    ))
+    .into()
+}
+
+/// What attributes a merge sees come from: the index of the main worktree,
+/// else (bare) the tree at `HEAD`.
+enum AttributeSource {
+    Index(gix::worktree::Index),
+    Head(Option<ObjectId>),
+}
+
+impl AttributeSource {
+    fn current(repo: &gix::Repository) -> std::result::Result<Self, gix::Error> {
+        Ok(match repo.try_index()? {
+            Some(index) => AttributeSource::Index(index),
+            None => AttributeSource::Head(repo.head_id().ok().map(|id| id.detach())),
+        })
+    }
+
+    fn same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (AttributeSource::Index(a), AttributeSource::Index(b)) => std::sync::Arc::ptr_eq(a, b),
+            (AttributeSource::Head(a), AttributeSource::Head(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// The blob diff and blob merge caches of [`merge_commits`], with the
+/// attributes they were set up from.
+struct MergeCaches {
+    source: AttributeSource,
+    diff: gix::diff::blob::Platform,
+    blob: gix::merge::blob::Platform,
+}
+
+/// `Repository::merge_commits`, minus per-call setup: the caches come from
+/// the [`Session`] while the attributes they were set up from are unchanged.
+#[allow(clippy::too_many_arguments)]
+fn merge_commits<'o>(
+    ctx: &Context,
+    slot: &mut Option<MergeCaches>,
+    ours: ObjectId,
+    theirs: ObjectId,
+    labels: gix::merge::blob::builtin_driver::text::Labels<'_>,
+    options: gix::merge::tree::Options,
+    objects: &'o crate::git::odb::Fresh<'o>,
+) -> std::result::Result<gix::merge::plumbing::commit::Outcome<'o>, gix::Error> {
+    let repo = &ctx.repo;
+    let source = AttributeSource::current(repo)?;
+    let caches = match slot.take() {
+        Some(caches) if caches.source.same(&source) => slot.insert(caches),
+        _ => slot.insert(MergeCaches {
+            source,
+            diff: repo.diff_resource_cache_for_tree_diff()?,
+            blob: repo.merge_resource_cache(Default::default())?,
+        }),
+    };
+    // The diff cache keeps every blob it loaded for rename tracking.
+    caches.diff.clear_resource_cache_keep_allocation();
+    let commit_graph = repo.commit_graph_if_enabled()?;
+    let mut graph = repo.revision_graph(commit_graph.as_ref());
+    let options: gix::merge::commit::Options = options.into();
+    gix::merge::plumbing::commit(
+        ours,
+        theirs,
+        labels,
+        &mut graph,
+        &mut caches.diff,
+        &mut caches.blob,
+        objects,
+        // Labels the merge base in conflict markers only; a conflicted merge
+        // is halted, never written.
+        &mut |id| id.to_hex_with_len(7).to_string(),
+        options.into(),
+    )
+}
+
+/// Terminal HALT with the paths behind it, plus a failed verdict, while the
+/// conductor still holds the attempt: otherwise nothing is written and the
+/// reason it is no longer held is returned.
+fn halt(
+    store: &Store,
+    req: &Request,
+    reason: &str,
+    paths: &[String],
+    kind: &str,
+) -> Result<Option<String>> {
+    let id = req.wo.id.as_str();
+    let has_deps = !req.wo.deps.is_empty();
+    store.transact(
+        &format!("merge-back {id}: halt {reason}"),
+        |txn| -> Result<Option<String>> {
+            let stored = txn.stored(id)?;
+            if let Some(why) = not_held(stored.as_ref(), req.owner, req.attempt) {
+                return Ok(Some(why));
+            }
+            let mut r = txn.record(id, has_deps)?;
+            r.verdicts.push(Verdict {
+                kind: kind.into(),
+                command: "merge-back".into(),
+                passed: false,
+                exit_code: None,
+                detail: Some(paths.join("\n")),
+                wall_ms: None,
+                log: None,
+            });
+            r.halt_unowned(reason, paths.to_vec());
+            txn.put(r);
+            Ok(None)
+        },
+    )
+}

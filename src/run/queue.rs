@@ -1,0 +1,830 @@
+//! The merge queue: orders whose build and gates passed land here, as one
+//! batch, whatever is waiting. Their merges are chained in the object
+//! database on top of the integration tip (drift per order, own scope, as a
+//! merge-back checks it), then
+//! - [`Verify::Merged`]: the gates run once on the chain's tip in a scratch
+//!   worktree, and the branch moves to it by one compare-and-swap only if
+//!   they pass. On failure the chain is bisected (gates on prefixes) for the
+//!   first merge after which they fail; with two suspects left, the chain
+//!   without each is tried, which lands every other merge at once when one
+//!   passes. The culprit goes back for rework ([`MERGED_GATE_FAILED`], its
+//!   attempt spent); what was not verified is chained again on the new tip
+//!   and verified again. No merge lands that the gates did not pass as merged.
+//! - [`Verify::None`]: the branch moves to the chain's tip at once. Each
+//!   order still gets its own merge commit, drift-checked on its own; a
+//!   checked-out integration branch is updated (and its `post-merge` hook
+//!   run) once for the chain, and the notes record the whole landing in one
+//!   transaction.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use gix::refs::FullName;
+use gix::ObjectId;
+
+use crate::run::builder::NotRunnable;
+use crate::run::conductor::{self, Conductor};
+use crate::run::exec::{self, Exit};
+use crate::run::merge::{self, Landed, Link, Linked, Request};
+use crate::run::progress::{Event, Phase, Progress};
+use crate::run::worktree::{self, VERIFY_PREFIX};
+use crate::state::context::Context;
+use crate::state::{Store, Verdict};
+use crate::sys::error::{Error, GitContext, InputError, Result};
+
+pub use crate::run::merge::MERGED_GATE_FAILED;
+
+/// Whether the gates run on the merged result before the branch moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verify {
+    /// The chain lands as it is, unverified.
+    #[default]
+    None,
+    /// The gates pass on the chain's tip before it lands.
+    Merged,
+}
+
+impl Verify {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verify::None => "none",
+            Verify::Merged => "merged",
+        }
+    }
+
+    /// `--verify` or `arbiter.verify`: `merged` or `none`; unset is
+    /// `merged` whenever a gate is configured.
+    pub fn parse(value: Option<&str>, has_gates: bool) -> std::result::Result<Verify, String> {
+        match value {
+            Some("merged") => Ok(Verify::Merged),
+            Some("none") => Ok(Verify::None),
+            Some(other) => Err(format!("'{other}' is not 'merged' or 'none'")),
+            None if has_gates => Ok(Verify::Merged),
+            None => Ok(Verify::None),
+        }
+    }
+}
+
+/// How a queue checks what it lands: `--verify`, the gates and their time
+/// limit, and the pool (with its setup hook) the gates run in.
+pub struct Checks<'a> {
+    pub verify: Verify,
+    pub gates: &'a [String],
+    pub timeout: Option<Duration>,
+    pub pool: &'a crate::run::pool::Options,
+}
+
+/// An order waiting to land: its merge request and when it entered.
+#[derive(Clone)]
+pub struct Entry<'a> {
+    pub req: Request<'a>,
+    pub entered: Instant,
+    /// A merged tree its gates already passed on (work that waited to land):
+    /// a chain that comes out the same needs no gate run.
+    pub verified: Option<ObjectId>,
+}
+
+/// How an order left the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    /// Its merge is on the branch (`sha`, its own merge commit), landed in
+    /// this run's landing number `batch`.
+    Landed {
+        sha: ObjectId,
+        batch: usize,
+        /// Files its merge changed.
+        changed: usize,
+    },
+    /// Its work was already on the branch.
+    UpToDate,
+    /// Halted by its merge: `merge_conflict`, `undeclared_file_drift`.
+    Halted { reason: String, paths: Vec<String> },
+    /// A checkout of the branch could not follow (`why`): `verified`,
+    /// waiting to land, its work kept.
+    Waiting { why: String, hint: String },
+    /// No longer this conductor's (halted by hand, taken over).
+    Withdrawn { reason: String },
+    /// Its merge broke the gates once merged: back for rework.
+    GateFailed { detail: String },
+    /// A stop came while verifying: given back unmerged.
+    Interrupted,
+}
+
+/// Refs that keep a conductor's merge chain (and a chain tried without one
+/// of its merges) reachable until it lands: `<prefix><conductor>`.
+pub const CHAIN_REFS: &str = "refs/arbiter/chain/";
+pub const RELINKED_REFS: &str = "refs/arbiter/relinked/";
+
+/// Gate verdicts of one landing, by the tree they were on.
+type Known = std::collections::HashMap<ObjectId, bool>;
+
+/// What the gates decided about a chain.
+struct Decided {
+    /// Positions (in the chain) of the orders that land, in order.
+    lands: Vec<usize>,
+    /// Their merges: the chain's own, or merged again when an earlier
+    /// link was left out.
+    links: Vec<Link>,
+    /// The position of the merge that broke the gates, and how it was found.
+    culprit: Option<(usize, String)>,
+}
+
+/// The queue of one conductor: its merge session, its verification worktree
+/// and the counts the summary reports.
+pub struct Queue<'a> {
+    ctx: &'a Context,
+    store: &'a Store<'a>,
+    into: &'a FullName,
+    verify: Verify,
+    gates: &'a [String],
+    timeout: Option<Duration>,
+    pool: &'a crate::run::pool::Options,
+    me: &'a Conductor,
+    repo_top: PathBuf,
+    /// How long a landing waits for someone else's `index.lock` on a checkout.
+    lock_wait: Duration,
+    session: merge::Session,
+    /// Landings so far (the `batch` of [`Fate::Landed`]).
+    pub batches: usize,
+    /// Verification runs so far (each runs every gate once).
+    pub gate_runs: usize,
+    /// A merge that fails the gates goes back for rework; else (a race,
+    /// which falls back to its next-best instance) it is only reported.
+    rework_culprits: bool,
+}
+
+impl<'a> Queue<'a> {
+    pub fn new(
+        ctx: &'a Context,
+        store: &'a Store<'a>,
+        into: &'a FullName,
+        checks: Checks<'a>,
+        me: &'a Conductor,
+    ) -> Result<Queue<'a>> {
+        let Checks {
+            verify,
+            gates,
+            timeout,
+            pool,
+        } = checks;
+        Ok(Queue {
+            ctx,
+            store,
+            into,
+            // Nothing to verify with: the merged result is what the
+            // branch-level checks see.
+            verify: if gates.is_empty() {
+                Verify::None
+            } else {
+                verify
+            },
+            gates,
+            timeout,
+            pool,
+            me,
+            repo_top: worktree::main_top(ctx)?,
+            lock_wait: crate::run::user_checkout::lock_wait(ctx)?,
+            session: merge::Session::default(),
+            batches: 0,
+            gate_runs: 0,
+            rework_culprits: true,
+        })
+    }
+
+    /// A merge that fails the gates is reported ([`Fate::GateFailed`]) and
+    /// its record left held by its owner, who decides ([`Queue::reject`]).
+    pub fn keeping_culprits(mut self) -> Self {
+        self.rework_culprits = false;
+        self
+    }
+
+    /// What this queue does: [`Verify::None`] when there is no gate to verify with.
+    pub fn verify(&self) -> Verify {
+        self.verify
+    }
+
+    /// Land `entries` (in order) as one chain, reporting each order's fate
+    /// as it is known.
+    pub fn land(
+        &mut self,
+        entries: Vec<Entry<'_>>,
+        progress: &dyn Progress,
+    ) -> Result<Vec<(String, Fate)>> {
+        let mut fates = Vec::with_capacity(entries.len());
+        let mut known: Known = entries
+            .iter()
+            .filter_map(|e| e.verified.map(|tree| (tree, true)))
+            .collect();
+        let mut pending = entries;
+        while !pending.is_empty() {
+            let tip = self.ctx.branch_tip(self.into)?;
+            let (chain, later) = self.chain(tip, pending, &mut fates, progress)?;
+            if chain.is_empty() {
+                pending = later;
+                continue;
+            }
+            if let Some((_, last)) = chain.last() {
+                self.keep(CHAIN_REFS, last.sha)?;
+            }
+            let links: Vec<(&Request, &Link)> = chain.iter().map(|(e, l)| (&e.req, l)).collect();
+            let Some(decided) = self.decide(&links, &mut known, progress)? else {
+                for entry in chain.into_iter().map(|(e, _)| e).chain(later) {
+                    fates.push((entry.req.wo.id.clone(), Fate::Interrupted));
+                }
+                break;
+            };
+            let landing: Vec<(&Request, &Link)> = decided
+                .lands
+                .iter()
+                .zip(&decided.links)
+                .map(|(&at, link)| (links[at].0, link))
+                .collect();
+            // Orders that leave the chain without landing, by position.
+            let mut out: Vec<(usize, Fate)> = Vec::new();
+            let landed = merge::land(
+                self.ctx,
+                self.store,
+                self.into,
+                tip,
+                &landing,
+                self.lock_wait,
+            )?;
+            match landed {
+                Landed::Landed { sha } => {
+                    if !landing.is_empty() {
+                        self.batches += 1;
+                        let ids: Vec<&str> =
+                            landing.iter().map(|(r, _)| r.wo.id.as_str()).collect();
+                        report_land(progress, self.batches, sha, &ids);
+                    }
+                    if let Some((at, detail)) = decided.culprit {
+                        let fate = if self.rework_culprits {
+                            self.reject(links[at].0, detail, progress)?
+                        } else {
+                            Fate::GateFailed { detail }
+                        };
+                        out.push((at, fate));
+                    }
+                    for (&at, link) in decided.lands.iter().zip(&decided.links) {
+                        let fate = Fate::Landed {
+                            sha: link.sha,
+                            batch: self.batches,
+                            changed: link.changed.len(),
+                        };
+                        out.push((at, fate));
+                    }
+                }
+                // Someone else's merge came first: the verdicts were on a
+                // chain that can no longer land. Chain again, verify again.
+                Landed::Moved => {}
+                Landed::Withdrawn { index, reason } => {
+                    out.push((decided.lands[index], Fate::Withdrawn { reason }));
+                }
+                // The others go on: chained again without these, verified again.
+                Landed::Blocked { indexes, why } => {
+                    let tree = (self.verify == Verify::Merged)
+                        .then(|| landing.last().map(|(_, link)| link.tree))
+                        .flatten();
+                    for index in indexes {
+                        let fate = self.wait(landing[index].0, tree, &why, progress)?;
+                        out.push((decided.lands[index], fate));
+                    }
+                }
+            }
+            out.sort_by_key(|(at, _)| *at);
+            let mut out = out.into_iter().peekable();
+            let mut rest = Vec::new();
+            for (at, (entry, _)) in chain.into_iter().enumerate() {
+                match out.next_if(|(o, _)| *o == at) {
+                    Some((_, fate)) => fates.push((entry.req.wo.id.clone(), fate)),
+                    None => rest.push(entry),
+                }
+            }
+            pending = rest.into_iter().chain(later).collect();
+        }
+        Ok(fates)
+    }
+
+    /// Chain the merges of `pending` onto `tip`. Orders that cannot be
+    /// chained get their fate in `fates`; an order already contained in an
+    /// earlier link is left for the next chain (`later`), on the landed tip.
+    #[allow(clippy::type_complexity)]
+    fn chain<'e>(
+        &mut self,
+        tip: ObjectId,
+        pending: Vec<Entry<'e>>,
+        fates: &mut Vec<(String, Fate)>,
+        progress: &dyn Progress,
+    ) -> Result<(Vec<(Entry<'e>, Link)>, Vec<Entry<'e>>)> {
+        let mut chain: Vec<(Entry<'e>, Link)> = Vec::new();
+        let mut later = Vec::new();
+        for entry in pending {
+            let onto = chain.last().map_or(tip, |(_, link)| link.sha);
+            let id = entry.req.wo.id.clone();
+            progress.phase(&id, Phase::Merge);
+            match self.session.link(self.ctx, self.store, onto, &entry.req)? {
+                Linked::Merge(link) => chain.push((entry, link)),
+                Linked::UpToDate if chain.is_empty() => {
+                    let fate = match merge::record_up_to_date(self.store, &entry.req, tip)? {
+                        None => Fate::UpToDate,
+                        Some(reason) => Fate::Withdrawn { reason },
+                    };
+                    fates.push((id, fate));
+                }
+                Linked::UpToDate => later.push(entry),
+                Linked::Conflict { paths } => fates.push((
+                    id,
+                    Fate::Halted {
+                        reason: merge::HALT_CONFLICT.into(),
+                        paths,
+                    },
+                )),
+                Linked::Drift { paths } => fates.push((
+                    id,
+                    Fate::Halted {
+                        reason: merge::HALT_DRIFT.into(),
+                        paths,
+                    },
+                )),
+                Linked::Withdrawn { reason } => fates.push((id, Fate::Withdrawn { reason })),
+            }
+        }
+        Ok((chain, later))
+    }
+
+    /// Which links of `links` land, as which merges, and which one broke the
+    /// gates: all of them without verification or when the gates pass on
+    /// the last; else, bisecting on prefixes, the first link after which
+    /// they fail is the culprit.
+    /// `None` when a stop interrupted the gates.
+    fn decide(
+        &mut self,
+        links: &[(&Request, &Link)],
+        known: &mut Known,
+        progress: &dyn Progress,
+    ) -> Result<Option<Decided>> {
+        let n = links.len();
+        let prefix = |len: usize, culprit: Option<(usize, String)>| Decided {
+            lands: (0..len).collect(),
+            links: links[..len].iter().map(|(_, l)| (*l).clone()).collect(),
+            culprit,
+        };
+        if self.verify == Verify::None {
+            return Ok(Some(prefix(n, None)));
+        }
+        match self.passes(links, known, progress)? {
+            None => return Ok(None),
+            Some(true) => return Ok(Some(prefix(n, None))),
+            Some(false) => {}
+        }
+        // The empty prefix (the tip) passed when it landed; the whole chain fails.
+        let (mut good, mut bad) = (0, n);
+        while bad - good > 1 {
+            if bad - good == 2 {
+                // Two suspects. One more prefix would name the culprit but
+                // leave the merges after it to verify again on the new tip;
+                // the chain without a suspect, when it passes, names the
+                // culprit and lands every other merge at once.
+                for suspect in [good + 1, good] {
+                    let Some((lands, relinked)) = self.without(links, suspect)? else {
+                        continue;
+                    };
+                    let tried: Vec<(&Request, &Link)> = lands
+                        .iter()
+                        .zip(&relinked)
+                        .map(|(&at, link)| (links[at].0, link))
+                        .collect();
+                    match self.passes(&tried, known, progress)? {
+                        None => return Ok(None),
+                        Some(true) => {
+                            let detail = format!(
+                                "the gates failed on the merged result with the {n} merges and passed without it"
+                            );
+                            return Ok(Some(Decided {
+                                lands,
+                                links: relinked,
+                                culprit: Some((suspect, detail)),
+                            }));
+                        }
+                        Some(false) => {}
+                    }
+                }
+                // Both failed: more than one culprit; the first, by prefix.
+            }
+            let mid = good + (bad - good) / 2;
+            match self.passes(&links[..mid], known, progress)? {
+                None => return Ok(None),
+                Some(true) => good = mid,
+                Some(false) => bad = mid,
+            }
+        }
+        let detail = format!(
+            "the gates passed on the merged result with the {good} merge(s) before it and failed once it was merged"
+        );
+        Ok(Some(prefix(good, Some((good, detail)))))
+    }
+
+    /// The chain `links` without the link at `skip`: the links before it,
+    /// and those after it merged again onto them. `None` when one of those
+    /// would not merge cleanly there.
+    fn without(
+        &mut self,
+        links: &[(&Request, &Link)],
+        skip: usize,
+    ) -> Result<Option<(Vec<usize>, Vec<Link>)>> {
+        let mut lands: Vec<usize> = (0..skip).collect();
+        let mut relinked: Vec<Link> = links[..skip].iter().map(|(_, l)| (*l).clone()).collect();
+        for (at, (req, _)) in links.iter().enumerate().skip(skip + 1) {
+            let onto = relinked.last().map_or(links[0].1.onto, |l| l.sha);
+            let Some(link) = self.session.relink(self.ctx, onto, req)? else {
+                return Ok(None);
+            };
+            lands.push(at);
+            relinked.push(link);
+        }
+        if let Some(last) = relinked.last() {
+            self.keep(RELINKED_REFS, last.sha)?;
+        }
+        Ok(Some((lands, relinked)))
+    }
+
+    /// Keep the merge `sha` (a chain's tip, not landed yet) reachable from
+    /// this conductor's ref under `prefix` until the next chain: what no
+    /// ref reaches, a `git gc` and then a `git repack -a -d` beside us may
+    /// drop, and the chain would land on a missing commit.
+    fn keep(&self, prefix: &str, sha: ObjectId) -> Result<()> {
+        let name = format!("{prefix}{}", self.me.name);
+        let repo = &self.ctx.repo;
+        crate::git::refguard::edit(repo, &name, || {
+            repo.reference(
+                name.as_str(),
+                sha,
+                gix::refs::transaction::PreviousValue::Any,
+                "arbiter: keep a merge chain until it lands",
+            )
+        })
+        .git_context(format!("keeping {sha} on {name}"))?;
+        Ok(())
+    }
+
+    /// Whether the gates pass on the tip of `links`. A tree already
+    /// verified in this landing is not verified again: the chain after a
+    /// culprit is often the very chain a bisection step already tried.
+    fn passes(
+        &mut self,
+        links: &[(&Request, &Link)],
+        known: &mut Known,
+        progress: &dyn Progress,
+    ) -> Result<Option<bool>> {
+        let tree = links[links.len() - 1].1.tree;
+        if let Some(&passed) = known.get(&tree) {
+            return Ok(Some(passed));
+        }
+        let result = self.gates_pass(links, progress)?;
+        if let Some(passed) = result {
+            known.insert(tree, passed);
+        }
+        Ok(result)
+    }
+
+    /// Run every gate on the tip of `links`. `None`: interrupted.
+    fn gates_pass(
+        &mut self,
+        links: &[(&Request, &Link)],
+        progress: &dyn Progress,
+    ) -> Result<Option<bool>> {
+        let at = links[links.len() - 1].1.sha;
+        let ids: Vec<&str> = links.iter().map(|(r, _)| r.wo.id.as_str()).collect();
+        self.gate_runs += 1;
+        let name = format!("{VERIFY_PREFIX}{}", self.me.name);
+        let branch = worktree::verify_branch(&self.me.name);
+        // A pooled worktree (when the pool is on), so that gates that build
+        // find their caches warm, prepared by the setup hook as for a build.
+        let taken = crate::run::pool::take(self.ctx, self.pool, &name, &branch, at)?;
+        let path = taken.path;
+        crate::sys::crash::point("verify.started");
+        let log = self.verify_log();
+        if let Some(cleaned) = taken.cleaned.cleaned_report() {
+            exec::note(&log, &cleaned);
+        }
+        exec::note(
+            &log,
+            &format!(
+                "verify {} (orders {}) started {} UTC",
+                at,
+                ids.join(","),
+                crate::sys::clock::format_time(crate::sys::clock::now())
+            ),
+        );
+        let env = vec![
+            ("ARBITER_BASE".to_string(), at.to_string()),
+            ("ARBITER_ROUND_BASE".to_string(), at.to_string()),
+            ("ARBITER_VERIFY_ORDERS".to_string(), ids.join(",")),
+            ("ARBITER_WORKTREE".to_string(), path.display().to_string()),
+            (
+                "ARBITER_REPO".to_string(),
+                self.repo_top.display().to_string(),
+            ),
+        ];
+        let stop = || self.me.should_stop();
+        let run = |kind: &'static str, cmd: &str| -> Result<Option<bool>> {
+            let exit = exec::run(
+                &exec::Spec {
+                    command: cmd,
+                    cwd: &path,
+                    env: &env,
+                    log: &log,
+                    kind: Some(if kind == "setup" {
+                        "verify setup"
+                    } else {
+                        "verify gate"
+                    }),
+                    stdout_to: None,
+                    timeout: self.timeout,
+                    groups: Some(&self.me.groups_dir()),
+                },
+                &stop,
+            )
+            .map_err(Error::io(format!(
+                "running {kind} '{cmd}' on the merged result"
+            )))?;
+            if exit == Exit::Interrupted {
+                return Ok(None);
+            }
+            let mut failed = NotRunnable::of(&exit, "verify", kind, cmd, &path, &log);
+            if failed.is_none() && kind == "setup" && exit.success() {
+                // A setup that writes tracked files changes what is verified.
+                let wt = crate::run::worktree::open_linked(&self.ctx.repo, &path)?;
+                failed = NotRunnable::of_setup(&wt, "verify", cmd, &path, &log)?;
+            }
+            if let Some(failed) = failed {
+                crate::run::pool::give_back(self.ctx, &name, &branch, false)?;
+                return Err(
+                    crate::run::builder::not_runnable_error(&failed, &self.repo_top).into(),
+                );
+            }
+            Ok(Some(exit.success()))
+        };
+        // The setup, as before a build: only when its inputs changed since
+        // it last ran there. Failing on the merged result, it fails the
+        // verification (an order changed what it installs).
+        let mut result = Some(true);
+        if let Some(cmd) = self.pool.setup.as_deref() {
+            // An unreadable record of the last setup only costs a setup run.
+            if crate::run::pool::setup_needed(&path, at, &self.pool.setup_inputs).unwrap_or(true) {
+                result = run("setup", cmd)?;
+                if result == Some(true) {
+                    // Unrecorded, it only costs a setup run next time.
+                    let _ = crate::run::pool::setup_done(&path, at);
+                }
+            }
+        }
+        for cmd in self.gates {
+            if result != Some(true) {
+                break;
+            }
+            result = run("gate", cmd)?;
+        }
+        crate::run::pool::give_back(self.ctx, &name, &branch, false)?;
+        progress.event(&Event::Verify {
+            tip: at,
+            orders: ids.iter().map(|id| (*id).to_owned()).collect(),
+            passed: result,
+            gate_runs: self.gate_runs,
+        });
+        Ok(result)
+    }
+
+    /// A checkout of the branch cannot follow the landing of `req` now
+    /// (`why`): its order is `verified`, waiting to land, with the merged
+    /// tree its gates passed on (`tree`, when they ran).
+    fn wait(
+        &self,
+        req: &Request,
+        tree: Option<ObjectId>,
+        why: &crate::run::user_checkout::Blocked,
+        progress: &dyn Progress,
+    ) -> Result<Fate> {
+        let id = req.wo.id.as_str();
+        let detail = why.describe();
+        let held = self.store.update_held(
+            &format!("{} {id}", crate::state::WAITING_EVENT),
+            id,
+            req.owner,
+            req.attempt,
+            |r| {
+                if r.landing.is_none() {
+                    r.queue_to_land(req.source.to_string());
+                }
+                r.wait_to_land(tree.map(|t| t.to_string()), detail.clone());
+            },
+        )?;
+        if !held {
+            return Ok(Fate::Withdrawn {
+                reason: "no longer held by this conductor".into(),
+            });
+        }
+        progress.event(&Event::Waiting {
+            wo: id.to_owned(),
+            why: detail.clone(),
+        });
+        Ok(Fate::Waiting {
+            why: detail,
+            hint: why.hint(),
+        })
+    }
+
+    /// Where this conductor's gate runs on merged results write.
+    fn verify_log(&self) -> std::path::PathBuf {
+        crate::git::layout::run_log(
+            &self.ctx.repo,
+            &format!("{VERIFY_PREFIX}{}.log", self.me.name),
+        )
+    }
+
+    /// The order whose merge broke the gates goes back for rework: its
+    /// attempt is spent, as a failed gate's would be.
+    pub fn reject(&self, req: &Request, detail: String, progress: &dyn Progress) -> Result<Fate> {
+        let id = req.wo.id.as_str();
+        let verify_log = self.verify_log();
+        let held = self.store.update_held(
+            &format!("{MERGED_GATE_FAILED} {id}"),
+            id,
+            req.owner,
+            req.attempt,
+            |r| {
+                r.verdicts.push(Verdict {
+                    kind: "verify".into(),
+                    command: self.gates.join(" && "),
+                    passed: false,
+                    exit_code: None,
+                    wall_ms: None,
+                    log: Some(verify_log.display().to_string()),
+                    detail: Some(detail.clone()),
+                });
+                r.release();
+                r.log(MERGED_GATE_FAILED, Some(detail.clone()));
+            },
+        )?;
+        if !held {
+            return Ok(Fate::Withdrawn {
+                reason: "no longer held by this conductor".into(),
+            });
+        }
+        progress.event(&Event::Rejected {
+            wo: id.to_owned(),
+            reason: MERGED_GATE_FAILED.into(),
+        });
+        Ok(Fate::GateFailed { detail })
+    }
+}
+
+fn report_land(progress: &dyn Progress, batch: usize, sha: ObjectId, ids: &[&str]) {
+    progress.event(&Event::Land {
+        batch,
+        sha,
+        orders: ids.iter().map(|id| (*id).to_owned()).collect(),
+    });
+}
+
+/// Remove the verification worktrees of conductors that are gone (killed
+/// while verifying). Returns one report line each.
+pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
+    // Listed worktrees, and what a killed `add` may have left unlisted: a
+    // registration without `gitdir`, a folder, a branch.
+    let mut names: std::collections::BTreeSet<String> = worktree::list(ctx)?
+        .into_iter()
+        .map(|info| info.name)
+        .collect();
+    for dir in [
+        ctx.repo.common_dir().join("worktrees"),
+        worktree::root_dir(ctx)?,
+    ] {
+        if let Ok(listing) = std::fs::read_dir(&dir) {
+            names.extend(
+                listing
+                    .flatten()
+                    .filter_map(|e| e.file_name().into_string().ok()),
+            );
+        }
+    }
+    let branches = ctx
+        .repo
+        .references()
+        .git_context("listing references")?
+        .prefixed(worktree::VERIFY_BRANCH_PREFIX)
+        .git_context("listing verification branches")?
+        .filter_map(|r| r.ok())
+        .filter_map(|r| {
+            let full = r.name().as_bstr().to_string();
+            full.strip_prefix(worktree::VERIFY_BRANCH_PREFIX)
+                .map(|c| format!("{VERIFY_PREFIX}{c}"))
+        })
+        .collect::<Vec<_>>();
+    names.extend(branches);
+    // A branch lock with no branch: the add was killed creating it.
+    let locks = ctx
+        .repo
+        .common_dir()
+        .join(worktree::VERIFY_BRANCH_PREFIX.trim_end_matches('/'));
+    if let Ok(listing) = std::fs::read_dir(&locks) {
+        names.extend(listing.flatten().filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(format!("{VERIFY_PREFIX}{}", name.strip_suffix(".lock")?))
+        }));
+    }
+    let mut report = Vec::new();
+    for name in names {
+        let Some(conductor) = name.strip_prefix(VERIFY_PREFIX) else {
+            continue;
+        };
+        if conductor::is_live(ctx, conductor) {
+            continue;
+        }
+        // Only that conductor edits its branch: a lock on it is its own.
+        let lock = locks.join(format!("{conductor}.lock"));
+        if lock.exists() {
+            std::fs::remove_file(&lock)
+                .map_err(Error::io(format!("removing {}", lock.display())))?;
+        }
+        worktree::remove(ctx, &name, &worktree::verify_branch(conductor))?;
+        report.push(format!(
+            "removed the verification worktree {name} of conductor {conductor}, which is gone"
+        ));
+    }
+    // The refs that kept dead conductors' chains until they landed, and
+    // the locks a conductor killed while writing one left on them (only
+    // that conductor writes its ref).
+    for prefix in [CHAIN_REFS, RELINKED_REFS] {
+        let folder = ctx.repo.common_dir().join(prefix);
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(conductor) = name.strip_suffix(".lock") {
+                if !conductor::is_live(ctx, conductor) {
+                    std::fs::remove_file(entry.path())
+                        .map_err(Error::io(format!("removing {}", entry.path().display())))?;
+                }
+            }
+        }
+        let refs = ctx.repo.references().git_context("listing references")?;
+        let dead: Vec<String> = refs
+            .prefixed(prefix)
+            .git_context("listing merge chain refs")?
+            .filter_map(|r| r.ok())
+            .map(|r| r.name().as_bstr().to_string())
+            .filter(|name| {
+                name.strip_prefix(prefix)
+                    .is_some_and(|c| !conductor::is_live(ctx, c))
+            })
+            .collect();
+        for name in dead {
+            drop_ref(&ctx.repo, &name)?;
+        }
+    }
+    Ok(report)
+}
+
+/// Delete the ref `name`, whatever it points at.
+fn drop_ref(repo: &gix::Repository, name: &str) -> Result<()> {
+    use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+    let full = FullName::try_from(name).git_context(format!("the ref name {name}"))?;
+    crate::git::refguard::edit(repo, name, || {
+        repo.edit_reference(RefEdit {
+            change: Change::Delete {
+                expected: PreviousValue::Any,
+                log: RefLog::AndReference,
+            },
+            name: full.clone(),
+            deref: false,
+        })
+    })
+    .git_context(format!("deleting {name}"))?;
+    Ok(())
+}
+
+impl Drop for Queue<'_> {
+    /// What this conductor kept is on the branch, or waits to be merged
+    /// again: its refs go.
+    fn drop(&mut self) {
+        for prefix in [CHAIN_REFS, RELINKED_REFS] {
+            let name = format!("{prefix}{}", self.me.name);
+            if self
+                .ctx
+                .repo
+                .try_find_reference(name.as_str())
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                let _ = drop_ref(&self.ctx.repo, &name);
+            }
+        }
+    }
+}
+
+/// An `InputError` for a bad `--verify` / `arbiter.verify`.
+pub fn bad_verify(what: &str, why: String) -> Error {
+    InputError::new(format!("{what}: {why}"))
+        .hint("use 'merged' (gates run on the merged result before it lands) or 'none'")
+        .into()
+}

@@ -1,0 +1,537 @@
+//! Reconcile: one row per work order from the orders on disk and the state in
+//! notes, with the crash-recovery rule applied.
+//!
+//! Read-only. A round runs the same computation and then writes the recovered
+//! statuses back as one transition.
+
+use serde::Serialize;
+
+use crate::state::context::Context;
+use crate::state::orders::Orders;
+use crate::state::{Record, Snapshot, Status, Verdict};
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Row {
+    pub id: String,
+    pub title: String,
+    /// `status`, or `halted`: the state word every command's JSON uses.
+    pub state: &'static str,
+    pub status: Status,
+    #[serde(rename = "halted")]
+    pub terminal: bool,
+    pub halt_reason: Option<String>,
+    pub attempts: u32,
+    pub cap: u32,
+    pub deps: Vec<String>,
+    pub checkpoint_before: Option<String>,
+    pub checkpoint_after: Option<String>,
+    pub last_verdicts: Vec<Verdict>,
+    /// What recovery concluded for a WO found `in_progress`, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
+    /// The tip of `arbiter/<id>` when it holds work made by hand for an order
+    /// never dispatched ([`crate::run::worktree::hand_made_work`]): no round builds
+    /// the order (that would replace the branch) until it is merged or removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hand_made_branch: Option<String>,
+    /// The conductor building it, while it is in progress: its declared
+    /// files are claimed until it settles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<String>,
+    /// The branch a `done` order was merged into, when its record says
+    /// (records written before this was kept do not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_into: Option<String>,
+    /// What keeps a `verified` order's passed work from landing, as last seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
+    /// In a shallow clone: the commit its history begins at, when the order
+    /// has no record and its file is older than that commit, so it may have
+    /// landed before it, which this clone cannot tell. No round builds it
+    /// (that could land it twice) until a deeper history or the notes say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub may_have_landed_before: Option<String>,
+    /// Why its last attempt failed, while it is to be built again or
+    /// halted: the cause behind `retry_cap_exhausted`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<LastFailure>,
+}
+
+/// An order's last failed attempt, the reason recorded for it and its log.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct LastFailure {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// "build exit 1", "setup 'npm ci' exit 1", "timeout after 10s", …
+    pub reason: String,
+    /// The attempt's log, when it is still there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+impl LastFailure {
+    /// The last failure of `record`, if it has one.
+    pub fn of(ctx: &Context, record: &Record) -> Option<LastFailure> {
+        let event = record.last_failure()?;
+        let attempt = event.attempt;
+        // A gate on the merged result wrote to the conductor's verify log.
+        let log = match event.event.as_str() {
+            crate::state::MERGED_GATE_FAILED_EVENT => {
+                record.last_verify_log().map(std::path::PathBuf::from)
+            }
+            _ => attempt.map(|n| {
+                crate::git::layout::logs(&ctx.repo, &record.wo).join(format!("attempt-{n}.log"))
+            }),
+        };
+        Some(LastFailure {
+            attempt,
+            reason: event.detail.clone().unwrap_or_default(),
+            log: log.filter(|p| p.exists()).map(|p| p.display().to_string()),
+        })
+    }
+}
+
+impl std::fmt::Display for LastFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.attempt {
+            Some(n) => write!(f, "attempt {n} failed: {}", self.reason),
+            None => write!(f, "failed: {}", self.reason),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Recovery {
+    /// The merge landed: checkpoint_after is an ancestor of the integration
+    /// tip, or the tip's first-parent chain holds the attempt's merge commit.
+    Done { merge: String },
+    /// The build never merged: requeue it.
+    NeedsRework,
+    /// The build passed and entered the merge queue, but never landed: its
+    /// work waits to land (`verified`), never rebuilt.
+    Waiting,
+    /// No record (a fresh clone: `git clone` does not fetch `refs/notes/*`),
+    /// but the integration branch holds its merge: it landed, so it is
+    /// recorded `done` instead of being built and merged a second time.
+    Reconstructed { merge: String },
+    /// A standalone `merge-back` of an earlier version started and never
+    /// finished (see [`Record::merge_back_pending`]) and its branch still
+    /// holds the work: it waits to land, not rebuilt, its branch kept.
+    MergeBackPending { source: String },
+    /// The ancestry check itself failed: reported, never guessed.
+    Error { message: String },
+}
+
+/// A row per WO plus the stored records (fresh ones for WOs without a note).
+pub struct Table {
+    pub rows: Vec<Row>,
+    pub records: Vec<Record>,
+}
+
+/// Why recovered work waits to land.
+const STOPPED_BEFORE_LANDING: &str = "its conductor stopped before it landed";
+
+/// Apply the recovery rule to one in-progress record: done if its merge
+/// landed on `tip`, otherwise needs_rework; an ancestry check that fails is
+/// reported, never guessed.
+pub fn recover(ctx: &Context, record: &Record, tip: Option<gix::ObjectId>) -> Recovery {
+    let Some(tip) = tip else {
+        return Recovery::NeedsRework;
+    };
+    let parse = |what: &str, hex: &Option<String>| -> Result<Option<gix::ObjectId>, Recovery> {
+        hex.as_deref()
+            .map(|h| {
+                gix::ObjectId::from_hex(h.as_bytes()).map_err(|e| Recovery::Error {
+                    message: format!("{what} '{h}' is not an object id: {e}"),
+                })
+            })
+            .transpose()
+    };
+    let after = match parse("checkpoint_after", &record.checkpoint_after) {
+        Ok(after) => after,
+        Err(e) => return e,
+    };
+    if let Some(after) = after {
+        match ctx.is_ancestor(after, tip) {
+            Ok(true) => {
+                return Recovery::Done {
+                    merge: after.to_string(),
+                }
+            }
+            Ok(false) => {}
+            Err(e) => {
+                return Recovery::Error {
+                    message: e.to_string(),
+                }
+            }
+        }
+    }
+    match find_merge(ctx, &record.wo, tip) {
+        Ok(Some(merge)) => Recovery::Done {
+            merge: merge.to_string(),
+        },
+        Ok(None) if record.landing.is_some() => Recovery::Waiting,
+        Ok(None) if record.merge_back_pending() => {
+            match ctx
+                .repo
+                .try_find_reference(crate::run::worktree::branch_ref(&record.wo).as_str())
+                .ok()
+                .flatten()
+                .and_then(|mut r| r.peel_to_id().ok())
+            {
+                Some(source) => Recovery::MergeBackPending {
+                    source: source.to_string(),
+                },
+                None => Recovery::NeedsRework,
+            }
+        }
+        Ok(None) => Recovery::NeedsRework,
+        Err(e) => Recovery::Error {
+            message: e.to_string(),
+        },
+    }
+}
+
+/// The merge commit of work order `id` on the first-parent chain from `tip`
+/// (see [`crate::git::history`]): how a merge whose branch move landed but whose
+/// state transition did not (a killed process) is found, and how a record
+/// rolled back or edited is told it landed. Any merge of the order counts,
+/// whatever attempt number it carries: it landed, so merging again would
+/// land it twice.
+pub fn find_merge(
+    ctx: &Context,
+    id: &str,
+    tip: gix::ObjectId,
+) -> crate::Result<Option<gix::ObjectId>> {
+    Ok(ctx.landed(tip)?.merge_of(id))
+}
+
+/// The newest merge of each work order in `wanted` on the first-parent
+/// chain from `tip`: what the integration branch itself says landed.
+pub fn landed(
+    ctx: &Context,
+    tip: gix::ObjectId,
+    wanted: &std::collections::BTreeSet<&str>,
+) -> crate::Result<std::collections::BTreeMap<String, gix::ObjectId>> {
+    let history = ctx.landed(tip)?;
+    Ok(wanted
+        .iter()
+        .filter_map(|id| Some(((*id).to_owned(), history.merge_of(id)?)))
+        .collect())
+}
+
+/// The commit a shallow clone's history of `tip` begins at, when order `wo`
+/// (with no record) may have landed before it: see
+/// [`Row::may_have_landed_before`].
+pub fn may_have_landed_before(
+    ctx: &Context,
+    wo: &crate::state::orders::WorkOrder,
+    tip: gix::ObjectId,
+) -> crate::Result<Option<gix::ObjectId>> {
+    if ctx.landed(tip)?.merge_of(&wo.id).is_some() {
+        return Ok(None);
+    }
+    Ok(ShallowStart::of(ctx, tip)?
+        .filter(|start| start.may_predate(ctx, wo))
+        .map(|start| start.commit))
+}
+
+/// Where a shallow clone's history of the integration branch begins.
+struct ShallowStart {
+    commit: gix::ObjectId,
+    tree: gix::ObjectId,
+}
+
+impl ShallowStart {
+    /// `None` unless the first-parent chain from `tip` ends at a commit
+    /// whose parent the repository does not have.
+    fn of(ctx: &Context, tip: gix::ObjectId) -> crate::Result<Option<ShallowStart>> {
+        let Some(commit) = ctx.landed(tip)?.shallow_boundary() else {
+            return Ok(None);
+        };
+        let tree = ctx.tree_of(commit)?;
+        Ok(Some(ShallowStart { commit, tree }))
+    }
+
+    /// Could `wo` have landed before the history begins? Only if its file
+    /// was there already: an order first written later was run later.
+    /// Unknown (so yes) for an order file outside the worktree.
+    fn may_predate(&self, ctx: &Context, wo: &crate::state::orders::WorkOrder) -> bool {
+        let Some(rel) = ctx.workdir.as_deref().and_then(|top| {
+            let path = std::fs::canonicalize(&wo.path).ok()?;
+            let top = std::fs::canonicalize(top).ok()?;
+            path.strip_prefix(top).ok().map(std::path::Path::to_owned)
+        }) else {
+            return true;
+        };
+        let found = ctx
+            .repo
+            .find_tree(self.tree)
+            .ok()
+            .map(|tree| tree.lookup_entry_by_path(&rel));
+        !matches!(found, Some(Ok(None)))
+    }
+}
+
+/// Build the table. `tip` is the integration branch's commit (None: no commits yet).
+/// `in_flight` says whether a WO is being worked on by a live conductor right
+/// now; such a WO is shown as it is, not recovered.
+pub fn table(
+    ctx: &Context,
+    orders: &Orders,
+    snapshot: &mut Snapshot<'_>,
+    tip: Option<gix::ObjectId>,
+    default_cap: u32,
+    in_flight: &dyn Fn(&Record) -> bool,
+) -> Result<Table, crate::state::Error> {
+    let mut rows = Vec::with_capacity(orders.len());
+    let mut records = Vec::with_capacity(orders.len());
+    let ids: Vec<&str> = orders.iter().map(|wo| wo.id.as_str()).collect();
+    let stored = snapshot.records(&ids)?;
+    // Every order not done by its record is looked up in the branch's
+    // history: what landed is done, whatever the notes say.
+    let open: std::collections::BTreeSet<&str> = ids
+        .iter()
+        .zip(&stored)
+        .filter(|(_, r)| r.as_ref().is_none_or(|r| r.status != Status::Done))
+        .map(|(id, _)| *id)
+        .collect();
+    let landed = match tip {
+        Some(tip) => landed(ctx, tip, &open).map_err(|e| {
+            crate::state::Error::Git(format!("looking for landed work orders: {e}").into())
+        })?,
+        None => Default::default(),
+    };
+    let history_start = match tip {
+        Some(tip) if !open.is_empty() => ShallowStart::of(ctx, tip).map_err(|e| {
+            crate::state::Error::Git(format!("reading where the history begins: {e}").into())
+        })?,
+        _ => None,
+    };
+    let tips = crate::run::worktree::branch_tips(ctx).map_err(|e| {
+        crate::state::Error::Git(format!("listing the arbiter branches: {e}").into())
+    })?;
+    for (wo, record) in orders.iter().zip(stored) {
+        let hand_made_branch =
+            crate::run::worktree::hand_made_work(ctx, &wo.id, record.as_ref(), tip, &tips)
+                .map_err(|e| {
+                    crate::state::Error::Git(format!("reading the branch of {}: {e}", wo.id).into())
+                })?
+                .map(|sha| sha.to_string());
+        let may_have_landed_before = history_start
+            .as_ref()
+            .filter(|start| {
+                record.is_none() && !landed.contains_key(&wo.id) && start.may_predate(ctx, wo)
+            })
+            .map(|start| start.commit.to_string());
+        let mut recovery = None;
+        let record = record.unwrap_or_else(|| {
+            let mut fresh = Record::new(&wo.id, !wo.deps.is_empty(), default_cap);
+            if let Some(merge) = landed.get(&wo.id) {
+                fresh.status = Status::Done;
+                fresh.checkpoint_after = Some(merge.to_string());
+                recovery = Some(Recovery::Reconstructed {
+                    merge: merge.to_string(),
+                });
+            }
+            fresh
+        });
+        let mut status = record.status;
+        let mut terminal = record.halted;
+        let held = status == Status::InProgress && in_flight(&record);
+        if let Some(merge) = landed.get(&wo.id).filter(|_| recovery.is_none()) {
+            // A live conductor records its own landing; any other record
+            // that is not done is behind the branch.
+            if status != Status::Done && !held {
+                status = Status::Done;
+                terminal = false;
+                recovery = Some(Recovery::Done {
+                    merge: merge.to_string(),
+                });
+            }
+        } else if status == Status::InProgress && !record.halted && !held {
+            let outcome = recover(ctx, &record, tip);
+            match outcome {
+                Recovery::Done { .. } => status = Status::Done,
+                Recovery::NeedsRework => status = Status::NeedsRework,
+                Recovery::Waiting | Recovery::MergeBackPending { .. } => status = Status::Verified,
+                Recovery::Error { .. } | Recovery::Reconstructed { .. } => {}
+            }
+            recovery = Some(outcome);
+        }
+        rows.push(Row {
+            id: wo.id.clone(),
+            title: wo.title.clone(),
+            state: status.state(terminal),
+            status,
+            terminal,
+            halt_reason: record.halt_reason.clone().filter(|_| terminal),
+            attempts: record.attempts,
+            cap: record.cap,
+            deps: wo.deps.clone(),
+            checkpoint_before: record.checkpoint_before.clone(),
+            checkpoint_after: record.checkpoint_after.clone(),
+            last_verdicts: record.verdicts.clone(),
+            recovery,
+            hand_made_branch,
+            claimed_by: record
+                .owner
+                .clone()
+                .filter(|_| status == Status::InProgress && !record.halted),
+            merged_into: record
+                .merged_into
+                .clone()
+                .filter(|_| status == Status::Done),
+            waiting: record
+                .landing
+                .as_ref()
+                .filter(|_| status == Status::Verified)
+                .map(|l| {
+                    l.blocked
+                        .clone()
+                        .unwrap_or_else(|| STOPPED_BEFORE_LANDING.to_owned())
+                }),
+            may_have_landed_before,
+            last_failure: (terminal || status == Status::NeedsRework)
+                .then(|| LastFailure::of(ctx, &record))
+                .flatten(),
+        });
+        records.push(record);
+    }
+    Ok(Table { rows, records })
+}
+
+/// The table as `status` and `batch` show it: against the tip of the
+/// integration branch (`into`, else the current branch, else a detached
+/// HEAD's commit, see [`Context::view_tip`]), with a live conductor's
+/// in-progress work shown as it is, never "recovered".
+pub fn current(ctx: &Context, orders: &Orders, into: Option<&str>) -> crate::Result<Table> {
+    let tip = ctx.view_tip(into)?;
+    let store = crate::state::Store::new(&ctx.repo, ctx.retry_cap()?);
+    let mut snapshot = store.snapshot()?;
+    let table = table(
+        ctx,
+        orders,
+        &mut snapshot,
+        tip,
+        store.default_cap,
+        &|record| crate::run::conductor::owns_live(ctx, record),
+    )?;
+    Ok(table)
+}
+
+/// A work order recovery changed, and to what (`done`, `needs_rework`, …).
+pub type Recovered = (String, &'static str);
+
+/// Apply the recovery rule to every work order not held by a live conductor
+/// (other than `me`) and write what it concluded back as one transition:
+/// `done` for a merge found on the branch (also for orders without a record,
+/// e.g. in a fresh clone), `needs_rework` for a build that never merged. The
+/// caller holds the merge-back turn. Returns the rows after recovery and one
+/// `(id, outcome)` per order changed.
+pub fn recover_and_record(
+    ctx: &Context,
+    orders: &Orders,
+    store: &crate::state::Store<'_>,
+    tip: gix::ObjectId,
+    me: &str,
+) -> crate::Result<(Vec<Row>, Vec<Recovered>)> {
+    let live = |r: &Record| crate::run::conductor::owns_live(ctx, r);
+    let mut snapshot = store.snapshot()?;
+    let found = table(
+        ctx,
+        orders,
+        &mut snapshot,
+        Some(tip),
+        store.default_cap,
+        &|r| r.owner.as_deref() != Some(me) && live(r),
+    )?;
+    let changes: Vec<(String, Recovery)> = found
+        .rows
+        .iter()
+        .filter_map(|r| r.recovery.clone().map(|rec| (r.id.clone(), rec)))
+        .collect();
+    if changes.is_empty() {
+        return Ok((found.rows, Vec::new()));
+    }
+    let written = store.transact(
+        "recover",
+        |txn| -> crate::Result<Vec<(String, &'static str)>> {
+            let mut written = Vec::new();
+            for (id, recovery) in &changes {
+                if let Recovery::Reconstructed { merge } = recovery {
+                    // Only while there is still no record: anyone's record wins.
+                    if txn.stored(id)?.is_none() {
+                        let has_deps = orders.get(id).is_some_and(|wo| !wo.deps.is_empty());
+                        let mut record = txn.record(id, has_deps)?;
+                        record.mark_done("reconstructed_done", merge.clone());
+                        txn.put(record);
+                        written.push((id.clone(), "reconstructed_done"));
+                    }
+                    continue;
+                }
+                let Some(mut record) = txn.stored(id)? else {
+                    continue;
+                };
+                // Its merge is on the branch: done, whatever the record
+                // said (rolled back, edited, halted), unless a live
+                // conductor holds it and records it itself.
+                if let Recovery::Done { merge } = recovery {
+                    let held = record.status == Status::InProgress && live(&record);
+                    if record.status == Status::Done || held {
+                        continue;
+                    }
+                    if record.halted {
+                        record.lift_halt();
+                    }
+                    record.mark_done("recovered_done", merge.clone());
+                    txn.put(record);
+                    written.push((id.clone(), "done"));
+                    continue;
+                }
+                // Another conductor may have moved it on since we looked.
+                if record.status != Status::InProgress || record.halted || live(&record) {
+                    continue;
+                }
+                let outcome = match recovery {
+                    Recovery::Done { .. } => continue,
+                    Recovery::NeedsRework => {
+                        record.requeue_for_rework();
+                        "needs_rework"
+                    }
+                    Recovery::Waiting => {
+                        record.wait_to_land(None, STOPPED_BEFORE_LANDING.into());
+                        "verified"
+                    }
+                    // A killed standalone merge-back: its branch is someone's
+                    // finished work, which lands through the merge queue.
+                    Recovery::MergeBackPending { source } => {
+                        record.queue_to_land(source.clone());
+                        record.wait_to_land(None, STOPPED_BEFORE_LANDING.into());
+                        "verified"
+                    }
+                    Recovery::Error { message } => {
+                        record.halt_unowned("recovery_failed", vec![message.clone()]);
+                        "halted"
+                    }
+                    Recovery::Reconstructed { .. } => continue,
+                };
+                txn.put(record);
+                written.push((id.clone(), outcome));
+            }
+            Ok(written)
+        },
+    )?;
+    let mut snapshot = store.snapshot()?;
+    let rows = table(
+        ctx,
+        orders,
+        &mut snapshot,
+        Some(tip),
+        store.default_cap,
+        &live,
+    )?
+    .rows;
+    Ok((rows, written))
+}

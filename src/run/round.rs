@@ -1,0 +1,2325 @@
+//! The conductor's run (`git arbiter round`), on one of two schedules:
+//! - continuous (the default): reconcile and recover → kill switch → budget
+//!   → the next eligible orders, as many as slots are free (id order,
+//!   dependencies done, disjoint from every claim) → claim and record the
+//!   attempt before the build starts → build within the machine-wide slots
+//!   → commit what the builder left → gates and critics → a passed order
+//!   enters the merge queue at once ([`crate::run::queue`]), which lands whatever
+//!   is waiting, verified as merged → the freed slot takes the next order,
+//!   off the new tip.
+//! - rounds (lockstep): the same steps, but a whole batch is built, then
+//!   landed as one chain, then the next round starts off the new tip.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use std::sync::Arc;
+
+use crate::run::builder::{
+    kept_work_error, not_runnable_error, verdict, Attempt, BuildOutcome, HaltWatch, Host, KeptWork,
+    NotRunnable, Step, Steps,
+};
+use crate::run::conductor::{self, Conductor};
+use crate::run::drift::DriftScope;
+use crate::run::exec;
+use crate::run::merge;
+use crate::run::progress::{Event, Phase, Progress};
+use crate::run::queue::{self, Entry, Fate, Queue, Verify};
+use crate::run::reconcile::{self, Recovery};
+use crate::run::worktree::{self, branch_of};
+use crate::state::context::{Context, SharedContext};
+use crate::state::orders::{Orders, WorkOrder};
+use crate::state::{Record, Status, Store, Verdict};
+use crate::sys::error::{Error, ExitCode, GitContext, InputError, Result};
+use crate::{run::batch, run::slots};
+
+/// Everything `git arbiter round` can be told.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub into: Option<String>,
+    pub build: String,
+    pub gates: Vec<String>,
+    pub critics: Vec<String>,
+    pub final_gate: Option<String>,
+    pub budget_cmd: Option<String>,
+    pub max: usize,
+    pub max_total: u32,
+    pub once: bool,
+    pub dry_run: bool,
+    pub timeout: Option<Duration>,
+    /// How long an order whose last attempt failed waits before it is built
+    /// again (`arbiter.retryDelay`); zero builds it in the next round.
+    pub retry_delay: Duration,
+    pub drift_batch_scope: bool,
+    /// Warm worktrees and the setup hook.
+    pub pool: crate::run::pool::Options,
+    pub schedule: Schedule,
+    pub verify: Verify,
+}
+
+/// When orders start and land (`--schedule`, `arbiter.schedule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Schedule {
+    /// Whenever a slot frees, the next eligible order starts; a passed
+    /// order enters the merge queue at once.
+    #[default]
+    Continuous,
+    /// Lockstep rounds: a batch is built, then landed, then the next.
+    Rounds,
+}
+
+impl Schedule {
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::Continuous => "continuous",
+            Schedule::Rounds => "rounds",
+        }
+    }
+
+    pub fn parse(value: &str) -> std::result::Result<Schedule, String> {
+        match value {
+            "continuous" => Ok(Schedule::Continuous),
+            "rounds" => Ok(Schedule::Rounds),
+            other => Err(format!("'{other}' is not 'continuous' or 'rounds'")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Escalated {
+    #[serde(rename = "id")]
+    pub wo_id: String,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// The kept branch holding the halted attempt's work, if any.
+    pub branch: Option<String>,
+    pub log: Option<String>,
+    /// Why its last attempt failed (the cause behind `retry_cap_exhausted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<crate::run::reconcile::LastFailure>,
+}
+
+/// A pending order another conductor holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldElsewhere {
+    #[serde(rename = "id")]
+    pub wo_id: String,
+    /// Its name (`<pid>-<nonce>`).
+    pub conductor: String,
+    pub pid: Option<u32>,
+}
+
+/// Why a run stopped before its work was done; in JSON, the sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// `git arbiter stop`, Ctrl-C, SIGTERM or SIGHUP.
+    Requested,
+    /// `--budget-cmd` exited non-zero (its status).
+    BudgetExhausted(String),
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stopped::Requested => f.write_str(
+                "interrupted (Ctrl-C, a signal or `git arbiter stop`): nothing started is lost; the next `git arbiter round` resumes",
+            ),
+            Stopped::BudgetExhausted(status) => write!(f, "--budget-cmd exited with {status}"),
+        }
+    }
+}
+
+impl Serialize for Stopped {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Summary {
+    pub version: u32,
+    /// Success: all done; Escalation; Interrupted.
+    pub exit: ExitCode,
+    pub rounds: usize,
+    pub done: Vec<String>,
+    pub halted: Vec<Escalated>,
+    /// Not done and not halted (e.g. `--once`, or waiting on a halted dependency).
+    pub pending: Vec<String>,
+    /// The pending orders another live conductor is building: they land
+    /// through that conductor, not this one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_elsewhere: Vec<HeldElsewhere>,
+    /// Passed and verified, waiting to land: a checkout of the branch could
+    /// not follow (a local change in the way, a lock); each lands, without a
+    /// rebuild, at the next run once that is resolved.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<WaitingToLand>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub planned: Vec<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_gate: Option<Verdict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
+    pub integration_tip: Option<String>,
+    /// One row per work order dispatched by this run, in id order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub orders: Vec<OrderRow>,
+    /// `continuous` or `rounds` (not for `--dry-run`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<&'static str>,
+    /// `merged` or `none`: whether gates ran on the merged result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<&'static str>,
+    /// Batches the merge queue landed.
+    pub landed_batches: usize,
+    /// Gate runs spent verifying merged results (each runs every gate once).
+    pub gate_runs: usize,
+    /// Busy slot-seconds / (slots × wall time), when anything was built.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot_utilisation: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<u64>,
+}
+
+/// A work order whose passed work waits to land, and why.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct WaitingToLand {
+    #[serde(rename = "id")]
+    pub wo_id: String,
+    /// What kept it from landing, as last seen.
+    pub why: Option<String>,
+    /// The branch holding its work.
+    pub branch: String,
+}
+
+/// How one work order of this run went: its last attempt's wall times.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct OrderRow {
+    #[serde(rename = "id")]
+    pub wo_id: String,
+    /// `done`, `halted: <reason>`, or its status.
+    pub outcome: String,
+    /// Its state word (see `status --json`): its status, or `halted`.
+    pub state: &'static str,
+    pub attempts: u32,
+    pub build_ms: Option<u64>,
+    pub gate_ms: Option<u64>,
+    pub critic_ms: Option<u64>,
+    /// How long it waited for a machine-wide slot.
+    pub queue_wait_ms: Option<u64>,
+    /// How long it waited in the merge queue before it landed.
+    pub merge_wait_ms: Option<u64>,
+    /// Files its merge changed (done orders).
+    pub changed: Option<usize>,
+}
+
+/// One work order being built.
+struct Job<'a> {
+    wo: &'a WorkOrder,
+    attempt: u32,
+    /// The commit its attempt starts from.
+    base: gix::ObjectId,
+    worktree: PathBuf,
+    log: PathBuf,
+    verdicts: Vec<Verdict>,
+    /// How long it waited for a machine-wide slot.
+    queue_wait: Option<Duration>,
+    /// How long it held its slot.
+    busy: Duration,
+    /// Set when the order is halted while in flight: stops this build only.
+    halted: Arc<AtomicBool>,
+    outcome: JobOutcome,
+    /// Why its worktree could not be made ([`JobOutcome::NoWorktree`]): the
+    /// error the run ends with.
+    error: Option<Error>,
+    /// Passed work that waited to land, taken up to land it (no build).
+    adopted: Option<Adopted>,
+    /// What taking its pooled worktree found there and undid, for its log.
+    cleaned: Option<String>,
+}
+
+/// What a `verified` order brings to the merge queue when it is taken up.
+struct Adopted {
+    /// The commit to merge.
+    source: gix::ObjectId,
+    /// The merged tree its gates passed on, if they ran.
+    verified: Option<gix::ObjectId>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum JobOutcome {
+    Pending,
+    /// Build or gate failed: discard and retry (until the cap).
+    Retry(String),
+    /// A critic blocked it: terminal.
+    Blocked(String),
+    Interrupted,
+    /// Writing the attempt's work failed for want of disk space: given back.
+    DiskFull(String),
+    /// Committing what the builder left failed for git's configuration
+    /// ([`CommitError`](crate::run::builder::CommitError)): given back, its
+    /// worktree and branch kept, and the run stops with exit 2. The next
+    /// round or race removes them as leftovers (the record names the
+    /// branch's commit) and builds afresh.
+    CommitFailed(String),
+    /// A command could not run ([`NotRunnable`]): given back, and the run
+    /// stops with exit 2 once the builds already running have settled.
+    NotRunnable(NotRunnable),
+    /// Not built because another order's command could not run: given back.
+    NotStarted,
+    /// Its worktree could not be made (the disk, a lock): given back, and
+    /// the run stops with that error once the builds running have settled.
+    NoWorktree(String),
+    Clean,
+}
+
+/// The warning of a run asked to verify merged results with no gate.
+pub const NO_GATE_TO_VERIFY: &str = "--verify merged (or arbiter.verify=merged) with no gate configured: merged results land unverified; give --gate or set arbiter.gate";
+
+/// The history event of an attempt that failed its build or gates: the
+/// clock of `arbiter.retryDelay` starts there.
+const FAILED_EVENT: &str = "needs_rework";
+/// Why an order was given back unbuilt: see [`JobOutcome::NotStarted`].
+const NOT_STARTED: &str = "not started: a command of another order could not run";
+
+pub fn log_path(ctx: &Context, id: &str, attempt: u32) -> PathBuf {
+    crate::git::layout::logs(&ctx.repo, id).join(format!("attempt-{attempt}.log"))
+}
+
+/// What every build thread of a run shares.
+struct Shared<'a> {
+    /// Each build makes its worktree from its own handle on the repository.
+    ctx: SharedContext,
+    host: &'a Host,
+    opts: &'a Options,
+    slot_dir: &'a Path,
+    cap: u32,
+    me: &'a Conductor,
+    /// A command could not run: nothing more is started.
+    misconfigured: AtomicBool,
+    /// Builds holding a slot now.
+    running: AtomicUsize,
+    /// Attempts whose build ended, committing what their builder left.
+    committing: AtomicUsize,
+    /// The run failed: builds still running stop.
+    abort: AtomicBool,
+    progress: &'a dyn Progress,
+}
+
+/// One run of `git arbiter round`: what its loops share.
+struct Run<'a> {
+    ctx: &'a Context,
+    orders: &'a Orders,
+    opts: &'a Options,
+    store: &'a Store<'a>,
+    branch: &'a gix::refs::FullName,
+    me: &'a Conductor,
+    host: &'a Host,
+    queue: Queue<'a>,
+    progress: &'a dyn Progress,
+    /// Orders this run dispatched.
+    ran: BTreeSet<String>,
+    /// How long each landed order waited in the merge queue.
+    merge_waits: BTreeMap<String, u64>,
+    /// Slot-seconds spent building.
+    busy: Duration,
+    /// Recovery lines already reported.
+    reported: BTreeSet<String>,
+    /// When passed work last could not land (a checkout of the branch could
+    /// not follow): what waits is taken up again only a while later.
+    last_waiting: Option<Instant>,
+    /// What a continuous run's lander counted (the lockstep queue counts its own).
+    landed_batches: usize,
+    gate_runs: usize,
+    summary: Summary,
+}
+
+/// Run work orders until nothing is eligible (or once, or until stopped).
+pub fn run(
+    ctx: &Context,
+    orders: &Orders,
+    opts: &Options,
+    progress: &dyn Progress,
+) -> Result<Summary> {
+    if opts.build.trim().is_empty() && !opts.dry_run {
+        return Err(InputError::new("no build command")
+            .hint("pass --build CMD or set 'git config arbiter.build CMD'")
+            .into());
+    }
+    let branch = ctx.integration_branch(opts.into.as_deref())?;
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    let mut summary = Summary {
+        version: crate::JSON_VERSION,
+        ..Summary::default()
+    };
+    if opts.dry_run {
+        summary.planned = plan(ctx, orders, &store, &branch, opts.max)?;
+        for (i, batch) in summary.planned.iter().enumerate() {
+            progress.event(&Event::Plan {
+                round: i + 1,
+                batch: batch.clone(),
+            });
+        }
+        finish(
+            ctx,
+            orders,
+            &store,
+            &branch,
+            &BTreeSet::new(),
+            "",
+            &mut summary,
+        )?;
+        summary.exit = ExitCode::Success;
+        return Ok(summary);
+    }
+    merge::settle_checkouts(ctx, &branch, progress)?;
+    let me = Conductor::register(ctx)?;
+    for line in crate::run::conductor::end_orphans(ctx)? {
+        progress.event(&Event::Recovered { detail: line });
+    }
+    for line in queue::remove_dead_verifiers(ctx)? {
+        progress.event(&Event::Recovered { detail: line });
+    }
+    let slot_dir = slots::slot_dir(Some(ctx))?;
+    let host = Host::new(ctx)?;
+    let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
+    let queue = Queue::new(ctx, &store, &branch, checks(opts), &me)?;
+    summary.schedule = Some(opts.schedule.name());
+    summary.verify = Some(queue.verify().name());
+    let mut run = Run {
+        ctx,
+        orders,
+        opts,
+        store: &store,
+        branch: &branch,
+        me: &me,
+        host: &host,
+        queue,
+        progress,
+        ran: BTreeSet::new(),
+        merge_waits: BTreeMap::new(),
+        busy: Duration::ZERO,
+        reported: BTreeSet::new(),
+        last_waiting: None,
+        landed_batches: 0,
+        gate_runs: 0,
+        summary,
+    };
+    let shared = Shared {
+        ctx: ctx.share(),
+        host: &host,
+        opts,
+        slot_dir: &slot_dir,
+        cap,
+        me: &me,
+        misconfigured: AtomicBool::new(false),
+        running: AtomicUsize::new(0),
+        committing: AtomicUsize::new(0),
+        abort: AtomicBool::new(false),
+        progress,
+    };
+    if opts.verify == Verify::Merged && opts.gates.is_empty() {
+        // Asked for, but there is nothing to run: said once, not silently skipped.
+        progress.event(&Event::Warning {
+            wo: String::new(),
+            detail: NO_GATE_TO_VERIFY.into(),
+        });
+    }
+    let started = Instant::now();
+    match opts.schedule {
+        Schedule::Rounds => run.rounds(&shared)?,
+        Schedule::Continuous => run.continuous(&shared)?,
+    }
+    let wall = started.elapsed();
+    let slots_used = (cap as usize).min(opts.max.max(1));
+    run.summary.gate_runs = run.queue.gate_runs + run.gate_runs;
+    run.summary.landed_batches = run.queue.batches + run.landed_batches;
+    if !run.busy.is_zero() && !wall.is_zero() {
+        let utilisation = run.busy.as_secs_f64() / (slots_used as f64 * wall.as_secs_f64());
+        run.summary.slot_utilisation = Some((utilisation * 1000.0).round() / 1000.0);
+    }
+    run.summary.wall_ms = Some(wall.as_millis() as u64);
+    run.conclude()
+}
+
+impl<'a> Run<'a> {
+    /// Leftovers, crash recovery, the stop request: before each dispatch.
+    /// `None` when the run is to stop. Not `full`: only the table, for a
+    /// continuous run's dispatches between its recoveries.
+    fn prepare(&mut self, full: bool) -> Result<Option<Vec<reconcile::Row>>> {
+        let (ctx, progress) = (self.ctx, self.progress);
+        if self.me.should_stop() {
+            self.summary.stopped = Some(Stopped::Requested);
+            return Ok(None);
+        }
+        if !full {
+            let tip = ctx.branch_tip(self.branch).ok();
+            let mut snapshot = self.store.snapshot()?;
+            let live = |r: &Record| owned_by_live(ctx, r);
+            let table = reconcile::table(
+                ctx,
+                self.orders,
+                &mut snapshot,
+                tip,
+                self.store.default_cap,
+                &live,
+            )?;
+            return Ok(Some(table.rows));
+        }
+        // Leftover worktrees go first: that frees disk space for the state writes.
+        for line in worktree::cleanup_stale(
+            ctx,
+            self.store,
+            self.orders,
+            ctx.branch_tip(self.branch).ok(),
+            &|r: &Record| owned_by_live(ctx, r),
+            true,
+        )? {
+            // A kept worktree is reported once, not at every dispatch.
+            if self.reported.insert(line.clone()) {
+                progress.event(&Event::Recovered { detail: line });
+            }
+        }
+        let rows = recover(ctx, self.orders, self.store, self.branch, self.me, progress)?;
+        if let Some((start, ids)) = batch::shallow_unknown(&rows) {
+            // Said once per run, not at every dispatch.
+            if self.reported.insert(format!("shallow {start} {ids:?}")) {
+                progress.event(&Event::Shallow {
+                    start: start.to_owned(),
+                    orders: ids.iter().map(|id| (*id).to_owned()).collect(),
+                    detail: format!(
+                        "no record, may have landed before this shallow clone's history begins: not built; {}",
+                        batch::SHALLOW_HINT
+                    ),
+                });
+            }
+        }
+        if self.me.should_stop() {
+            self.summary.stopped = Some(Stopped::Requested);
+            return Ok(None);
+        }
+        Ok(Some(rows))
+    }
+
+    /// Does `--budget-cmd` refuse more work? Then the run stops.
+    fn budget_refused(&mut self) -> Result<bool> {
+        let Some(cmd) = &self.opts.budget_cmd else {
+            return Ok(false);
+        };
+        let ctx = self.ctx;
+        let status = exec::shell(
+            cmd,
+            ctx.workdir.as_deref().unwrap_or(ctx.repo.git_dir()),
+            &[],
+        )
+        .status()
+        .map_err(Error::io(format!("running --budget-cmd '{cmd}'")))?;
+        if status.success() {
+            return Ok(false);
+        }
+        self.progress.event(&Event::BudgetExhausted { status });
+        self.summary.stopped = Some(Stopped::BudgetExhausted(status.to_string()));
+        Ok(true)
+    }
+
+    /// Lockstep rounds: a batch is built, then landed, then the next batch
+    /// starts off the new tip.
+    fn rounds(&mut self, shared: &Shared<'_>) -> Result<()> {
+        let (ctx, opts, progress) = (self.ctx, self.opts, self.progress);
+        loop {
+            let Some(rows) = self.prepare(true)? else {
+                break;
+            };
+            let adopted = self.adopt_waiting(&rows)?;
+            if !adopted.is_empty() {
+                self.settle_all(&adopted, &[])?;
+                continue;
+            }
+            if self.budget_refused()? {
+                break;
+            }
+            let cooling = cooling(self.store, &rows, opts.retry_delay)?;
+            let rows: Vec<reconcile::Row> = rows
+                .into_iter()
+                .filter(|r| !cooling.iter().any(|(id, _)| *id == r.id))
+                .collect();
+            let selected = batch::select(self.orders, &rows, opts.max);
+            report_batch(progress, &selected, opts.max);
+            if selected.batch.is_empty() {
+                // Nothing else to do: wait for the first order to cool down
+                // rather than leave it for another run.
+                if !self.wait_for_cooling(&cooling) {
+                    break;
+                }
+                continue;
+            }
+            self.summary.rounds += 1;
+            let base = ctx.branch_tip(self.branch)?;
+            progress.event(&Event::Round {
+                n: self.summary.rounds,
+                base,
+                batch: batch_ids(&selected),
+            });
+            let picked: Vec<&WorkOrder> = selected
+                .batch
+                .iter()
+                .filter_map(|p| self.orders.get(&p.wo_id))
+                .collect();
+            let mut jobs = Vec::new();
+            if let Err(e) = self.start(&picked, base, &mut |job| jobs.push(job)) {
+                // None of them was built: they get their attempts back too.
+                let made: Vec<Unsettled> = jobs.iter().map(|j| (j.wo, j.attempt, false)).collect();
+                abandon(ctx, self.store, self.branch, &made, self.me, &e)?;
+                return Err(e);
+            }
+            let watch = HaltWatch::default();
+            for job in &mut jobs {
+                job.halted = watch.watch(&job.wo.id);
+            }
+            let shared_repo = ctx.repo.clone().into_sync();
+            std::thread::scope(|scope| {
+                let (watch, owner) = (&watch, &self.me.name);
+                let shared_repo = &shared_repo;
+                scope.spawn(move || watch.run(shared_repo, owner));
+                let _stop = watch.stop_on_drop();
+                let builds: Vec<_> = jobs
+                    .iter_mut()
+                    .map(|job| scope.spawn(move || build_one(shared, job)))
+                    .collect();
+                for build in builds {
+                    let _ = build.join();
+                }
+            });
+            let union: Vec<crate::state::scope::Entry> = picked
+                .iter()
+                .flat_map(|wo| wo.files.iter().cloned())
+                .collect();
+            self.settle_all(&jobs, &union)?;
+            stop_error(&mut jobs, self.me, self.host)?;
+            if self.me.should_stop() {
+                self.summary.stopped = Some(Stopped::Requested);
+                break;
+            }
+            if opts.once {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Continuous dispatch: whenever a slot frees, the next eligible order
+    /// starts off the current tip; an order that passed enters the merge
+    /// queue at once, and the queue lands whatever is waiting.
+    fn continuous(&mut self, shared: &Shared<'_>) -> Result<()> {
+        let watch = HaltWatch::default();
+        let shared_repo = self.ctx.repo.clone().into_sync();
+        let me = self.me;
+        std::thread::scope(|scope| {
+            let (watch_ref, shared_repo) = (&watch, &shared_repo);
+            scope.spawn(move || watch_ref.run(shared_repo, &me.name));
+            let _stop = watch_ref.stop_on_drop();
+            let (tx, rx) = std::sync::mpsc::channel::<Msg<'_>>();
+            // The merge queue lands in a thread of its own, so that a slot
+            // freed while it verifies is filled at once.
+            let (to_lander, lander_rx) = std::sync::mpsc::channel::<Vec<Entry<'a>>>();
+            {
+                let (tx, opts, branch) = (tx.clone(), self.opts, self.branch);
+                let cap = self.store.default_cap;
+                scope.spawn(move || lander(shared, opts, branch, cap, &lander_rx, &tx));
+            }
+            let mut flow = Flow::default();
+            let result = loop {
+                if flow.should_dispatch(self.opts.max) {
+                    let mut launched = 0;
+                    let mut launch = |mut job: Job<'a>| {
+                        job.halted = watch.watch(&job.wo.id);
+                        launched += 1;
+                        let tx = tx.clone();
+                        scope.spawn(move || {
+                            build_one(shared, &mut job);
+                            let _ = tx.send(Msg::Built(Box::new(job)));
+                        });
+                    };
+                    let dispatched = self.dispatch_more(&mut flow, shared, &mut launch);
+                    flow.in_flight += launched;
+                    if let Err(e) = dispatched {
+                        flow.fail(e, shared);
+                    }
+                }
+                self.hand_to_lander(&mut flow, &to_lander, shared);
+                if flow.in_flight == 0 && flow.passed.is_empty() && flow.landing.is_empty() {
+                    match self.idle(&mut flow, shared) {
+                        Idle::Again => continue,
+                        Idle::Done => break Ok(()),
+                    }
+                }
+                let mut messages = Vec::new();
+                // What waits for commits in progress is looked at again soon:
+                // an attempt may end its commit and go on to its checks.
+                let wait = match self.landing_waits(&flow, shared) {
+                    true => COMMIT_POLL,
+                    false => Duration::from_millis(250),
+                };
+                match rx.recv_timeout(wait) {
+                    Ok(msg) => messages.push(msg),
+                    Err(_) => flow.poll(self.me),
+                }
+                messages.extend(rx.try_iter());
+                for msg in messages {
+                    flow.changed = true;
+                    match msg {
+                        Msg::Built(job) => {
+                            flow.in_flight -= 1;
+                            watch.forget(&job.wo.id);
+                            if let Err(e) = self.built(*job, &mut flow) {
+                                flow.fail(e, shared);
+                            }
+                        }
+                        Msg::Landed {
+                            result,
+                            batches,
+                            gate_runs,
+                            given_back,
+                        } => {
+                            (self.landed_batches, self.gate_runs) = (batches, gate_runs);
+                            if let Err(e) = self.lander_landed(&mut flow, result, given_back) {
+                                flow.fail(e, shared);
+                            }
+                        }
+                    }
+                }
+                flow.poll(self.me);
+            };
+            drop(to_lander);
+            if self.me.should_stop() {
+                self.summary.stopped = Some(Stopped::Requested);
+            }
+            if let Some(e) = flow.failed.take() {
+                let unsettled: Vec<Unsettled> = flow.unsettled.iter().map(Job::unsettled).collect();
+                abandon(self.ctx, self.store, self.branch, &unsettled, self.me, &e)?;
+                return Err(e);
+            }
+            stop_error(&mut flow.stopped_by, self.me, self.host)?;
+            result
+        })
+    }
+
+    /// Enter what passed into the merge queue and hand it to the lander;
+    /// after a failure, what passed is given back with the rest instead.
+    fn hand_to_lander(
+        &mut self,
+        flow: &mut Flow<'a>,
+        to_lander: &std::sync::mpsc::Sender<Vec<Entry<'a>>>,
+        shared: &Shared<'_>,
+    ) {
+        if flow.failed.is_none() && self.landing_waits(flow, shared) {
+            return;
+        }
+        let passed = std::mem::take(&mut flow.passed);
+        if flow.failed.is_some() {
+            flow.unsettled.extend(passed);
+            return;
+        }
+        if passed.is_empty() {
+            return;
+        }
+        let union: Vec<crate::state::scope::Entry> = passed
+            .iter()
+            .flat_map(|j| j.wo.files.iter().cloned())
+            .collect();
+        // On an error the orders were given back already.
+        match self.enqueue_all(&passed, &union) {
+            Ok(waiting) => {
+                let entries: Vec<Entry<'a>> = waiting.into_iter().map(|(_, entry)| entry).collect();
+                flow.entered.extend(entered_at(&entries));
+                let queued: BTreeSet<String> =
+                    entries.iter().map(|e| e.req.wo.id.clone()).collect();
+                if !entries.is_empty() && to_lander.send(entries).is_err() {
+                    flow.fail(lander_gone(), shared);
+                }
+                flow.landing
+                    .extend(passed.into_iter().filter(|j| queued.contains(&j.wo.id)));
+            }
+            Err(e) => flow.fail(e, shared),
+        }
+    }
+
+    /// Does what passed wait for the attempts committing their leftovers?
+    /// Each landing costs a run of the gates on the merged result, a
+    /// compare-and-swap and an update of the checkout: orders whose builds
+    /// ended are moments from passing (or not), and join this landing
+    /// rather than make the next. Never for a running build or check, nor
+    /// once stopping.
+    fn landing_waits(&self, flow: &Flow<'a>, shared: &Shared<'_>) -> bool {
+        !flow.passed.is_empty()
+            && !flow.stopping
+            && !self.me.should_stop()
+            && shared.committing.load(Ordering::SeqCst) > 0
+    }
+
+    /// Nothing is in flight or in the queue. As far as a light pass can
+    /// tell nothing more is to do; a full one (recovery, leftovers) has the
+    /// last word, then orders cooling down after a failure are waited for.
+    fn idle(&mut self, flow: &mut Flow<'a>, shared: &Shared<'_>) -> Idle {
+        if !flow.last_pass_full && flow.failed.is_none() {
+            if flow.stopping || flow.dispatched_once {
+                if let Err(e) = self.prepare(true) {
+                    flow.fail(e, shared);
+                }
+            } else {
+                flow.last_recovery = None;
+                flow.changed = true;
+            }
+            flow.last_pass_full = true;
+            return Idle::Again;
+        }
+        if flow.failed.is_some() || flow.stopping || flow.dispatched_once || flow.cooling.is_empty()
+        {
+            return Idle::Done;
+        }
+        let cooling = std::mem::take(&mut flow.cooling);
+        if !self.wait_for_cooling(&cooling) {
+            return Idle::Done;
+        }
+        flow.changed = true;
+        Idle::Again
+    }
+
+    /// The lander reports a batch: settle each of its orders by its fate.
+    fn lander_landed(
+        &mut self,
+        flow: &mut Flow<'a>,
+        result: Result<Vec<(String, Fate)>>,
+        given_back: Result<()>,
+    ) -> Result<()> {
+        let landing = std::mem::take(&mut flow.landing);
+        let ids: BTreeSet<String> = match &result {
+            Ok(fates) => fates.iter().map(|(id, _)| id.clone()).collect(),
+            Err(_) => landing.iter().map(|j| j.wo.id.clone()).collect(),
+        };
+        let (done, still): (Vec<Job<'a>>, Vec<Job<'a>>) =
+            landing.into_iter().partition(|j| ids.contains(&j.wo.id));
+        flow.landing = still;
+        let refs: Vec<&Job> = done.iter().collect();
+        let landed = self.landed(&refs, &flow.entered, result, GivenBack::Already);
+        landed.and(given_back)
+    }
+
+    /// Dispatch what is eligible now, as many as this conductor may still
+    /// have in flight (`--max`).
+    fn dispatch_more(
+        &mut self,
+        flow: &mut Flow<'a>,
+        shared: &Shared<'_>,
+        launch: &mut dyn FnMut(Job<'a>),
+    ) -> Result<()> {
+        flow.changed = false;
+        flow.last_dispatch = Some(Instant::now());
+        // Recovery (leftovers, dead conductors' claims) now and then; the
+        // dispatches between only read the state.
+        let full = flow
+            .last_recovery
+            .is_none_or(|at| at.elapsed() >= RECOVERY_EVERY);
+        if full {
+            flow.last_recovery = Some(Instant::now());
+        }
+        flow.last_pass_full = full;
+        let opts = self.opts;
+        let Some(rows) = self.prepare(full)? else {
+            flow.stopping = true;
+            return Ok(());
+        };
+        if full {
+            let adopted = self.adopt_waiting(&rows)?;
+            if !adopted.is_empty() {
+                flow.changed = true;
+                flow.passed.extend(adopted);
+            }
+        }
+        flow.cooling = cooling(self.store, &rows, opts.retry_delay)?;
+        let rows: Vec<reconcile::Row> = rows
+            .into_iter()
+            .filter(|r| !flow.cooling.iter().any(|(id, _)| *id == r.id))
+            .collect();
+        let free = opts.max.saturating_sub(flow.in_flight);
+        let selected = batch::select(self.orders, &rows, free);
+        if selected.batch.is_empty() {
+            return Ok(());
+        }
+        if shared.misconfigured.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if self.budget_refused()? {
+            flow.stopping = true;
+            return Ok(());
+        }
+        report_batch(self.progress, &selected, opts.max);
+        // `--once`: only what is eligible at the start is dispatched.
+        flow.dispatched_once = opts.once;
+        let base = self.ctx.branch_tip(self.branch)?;
+        let picked: Vec<&'a WorkOrder> = selected
+            .batch
+            .iter()
+            .filter_map(|p| self.orders.get(&p.wo_id))
+            .collect();
+        self.summary.rounds += 1;
+        self.start(&picked, base, launch)
+    }
+
+    /// Take up the orders whose passed work waits to land (`verified`, held
+    /// by nobody) to land them through the merge queue: no rebuild, no
+    /// attempt spent. Not again soon after a landing could not happen.
+    fn adopt_waiting(&mut self, rows: &[reconcile::Row]) -> Result<Vec<Job<'a>>> {
+        if self
+            .last_waiting
+            .is_some_and(|at| at.elapsed() < WAITING_RETRY)
+        {
+            return Ok(Vec::new());
+        }
+        let waiting: Vec<&'a WorkOrder> = rows
+            .iter()
+            .filter(|r| r.status == Status::Verified && !r.terminal)
+            .filter_map(|r| self.orders.get(&r.id))
+            .collect();
+        if waiting.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ctx, me) = (self.ctx, self.me.name.as_str());
+        let hex = |h: &Option<String>| {
+            h.as_deref()
+                .and_then(|h| gix::ObjectId::from_hex(h.as_bytes()).ok())
+        };
+        let taken = self
+            .store
+            .transact("land verified work", |txn| -> Result<_> {
+                let mut taken = Vec::new();
+                for &wo in &waiting {
+                    let Some(mut r) = txn.stored(&wo.id)? else {
+                        continue;
+                    };
+                    let Some(landing) = r.landing.clone().filter(|_| r.waits_to_land()) else {
+                        continue;
+                    };
+                    let source = hex(&Some(landing.source.clone()));
+                    match source.filter(|s| ctx.repo.has_object(s)) {
+                        Some(source) => {
+                            r.adopt_to_land(me);
+                            let verified = hex(&landing.verified_tree);
+                            taken.push((wo, r.attempts, source, verified, r.clone()));
+                        }
+                        // Its work is gone (`git gc --prune=now` after its branch
+                        // was deleted by hand): nothing to land, built again.
+                        None => {
+                            r.give_back();
+                            r.log("kept_work_missing", Some(landing.source));
+                        }
+                    }
+                    txn.put(r);
+                }
+                Ok(taken)
+            })?;
+        let root = worktree::root_dir(ctx)?;
+        let mut jobs = Vec::with_capacity(taken.len());
+        for (wo, attempt, source, verified, record) in taken {
+            self.ran.insert(wo.id.clone());
+            jobs.push(Job {
+                wo,
+                attempt,
+                base: hex(&record.checkpoint_before).unwrap_or(source),
+                worktree: root.join(&wo.id),
+                log: log_path(ctx, &wo.id, attempt),
+                verdicts: record.verdicts,
+                queue_wait: None,
+                busy: Duration::ZERO,
+                halted: Arc::default(),
+                outcome: JobOutcome::Clean,
+                error: None,
+                adopted: Some(Adopted { source, verified }),
+                cleaned: None,
+            });
+        }
+        Ok(jobs)
+    }
+
+    /// Dispatch `picked` off `base`, handing each job to `launch` (its build
+    /// thread makes its worktree).
+    fn start(
+        &mut self,
+        picked: &[&'a WorkOrder],
+        base: gix::ObjectId,
+        launch: &mut dyn FnMut(Job<'a>),
+    ) -> Result<()> {
+        let (ctx, progress) = (self.ctx, self.progress);
+        let dispatched = dispatch(
+            ctx,
+            self.store,
+            self.orders,
+            picked,
+            base,
+            self.me,
+            progress,
+        )?;
+        self.ran
+            .extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
+        let root = worktree::root_dir(ctx)?;
+        for &(wo, attempt) in &dispatched {
+            progress.event(&Event::Claim {
+                wo: wo.id.clone(),
+                conductor: self.me.name.clone(),
+                base,
+                files: wo.file_strings(),
+            });
+            launch(Job {
+                wo,
+                attempt,
+                base,
+                // Made by its build thread, so that orders' checkouts overlap.
+                worktree: root.join(&wo.id),
+                log: log_path(ctx, &wo.id, attempt),
+                verdicts: Vec::new(),
+                queue_wait: None,
+                busy: Duration::ZERO,
+                halted: Arc::default(),
+                outcome: JobOutcome::Pending,
+                error: None,
+                adopted: None,
+                cleaned: None,
+            });
+        }
+        Ok(())
+    }
+
+    /// A build of the continuous schedule ended: a passed one waits to land
+    /// (after the freed slot is filled), any other settles now.
+    fn built(&mut self, job: Job<'a>, flow: &mut Flow<'a>) -> Result<()> {
+        if job.outcome == JobOutcome::Clean {
+            flow.passed.push(job);
+            return Ok(());
+        }
+        self.busy += job.busy;
+        if matches!(job.outcome, JobOutcome::DiskFull(_)) {
+            self.me.release_reserve();
+        }
+        if let Err(e) = self.settle_failed(&job, &job.outcome) {
+            flow.unsettled.push(job);
+            return Err(e);
+        }
+        self.progress.finished(&job.wo.id);
+        if stops_the_run(&job.outcome) {
+            flow.stopping = true;
+            flow.stopped_by.push(job);
+        }
+        Ok(())
+    }
+
+    /// Settle builds: failed ones now, passed ones through the merge queue
+    /// as one batch (a lockstep round's, or what waits in a continuous run).
+    fn settle_all(&mut self, jobs: &[Job<'a>], union: &[crate::state::scope::Entry]) -> Result<()> {
+        let waiting = self.enqueue_all(jobs, union)?;
+        self.land_here(waiting)
+    }
+
+    /// Settle the failed of `jobs` now and enter the passed into the merge
+    /// queue. On an error every order not settled gets its attempt back.
+    fn enqueue_all<'j>(
+        &mut self,
+        jobs: &'j [Job<'a>],
+        union: &[crate::state::scope::Entry],
+    ) -> Result<Vec<(&'j Job<'a>, Entry<'a>)>> {
+        self.busy += jobs.iter().map(|j| j.busy).sum::<Duration>();
+        if jobs
+            .iter()
+            .any(|j| matches!(j.outcome, JobOutcome::DiskFull(_)))
+        {
+            self.me.release_reserve();
+        }
+        let scope = if self.opts.drift_batch_scope {
+            DriftScope::Union(union.to_vec())
+        } else {
+            DriftScope::Own
+        };
+        let mut waiting = Vec::new();
+        for (i, job) in jobs.iter().enumerate() {
+            let settled = if job.outcome == JobOutcome::Clean {
+                self.enqueue(job, scope.clone(), waiting.len() + 1)
+                    .map(|entry| waiting.extend(entry.map(|e| (job, e))))
+            } else {
+                self.settle_failed(job, &job.outcome)
+                    .map(|()| self.progress.finished(&job.wo.id))
+            };
+            if let Err(e) = settled {
+                // E.g. the state cannot be written: the builders were not at
+                // fault, so the unsettled orders get their attempts back, or
+                // wait to land when they passed.
+                let unsettled: Vec<Unsettled> = waiting
+                    .iter()
+                    .map(|(j, _): &(&Job, Entry)| j.unsettled())
+                    .chain(jobs[i..].iter().map(Job::unsettled))
+                    .collect();
+                abandon(self.ctx, self.store, self.branch, &unsettled, self.me, &e)?;
+                return Err(e);
+            }
+        }
+        Ok(waiting)
+    }
+
+    /// Land the waiting orders as one batch here and settle each by its fate.
+    fn land_here(&mut self, waiting: Vec<(&Job<'_>, Entry<'_>)>) -> Result<()> {
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let (jobs, entries): (Vec<&Job>, Vec<Entry>) = waiting.into_iter().unzip();
+        let entered = entered_at(&entries);
+        let result = self.queue.land(entries, self.progress);
+        self.landed(&jobs, &entered, result, GivenBack::Here)
+    }
+
+    /// Settle each of `jobs` by its fate in `result` (what landing them
+    /// gave). On an error the unlanded orders get their attempts back.
+    fn landed(
+        &mut self,
+        jobs: &[&Job<'_>],
+        entered: &BTreeMap<String, Instant>,
+        result: Result<Vec<(String, Fate)>>,
+        worktrees: GivenBack,
+    ) -> Result<()> {
+        let fates = match result {
+            Ok(fates) => fates,
+            Err(e) => {
+                // E.g. the disk is full: nothing more can merge now. The
+                // orders passed: they wait to land, their work kept.
+                let unsettled: Vec<Unsettled> = jobs.iter().map(|j| j.unsettled()).collect();
+                abandon(self.ctx, self.store, self.branch, &unsettled, self.me, &e)?;
+                return Err(e);
+            }
+        };
+        for (id, fate) in fates {
+            let Some(job) = jobs.iter().find(|j| j.wo.id == id) else {
+                continue;
+            };
+            if let (Fate::Landed { .. }, Some(at)) = (&fate, entered.get(&id)) {
+                self.merge_waits
+                    .insert(id.clone(), at.elapsed().as_millis() as u64);
+            }
+            self.after_landing(job, fate, worktrees)?;
+            self.progress.finished(&id);
+        }
+        Ok(())
+    }
+
+    /// A passed build's verdicts are recorded and it enters the merge
+    /// queue, while this conductor still holds its attempt (else it is let go).
+    fn enqueue(
+        &mut self,
+        job: &Job<'a>,
+        scope: DriftScope,
+        position: usize,
+    ) -> Result<Option<Entry<'a>>> {
+        let (ctx, id) = (self.ctx, &job.wo.id);
+        let owner = self.me.name.as_str();
+        let (source, verified) = match &job.adopted {
+            // Taken up from `verified`: its verdicts are recorded already.
+            Some(adopted) => (adopted.source, adopted.verified),
+            None => {
+                let wo_branch = branch_of(id);
+                let source = ctx
+                    .repo
+                    .find_reference(format!("refs/heads/{wo_branch}").as_str())
+                    .git_context(format!("reading {wo_branch}"))?
+                    .peel_to_id()
+                    .git_context(format!("resolving {wo_branch}"))?
+                    .detach();
+                let verdicts = job.verdicts.clone();
+                let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
+                let log = job.log.display().to_string();
+                crate::sys::crash::point("verdict.before");
+                let held = self.store.update_held(
+                    &format!("verdicts {id}"),
+                    id,
+                    owner,
+                    job.attempt,
+                    |record| {
+                        record.verdicts = verdicts.clone();
+                        record.queue_wait_ms = queue_wait_ms;
+                        record.log("built", Some(log.clone()));
+                        // From here its work waits to land rather than be rebuilt.
+                        record.queue_to_land(source.to_string());
+                    },
+                )?;
+                crate::sys::crash::point("verdict.after");
+                if !held {
+                    let_go(self.host, self.store, job, owner, self.progress)?;
+                    return Ok(None);
+                }
+                (source, None)
+            }
+        };
+        self.progress.phase(id, Phase::Queued);
+        self.progress.event(&Event::Queued {
+            wo: id.clone(),
+            position,
+        });
+        Ok(Some(Entry {
+            req: merge::Request {
+                wo: job.wo,
+                into: self.branch,
+                source,
+                attempt: job.attempt,
+                round_base: Some(job.base),
+                scope,
+                extra_note: Some(serde_json::json!({ "verdicts": job.verdicts })),
+                owner: &self.me.name,
+            },
+            entered: Instant::now(),
+            verified,
+        }))
+    }
+
+    /// Report how a queued order left the queue and tidy up after it.
+    fn after_landing(&mut self, job: &Job<'_>, fate: Fate, worktrees: GivenBack) -> Result<()> {
+        let (id, progress) = (&job.wo.id, self.progress);
+        if worktrees == GivenBack::Here {
+            give_back_landed(self.ctx, id, &fate)?;
+        }
+        match fate {
+            Fate::Landed { sha, changed, .. } => progress.event(&Event::Merged {
+                wo: id.clone(),
+                sha,
+                changed,
+            }),
+            Fate::UpToDate => progress.event(&Event::UpToDate { wo: id.clone() }),
+            Fate::Halted { reason, paths } => {
+                progress.event(&Event::MergeHalted {
+                    wo: id.clone(),
+                    reason,
+                    paths,
+                });
+            }
+            Fate::Withdrawn { .. } => {
+                return let_go(self.host, self.store, job, &self.me.name, progress)
+            }
+            // Back for rework: the queue recorded it; its work goes like a failed gate's.
+            Fate::GateFailed { .. } => {}
+            // The queue recorded it `verified`; its branch stays.
+            Fate::Waiting { .. } => self.last_waiting = Some(Instant::now()),
+            // Stopped before it landed: its work waits to land.
+            Fate::Interrupted => {
+                return abandon(
+                    self.ctx,
+                    self.store,
+                    self.branch,
+                    &[(job.wo, job.attempt, true)],
+                    self.me,
+                    &Error::Interrupted,
+                )
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait until the first of `cooling` may be built again. `false` when
+    /// nothing is cooling (nothing to wait for).
+    fn wait_for_cooling(&self, cooling: &[(String, i64)]) -> bool {
+        let Some((id, at)) = cooling.iter().min_by_key(|(_, at)| *at) else {
+            return false;
+        };
+        self.progress.event(&Event::Wait {
+            wo: id.clone(),
+            remaining: Duration::from_secs((at - crate::sys::clock::now()).max(0).unsigned_abs()),
+        });
+        while crate::sys::clock::now() < *at && !self.me.should_stop() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        true
+    }
+
+    /// Fill the summary from the final state, run the final gate, pick the exit code.
+    fn conclude(mut self) -> Result<Summary> {
+        let (ctx, opts) = (self.ctx, self.opts);
+        let mut summary = std::mem::take(&mut self.summary);
+        finish(
+            ctx,
+            self.orders,
+            self.store,
+            self.branch,
+            &self.ran,
+            &self.me.name,
+            &mut summary,
+        )?;
+        for row in &mut summary.orders {
+            row.merge_wait_ms = self.merge_waits.get(&row.wo_id).copied();
+        }
+        if summary.stopped == Some(Stopped::Requested) {
+            summary.exit = ExitCode::Interrupted;
+            return Ok(summary);
+        }
+        if summary.stopped.is_some() || !summary.halted.is_empty() {
+            summary.exit = ExitCode::Escalation;
+            return Ok(summary);
+        }
+        if self.ran.is_empty()
+            && !summary.held_elsewhere.is_empty()
+            && summary.held_elsewhere.len() == summary.pending.len()
+        {
+            // Everything left is another conductor's: this run did nothing.
+            summary.exit = ExitCode::NoSlot;
+            return Ok(summary);
+        }
+        if summary.pending.is_empty() {
+            if let Some(cmd) = &opts.final_gate {
+                let verdict =
+                    final_gate(ctx, self.branch, cmd, opts.timeout, self.me, self.progress)?;
+                let passed = verdict.passed;
+                summary.final_gate = Some(verdict);
+                if !passed {
+                    summary.exit = ExitCode::Escalation;
+                    return Ok(summary);
+                }
+            }
+        }
+        summary.exit = ExitCode::Success;
+        Ok(summary)
+    }
+}
+
+/// The continuous run's merge queue: lands what waits, as one batch, from
+/// its own handle on the repository, and reports the fates, until the run
+/// stops sending.
+fn lander<'a>(
+    shared: &Shared<'_>,
+    opts: &Options,
+    branch: &gix::refs::FullName,
+    retry_cap: u32,
+    batches: &std::sync::mpsc::Receiver<Vec<Entry<'a>>>,
+    report: &std::sync::mpsc::Sender<Msg<'a>>,
+) {
+    let ctx = shared.ctx.local();
+    let store = Store::new(&ctx.repo, retry_cap);
+    let queue = Queue::new(&ctx, &store, branch, checks(opts), shared.me);
+    let mut queue = match queue {
+        Ok(queue) => queue,
+        Err(e) => {
+            let _ = report.send(Msg::Landed {
+                result: Err(e),
+                batches: 0,
+                gate_runs: 0,
+                given_back: Ok(()),
+            });
+            return;
+        }
+    };
+    // The landed orders' worktrees go back to the pool on a thread of their
+    // own, which reports each batch once its worktrees are back: the next
+    // batch lands meanwhile, not after them (on the serial path of a run).
+    let (to_returner, landed) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(move || returner(shared, &landed, report));
+        while let Ok(mut entries) = batches.recv() {
+            // Whatever else waits lands in the same batch.
+            entries.extend(batches.try_iter().flatten());
+            let result = queue.land(entries, shared.progress);
+            // The returner is gone only when the run stopped listening.
+            if to_returner
+                .send((result, queue.batches, queue.gate_runs))
+                .is_err()
+            {
+                return;
+            }
+        }
+        // No more batches: the returner ends once it has reported the last.
+        drop(to_returner);
+    });
+}
+
+/// The lander's fates of one batch, with its counts of batches and gate runs so far.
+type LandedBatch = (Result<Vec<(String, Fate)>>, usize, usize);
+
+/// Give back the worktrees of each batch the lander sends, then report it.
+fn returner<'a>(
+    shared: &Shared<'_>,
+    landed: &std::sync::mpsc::Receiver<LandedBatch>,
+    report: &std::sync::mpsc::Sender<Msg<'a>>,
+) {
+    let ctx = shared.ctx.local();
+    for (result, batches, gate_runs) in landed {
+        let given_back = match &result {
+            Ok(fates) => fates
+                .iter()
+                .try_for_each(|(id, fate)| give_back_landed(&ctx, id, fate)),
+            Err(_) => Ok(()),
+        };
+        let sent = report.send(Msg::Landed {
+            result,
+            batches,
+            gate_runs,
+            given_back,
+        });
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// Where the worktrees of orders that left the merge queue go back to the
+/// pool: on the lander's returner thread for a continuous run, so the
+/// conductor's loop meanwhile fills freed slots; in the loop itself for rounds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GivenBack {
+    Already,
+    Here,
+}
+
+/// Hand the worktree of an order that left the merge queue back to the
+/// pool. A halted attempt's worktree and branch stay for inspection until
+/// `clear`; a withdrawn or interrupted one is settled by its conductor.
+fn give_back_landed(ctx: &Context, id: &str, fate: &Fate) -> Result<()> {
+    let keep = match fate {
+        Fate::Landed { .. } | Fate::UpToDate | Fate::GateFailed { .. } => false,
+        Fate::Halted { .. } => true,
+        Fate::Waiting { .. } => {
+            return crate::run::pool::give_back_keeping_branch(ctx, id, &branch_of(id))
+        }
+        Fate::Withdrawn { .. } | Fate::Interrupted => return Ok(()),
+    };
+    crate::run::pool::give_back(ctx, id, &branch_of(id), keep)
+}
+
+fn lander_gone() -> Error {
+    Error::Io {
+        context: "handing work to the merge queue".into(),
+        source: std::io::Error::other("its thread is gone"),
+    }
+}
+
+fn checks(opts: &Options) -> queue::Checks<'_> {
+    queue::Checks {
+        verify: opts.verify,
+        gates: &opts.gates,
+        timeout: opts.timeout,
+        pool: &opts.pool,
+    }
+}
+
+/// When each of `entries` entered the queue.
+fn entered_at(entries: &[Entry<'_>]) -> BTreeMap<String, Instant> {
+    entries
+        .iter()
+        .map(|e| (e.req.wo.id.clone(), e.entered))
+        .collect()
+}
+
+/// What the continuous loop does when nothing is in flight or queued.
+enum Idle {
+    /// Look again (a full pass, or cooled-down orders, may dispatch more).
+    Again,
+    Done,
+}
+
+/// What a continuous run's threads report to it.
+enum Msg<'a> {
+    /// A build ended (boxed: a job is large, a landing report small).
+    Built(Box<Job<'a>>),
+    /// The lander landed a batch: each order's fate, and its counts so far.
+    Landed {
+        result: Result<Vec<(String, Fate)>>,
+        batches: usize,
+        gate_runs: usize,
+        /// Handing their worktrees back to the pool ([`give_back_landed`]).
+        given_back: Result<()>,
+    },
+}
+
+/// The state of the continuous schedule's loop.
+#[derive(Default)]
+struct Flow<'a> {
+    in_flight: usize,
+    /// Passed, waiting to enter the merge queue.
+    passed: Vec<Job<'a>>,
+    /// In the merge queue: handed to the lander, fates not back yet.
+    landing: Vec<Job<'a>>,
+    /// When each order entered the merge queue.
+    entered: BTreeMap<String, Instant>,
+    /// Something changed since the last dispatch (a build ended, an order landed).
+    changed: bool,
+    last_dispatch: Option<Instant>,
+    last_recovery: Option<Instant>,
+    /// The last dispatch pass ran recovery too.
+    last_pass_full: bool,
+    /// No more dispatches: stop requested, budget refused.
+    stopping: bool,
+    /// `--once` and its one dispatch happened: no more.
+    dispatched_once: bool,
+    /// Orders that failed recently, with when they may be built again.
+    cooling: Vec<(String, i64)>,
+    /// The run failed: nothing more is dispatched or landed.
+    failed: Option<Error>,
+    /// Builds that ended with something that stops the run once the others settle.
+    stopped_by: Vec<Job<'a>>,
+    /// Orders to give back when the run failed.
+    unsettled: Vec<Job<'a>>,
+}
+
+/// How often the continuous schedule looks for orders other conductors let
+/// go of while it has slots free.
+const RECHECK: Duration = Duration::from_secs(1);
+/// How often the continuous schedule runs crash recovery before a dispatch.
+const RECOVERY_EVERY: Duration = Duration::from_secs(2);
+/// How long after passed work could not land it is taken up again.
+const WAITING_RETRY: Duration = Duration::from_secs(10);
+
+/// How often a landing that waits for commits in progress looks again.
+const COMMIT_POLL: Duration = Duration::from_millis(2);
+
+impl Flow<'_> {
+    fn should_dispatch(&self, max: usize) -> bool {
+        if self.stopping || self.dispatched_once || self.failed.is_some() || self.in_flight >= max {
+            return false;
+        }
+        let now = crate::sys::clock::now();
+        match self.last_dispatch {
+            None => true,
+            Some(at) => {
+                self.changed
+                    || at.elapsed() >= RECHECK
+                    || self.cooling.iter().any(|(_, until)| *until <= now)
+            }
+        }
+    }
+
+    /// The run failed: nothing more starts, and running builds stop.
+    fn fail(&mut self, e: Error, shared: &Shared<'_>) {
+        self.failed.get_or_insert(e);
+        self.stopping = true;
+        shared.abort.store(true, Ordering::SeqCst);
+    }
+
+    fn poll(&mut self, me: &Conductor) {
+        if me.should_stop() {
+            self.stopping = true;
+        }
+    }
+}
+
+/// Outcomes after which nothing more starts and the run ends in an error
+/// once the other builds have settled (see [`stop_error`]).
+fn stops_the_run(outcome: &JobOutcome) -> bool {
+    matches!(
+        outcome,
+        JobOutcome::DiskFull(_)
+            | JobOutcome::CommitFailed(_)
+            | JobOutcome::NotRunnable(_)
+            | JobOutcome::NoWorktree(_)
+    )
+}
+
+/// The error a run ends with after builds that stop it: a worktree that
+/// could not be made, a full disk, work git refused to commit, a command
+/// that cannot run.
+fn stop_error(jobs: &mut [Job<'_>], me: &Conductor, host: &Host) -> Result<()> {
+    if let Some(e) = jobs.iter_mut().find_map(|j| j.error.take()) {
+        return Err(e);
+    }
+    if let Some(JobOutcome::DiskFull(why)) = jobs
+        .iter()
+        .map(|j| &j.outcome)
+        .find(|o| matches!(o, JobOutcome::DiskFull(_)))
+    {
+        me.release_reserve();
+        return Err(Error::Io {
+            context: why.clone(),
+            source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()),
+        });
+    }
+    let kept: Vec<KeptWork> = jobs.iter().filter_map(kept_work).collect();
+    if !kept.is_empty() {
+        return Err(kept_work_error(&kept).into());
+    }
+    if let Some(failed) = jobs.iter().find_map(|j| match &j.outcome {
+        JobOutcome::NotRunnable(failed) => Some(failed),
+        _ => None,
+    }) {
+        return Err(not_runnable_error(failed, &host.repo_top).into());
+    }
+    Ok(())
+}
+
+fn report_batch(progress: &dyn Progress, selected: &batch::Batch, max: usize) {
+    progress.event(&Event::Batch {
+        ready: selected.ready,
+        batch: selected.batch.len(),
+        deferred: selected.deferred.len(),
+        max,
+    });
+}
+
+fn batch_ids(selected: &batch::Batch) -> Vec<String> {
+    selected.batch.iter().map(|p| p.wo_id.clone()).collect()
+}
+
+/// The orders whose last attempt failed less than `delay` ago, each with the
+/// time (seconds since the epoch) it may be built again.
+fn cooling(
+    store: &Store<'_>,
+    rows: &[reconcile::Row],
+    delay: Duration,
+) -> Result<Vec<(String, i64)>> {
+    if delay.is_zero() {
+        return Ok(Vec::new());
+    }
+    let delay = i64::try_from(delay.as_secs()).unwrap_or(i64::MAX);
+    let now = crate::sys::clock::now();
+    let mut snapshot = store.snapshot()?;
+    let mut out = Vec::new();
+    for row in rows
+        .iter()
+        .filter(|r| r.status == Status::NeedsRework && !r.terminal)
+    {
+        let Some(record) = snapshot.record(&row.id)? else {
+            continue;
+        };
+        let failed = record
+            .history
+            .iter()
+            .rev()
+            .find(|e| e.event == FAILED_EVENT);
+        if let Some(at) = failed.map(|e| e.at.saturating_add(delay)) {
+            if at > now {
+                out.push((row.id.clone(), at));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn owned_by_live(ctx: &Context, record: &Record) -> bool {
+    conductor::owns_live(ctx, record)
+}
+
+/// Crash recovery ([`reconcile::recover_and_record`]) under the merge-back
+/// turn, so no landing is between its branch move and its record: what
+/// the branch holds is done, work that passed and never landed waits to
+/// land (`verified`), the rest goes back for rework. Reports what it
+/// concluded. Returns the table rows after recovery.
+pub(crate) fn recover(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    branch: &gix::refs::FullName,
+    me: &Conductor,
+    progress: &dyn Progress,
+) -> Result<Vec<reconcile::Row>> {
+    let turn = merge::take_turn(ctx)?;
+    let tip = ctx.branch_tip(branch)?;
+    let (rows, recovered) = reconcile::recover_and_record(ctx, orders, store, tip, &me.name)?;
+    drop(turn);
+    for (id, outcome) in recovered {
+        progress.event(&Event::RecoveredRecord { wo: id, outcome });
+    }
+    Ok(rows)
+}
+
+/// Promote, check the cap and record the attempt — before any build starts, so
+/// a crash can never grant an extra attempt. Returns the WOs to build.
+fn dispatch<'a>(
+    ctx: &Context,
+    store: &Store<'_>,
+    orders: &Orders,
+    picked: &[&'a WorkOrder],
+    round_base: gix::ObjectId,
+    me: &Conductor,
+    progress: &dyn Progress,
+) -> Result<Vec<(&'a WorkOrder, u32)>> {
+    let cap = ctx.retry_cap()?;
+    crate::sys::crash::point("dispatch.before");
+    let (go, capped, claimed) = store.transact("dispatch", |txn| -> Result<_> {
+        let mut go = Vec::new();
+        let mut capped = Vec::new();
+        let mut claimed = Vec::new();
+        for wo in picked {
+            let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
+            // Done, or passed and waiting to land: never built again. Nor
+            // what the branch holds a merge of, whatever its record says.
+            if record.halted
+                || matches!(record.status, Status::Done | Status::Verified)
+                || ctx.landed(round_base)?.merge_of(&wo.id).is_some()
+            {
+                continue;
+            }
+            if record.status == Status::InProgress
+                && record.owner.as_deref() != Some(me.name.as_str())
+            {
+                // Another live conductor got it first.
+                continue;
+            }
+            // Selection saw the claims of a moment ago; this transaction
+            // sees them as they are, so two conductors never both win.
+            if let Some(holder) = batch::claim_holder(ctx, txn, orders, wo, &me.name)? {
+                claimed.push((wo.id.clone(), holder));
+                continue;
+            }
+            record.cap = cap;
+            if record.attempts >= record.cap {
+                record.halt(crate::state::RETRY_CAP_EXHAUSTED, Vec::new());
+                capped.push(wo.id.clone());
+                txn.put(record);
+                continue;
+            }
+            record.dispatch(
+                &me.name,
+                round_base.to_string(),
+                "dispatch",
+                format!("round_base={round_base}"),
+            );
+            go.push((*wo, record.attempts));
+            txn.put(record);
+        }
+        Ok((go, capped, claimed))
+    })?;
+    crate::sys::crash::point("dispatch.after");
+    for id in capped {
+        progress.event(&Event::Halt {
+            wo: id,
+            reason: crate::state::RETRY_CAP_EXHAUSTED.into(),
+        });
+    }
+    for (id, holder) in claimed {
+        progress.event(&Event::Defer {
+            wo: id,
+            reason: batch::CLAIMED.into(),
+            conflicts_with: holder,
+        });
+    }
+    Ok(go)
+}
+
+/// Make the job's worktree and branch, off its base, from this thread's
+/// own handle on the repository. On failure nothing more starts.
+fn make_worktree(shared: &Shared<'_>, job: &mut Job<'_>) -> bool {
+    let ctx = shared.ctx.local();
+    let (id, branch) = (&job.wo.id, branch_of(&job.wo.id));
+    let made = crate::run::pool::take(&ctx, &shared.opts.pool, id, &branch, job.base);
+    match made {
+        Ok(taken) => {
+            job.worktree = taken.path;
+            job.cleaned = taken.cleaned.cleaned_report();
+            true
+        }
+        Err(e) => {
+            if e.is_disk_full() {
+                shared.me.release_reserve();
+            }
+            shared.abort.store(true, Ordering::SeqCst);
+            job.outcome = JobOutcome::NoWorktree(e.to_string());
+            job.error = Some(e);
+            false
+        }
+    }
+}
+
+/// Build one job within the machine-wide slots, through the one pipeline
+/// ([`Host::run_attempt`]).
+fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
+    let (host, me, progress, opts, cap) = (
+        shared.host,
+        shared.me,
+        shared.progress,
+        shared.opts,
+        shared.cap,
+    );
+    let id = job.wo.id.clone();
+    if !make_worktree(shared, job) {
+        return;
+    }
+    progress.phase(&id, Phase::Slot);
+    let waiting = Instant::now();
+    let slot = host.take_slot(shared.slot_dir, cap, &id, me, progress);
+    job.queue_wait = Some(waiting.elapsed());
+    let slot = match slot {
+        Ok(Some(slot)) => slot,
+        Ok(None) => {
+            job.outcome = JobOutcome::Interrupted;
+            return;
+        }
+        Err(why) => {
+            job.outcome = JobOutcome::Retry(why);
+            return;
+        }
+    };
+    // Another order's command could not run: nothing more is started with
+    // this configuration.
+    if shared.misconfigured.load(Ordering::SeqCst) {
+        job.outcome = JobOutcome::NotStarted;
+        return;
+    }
+    let holding = Instant::now();
+    let in_use = shared.running.fetch_add(1, Ordering::SeqCst) + 1;
+    progress.slots(in_use, cap);
+    progress.event(&Event::BuildStarted {
+        wo: id.clone(),
+        attempt: job.attempt,
+        in_use,
+        cap,
+    });
+    let env = host.env(job.wo, job.attempt, job.base, &job.worktree);
+    // A `halt` of this order stops this build only.
+    let halted = job.halted.clone();
+    let stop = || {
+        me.should_stop() || halted.load(Ordering::Relaxed) || shared.abort.load(Ordering::Relaxed)
+    };
+    let log = job.log.clone();
+    let started = Instant::now();
+    exec::note(
+        &log,
+        &attempt_header(&id, job.attempt, job.base, job.queue_wait),
+    );
+    if let Some(cleaned) = &job.cleaned {
+        exec::note(&log, cleaned);
+    }
+    let branch = branch_of(&job.wo.id);
+    let built = host.run_attempt(
+        &Attempt {
+            label: &id,
+            wo: job.wo,
+            attempt: job.attempt,
+            base: job.base,
+            worktree: &job.worktree,
+            branch: &branch,
+            log: &log,
+            trailers: "",
+            env: &env,
+            committing: Some(&shared.committing),
+        },
+        &Steps {
+            setup: opts.pool.setup.as_deref(),
+            setup_inputs: &opts.pool.setup_inputs,
+            build: &opts.build,
+            gates: &opts.gates,
+            critics: &opts.critics,
+            timeout: opts.timeout,
+        },
+        me,
+        &stop,
+        &shared.misconfigured,
+        &mut job.verdicts,
+        progress,
+    );
+    job.outcome = match built {
+        BuildOutcome::Passed => JobOutcome::Clean,
+        BuildOutcome::Failed {
+            step: Step::Critic,
+            why,
+        } => JobOutcome::Blocked(why),
+        BuildOutcome::Failed { why, .. } => JobOutcome::Retry(why),
+        BuildOutcome::Interrupted => JobOutcome::Interrupted,
+        BuildOutcome::NotRunnable(failed) => JobOutcome::NotRunnable(failed),
+        BuildOutcome::DiskFull(why) => JobOutcome::DiskFull(why),
+        BuildOutcome::CommitFailed(why) => JobOutcome::CommitFailed(why),
+    };
+    exec::note(
+        &log,
+        &attempt_footer(job.attempt, &job.outcome.describe(), started.elapsed()),
+    );
+    drop(slot);
+    job.busy = holding.elapsed();
+    progress.slots(shared.running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
+}
+
+impl JobOutcome {
+    /// How the attempt ended, for its log's footer.
+    fn describe(&self) -> String {
+        match self {
+            JobOutcome::Pending => "not finished".into(),
+            JobOutcome::Clean => "passed".into(),
+            JobOutcome::Retry(why)
+            | JobOutcome::Blocked(why)
+            | JobOutcome::DiskFull(why)
+            | JobOutcome::CommitFailed(why) => why.clone(),
+            JobOutcome::Interrupted => "interrupted".into(),
+            JobOutcome::NotRunnable(failed) => failed.describe(),
+            JobOutcome::NotStarted => NOT_STARTED.into(),
+            JobOutcome::NoWorktree(why) => why.clone(),
+        }
+    }
+}
+
+/// The first line of an attempt's log: which order, attempt and base, when.
+pub(crate) fn attempt_header(
+    label: &str,
+    attempt: u32,
+    base: gix::ObjectId,
+    queue_wait: Option<Duration>,
+) -> String {
+    let waited = queue_wait.map_or(String::new(), |w| {
+        format!(
+            " after waiting {} for a slot",
+            crate::sys::clock::format_ms(w.as_millis() as u64)
+        )
+    });
+    format!(
+        "order {label} attempt {attempt} base {base} started {} UTC{waited}",
+        crate::sys::clock::format_time(crate::sys::clock::now())
+    )
+}
+
+/// The last line of an attempt's log: how it ended and its wall time.
+pub(crate) fn attempt_footer(attempt: u32, outcome: &str, wall: Duration) -> String {
+    format!(
+        "end of attempt {attempt}: {outcome}, wall time {}",
+        crate::sys::clock::format_ms(wall.as_millis() as u64)
+    )
+}
+
+/// Where a job's work stays when committing it failed.
+fn kept_work(job: &Job<'_>) -> Option<KeptWork> {
+    match &job.outcome {
+        JobOutcome::CommitFailed(why) => Some(KeptWork {
+            label: job.wo.id.clone(),
+            error: why.clone(),
+            worktree: job.worktree.clone(),
+            branch: branch_of(&job.wo.id),
+        }),
+        _ => None,
+    }
+}
+
+impl Run<'_> {
+    /// Turn an attempt that did not pass into its transition: back for a
+    /// retry, halted (a critic), or given back (stopped, the disk, git's
+    /// configuration). Conditional on this conductor still holding the
+    /// attempt: a `halt` while it was in flight (or a takeover) wins, see
+    /// [`let_go`].
+    fn settle_failed(&mut self, job: &Job<'_>, outcome: &JobOutcome) -> Result<()> {
+        let (ctx, id, owner) = (self.ctx, &job.wo.id, self.me.name.as_str());
+        let verdicts = job.verdicts.clone();
+        let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
+        let log = job.log.display().to_string();
+        let (event, halt) = match outcome {
+            JobOutcome::Retry(why) => (why.clone(), None),
+            JobOutcome::Blocked(why) => (why.clone(), Some("blocking_critique")),
+            JobOutcome::CommitFailed(why) => (why.clone(), None),
+            JobOutcome::NotRunnable(failed) => (failed.describe(), None),
+            JobOutcome::NotStarted => (NOT_STARTED.to_string(), None),
+            JobOutcome::NoWorktree(why) => (why.clone(), None),
+            _ => ("interrupted".to_string(), None),
+        };
+        // The builder's work exists only in its worktree: kept, and
+        // recorded, because the next run removes it.
+        let kept = kept_work(job).map(|k| k.describe(&ctx.repo));
+        let keep_branch = halt.is_some() || kept.is_some();
+        let interrupted = matches!(
+            outcome,
+            JobOutcome::Interrupted
+                | JobOutcome::Pending
+                | JobOutcome::Clean
+                | JobOutcome::DiskFull(_)
+                | JobOutcome::CommitFailed(_)
+                | JobOutcome::NotRunnable(_)
+                | JobOutcome::NotStarted
+                | JobOutcome::NoWorktree(_)
+        );
+        crate::sys::crash::point("verdict.before");
+        let held = self
+            .store
+            .transact(&format!("verdict {id}"), |txn| -> Result<bool> {
+                let Some(mut record) = txn.stored(id)? else {
+                    return Ok(false);
+                };
+                if !record.held_by(owner, job.attempt) {
+                    return Ok(false);
+                }
+                record.verdicts = verdicts.clone();
+                record.queue_wait_ms = queue_wait_ms;
+                match halt {
+                    Some(reason) => {
+                        record.release();
+                        record.halt(reason, vec![event.clone()]);
+                    }
+                    None if interrupted => {
+                        // Stopped by the user, the disk, git's configuration or
+                        // a command that cannot run, not failed by the builder:
+                        // the attempt is given back.
+                        record.give_back();
+                        match (outcome, &kept) {
+                            (JobOutcome::DiskFull(why), _) => {
+                                record.log("disk_full", Some(why.clone()))
+                            }
+                            (JobOutcome::NotRunnable(failed), _) => {
+                                record.log(failed.event(), Some(event.clone()))
+                            }
+                            (JobOutcome::NotStarted, _) => {
+                                record.log("not_started", Some(event.clone()))
+                            }
+                            (JobOutcome::NoWorktree(_), _) => {
+                                record.log("abandoned", Some(event.clone()))
+                            }
+                            (_, Some(kept)) => {
+                                record.log(worktree::KEPT_UNCOMMITTED, Some(kept.clone()))
+                            }
+                            _ => record.log("interrupted", Some(log.clone())),
+                        }
+                    }
+                    None => {
+                        record.release();
+                        record.log(FAILED_EVENT, Some(event.clone()));
+                    }
+                }
+                txn.put(record);
+                Ok(true)
+            })?;
+        crate::sys::crash::point("verdict.after");
+        if !held {
+            return let_go(self.host, self.store, job, owner, self.progress);
+        }
+        let (wo, log) = (id.clone(), job.log.clone());
+        self.progress.event(&match (halt, &kept) {
+            (Some(reason), _) => Event::Blocked {
+                wo,
+                reason: reason.to_owned(),
+                log,
+            },
+            (None, Some(_)) => Event::Kept {
+                wo,
+                reason: event,
+                worktree: job.worktree.clone(),
+                branch: branch_of(id),
+                log,
+            },
+            (None, None) => Event::Rework {
+                wo,
+                reason: event,
+                log,
+            },
+        });
+        // A halted attempt's worktree and branch stay for inspection until `clear`.
+        crate::run::pool::give_back(ctx, id, &branch_of(id), keep_branch)
+    }
+}
+
+/// The attempt is no longer ours to settle. Halted while in flight (`git
+/// arbiter halt`): whatever the builder left is committed on its branch, the
+/// worktree and branch are kept for inspection, and the record is let go (not
+/// in progress, no owner; still halted). Taken over by someone else: nothing
+/// of it is touched, the worktree may be theirs now.
+fn let_go(
+    host: &Host,
+    store: &Store<'_>,
+    job: &Job<'_>,
+    owner: &str,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let id = &job.wo.id;
+    let ours = |r: &Record| r.owner.as_deref() == Some(owner) && r.attempts == job.attempt;
+    let halted = store
+        .snapshot()?
+        .record(id)?
+        .is_some_and(|r| ours(&r) && r.halted);
+    if halted && job.worktree.is_dir() {
+        if let Err(e) = host.commit_leftovers(&job.worktree, job.wo, job.attempt, "") {
+            progress.event(&Event::Warning {
+                wo: id.clone(),
+                detail: format!("committing what the builder left: {e}"),
+            });
+        }
+    }
+    let log = job.log.display().to_string();
+    let released = store.transact(&format!("let go {id}"), |txn| -> Result<Option<String>> {
+        let Some(mut record) = txn.stored(id)? else {
+            return Ok(None);
+        };
+        if !ours(&record) || record.status != Status::InProgress {
+            return Ok(None);
+        }
+        let reason = record.halt_reason.clone().unwrap_or_default();
+        record.release();
+        record.log("halted_in_flight", Some(log.clone()));
+        txn.put(record);
+        Ok(Some(reason))
+    })?;
+    match released {
+        Some(reason) => progress.event(&Event::HaltedInFlight {
+            wo: id.clone(),
+            reason,
+            kept: branch_of(id),
+        }),
+        None => progress.event(&Event::Warning {
+            wo: id.clone(),
+            detail: "taken over by another conductor; left alone".into(),
+        }),
+    }
+    Ok(())
+}
+
+/// An order whose settling could not happen: its attempt, and whether its
+/// build passed (its work is committed on its branch).
+type Unsettled<'a> = (&'a WorkOrder, u32, bool);
+
+impl Job<'_> {
+    fn unsettled(&self) -> Unsettled<'_> {
+        (self.wo, self.attempt, self.outcome == JobOutcome::Clean)
+    }
+}
+
+/// Settle `jobs` whose settling could not happen (the run failed or
+/// stopped): work that passed waits to land (`verified`), kept on its
+/// branch; the rest is requeued, its attempt given back (`why` logged).
+fn abandon(
+    ctx: &Context,
+    store: &Store<'_>,
+    branch: &gix::refs::FullName,
+    jobs: &[Unsettled<'_>],
+    me: &Conductor,
+    why: &Error,
+) -> Result<()> {
+    // A full disk: the space kept for these very transitions goes now.
+    if why.is_disk_full() {
+        me.release_reserve();
+    }
+    let why = match why {
+        Error::Interrupted => "stopped before it landed".to_owned(),
+        e => e.to_string(),
+    };
+    let why = why.as_str();
+    let owner = me.name.as_str();
+    let tip = ctx.branch_tip(branch)?;
+    // What each passed order's branch holds: the work that waits.
+    let sources: BTreeMap<&str, gix::ObjectId> = jobs
+        .iter()
+        .filter(|(_, _, passed)| *passed)
+        .filter_map(|(wo, _, _)| {
+            let mut branch = ctx
+                .repo
+                .try_find_reference(worktree::branch_ref(&wo.id).as_str())
+                .ok()??;
+            Some((wo.id.as_str(), branch.peel_to_id().ok()?.detach()))
+        })
+        .collect();
+    let settled = store.transact(
+        "abandon unsettled work orders",
+        |txn| -> Result<Vec<(String, bool)>> {
+            let mut settled = Vec::new();
+            for &(wo, attempt, _) in jobs {
+                let mut record = txn.record(&wo.id, !wo.deps.is_empty())?;
+                // Only what is still ours and unmerged: a merge that landed before
+                // settling failed is left to the recovery rule at the next start,
+                // so it can never be merged twice.
+                if !record.held_by(owner, attempt) {
+                    continue;
+                }
+                if matches!(
+                    reconcile::recover(ctx, &record, Some(tip)),
+                    Recovery::Done { .. } | Recovery::Error { .. }
+                ) {
+                    continue;
+                }
+                if record.landing.is_none() {
+                    if let Some(source) = sources.get(wo.id.as_str()) {
+                        record.queue_to_land(source.to_string());
+                    }
+                }
+                let waits = record.landing.is_some();
+                if waits {
+                    record.wait_to_land(None, why.to_owned());
+                } else {
+                    record.give_back();
+                    record.log("abandoned", Some(why.to_owned()));
+                }
+                txn.put(record);
+                settled.push((wo.id.clone(), waits));
+            }
+            Ok(settled)
+        },
+    )?;
+    for (id, waits) in settled {
+        if waits {
+            crate::run::pool::give_back_keeping_branch(ctx, &id, &branch_of(&id))?;
+        } else {
+            crate::run::pool::give_back(ctx, &id, &branch_of(&id), false)?;
+        }
+    }
+    Ok(())
+}
+
+/// The rounds a real run would start with, assuming every batched WO lands.
+fn plan(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    branch: &gix::refs::FullName,
+    max: usize,
+) -> Result<Vec<Vec<String>>> {
+    let tip = ctx.branch_tip(branch).ok();
+    let mut snapshot = store.snapshot()?;
+    let mut rows = reconcile::table(ctx, orders, &mut snapshot, tip, store.default_cap, &|r| {
+        owned_by_live(ctx, r)
+    })?
+    .rows;
+    let mut planned = Vec::new();
+    loop {
+        let selected = batch::select(orders, &rows, max);
+        if selected.batch.is_empty() {
+            break;
+        }
+        let ids: Vec<String> = selected.batch.iter().map(|p| p.wo_id.clone()).collect();
+        for row in rows.iter_mut() {
+            if ids.contains(&row.id) {
+                row.status = Status::Done;
+            }
+        }
+        planned.push(ids);
+    }
+    Ok(planned)
+}
+
+/// Fill the summary's done / halted / pending lists from the final state;
+/// `me` names this conductor, whose own orders are not held elsewhere.
+fn finish(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    branch: &gix::refs::FullName,
+    ran: &BTreeSet<String>,
+    me: &str,
+    summary: &mut Summary,
+) -> Result<()> {
+    let tip = ctx.branch_tip(branch).ok();
+    summary.integration_tip = tip.map(|t| t.to_string());
+    let mut snapshot = store.snapshot()?;
+    let table = reconcile::table(ctx, orders, &mut snapshot, tip, store.default_cap, &|r| {
+        owned_by_live(ctx, r)
+    })?;
+    let halted: BTreeMap<&str, &Record> = table
+        .records
+        .iter()
+        .filter(|r| r.halted)
+        .map(|r| (r.wo.as_str(), r))
+        .collect();
+    for row in &table.rows {
+        if let Some(record) = halted.get(row.id.as_str()) {
+            let branch = branch_of(&row.id);
+            let kept = ctx
+                .repo
+                .try_find_reference(format!("refs/heads/{branch}").as_str())
+                .ok()
+                .flatten()
+                .is_some();
+            let log = (record.attempts > 0).then(|| log_path(ctx, &row.id, record.attempts));
+            summary.halted.push(Escalated {
+                wo_id: row.id.clone(),
+                reason: record.halt_reason.clone().unwrap_or_default(),
+                paths: record.halt_paths.clone(),
+                branch: kept.then_some(branch),
+                log: log.filter(|p| p.exists()).map(|p| p.display().to_string()),
+                last_failure: crate::run::reconcile::LastFailure::of(ctx, record),
+            });
+        } else if row.status == Status::Done {
+            summary.done.push(row.id.clone());
+        } else if row.status == Status::Verified {
+            let record = table.records.iter().find(|r| r.wo == row.id);
+            summary.waiting.push(WaitingToLand {
+                wo_id: row.id.clone(),
+                why: record.and_then(|r| r.landing.as_ref()?.blocked.clone()),
+                branch: branch_of(&row.id),
+            });
+        } else {
+            summary.pending.push(row.id.clone());
+            if let Some(conductor) = row.claimed_by.as_ref().filter(|c| **c != me) {
+                summary.held_elsewhere.push(HeldElsewhere {
+                    wo_id: row.id.clone(),
+                    conductor: conductor.clone(),
+                    pid: crate::run::conductor::pid_of(conductor),
+                });
+            }
+        }
+    }
+    for record in table.records.iter().filter(|r| ran.contains(&r.wo)) {
+        let wall = |kind: &str| {
+            let times: Vec<u64> = record
+                .verdicts
+                .iter()
+                .filter(|v| v.kind == kind)
+                .filter_map(|v| v.wall_ms)
+                .collect();
+            (!times.is_empty()).then(|| times.iter().sum())
+        };
+        let changed = match (&record.status, &record.checkpoint_after) {
+            (Status::Done, Some(sha)) => match gix::ObjectId::from_hex(sha.as_bytes()) {
+                Ok(merge) => snapshot
+                    .note(&merge)?
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                    .and_then(|note| Some(note.get("changed")?.as_array()?.len())),
+                Err(_) => None,
+            },
+            _ => None,
+        };
+        summary.orders.push(OrderRow {
+            wo_id: record.wo.clone(),
+            outcome: match &record.halt_reason {
+                Some(reason) if record.halted => format!("halted: {reason}"),
+                _ => record.status.to_string(),
+            },
+            state: record.status.state(record.halted),
+            attempts: record.attempts,
+            build_ms: wall("build"),
+            gate_ms: wall("gate"),
+            critic_ms: wall("critic"),
+            queue_wait_ms: record.queue_wait_ms,
+            merge_wait_ms: None,
+            changed,
+        });
+    }
+    summary.orders.sort_by(|a, b| a.wo_id.cmp(&b.wo_id));
+    Ok(())
+}
+
+/// Run the final gate once on the integration tip, in a throwaway worktree.
+fn final_gate(
+    ctx: &Context,
+    branch: &gix::refs::FullName,
+    cmd: &str,
+    timeout: Option<Duration>,
+    me: &Conductor,
+    progress: &dyn Progress,
+) -> Result<Verdict> {
+    let tip = ctx.branch_tip(branch)?;
+    let repo_top = worktree::main_top(ctx)?;
+    let name = format!("final-gate-{}", me.name);
+    let wt_branch = format!("arbiter-final/{}", me.name);
+    let path = worktree::add(ctx, &name, &wt_branch, tip)?;
+    let log = crate::git::layout::run_log(&ctx.repo, &format!("final-gate-{}.log", me.name));
+    let env = vec![
+        ("ARBITER_ROUND_BASE".to_string(), tip.to_string()),
+        ("ARBITER_REPO".to_string(), repo_top.display().to_string()),
+    ];
+    let stop = || me.should_stop();
+    let started = Instant::now();
+    let exit = exec::run(
+        &exec::Spec {
+            command: cmd,
+            cwd: &path,
+            env: &env,
+            log: &log,
+            kind: Some("final gate"),
+            stdout_to: None,
+            timeout,
+            groups: Some(&me.groups_dir()),
+        },
+        &stop,
+    );
+    worktree::remove(ctx, &name, &wt_branch)?;
+    let exit = exit.map_err(Error::io(format!("running --final-gate '{cmd}'")))?;
+    progress.event(&Event::FinalGate {
+        result: exit.clone(),
+        log: log.clone(),
+    });
+    let mut v = verdict("final_gate", cmd, &exit, started.elapsed());
+    v.detail = Some(log.display().to_string());
+    Ok(v)
+}

@@ -1,0 +1,732 @@
+//! The repository git-arbiter runs in, its configuration (`arbiter.*`, flag
+//! beats `git config` beats default) and the integration branch.
+
+use std::path::{Path, PathBuf};
+
+use gix::refs::FullName;
+
+use crate::state::orders::{self, Orders};
+use crate::sys::error::{Error, GitContext, InputError, Result};
+
+/// Defaults of every `arbiter.*` key, in one place.
+pub mod defaults {
+    pub const ORDERS: &str = "work-orders";
+    pub const RETRY_CAP: u32 = 3;
+    pub const MAX_TOTAL: u32 = 6;
+    pub const MAX_BATCH: u32 = 8;
+}
+
+/// A repository format gix 0.90, as git-arbiter builds it, cannot work with,
+/// read from the repository's own config as git reads it (`extensions.*`
+/// counts only there, and only from format version 1): SHA-256 objects would
+/// not open at all, and reftable refs would be read as missing and written
+/// as loose files git never looks at.
+fn unsupported_format(config: &gix::config::File, repo: &Path) -> Option<InputError> {
+    let local = |meta: &gix::config::file::Metadata| meta.source == gix::config::Source::Local;
+    let version = config
+        .integer_filter("core.repositoryFormatVersion", local)
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+    if version < 1 {
+        return None;
+    }
+    let object_format = config.string_filter("extensions.objectFormat", local);
+    let ref_storage = config.string_filter("extensions.refStorage", local);
+    let (what, hint) = if object_format.is_some_and(|f| !f.eq_ignore_ascii_case(b"sha1")) {
+        (
+            "the SHA-256 object format",
+            "git-arbiter works on SHA-1 repositories, the default of 'git init'",
+        )
+    } else if ref_storage.is_some_and(|f| !f.eq_ignore_ascii_case(b"files")) {
+        (
+            "the reftable ref format",
+            "git-arbiter works on the files ref format; a clone made with 'git clone --ref-format=files' can be used",
+        )
+    } else {
+        return None;
+    };
+    Some(
+        InputError::new(format!(
+            "{} uses {what}, which git-arbiter does not support yet",
+            repo.display()
+        ))
+        .hint(hint),
+    )
+}
+
+/// git's rule for `GIT_DIR` without `GIT_WORK_TREE` (`git help git`,
+/// ENVIRONMENT): the current directory is the top of the worktree unless
+/// `core.worktree` names one or `core.bare` is true. gix takes the parent of
+/// a `.git` directory instead, and no worktree for a git dir named otherwise.
+fn worktree_of_explicit_git_dir(repo: &gix::Repository, cwd: &Path) -> Option<PathBuf> {
+    if std::env::var_os("GIT_DIR").is_none() || std::env::var_os("GIT_WORK_TREE").is_some() {
+        return None;
+    }
+    let config = repo.config_snapshot();
+    let bare = config.boolean("core.bare") == Some(true);
+    (!bare && config.string("core.worktree").is_none()).then(|| cwd.to_owned())
+}
+
+/// When gix cannot open the repository at `cwd`: find it as gix looks for it
+/// (`GIT_DIR`, else upwards) and say if its format is the reason.
+fn unsupported_format_at(cwd: &Path) -> Option<InputError> {
+    let (git_dir, workdir) = match std::env::var_os("GIT_DIR") {
+        Some(dir) => (
+            cwd.join(dir),
+            std::env::var_os("GIT_WORK_TREE").map(|dir| cwd.join(dir)),
+        ),
+        None => {
+            let options = gix::discover::upwards::Options::default().apply_environment();
+            let (path, _trust) = gix::discover::upwards_opts(cwd, options).ok()?;
+            path.into_repository_and_work_tree_directories()
+        }
+    };
+    // A linked worktree's shared config is in the common directory.
+    let common_dir = match gix::discover::path::from_plain_file(&git_dir.join("commondir")) {
+        Some(relative) => git_dir.join(relative.ok()?),
+        None => git_dir.clone(),
+    };
+    let config = gix::config::File::from_path_no_includes(
+        common_dir.join("config"),
+        gix::config::Source::Local,
+    )
+    .ok()?;
+    unsupported_format(&config, workdir.as_deref().unwrap_or(&git_dir))
+}
+
+/// A repository owned by someone else is used only where `safe.directory`
+/// trusts it, as git refuses it otherwise (gix would open it with its own
+/// configuration, hooks and filters ignored: not what git would do there).
+fn refuse_dubious_ownership(repo: &gix::Repository) -> Result<()> {
+    if repo.git_dir_trust() == gix::sec::Trust::Full {
+        return Ok(());
+    }
+    let place = repo.workdir().unwrap_or(repo.git_dir()).to_owned();
+    let place = std::fs::canonicalize(&place).unwrap_or(place);
+    Err(InputError::new(format!(
+        "detected dubious ownership in repository at '{}': it is not owned by the current user",
+        place.display()
+    ))
+    .hint(format!(
+        "if you trust it, add an exception as git does: git config --global --add safe.directory {}",
+        place.display()
+    ))
+    .into())
+}
+
+/// Decoded objects kept in memory, for all handles of the process.
+const OBJECT_CACHE_BYTES: usize = 32 * 1024 * 1024;
+
+/// `repo` with the object cache every handle of ours has: a worktree's
+/// checkout reads the same trees (and often blobs) again for each path, and
+/// gix maps and unmaps a loose object at each read.
+pub(crate) fn cached(mut repo: gix::Repository) -> gix::Repository {
+    share_objects(&mut repo);
+    repo
+}
+
+/// Give `repo` the process's object cache, unless it has one.
+fn share_objects(repo: &mut gix::Repository) {
+    if !repo.objects.has_object_cache() {
+        let store = object_memory().store_number(repo.objects.store_ref().path());
+        repo.objects
+            .set_object_cache(move || Box::new(SharedObjects { store }));
+    }
+}
+
+/// The object cache all handles of the process share, by object database:
+/// an object is named by its content, so what one thread read serves the
+/// others (each build thread's handle would read the batch's base trees
+/// again, and a loose object costs a map, an inflate and an unmap each
+/// time). Kept apart per database, so that one never finds an object
+/// another has and it lacks.
+struct SharedObjects {
+    store: usize,
+}
+
+#[derive(Default)]
+struct ObjectMemory {
+    /// The objects folders, numbered by position.
+    stores: Vec<PathBuf>,
+    objects: std::collections::HashMap<(usize, gix::ObjectId), (gix::object::Kind, Vec<u8>)>,
+    /// Oldest first: the first to go when the budget is reached.
+    order: std::collections::VecDeque<(usize, gix::ObjectId)>,
+    bytes: usize,
+}
+
+impl ObjectMemory {
+    fn store_number(&mut self, path: &Path) -> usize {
+        match self.stores.iter().position(|known| known == path) {
+            Some(n) => n,
+            None => {
+                self.stores.push(path.to_owned());
+                self.stores.len() - 1
+            }
+        }
+    }
+}
+
+fn object_memory() -> std::sync::MutexGuard<'static, ObjectMemory> {
+    static MEMORY: std::sync::LazyLock<std::sync::Mutex<ObjectMemory>> =
+        std::sync::LazyLock::new(Default::default);
+    MEMORY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl gix::odb::pack::cache::Object for SharedObjects {
+    fn put(&mut self, id: gix::ObjectId, kind: gix::object::Kind, data: &[u8]) {
+        if data.len() > OBJECT_CACHE_BYTES / 8 {
+            return;
+        }
+        let key = (self.store, id);
+        let mut memory = object_memory();
+        if memory.objects.contains_key(&key) {
+            return;
+        }
+        while memory.bytes + data.len() > OBJECT_CACHE_BYTES {
+            let Some(oldest) = memory.order.pop_front() else {
+                break;
+            };
+            if let Some((_, gone)) = memory.objects.remove(&oldest) {
+                memory.bytes -= gone.len();
+            }
+        }
+        memory.bytes += data.len();
+        memory.order.push_back(key);
+        memory.objects.insert(key, (kind, data.to_vec()));
+    }
+
+    fn get(&mut self, id: &gix::ObjectId, out: &mut Vec<u8>) -> Option<gix::object::Kind> {
+        let memory = object_memory();
+        let (kind, data) = memory.objects.get(&(self.store, *id))?;
+        out.clear();
+        out.extend_from_slice(data);
+        Some(*kind)
+    }
+}
+
+/// A [`Context`] that can cross threads; [`SharedContext::local`] opens it.
+pub struct SharedContext {
+    repo: gix::ThreadSafeRepository,
+    workdir: Option<PathBuf>,
+    cwd: PathBuf,
+}
+
+impl SharedContext {
+    pub fn local(&self) -> Context {
+        // A thread's handle starts without the cache that spares a reread
+        // (a loose object is mapped and unmapped at each read).
+        let mut repo = self.repo.to_thread_local();
+        share_objects(&mut repo);
+        Context {
+            repo,
+            workdir: self.workdir.clone(),
+            cwd: self.cwd.clone(),
+            history: Default::default(),
+        }
+    }
+}
+
+pub struct Context {
+    pub repo: gix::Repository,
+    /// Top of the worktree we run in, if any (a bare repository has none).
+    pub workdir: Option<PathBuf>,
+    /// Where the process was started; relative flag values resolve against it.
+    pub cwd: PathBuf,
+    /// What the integration branch's first-parent chain says landed, as
+    /// far as read: kept, so that only new commits are read again.
+    history: std::cell::RefCell<crate::git::history::Landed>,
+}
+
+impl Context {
+    /// The landed merges of the first-parent chain from `tip` (see
+    /// [`crate::git::history`]), reading only commits new since the last call.
+    pub fn landed(
+        &self,
+        tip: gix::ObjectId,
+    ) -> Result<std::cell::Ref<'_, crate::git::history::Landed>> {
+        self.history
+            .borrow_mut()
+            .update(&self.repo, tip)
+            .git_context(format!("reading the first-parent history of {tip}"))?;
+        Ok(self.history.borrow())
+    }
+
+    /// Wait for this process's turn at `what` among all processes on this
+    /// repository; the turn lasts until the returned guard is dropped. An
+    /// flock on `<git-common-dir>/arbiter/<what>.lock`: a killed holder
+    /// releases it at once, so nothing can be wedged by a crash.
+    pub fn take_turn(&self, what: &str) -> Result<crate::sys::flock::Held> {
+        let dir = crate::git::layout::dir(&self.repo);
+        std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        let path = crate::git::layout::turn(&self.repo, what);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(Error::io(format!("opening {}", path.display())))?;
+        crate::sys::flock::Held::wait(file)
+            .map_err(Error::io(format!("locking {}", path.display())))
+    }
+
+    /// Discover the repository from `cwd`, honouring `GIT_DIR`, `GIT_WORK_TREE`
+    /// and `GIT_CEILING_DIRECTORIES` as git (and hooks) expect, and the
+    /// `git -c` settings git passes in `GIT_CONFIG_PARAMETERS`.
+    pub fn discover(cwd: &Path) -> Result<Context> {
+        // Command-line overrides stay in the open options, so `reload()` keeps them.
+        let overrides = crate::git::config_env::overrides_from_env()?;
+        let mut options = gix::sec::trust::Mapping::<gix::open::Options>::default();
+        options.full = options.full.cli_overrides(overrides.iter().cloned());
+        options.reduced = options.reduced.cli_overrides(overrides);
+        let repo = gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
+            cwd,
+            Default::default(),
+            options,
+        )
+        .map_err(|e| {
+            unsupported_format_at(cwd).unwrap_or_else(|| {
+                InputError::new(format!("not a git repository: {} ({e})", cwd.display()))
+                    .hint("run git arbiter inside a git repository, or set GIT_DIR")
+            })
+        })?;
+        let mut repo = repo.to_thread_local();
+        refuse_dubious_ownership(&repo)?;
+        if let Some(refused) = unsupported_format(
+            repo.config_snapshot().plumbing(),
+            repo.workdir().unwrap_or(repo.git_dir()),
+        ) {
+            return Err(refused.into());
+        }
+        if let Some(top) = worktree_of_explicit_git_dir(&repo, cwd) {
+            repo.set_workdir(top)
+                .git_context(format!("using {} as the worktree", cwd.display()))?;
+        }
+        // A round merges many work orders into one branch: the trees and
+        // commits near its tip are read again by every merge-back.
+        share_objects(&mut repo);
+        let workdir = repo.workdir().map(Path::to_owned);
+        Ok(Context {
+            repo,
+            workdir,
+            cwd: cwd.to_owned(),
+            history: Default::default(),
+        })
+    }
+
+    /// Open the repository at `path` with nothing from outside it: no `GIT_*`
+    /// variables, no system or global configuration (so no identity but its
+    /// own), and `overrides` (`key=value`, as with `git -c`) on top. For tests
+    /// and embedders that must not see the user's settings.
+    pub fn isolated(path: &Path, overrides: &[&str]) -> Result<Context> {
+        let options = gix::open::Options::isolated().config_overrides(overrides.iter().copied());
+        let mut repo = gix::open_opts(path, options)
+            .git_context(format!("opening the repository at {}", path.display()))?;
+        share_objects(&mut repo);
+        Ok(Context {
+            workdir: repo.workdir().map(Path::to_owned),
+            cwd: path.to_owned(),
+            repo,
+            history: Default::default(),
+        })
+    }
+
+    /// What another thread needs to open this context again (a
+    /// `gix::Repository` is not `Sync`): same repository, overrides and worktree.
+    pub fn share(&self) -> SharedContext {
+        SharedContext {
+            repo: self.repo.clone().into_sync(),
+            workdir: self.workdir.clone(),
+            cwd: self.cwd.clone(),
+        }
+    }
+
+    /// Re-read configuration written by other processes.
+    pub fn reload(&mut self) -> Result<()> {
+        self.repo.reload().git_context("reloading configuration")?;
+        // Reopening infers the worktree from the git dir alone; keep the one found at discovery.
+        if self.repo.workdir() != self.workdir.as_deref() {
+            self.repo
+                .set_workdir(self.workdir.clone())
+                .git_context("restoring the worktree")?;
+        }
+        Ok(())
+    }
+
+    pub fn config_string(&self, key: &str) -> Option<String> {
+        self.repo
+            .config_snapshot()
+            .string(key)
+            .map(|v| v.to_string())
+    }
+
+    /// All values of a multi-valued key, in configuration order.
+    pub fn config_strings(&self, key: &str) -> Vec<String> {
+        self.repo
+            .config_snapshot()
+            .plumbing()
+            .strings(key)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.to_string())
+            .collect()
+    }
+
+    /// A boolean from `git config`; a malformed value is an input error.
+    pub fn config_bool(&self, key: &str) -> Result<Option<bool>> {
+        self.repo.config_snapshot().try_boolean(key).map_err(|_| {
+            InputError::new(format!(
+                "config {key} = '{}' is not a boolean",
+                self.config_string(key).unwrap_or_default()
+            ))
+            .hint(format!("fix it with 'git config {key} true' (or false)"))
+            .into()
+        })
+    }
+
+    /// A non-negative integer from `git config`; a malformed value is an input error.
+    pub fn config_u32(&self, key: &str) -> Result<Option<u32>> {
+        let Some(raw) = self.config_string(key) else {
+            return Ok(None);
+        };
+        let value = self.repo.config_snapshot().integer(key);
+        match value.and_then(|v| u32::try_from(v).ok()) {
+            Some(v) => Ok(Some(v)),
+            None => Err(InputError::new(format!(
+                "config {key} = '{raw}' is not a non-negative integer"
+            ))
+            .hint(format!("fix it with 'git config {key} <number>'"))
+            .into()),
+        }
+    }
+
+    /// A duration from `git config` (`90s`, `10m`, `1h30m`, …); a malformed
+    /// value is an input error naming the key, with `example` as the fix.
+    pub fn config_duration(&self, key: &str, example: &str) -> Result<Option<std::time::Duration>> {
+        self.config_string(key)
+            .map(|v| {
+                crate::sys::duration::parse(&v).map_err(|e| {
+                    InputError::new(format!("config {key}: {e}"))
+                        .hint(format!("e.g. 'git config {key} {example}'"))
+                        .into()
+                })
+            })
+            .transpose()
+    }
+
+    /// At most this many work orders per batch: `--max`, else
+    /// `arbiter.maxBatch`, else 8. Zero is refused: it would select nothing,
+    /// and a round would report that as nothing to run.
+    pub fn max_batch(&self, flag: Option<u32>) -> Result<usize> {
+        let refused = match flag {
+            Some(0) => InputError::new("--max must be at least 1").hint("e.g. --max 4"),
+            Some(n) => return Ok(n as usize),
+            None => match self.config_u32("arbiter.maxBatch")? {
+                Some(0) => InputError::new("config arbiter.maxBatch = 0: must be at least 1")
+                    .hint("fix it with 'git config arbiter.maxBatch <number>', or unset it for 8"),
+                Some(n) => return Ok(n as usize),
+                None => return Ok(defaults::MAX_BATCH as usize),
+            },
+        };
+        Err(refused.into())
+    }
+
+    pub fn retry_cap(&self) -> Result<u32> {
+        match self.config_u32("arbiter.retryCap")? {
+            // No attempt at all: every order would halt unbuilt.
+            Some(0) => Err(InputError::new("config arbiter.retryCap = 0: must be at least 1")
+                .hint("e.g. 'git config arbiter.retryCap 3'; 'git arbiter halt <id>' stops an order")
+                .into()),
+            Some(cap) => Ok(cap),
+            None => Ok(defaults::RETRY_CAP),
+        }
+    }
+
+    /// The orders directory: `--orders` (relative to the current directory), else
+    /// `arbiter.orders` (relative to the worktree top), else `work-orders/` at the top.
+    pub fn orders_dir(&self, flag: Option<&Path>) -> Result<PathBuf> {
+        if let Some(flag) = flag {
+            let here = self.cwd.join(flag);
+            // As every path on git's command line, relative to the current
+            // directory; from a subdirectory, the usual mistake is meaning
+            // the top's.
+            if let Some(at_top) = self
+                .workdir
+                .as_ref()
+                .map(|top| top.join(flag))
+                .filter(|at_top| flag.is_relative() && !here.exists() && at_top.is_dir())
+            {
+                return Err(InputError::new(format!(
+                    "--orders {}: no such directory here ({}), relative to the current directory",
+                    flag.display(),
+                    here.display()
+                ))
+                .hint(format!(
+                    "{} exists: run from the top of the worktree, or pass --orders {}",
+                    at_top.display(),
+                    at_top.display()
+                ))
+                .into());
+            }
+            return Ok(here);
+        }
+        let top = self.workdir.clone().ok_or_else(|| {
+            InputError::new("this repository has no worktree to find work orders in")
+                .hint("pass --orders DIR or set 'git config arbiter.orders DIR'")
+        });
+        match self.config_string("arbiter.orders") {
+            Some(dir) if Path::new(&dir).is_absolute() => Ok(PathBuf::from(dir)),
+            Some(dir) => Ok(top?.join(dir)),
+            None => Ok(top?.join(defaults::ORDERS)),
+        }
+    }
+
+    pub fn load_orders(&self, flag: Option<&Path>) -> Result<Orders> {
+        Ok(orders::load(&self.orders_dir(flag)?)?)
+    }
+
+    /// The integration branch: `--into BRANCH`, else the branch checked out here.
+    pub fn integration_branch(&self, into: Option<&str>) -> Result<FullName> {
+        match into {
+            Some(name) => {
+                let full = if name.starts_with("refs/") {
+                    name.to_owned()
+                } else {
+                    format!("refs/heads/{name}")
+                };
+                let full = FullName::try_from(full.as_str()).map_err(|_| {
+                    InputError::new(format!("--into '{name}' is not a valid branch name"))
+                        .hint("name an existing local branch, e.g. --into main")
+                })?;
+                if self
+                    .repo
+                    .try_find_reference(full.as_ref())
+                    .git_context("reading branch")?
+                    .is_none()
+                {
+                    return Err(InputError::new(format!("branch '{name}' does not exist"))
+                        .hint("create it first, or name an existing branch with --into")
+                        .into());
+                }
+                Ok(full)
+            }
+            None => self
+                .repo
+                .head_name()
+                .git_context("reading HEAD")?
+                .ok_or_else(|| {
+                    InputError::new(
+                        "HEAD is detached: there is no current branch to integrate into",
+                    )
+                    .hint("check out a branch or pass --into BRANCH")
+                    .into()
+                }),
+        }
+    }
+
+    /// The commit read-only views (`status`, `batch`) are computed against:
+    /// the tip of `--into`, else of the current branch, else, on a detached
+    /// HEAD, the checked-out commit: looking needs no branch to integrate into.
+    /// `None` for a branch without commits.
+    pub fn view_tip(&self, into: Option<&str>) -> Result<Option<gix::ObjectId>> {
+        if into.is_none() && self.repo.head_name().git_context("reading HEAD")?.is_none() {
+            let head = self
+                .repo
+                .head_id()
+                .git_context("resolving the detached HEAD")?;
+            return Ok(Some(head.detach()));
+        }
+        let branch = self.integration_branch(into)?;
+        Ok(self.branch_tip(&branch).ok())
+    }
+
+    /// The commit the integration branch points at.
+    pub fn branch_tip(&self, branch: &FullName) -> Result<gix::ObjectId> {
+        let mut reference = self
+            .repo
+            .try_find_reference(branch.as_ref())
+            .git_context("reading the integration branch")?
+            .ok_or_else(|| -> Error {
+                InputError::new(format!("branch '{}' has no commits yet", branch.shorten()))
+                    .hint("make a first commit on it")
+                    .into()
+            })?;
+        Ok(reference
+            .peel_to_id()
+            .git_context(format!("resolving {}", branch.as_bstr()))?
+            .detach())
+    }
+
+    /// The tree of `commit`.
+    pub fn tree_of(&self, commit: gix::ObjectId) -> Result<gix::ObjectId> {
+        Ok(self
+            .repo
+            .find_commit(commit)
+            .git_context(format!("reading commit {commit}"))?
+            .tree_id()
+            .git_context(format!("reading the tree of {commit}"))?
+            .detach())
+    }
+
+    /// Is `ancestor` reachable from `tip`? An error (e.g. a missing object) is returned, never guessed.
+    pub fn is_ancestor(&self, ancestor: gix::ObjectId, tip: gix::ObjectId) -> Result<bool> {
+        is_ancestor(&self.repo, ancestor, tip)
+    }
+}
+
+/// [`Context::is_ancestor`] in `repo` (a worktree's, say).
+pub(crate) fn is_ancestor(
+    repo: &gix::Repository,
+    ancestor: gix::ObjectId,
+    tip: gix::ObjectId,
+) -> Result<bool> {
+    if ancestor == tip || near_ancestor(repo, ancestor, tip) {
+        return Ok(true);
+    }
+    repo.find_commit(ancestor)
+        .git_context(format!("reading commit {ancestor}"))?;
+    let base = repo
+        .merge_base(ancestor, tip)
+        .git_context(format!("finding the merge base of {ancestor} and {tip}"))?;
+    Ok(base.is_some_and(|b| b.detach() == ancestor))
+}
+
+/// Is `ancestor` one of the few commits nearest `tip` (`tip` included)? An
+/// order's branch is a commit or two past its base, and the merge base that
+/// settles it otherwise loads the whole commit graph first. `false` says
+/// nothing: not found that near, or a commit that cannot be read.
+fn near_ancestor(repo: &gix::Repository, ancestor: gix::ObjectId, tip: gix::ObjectId) -> bool {
+    const NEAR: usize = 64;
+    let mut seen = std::collections::HashSet::new();
+    let mut next = std::collections::VecDeque::from([tip]);
+    while let Some(id) = next.pop_front() {
+        if id == ancestor {
+            return true;
+        }
+        if seen.len() == NEAR || !seen.insert(id) {
+            continue;
+        }
+        let Ok(commit) = repo.find_commit(id) else {
+            return false;
+        };
+        next.extend(commit.parent_ids().map(|p| p.detach()));
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::{git, new_repo, scratch};
+
+    /// A child another thread forks while a turn is given back holds a copy
+    /// of the turn's file until it execs: the turn must be free all the same
+    /// (else the next taker waits on a lock nobody holds).
+    #[test]
+    fn a_turn_given_back_is_free_while_a_copy_of_its_file_lives() {
+        let (_keep, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        let ctx = super::Context::isolated(&dir, &[]).expect("open");
+        let turn = ctx.take_turn("test").expect("turn");
+        let copy = rustix::io::dup(turn.file()).expect("dup");
+        drop(turn);
+        // A probe rather than a wait: a turn still held fails, not hangs.
+        let file = std::fs::File::open(crate::git::layout::turn(&ctx.repo, "test")).expect("open");
+        assert!(
+            crate::sys::flock::Held::try_take(file)
+                .expect("lock")
+                .is_some(),
+            "the turn given back is still held"
+        );
+        drop(copy);
+    }
+
+    /// Handles of one object database share what they read; a database
+    /// that lacks an object does not find it because another one was read.
+    #[test]
+    fn the_object_cache_is_shared_within_a_database_only() {
+        let (_keep, root) = scratch();
+        let has = new_repo(&root, "has");
+        let lacks = new_repo(&root, "lacks");
+        std::fs::write(has.join("f"), "only in one repository\n").expect("write");
+        let blob = git(&root, &has, &["hash-object", "-w", "f"]);
+        let blob = gix::ObjectId::from_hex(blob.trim().as_bytes()).expect("sha");
+        let open = |dir: &std::path::Path| super::Context::isolated(dir, &[]).expect("open").repo;
+        let first = open(&has);
+        assert!(first.find_object(blob).is_ok());
+        // Gone from disk, still found by a second handle: it came from the cache.
+        let loose = has.join(".git/objects").join(&blob.to_string()[..2]);
+        std::fs::remove_dir_all(loose).expect("remove the loose object");
+        assert!(open(&has).find_object(blob).is_ok());
+        assert!(open(&lacks).find_object(blob).is_err());
+    }
+
+    /// The shared cache keeps to its budget: the oldest objects go first,
+    /// and one larger than an eighth of it is not kept at all.
+    #[test]
+    fn the_object_cache_keeps_to_its_budget() {
+        use gix::odb::pack::cache::Object;
+        let store = super::object_memory().store_number(std::path::Path::new("/budget-test"));
+        let mut cache = super::SharedObjects { store };
+        let id = |n: u8| gix::ObjectId::from_bytes_or_panic(&[n; 20]);
+        let eighth = vec![7u8; super::OBJECT_CACHE_BYTES / 8];
+        let mut out = Vec::new();
+        cache.put(
+            id(0),
+            gix::object::Kind::Blob,
+            &[0u8; super::OBJECT_CACHE_BYTES / 8 + 1],
+        );
+        assert_eq!(cache.get(&id(0), &mut out), None, "too large to keep");
+        for n in 1..=9 {
+            cache.put(id(n), gix::object::Kind::Blob, &eighth);
+        }
+        assert_eq!(cache.get(&id(1), &mut out), None, "the oldest went");
+        assert_eq!(cache.get(&id(9), &mut out), Some(gix::object::Kind::Blob));
+        assert_eq!(out, eighth);
+        assert!(super::object_memory().bytes <= super::OBJECT_CACHE_BYTES);
+    }
+
+    /// Near commits are found by their parents, in merges too; a far one is
+    /// left to the merge base, which still says yes; a later commit is no
+    /// ancestor either way.
+    #[test]
+    fn an_ancestor_is_found_near_or_far() {
+        let (_keep, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        let commit = |message: &str| {
+            git(
+                &root,
+                &dir,
+                &["commit", "-q", "--allow-empty", "-m", message],
+            );
+            let sha = git(&root, &dir, &["rev-parse", "HEAD"]);
+            gix::ObjectId::from_hex(sha.trim().as_bytes()).expect("sha")
+        };
+        let first = commit("first");
+        git(&root, &dir, &["checkout", "-q", "-b", "side"]);
+        let side = commit("side");
+        git(&root, &dir, &["checkout", "-q", "main"]);
+        commit("main");
+        git(
+            &root,
+            &dir,
+            &["merge", "-q", "--no-ff", "-m", "merge", "side"],
+        );
+        let merge = commit("after the merge");
+        let ctx = super::Context::isolated(&dir, &[]).expect("open");
+        assert!(super::near_ancestor(&ctx.repo, side, merge));
+        assert!(super::near_ancestor(&ctx.repo, first, merge));
+        assert!(!super::near_ancestor(&ctx.repo, merge, first));
+        for n in 0..70 {
+            commit(&format!("later {n}"));
+        }
+        let tip = commit("tip");
+        assert!(
+            !super::near_ancestor(&ctx.repo, first, tip),
+            "too far to look"
+        );
+        assert!(ctx.is_ancestor(first, tip).expect("merge base"));
+        assert!(!ctx.is_ancestor(tip, first).expect("merge base"));
+    }
+}

@@ -1,0 +1,10 @@
+//! The bottom layer: process and file-system primitives every layer above
+//! uses, knowing nothing of git or of work orders.
+
+pub mod clock;
+pub mod crash;
+pub mod duration;
+pub mod error;
+pub mod failure;
+pub mod flock;
+pub mod parallel;
