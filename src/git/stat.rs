@@ -8,9 +8,10 @@ use gix::bstr::ByteSlice;
 /// The positions of the entries of `index` (stage 0, as [`index_equals_tree`]
 /// checked) whose file in `dir` may not hold the entry's blob, each with the
 /// stat data its file had (none when there was no file to stat): missing, of
-/// another kind or mode, with stat data other than recorded, or written in
+/// another kind or mode, with stat data other than recorded (compared as
+/// git compares them: `core.checkStat`, `core.trustctime`), or written in
 /// the same moment as the index (racy: a later change may not show in the
-/// stat data). Stricter than git's status, never laxer: a file listed here
+/// stat data). As strict as git's status: a file listed here
 /// is only written again. Each folder is opened once, without following
 /// links on the way (a folder replaced by a link lists everything below
 /// it), and its files are looked up relative to it, so a check costs one
@@ -20,9 +21,13 @@ pub(crate) fn stat_suspects(
     index: &gix::index::State,
     dir: &Path,
 ) -> Vec<(usize, Option<gix::index::entry::Stat>)> {
-    let config = wt.config_snapshot();
-    let file_mode = config.boolean("core.fileMode").unwrap_or(true);
-    let trust_ctime = config.boolean("core.trustctime").unwrap_or(true);
+    let file_mode = wt
+        .config_snapshot()
+        .boolean("core.fileMode")
+        .unwrap_or(true);
+    // `core.checkStat`, `core.trustctime` as git reads them; a malformed
+    // value compares every field, the strict side.
+    let options = wt.stat_options().unwrap_or_default();
     // The checks are system calls, independent of each other: spread them
     // over the cores in contiguous ranges (each opens its own folders).
     const PER_THREAD: usize = 4096;
@@ -31,7 +36,7 @@ pub(crate) fn stat_suspects(
         .min(len.div_ceil(PER_THREAD))
         .max(1);
     if threads == 1 {
-        return stat_suspects_in(index, 0..len, dir, file_mode, trust_ctime);
+        return stat_suspects_in(index, 0..len, dir, file_mode, options);
     }
     let chunk = len.div_ceil(threads);
     std::thread::scope(|scope| {
@@ -39,8 +44,8 @@ pub(crate) fn stat_suspects(
             .map(|t| {
                 let range = t * chunk..((t + 1) * chunk).min(len);
                 let check = range.clone();
-                let thread = scope
-                    .spawn(move || stat_suspects_in(index, check, dir, file_mode, trust_ctime));
+                let thread =
+                    scope.spawn(move || stat_suspects_in(index, check, dir, file_mode, options));
                 (range, thread)
             })
             .collect();
@@ -125,12 +130,11 @@ fn stat_suspects_in(
     range: std::ops::Range<usize>,
     dir: &Path,
     file_mode: bool,
-    trust_ctime: bool,
+    options: gix::index::entry::stat::Options,
 ) -> Vec<(usize, Option<gix::index::entry::Stat>)> {
     use gix::index::entry::Mode;
     use rustix::fs::{AtFlags, FileType};
     let stamp = index.timestamp();
-    let (stamp_secs, stamp_nsecs) = (stamp.unix_seconds(), stamp.nanoseconds());
     let Ok(mut folders) = OpenFolders::new(dir) else {
         return range.map(|at| (at, None)).collect();
     };
@@ -165,29 +169,11 @@ fn stat_suspects_in(
             }
             _ => false,
         };
-        let s = &entry.stat;
-        let same_time = |secs: u32, nsecs: u32, fs_secs: i64, fs_nsecs: u64| {
-            secs == fs_secs as u32 && (nsecs == 0 || nsecs == fs_nsecs as u32)
-        };
-        let unchanged = kind_matches
-            && s.size == st.st_size as u32
-            && (s.ino == 0 || s.ino == st.st_ino as u32)
-            && same_time(
-                s.mtime.secs,
-                s.mtime.nsecs,
-                st.st_mtime as i64,
-                st.st_mtime_nsec as u64,
-            )
-            && (!trust_ctime
-                || same_time(
-                    s.ctime.secs,
-                    s.ctime.nsecs,
-                    st.st_ctime as i64,
-                    st.st_ctime_nsec as u64,
-                ));
-        let racy = (i64::from(s.mtime.secs), s.mtime.nsecs) >= (stamp_secs, stamp_nsecs);
+        let now = index_stat(&st);
+        let unchanged = kind_matches && entry.stat.matches(&now, options);
+        let racy = entry.stat.is_racy(stamp, options);
         if !unchanged || racy {
-            suspects.push((i, kind_matches.then(|| index_stat(&st))));
+            suspects.push((i, kind_matches.then_some(now)));
         }
     }
     suspects
@@ -211,5 +197,53 @@ pub(crate) fn index_stat(st: &rustix::fs::Stat) -> gix::index::entry::Stat {
         uid: st.st_uid as u32,
         gid: st.st_gid as u32,
         size: st.st_size as u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{git, new_repo, scratch};
+
+    /// A file replaced by a copy with the same size and times (a new inode)
+    /// is a suspect as git's status sees it by default, and not with
+    /// `core.checkStat=minimal` (with `core.trustctime=false`, ctime being
+    /// the change time of whatever touched the inode last), which compares
+    /// only sizes and whole seconds of mtime.
+    #[test]
+    fn the_stat_pass_compares_what_git_is_configured_to_compare() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        let file = dir.join("a.txt");
+        std::fs::write(&file, "one\n").expect("write");
+        // Times well before the index, so nothing is racy.
+        let past = filetime::FileTime::from_unix_time(1_700_000_000, 0);
+        filetime::set_file_times(&file, past, past).expect("times");
+        git(&root, &dir, &["add", "a.txt"]);
+        let copy = dir.join("a.copy");
+        std::fs::copy(&file, &copy).expect("copy");
+        filetime::set_file_times(&copy, past, past).expect("times");
+        let suspects = |setting: &[(&str, &str)]| {
+            for (key, value) in setting {
+                git(&root, &dir, &["config", key, value]);
+            }
+            let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+            let index = wt.open_index().expect("index");
+            stat_suspects(&wt, &index, &dir).len()
+        };
+        assert_eq!(suspects(&[]), 0, "an untouched file is a suspect");
+        // Same size and mtime, another inode and ctime.
+        std::fs::rename(&copy, &file).expect("replace");
+        assert_eq!(suspects(&[]), 1, "a new inode went unseen");
+        assert_eq!(
+            suspects(&[("core.checkStat", "minimal"), ("core.trustctime", "false")]),
+            0,
+            "core.checkStat=minimal compares sizes and whole seconds only"
+        );
+        assert_eq!(
+            suspects(&[("core.checkStat", "default")]),
+            1,
+            "the inode is compared again"
+        );
     }
 }
