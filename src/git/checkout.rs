@@ -20,6 +20,7 @@ use crate::git::index_lock::{read_index, IndexLock};
 use crate::git::index_memo::{flat_tree, index_mode, remember_holds_of};
 use crate::git::paths::{rel_path, workdir};
 use crate::git::splitindex;
+use crate::sys::caches::Caches;
 use crate::sys::error::{Error, GitContext, InputError, Result};
 
 /// Untracked files in a checked-out worktree where a merge puts tracked
@@ -36,6 +37,7 @@ pub struct Blocked {
 /// are rewritten, and the index ends up matching `new_tree` with fresh stat
 /// data.
 pub(crate) fn apply(
+    caches: &Caches,
     wt: &gix::Repository,
     old_tree: ObjectId,
     new_tree: ObjectId,
@@ -55,7 +57,7 @@ pub(crate) fn apply(
             match apply_in_place(wt, index, new_tree, changed)? {
                 InPlace::Done(index) => lock
                     .commit(&index, &workdir(wt)?)
-                    .map(|checksum| remember_holds_of(wt, checksum, new_tree)),
+                    .map(|checksum| remember_holds_of(caches, wt, checksum, new_tree)),
                 InPlace::NotApplicable => apply_from_tree(wt, old_tree, new_tree, lock),
             }
         }

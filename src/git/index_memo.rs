@@ -6,6 +6,10 @@
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
+
+use crate::sys::caches::Caches;
 use crate::sys::error::{GitContext, Result};
 
 /// The index mode `State::from_tree` gives a tree entry of `mode`.
@@ -25,36 +29,47 @@ pub(crate) fn index_mode(mode: gix::objs::tree::EntryMode) -> gix::index::entry:
 /// (the hash of its content): a landing checks that the checked-out
 /// branch's index holds the tip's tree, twice, and its previous landing
 /// wrote that very index. Comparing 50,000 entries with the tree again
-/// each time is a waste: the same checksum is the same content.
-static HOLDS: std::sync::Mutex<std::collections::VecDeque<(ObjectId, ObjectId)>> =
-    std::sync::Mutex::new(std::collections::VecDeque::new());
+/// each time is a waste: the same checksum is the same content. A
+/// [`Caches`] entry.
+#[derive(Default)]
+struct Holds(Mutex<VecDeque<(ObjectId, ObjectId)>>);
 
-fn known_to_hold(checksum: ObjectId, tree: ObjectId) -> bool {
-    HOLDS
-        .lock()
-        .is_ok_and(|known| known.contains(&(checksum, tree)))
+impl Holds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(ObjectId, ObjectId)>> {
+        // Push and pop only: a panic elsewhere cannot leave it half-edited.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
-pub(crate) fn remember_holds(checksum: ObjectId, tree: ObjectId) {
+fn known_to_hold(caches: &Caches, checksum: ObjectId, tree: ObjectId) -> bool {
+    caches.get::<Holds>().lock().contains(&(checksum, tree))
+}
+
+pub(crate) fn remember_holds(caches: &Caches, checksum: ObjectId, tree: ObjectId) {
     // An index written without its hash (`index.skipHash`) ends in zeros.
     if checksum.is_null() {
         return;
     }
-    if let Ok(mut known) = HOLDS.lock() {
-        if known.len() >= 64 {
-            known.pop_front();
-        }
-        known.push_back((checksum, tree));
+    let holds = caches.get::<Holds>();
+    let mut known = holds.lock();
+    if known.len() >= 64 {
+        known.pop_front();
     }
+    known.push_back((checksum, tree));
 }
 
 /// [`remember_holds`], and on disk beside `wt`'s index for the next process:
 /// proving it again costs a walk of the whole tree (milliseconds at 5,000
 /// files, tens at 50,000) at the start of every run. Speed only: a memo
 /// that cannot be written is not needed.
-pub(crate) fn remember_holds_of(wt: &gix::Repository, checksum: ObjectId, tree: ObjectId) {
+pub(crate) fn remember_holds_of(
+    caches: &Caches,
+    wt: &gix::Repository,
+    checksum: ObjectId,
+    tree: ObjectId,
+) {
     use std::io::Write;
-    remember_holds(checksum, tree);
+    remember_holds(caches, checksum, tree);
     if checksum.is_null() || recorded_to_hold(wt, checksum, tree) {
         return;
     }
@@ -74,31 +89,33 @@ fn recorded_to_hold(wt: &gix::Repository, checksum: ObjectId, tree: ObjectId) ->
 
 /// [`index_equals_tree`] for an index file, remembered by its checksum.
 pub(crate) fn holds(
+    caches: &Caches,
     repo: &gix::Repository,
     index: &gix::index::File,
     tree: ObjectId,
 ) -> Result<bool> {
-    holds_state(repo, index, index.checksum(), tree)
+    holds_state(caches, repo, index, index.checksum(), tree)
 }
 
 /// [`holds`] for an index read as `state`, its file's checksum `checksum`.
 pub(crate) fn holds_state(
+    caches: &Caches,
     repo: &gix::Repository,
     index: &gix::index::State,
     checksum: Option<ObjectId>,
     tree: ObjectId,
 ) -> Result<bool> {
     let checksum = checksum.filter(|c| !c.is_null());
-    if checksum.is_some_and(|c| known_to_hold(c, tree)) {
+    if checksum.is_some_and(|c| known_to_hold(caches, c, tree)) {
         return Ok(true);
     }
     if let Some(checksum) = checksum.filter(|c| recorded_to_hold(repo, *c, tree)) {
-        remember_holds(checksum, tree);
+        remember_holds(caches, checksum, tree);
         return Ok(true);
     }
     let equal = index_equals_tree(repo, index, tree)?;
     if let (true, Some(checksum)) = (equal, checksum) {
-        remember_holds_of(repo, checksum, tree);
+        remember_holds_of(caches, repo, checksum, tree);
     }
     Ok(equal)
 }
@@ -207,7 +224,8 @@ mod tests {
         let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
         let tree = wt.head_tree_id().expect("tree").detach();
         let index = crate::git::index_lock::read_index(&wt).expect("index");
-        assert!(holds(&wt, &index, tree).expect("holds"));
+        let caches = Caches::default();
+        assert!(holds(&caches, &wt, &index, tree).expect("holds"));
         let memo = crate::git::layout::index_tree_memo(wt.git_dir());
         let checksum = index.checksum().expect("checksum");
         assert_eq!(
@@ -220,7 +238,7 @@ mod tests {
         git(&root, &dir, &["add", "a.txt"]);
         let staged = crate::git::index_lock::read_index(&wt).expect("index");
         assert!(
-            !holds(&wt, &staged, tree).expect("holds"),
+            !holds(&Caches::default(), &wt, &staged, tree).expect("holds"),
             "a staged change was taken for HEAD's tree"
         );
     }

@@ -26,6 +26,7 @@ use gix::ObjectId;
 
 use crate::git::index_lock::IndexLock;
 use crate::git::splitindex;
+use crate::sys::caches::Caches;
 use crate::sys::error::{GitContext, Result};
 
 /// A path's new state: its blob, kind and stat data, or gone.
@@ -47,7 +48,11 @@ enum Found {
 /// (new, modified and deleted files, ignored ones left alone) and return the
 /// index's tree, as `git add -A && git write-tree` would; `None`, with nothing
 /// written, when the plain case does not hold and git must do it.
-pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Option<ObjectId>> {
+pub(crate) fn stage_all(
+    caches: &Caches,
+    wt: &gix::Repository,
+    head_tree: ObjectId,
+) -> Result<Option<ObjectId>> {
     if !plain_config(wt) {
         return Ok(None);
     }
@@ -60,7 +65,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
         return Ok(None);
     };
     if !plain_index(&index)
-        || !crate::git::index_memo::holds_state(wt, &index, checksum, head_tree)?
+        || !crate::git::index_memo::holds_state(caches, wt, &index, checksum, head_tree)?
     {
         return Ok(None);
     }
@@ -88,7 +93,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
             Found::Other => return Ok(None),
         }
     }
-    let stamps = crate::git::stamps::recorded(&dir)
+    let stamps = crate::git::stamps::recorded(caches, &dir)
         .filter(|stamps| !rules_changed && stamps.same_outside_rules(wt));
     let Some(untracked) = untracked(wt, &index, stamps.as_deref())? else {
         return Ok(None);
@@ -131,7 +136,7 @@ pub(crate) fn stage_all(wt: &gix::Repository, head_tree: ObjectId) -> Result<Opt
         .git_context("writing the leftovers' objects")?;
     let checksum = write_index(lock, index, split, &staged, &dir)?;
     crate::sys::crash::point("leftovers-index.after");
-    crate::git::index_memo::remember_holds(checksum, tree);
+    crate::git::index_memo::remember_holds(caches, checksum, tree);
     Ok(Some(tree))
 }
 
@@ -167,7 +172,10 @@ fn read_index(
 /// `stage_all` does, but nothing is written to the object database); folders the [`crate::git::stamps`] of this process prove
 /// unchanged (their ctime, which nothing sets back) are not listed. `None`
 /// where the plain case does not hold: gix's status judges there.
-pub(crate) fn changes(wt: &gix::Repository) -> Result<Option<(Vec<String>, Vec<String>)>> {
+pub(crate) fn changes(
+    caches: &Caches,
+    wt: &gix::Repository,
+) -> Result<Option<(Vec<String>, Vec<String>)>> {
     if !plain_config(wt) {
         return Ok(None);
     }
@@ -204,7 +212,7 @@ pub(crate) fn changes(wt: &gix::Repository) -> Result<Option<(Vec<String>, Vec<S
     let rules_changed = suspects
         .iter()
         .any(|(at, _)| is_ignore_rules(index.entries()[*at].path(&index)));
-    let stamps = crate::git::stamps::recorded(&dir)
+    let stamps = crate::git::stamps::recorded(caches, &dir)
         .filter(|stamps| !rules_changed && stamps.same_outside_rules(wt));
     let Some(untracked) = untracked(wt, &index, stamps.as_deref())? else {
         return Ok(None);
@@ -588,6 +596,8 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use gix::bstr::BString;
+
+    use crate::sys::caches::Caches;
     use gix::ObjectId;
 
     use crate::testutil::{copy_of, git, new_repo, scratch, Rng};
@@ -753,7 +763,7 @@ mod tests {
 
             let index_before = std::fs::read(dir.join(".git/index")).expect("index");
             let (wt, head_tree) = open_at_head(&root, &dir);
-            let staged = super::stage_all(&wt, head_tree).expect("stage");
+            let staged = super::stage_all(&Caches::default(), &wt, head_tree).expect("stage");
             let Some(tree) = staged else {
                 assert!(expect.git_only, "case {case}: left to git unexpectedly");
                 let index_after = std::fs::read(dir.join(".git/index")).expect("index");
@@ -799,7 +809,7 @@ mod tests {
         filetime::set_file_mtime(&file, mtime).expect("file time");
 
         let (wt, _) = open_at_head(&root, &dir);
-        let tree = super::stage_all(&wt, head_tree)
+        let tree = super::stage_all(&Caches::default(), &wt, head_tree)
             .expect("stage")
             .expect("staged without git");
         let staged = git(&root, &dir, &["rev-parse", &format!("{tree}:a/f1.txt")]);
@@ -829,7 +839,10 @@ mod tests {
         write(&dir, "new.txt", b"new\n");
         let before = std::fs::read(dir.join(".git/index")).expect("index");
         let (wt, _) = open_at_head(&root, &dir);
-        assert_eq!(super::stage_all(&wt, head_tree).expect("stage"), None);
+        assert_eq!(
+            super::stage_all(&Caches::default(), &wt, head_tree).expect("stage"),
+            None
+        );
         let after = std::fs::read(dir.join(".git/index")).expect("index");
         assert!(after == before, "the index was written");
     }
@@ -876,7 +889,7 @@ mod tests {
         let index_path = dir.join(".git/index");
         let left_to_git = |why: &str| {
             let before = std::fs::read(&index_path).expect("index");
-            let staged = super::stage_all(&wt, head_tree).expect("stage");
+            let staged = super::stage_all(&Caches::default(), &wt, head_tree).expect("stage");
             assert_eq!(staged, None, "{why}");
             let after = std::fs::read(&index_path).expect("index");
             assert!(after == before, "{why}: the index was written");
@@ -926,7 +939,7 @@ mod tests {
 
     /// A worktree stamped clean (as a pooled one handed to a builder) and
     /// changed: each folder whose stamp still holds is not listed.
-    fn stamped(root: &Path, name: &str) -> (PathBuf, gix::Repository, ObjectId) {
+    fn stamped(caches: &Caches, root: &Path, name: &str) -> (PathBuf, gix::Repository, ObjectId) {
         let dir = new_repo(root, name);
         seed(root, &dir, None);
         // Ignored files already there: in a tracked folder, in a folder of
@@ -939,12 +952,13 @@ mod tests {
         write(&dir, "a/b/old.tmp", b"ignored\n");
         let_the_clock_move(root);
         let (wt, head_tree) = open_at_head(root, &dir);
-        crate::git::stamps::remember(&wt, &dir, head_tree);
+        crate::git::stamps::remember(caches, &wt, &dir, head_tree);
         (dir, wt, head_tree)
     }
 
     /// What `stage_all` and `git add -A` make of the worktree `dir`: trees.
     fn both_trees(
+        caches: &Caches,
         root: &Path,
         dir: &Path,
         wt: &gix::Repository,
@@ -954,7 +968,7 @@ mod tests {
         let theirs = copy_of(root, dir, &format!("{name}-git"));
         git(root, &theirs, &["add", "-A"]);
         let want = git(root, &theirs, &["write-tree"]).trim().to_owned();
-        let ours = super::stage_all(wt, head)
+        let ours = super::stage_all(caches, wt, head)
             .expect("stage")
             .expect("staged without git");
         (ours.to_string(), want)
@@ -966,6 +980,7 @@ mod tests {
     #[test]
     fn stamped_folders_stage_as_git_adds() {
         let (_tmp, root) = scratch();
+        let caches = Caches::default();
         type Case = (&'static str, fn(&Path));
         let cases: [Case; 5] = [
             ("in a folder of ignored files", |dir| {
@@ -983,14 +998,14 @@ mod tests {
             ("a new folder", |dir| write(dir, "c/d/new.txt", b"new\n")),
         ];
         for (i, (what, change)) in cases.iter().enumerate() {
-            let (dir, wt, head) = stamped(&root, &format!("case-{i}"));
+            let (dir, wt, head) = stamped(&caches, &root, &format!("case-{i}"));
             change(&dir);
-            let (ours, want) = both_trees(&root, &dir, &wt, head);
+            let (ours, want) = both_trees(&caches, &root, &dir, &wt, head);
             assert_eq!(ours, want, "{what}");
         }
         let mut rng = Rng(0x5a3b_0dd5_7a4d_e11a);
         for case in 0..24 {
-            let (dir, wt, head) = stamped(&root, &format!("random-{case}"));
+            let (dir, wt, head) = stamped(&caches, &root, &format!("random-{case}"));
             let mut expect = Expect::default();
             for n in 0..1 + rng.below(6) as usize {
                 mutate(&mut rng, &dir, n, &mut expect);
@@ -998,7 +1013,7 @@ mod tests {
             if expect.git_only {
                 continue;
             }
-            let (ours, want) = both_trees(&root, &dir, &wt, head);
+            let (ours, want) = both_trees(&caches, &root, &dir, &wt, head);
             assert_eq!(ours, want, "random case {case}");
         }
     }
@@ -1014,9 +1029,10 @@ mod tests {
         write(&dir, "a/before.txt", b"there before the stamps\n");
         let_the_clock_move(&root);
         let (wt, head) = open_at_head(&root, &dir);
-        crate::git::stamps::remember(&wt, &dir, head);
+        let caches = Caches::default();
+        crate::git::stamps::remember(&caches, &wt, &dir, head);
         let index = crate::git::index_lock::read_index(&wt).expect("index");
-        let stamps = crate::git::stamps::recorded(&dir).expect("stamped");
+        let stamps = crate::git::stamps::recorded(&caches, &dir).expect("stamped");
         let names = |stamps| super::unknown_names(&index, &dir, stamps).expect("names");
         assert_eq!(names(Some(&*stamps)), Vec::<BString>::new());
         assert_eq!(names(None), vec![BString::from("a/before.txt")]);
@@ -1024,7 +1040,7 @@ mod tests {
         write(&dir, "a/gone", b"x\n");
         std::fs::remove_file(dir.join("a/gone")).expect("rm");
         assert_eq!(names(Some(&*stamps)), vec![BString::from("a/before.txt")]);
-        crate::git::stamps::forget(&dir);
-        assert!(crate::git::stamps::recorded(&dir).is_none());
+        crate::git::stamps::forget(&caches, &dir);
+        assert!(crate::git::stamps::recorded(&caches, &dir).is_none());
     }
 }

@@ -24,6 +24,7 @@ use gix::ObjectId;
 use rustix::fd::AsFd;
 
 use crate::git::stat::OpenFolders;
+use crate::sys::caches::Caches;
 
 /// What says whether names came or went in a folder.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -113,42 +114,51 @@ impl Stamps {
     }
 }
 
-static CLEAN: Mutex<Vec<(PathBuf, Arc<Stamps>)>> = Mutex::new(Vec::new());
+/// The worktrees handed over clean, with their stamps (a [`Caches`] entry).
+#[derive(Default)]
+struct Clean(Mutex<Vec<(PathBuf, Arc<Stamps>)>>);
 
-fn clean() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Arc<Stamps>)>> {
-    // Push and remove only: a panic elsewhere cannot leave it half-edited.
-    CLEAN.lock().unwrap_or_else(|e| e.into_inner())
+impl Clean {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(PathBuf, Arc<Stamps>)>> {
+        // Push and remove only: a panic elsewhere cannot leave it half-edited.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// The worktree `wt` at `dir`, whose files hold `tree` and which has no
 /// untracked file, goes to a builder now: stamp the folders of `tree`.
 /// Nothing is kept when the file system cannot prove what the stamps need.
-pub(crate) fn remember(wt: &gix::Repository, dir: &Path, tree: ObjectId) {
-    forget(dir);
-    let (Ok(top), Some(stamps)) = (dir.canonicalize(), stamp(wt, dir, tree)) else {
+pub(crate) fn remember(caches: &Caches, wt: &gix::Repository, dir: &Path, tree: ObjectId) {
+    forget(caches, dir);
+    let (Ok(top), Some(stamps)) = (dir.canonicalize(), stamp(caches, wt, dir, tree)) else {
         return;
     };
-    clean().push((top, Arc::new(stamps)));
+    caches.get::<Clean>().lock().push((top, Arc::new(stamps)));
 }
 
 /// Whatever was stamped of the worktree at `dir` no longer holds.
-pub(crate) fn forget(dir: &Path) {
+pub(crate) fn forget(caches: &Caches, dir: &Path) {
     let Ok(top) = dir.canonicalize() else {
         return;
     };
-    clean().retain(|(path, _)| *path != top);
+    caches
+        .get::<Clean>()
+        .lock()
+        .retain(|(path, _)| *path != top);
 }
 
 /// The stamps of the worktree at `dir`, if it was handed over clean.
-pub(crate) fn recorded(dir: &Path) -> Option<Arc<Stamps>> {
+pub(crate) fn recorded(caches: &Caches, dir: &Path) -> Option<Arc<Stamps>> {
     let top = dir.canonicalize().ok()?;
-    clean()
+    caches
+        .get::<Clean>()
+        .lock()
         .iter()
         .find(|(path, _)| *path == top)
         .map(|(_, stamps)| stamps.clone())
 }
 
-fn stamp(wt: &gix::Repository, dir: &Path, tree: ObjectId) -> Option<Stamps> {
+fn stamp(caches: &Caches, wt: &gix::Repository, dir: &Path, tree: ObjectId) -> Option<Stamps> {
     let mut open = OpenFolders::new(dir).ok()?;
     let top = open.get(b"")?;
     // Touching the top's access time gives it a ctime from the file
@@ -174,7 +184,7 @@ fn stamp(wt: &gix::Repository, dir: &Path, tree: ObjectId) -> Option<Stamps> {
         outside: outside_rules(wt),
         ..Stamps::default()
     };
-    for folder in folders_of(wt, tree)?.iter() {
+    for folder in folders_of(caches, wt, tree)?.iter() {
         let Some(stamp) = open.get(folder).and_then(Stamp::of) else {
             continue;
         };
@@ -185,17 +195,20 @@ fn stamp(wt: &gix::Repository, dir: &Path, tree: ObjectId) -> Option<Stamps> {
     Some(stamps)
 }
 
-/// The folders of the last tree asked for: the orders of a batch share a
-/// base, and at 50,000 files reading its trees costs more than the stamps.
-static LAST_TREE: Mutex<Option<(ObjectId, Folders)>> = Mutex::new(None);
+/// The folders of the last tree asked for (a [`Caches`] entry): the orders
+/// of a batch share a base, and at 50,000 files reading its trees costs
+/// more than the stamps.
+#[derive(Default)]
+struct LastTree(Mutex<Option<(ObjectId, Folders)>>);
 
 /// Folder paths, each with a trailing '/' (the top's empty).
 type Folders = Arc<Vec<Vec<u8>>>;
 
 /// Each folder of `tree` (its path with a trailing '/'), each before the
 /// folders in it.
-fn folders_of(repo: &gix::Repository, tree: ObjectId) -> Option<Folders> {
-    let mut last = LAST_TREE.lock().unwrap_or_else(|e| e.into_inner());
+fn folders_of(caches: &Caches, repo: &gix::Repository, tree: ObjectId) -> Option<Folders> {
+    let last_tree = caches.get::<LastTree>();
+    let mut last = last_tree.0.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((id, folders)) = last.as_ref() {
         if *id == tree {
             return Some(folders.clone());

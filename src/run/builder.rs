@@ -30,9 +30,15 @@ pub struct Host {
     allow_empty: bool,
     /// The conductor's repository, whose worktrees the builds run in.
     repo: gix::ThreadSafeRepository,
+    caches: crate::sys::caches::Caches,
 }
 
 impl Host {
+    /// The conductor's caches, which its builds share.
+    pub fn caches(&self) -> &crate::sys::caches::Caches {
+        &self.caches
+    }
+
     pub fn new(ctx: &Context) -> Result<Host, Error> {
         Ok(Host {
             repo_label: ctx
@@ -47,6 +53,7 @@ impl Host {
             missing_email: ctx.config_string("user.email").is_none(),
             allow_empty: ctx.config_bool("arbiter.allowEmpty")?.unwrap_or(false),
             repo: ctx.repo.clone().into_sync(),
+            caches: ctx.caches.clone(),
         })
     }
 
@@ -147,8 +154,10 @@ impl Host {
         // error included, is git's to do, and to report.
         let staged = head_tree
             .and_then(|t| {
-                crate::git::odb::retry_transient(|| crate::git::stage::stage_all(&wt, t.detach()))
-                    .ok()
+                crate::git::odb::retry_transient(|| {
+                    crate::git::stage::stage_all(&self.caches, &wt, t.detach())
+                })
+                .ok()
             })
             .flatten();
         let tree = match staged {
@@ -156,7 +165,7 @@ impl Host {
             None => retry_vanished_folder(|| git_add_all(&git))?,
         };
         if head_tree.is_some_and(|t| t == tree) {
-            record_settled(&wt, worktree);
+            record_settled(&self.caches, &wt, worktree);
             return Ok(());
         }
         let message = format!(
@@ -167,7 +176,7 @@ impl Host {
         match head {
             Some(head) if commits_plainly(&wt) => {
                 commit_tree(&wt, head.id, tree, &stripspace(&message))?;
-                record_settled(&wt, worktree);
+                record_settled(&self.caches, &wt, worktree);
             }
             // A hook to run, a signature to make, a message to clean or
             // encode otherwise: `git commit` does what it does there. Its
@@ -190,8 +199,9 @@ impl Host {
             command: "opening the worktree".into(),
             detail,
         };
-        let mut wt = crate::run::worktree::open_linked(&self.repo.to_thread_local(), worktree)
-            .map_err(|e| failed(e.to_string()))?;
+        let mut wt =
+            crate::run::worktree::open_linked(&self.caches, &self.repo.to_thread_local(), worktree)
+                .map_err(|e| failed(e.to_string()))?;
         let mut stand_in = Vec::new();
         if self.missing_name {
             stand_in.push(("user.name", "git-arbiter"));
@@ -262,12 +272,12 @@ fn git_add_all(
 /// The index of `wt` (at `dir`) was just made to hold every file but the
 /// ignored ones, and HEAD now holds that index's tree: record it,
 /// so giving the worktree back need not check every file again.
-fn record_settled(wt: &gix::Repository, dir: &Path) {
+fn record_settled(caches: &crate::sys::caches::Caches, wt: &gix::Repository, dir: &Path) {
     let Ok(head) = wt.head_id() else { return };
     // A null checksum (`index.skipHash`) would not tell two indexes apart.
     if let Some(checksum) = crate::git::index_memo::index_file_checksum(wt).filter(|c| !c.is_null())
     {
-        exec::mark_settled(dir, head.detach(), checksum);
+        exec::mark_settled(caches, dir, head.detach(), checksum);
     }
 }
 
@@ -529,13 +539,14 @@ impl NotRunnable {
     /// `wt` (at `worktree`) and succeeded, left it other than clean:
     /// found as `git status` finds it, nothing trusted.
     pub fn of_setup(
+        caches: &crate::sys::caches::Caches,
         wt: &gix::Repository,
         label: &str,
         command: &str,
         worktree: &Path,
         log: &Path,
     ) -> crate::Result<Option<NotRunnable>> {
-        let dirt = crate::run::pool::dirt(wt)?;
+        let dirt = crate::run::pool::dirt(caches, wt)?;
         Ok((!dirt.is_empty()).then(|| NotRunnable {
             label: label.to_owned(),
             kind: "setup",
@@ -977,6 +988,7 @@ impl Host {
                     stdout_to: None,
                     timeout: steps.timeout,
                     groups: Some(&me.groups_dir()),
+                    caches: &self.caches,
                 },
                 stop,
             )
@@ -989,8 +1001,13 @@ impl Host {
         };
         if let Some(cmd) = steps.setup {
             // An unreadable record of the last setup only costs a setup run.
-            if crate::run::pool::setup_needed(at.worktree, at.base, steps.setup_inputs)
-                .unwrap_or(true)
+            if crate::run::pool::setup_needed(
+                &self.caches,
+                at.worktree,
+                at.base,
+                steps.setup_inputs,
+            )
+            .unwrap_or(true)
             {
                 progress.phase(at.label, Phase::Setup);
                 let (exit, wall) = match run("setup", cmd) {
@@ -1023,7 +1040,7 @@ impl Host {
                     .open_worktree(at.worktree)
                     .map_err(|e| e.to_string())
                     .and_then(|wt| {
-                        NotRunnable::of_setup(&wt, at.label, cmd, at.worktree, at.log)
+                        NotRunnable::of_setup(&self.caches, &wt, at.label, cmd, at.worktree, at.log)
                             .map_err(|e| e.to_string())
                     });
                 match wrote {
@@ -1040,7 +1057,7 @@ impl Host {
                         }
                     }
                 }
-                if let Err(e) = crate::run::pool::setup_done(at.worktree, at.base) {
+                if let Err(e) = crate::run::pool::setup_done(&self.caches, at.worktree, at.base) {
                     // Only costs a setup run next time.
                     progress.event(&Event::Warning {
                         wo: at.label.to_owned(),

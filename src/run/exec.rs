@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal};
 
+use crate::sys::caches::Caches;
 use crate::sys::clock::format_ms;
 
 /// At most this much of one command's output goes to its log: the first and
@@ -40,19 +41,34 @@ const LAST_OUTPUT_WAIT: Duration = Duration::from_secs(1);
 /// Worktrees whose files git-arbiter proved equal to a commit (the builder's
 /// leftovers just staged by `git add -A` and committed), by canonical path:
 /// that commit and the checksum of the index file that proved it. Nothing
-/// of ours has run there since: [`run`] forgets a worktree it runs a command in.
-type Settled = std::collections::BTreeMap<PathBuf, (gix::ObjectId, gix::ObjectId)>;
+/// of ours has run there since: [`run`] forgets a worktree it runs a command
+/// in. A [`Caches`] entry.
+#[derive(Default)]
+struct Settled(Mutex<std::collections::BTreeMap<PathBuf, (gix::ObjectId, gix::ObjectId)>>);
 
-fn settled() -> std::sync::MutexGuard<'static, Settled> {
-    static SETTLED: Mutex<Settled> = Mutex::new(Settled::new());
-    SETTLED.lock().unwrap_or_else(PoisonError::into_inner)
+type SettledMap = std::collections::BTreeMap<PathBuf, (gix::ObjectId, gix::ObjectId)>;
+
+fn settled(caches: &Caches) -> std::sync::Arc<Settled> {
+    caches.get::<Settled>()
+}
+
+impl Settled {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SettledMap> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Record that the files of the worktree at `dir` equal `commit`, as its
 /// index (whose file ends in `index_checksum`) says.
-pub fn mark_settled(dir: &Path, commit: gix::ObjectId, index_checksum: gix::ObjectId) {
+pub fn mark_settled(
+    caches: &Caches,
+    dir: &Path,
+    commit: gix::ObjectId,
+    index_checksum: gix::ObjectId,
+) {
     if let Ok(dir) = dir.canonicalize() {
-        let mut all = settled();
+        let settled = settled(caches);
+        let mut all = settled.lock();
         // Worktrees that are removed, not given back (`--no-pool`), are
         // never read: forgetting costs a give-back its shortcut, nothing more.
         if all.len() >= 256 {
@@ -64,14 +80,15 @@ pub fn mark_settled(dir: &Path, commit: gix::ObjectId, index_checksum: gix::Obje
 
 /// What [`mark_settled`] recorded for `dir`, if no command ran there since;
 /// forgotten as it is read.
-pub fn take_settled(dir: &Path) -> Option<(gix::ObjectId, gix::ObjectId)> {
+pub fn take_settled(caches: &Caches, dir: &Path) -> Option<(gix::ObjectId, gix::ObjectId)> {
     let dir = dir.canonicalize().ok()?;
-    settled().remove(&dir)
+    settled(caches).lock().remove(&dir)
 }
 
 /// A command runs in `dir`: forget what was proved about any worktree it is in.
-fn unsettle(dir: &Path) {
-    let mut all = settled();
+fn unsettle(caches: &Caches, dir: &Path) {
+    let settled = settled(caches);
+    let mut all = settled.lock();
     if all.is_empty() {
         return;
     }
@@ -138,6 +155,9 @@ pub struct Spec<'a> {
     /// directory, so that if we are killed the next conductor can end what we
     /// left running (the conductor's orphan cleanup).
     pub groups: Option<&'a Path>,
+    /// The process's caches: a command run in a worktree voids what was
+    /// proved of its files ([`take_settled`]).
+    pub caches: &'a Caches,
 }
 
 /// What a recorded command's shell runs before the command, on its first
@@ -164,7 +184,7 @@ pub fn shell(command: &str, cwd: &Path, env: &[(String, String)]) -> Command {
 
 /// Run to completion, a timeout, or until `stop()` says so.
 pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
-    unsettle(spec.cwd);
+    unsettle(spec.caches, spec.cwd);
     if let Some(dir) = spec.log.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -455,7 +475,13 @@ fn kill_group(child: &Child, signal: Signal) {
 mod tests {
     use super::*;
 
-    fn spec<'a>(cmd: &'a str, dir: &'a Path, log: &'a Path, timeout: Option<Duration>) -> Spec<'a> {
+    fn spec<'a>(
+        caches: &'a Caches,
+        cmd: &'a str,
+        dir: &'a Path,
+        log: &'a Path,
+        timeout: Option<Duration>,
+    ) -> Spec<'a> {
         Spec {
             command: cmd,
             cwd: dir,
@@ -465,6 +491,7 @@ mod tests {
             stdout_to: None,
             timeout,
             groups: None,
+            caches,
         }
     }
 
@@ -472,6 +499,7 @@ mod tests {
     /// ours runs in it (or below it), and kept while commands run elsewhere.
     #[test]
     fn a_command_run_in_a_settled_worktree_unsettles_it() {
+        let caches = Caches::default();
         let dir = tempfile::tempdir().expect("tmp");
         let (wt, elsewhere) = (dir.path().join("wt"), dir.path().join("other"));
         std::fs::create_dir_all(wt.join("sub")).expect("mkdir");
@@ -481,23 +509,31 @@ mod tests {
             gix::ObjectId::empty_tree(gix::hash::Kind::Sha1),
             gix::ObjectId::null(gix::hash::Kind::Sha1),
         );
-        mark_settled(&wt, commit, index);
-        run(&spec("true", &elsewhere, &log, None), &|| false).expect("runs");
-        assert_eq!(take_settled(&wt.join("sub/..")), Some((commit, index)));
-        assert_eq!(take_settled(&wt), None, "read once");
-        mark_settled(&wt, commit, index);
-        run(&spec("true", &wt.join("sub"), &log, None), &|| false).expect("runs");
-        assert_eq!(take_settled(&wt), None);
+        mark_settled(&caches, &wt, commit, index);
+        run(&spec(&caches, "true", &elsewhere, &log, None), &|| false).expect("runs");
+        assert_eq!(
+            take_settled(&caches, &wt.join("sub/..")),
+            Some((commit, index))
+        );
+        assert_eq!(take_settled(&caches, &wt), None, "read once");
+        mark_settled(&caches, &wt, commit, index);
+        run(&spec(&caches, "true", &wt.join("sub"), &log, None), &|| {
+            false
+        })
+        .expect("runs");
+        assert_eq!(take_settled(&caches, &wt), None);
     }
 
     #[test]
     fn a_named_command_is_marked_in_the_log_and_a_timeout_says_so() {
+        let caches = Caches::default();
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
-        let mut s = spec("echo hi; exit 3", dir.path(), &log, None);
+        let mut s = spec(&caches, "echo hi; exit 3", dir.path(), &log, None);
         s.kind = Some("gate");
         assert_eq!(run(&s, &|| false).expect("runs"), Exit::Code(3));
         let mut s = spec(
+            &caches,
             "sleep 5",
             dir.path(),
             &log,
@@ -525,10 +561,17 @@ mod tests {
 
     #[test]
     fn exit_codes_and_log() {
+        let caches = Caches::default();
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
         let exit = run(
-            &spec("echo out; echo err >&2; exit 3", dir.path(), &log, None),
+            &spec(
+                &caches,
+                "echo out; echo err >&2; exit 3",
+                dir.path(),
+                &log,
+                None,
+            ),
             &|| false,
         )
         .expect("runs");
@@ -539,6 +582,7 @@ mod tests {
 
     #[test]
     fn the_log_keeps_head_and_tail_of_long_output() {
+        let caches = Caches::default();
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
         let last = 2_000_000;
@@ -551,7 +595,13 @@ mod tests {
         // instead of hanging it.
         let cmd = format!("seq 1 {last}; echo done >&2");
         let exit = run(
-            &spec(&cmd, dir.path(), &log, Some(Duration::from_secs(120))),
+            &spec(
+                &caches,
+                &cmd,
+                dir.path(),
+                &log,
+                Some(Duration::from_secs(120)),
+            ),
             &|| false,
         )
         .expect("runs");
@@ -578,10 +628,15 @@ mod tests {
 
     #[test]
     fn output_within_the_cap_is_logged_whole() {
+        let caches = Caches::default();
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
         std::fs::write(&log, "before\n").expect("write");
-        run(&spec("seq 1 1000", dir.path(), &log, None), &|| false).expect("runs");
+        run(
+            &spec(&caches, "seq 1 1000", dir.path(), &log, None),
+            &|| false,
+        )
+        .expect("runs");
         let want: String = (1..=1000).map(|i| format!("{i}\n")).collect();
         assert_eq!(
             std::fs::read_to_string(&log).expect("log"),
@@ -591,6 +646,7 @@ mod tests {
 
     #[test]
     fn a_process_that_left_the_group_holding_the_output_does_not_wedge_run() {
+        let caches = Caches::default();
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
         let pidfile = dir.path().join("pid");
@@ -601,7 +657,7 @@ mod tests {
             pidfile.display()
         );
         let started = Instant::now();
-        let exit = run(&spec(&cmd, dir.path(), &log, None), &|| false).expect("runs");
+        let exit = run(&spec(&caches, &cmd, dir.path(), &log, None), &|| false).expect("runs");
         let elapsed = started.elapsed();
         let pid: i32 = std::fs::read_to_string(&pidfile)
             .expect("pid")
@@ -617,12 +673,19 @@ mod tests {
 
     #[test]
     fn timeout_kills_grandchildren() {
+        let caches = Caches::default();
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
         let pidfile = dir.path().join("pid");
         let cmd = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
         let exit = run(
-            &spec(&cmd, dir.path(), &log, Some(Duration::from_millis(300))),
+            &spec(
+                &caches,
+                &cmd,
+                dir.path(),
+                &log,
+                Some(Duration::from_millis(300)),
+            ),
             &|| false,
         )
         .expect("runs");
@@ -679,6 +742,7 @@ mod tests {
     /// again in a child process that has them all set.
     #[test]
     fn extra_environment_is_added() {
+        let caches = Caches::default();
         const CHILD: &str = "ARBITER_EXEC_TEST_CHILD";
         if std::env::var_os(CHILD).is_none() {
             let mut child = Command::new(std::env::current_exe().expect("test binary"));
@@ -702,7 +766,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let log = dir.path().join("x.log");
         let out = dir.path().join("out");
-        let mut s = spec("env", dir.path(), &log, None);
+        let mut s = spec(&caches, "env", dir.path(), &log, None);
         let env = [("X".to_string(), "1".to_string())];
         s.env = &env;
         s.stdout_to = Some(&out);

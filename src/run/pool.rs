@@ -25,7 +25,7 @@
 //! [`worktree::cleanup_stale`].
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use gix::bstr::ByteSlice;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
@@ -38,6 +38,7 @@ use crate::state::context::Context;
 pub(crate) use crate::state::ledger::{forget, hold};
 use crate::state::ledger::{read_entry, write_entry};
 pub use crate::state::ledger::{Entry, State};
+use crate::sys::caches::Caches;
 use crate::sys::error::{Error, GitContext, InputError, Result};
 
 /// How a run uses the pool (`--no-pool`, `--setup`, `arbiter.pool*`, `arbiter.setup*`).
@@ -141,13 +142,21 @@ struct Lease {
     _lock: crate::sys::flock::Held,
 }
 
-/// The leases of this process. A lease is found by branch, so the round and
-/// the race hand back a worktree by the name they created it with.
-static LEASES: Mutex<Vec<Lease>> = Mutex::new(Vec::new());
+/// The leases of this process (a [`Caches`] entry). A lease is found by
+/// branch, so the round and the race hand back a worktree by the name they
+/// created it with.
+#[derive(Default)]
+struct Leases(Mutex<Vec<Lease>>);
 
-fn leases() -> std::sync::MutexGuard<'static, Vec<Lease>> {
-    // A panic elsewhere cannot leave the list half-edited: push and remove only.
-    LEASES.lock().unwrap_or_else(|e| e.into_inner())
+fn leases(caches: &Caches) -> Arc<Leases> {
+    caches.get::<Leases>()
+}
+
+impl Leases {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Lease>> {
+        // A panic elsewhere cannot leave the list half-edited: push and remove only.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 fn now() -> i64 {
@@ -225,15 +234,15 @@ pub fn take(
         None => {
             let made = create(ctx, branch, base)?;
             // Its folders are all new: no stamp of them could be trusted yet.
-            crate::git::stamps::forget(&made.1);
+            crate::git::stamps::forget(&ctx.caches, &made.1);
             made
         }
     };
     let (n, path, lock) = leased;
     // Whatever an earlier order proved about this worktree is not this one's.
-    crate::run::exec::take_settled(&path);
-    crate::state::ledger::lease(branch);
-    leases().push(Lease {
+    crate::run::exec::take_settled(&ctx.caches, &path);
+    crate::state::ledger::lease(&ctx.caches, branch);
+    leases(&ctx.caches).lock().push(Lease {
         n,
         branch: branch.to_owned(),
         path: path.clone(),
@@ -373,7 +382,7 @@ fn switch(
     // index that cannot be read (its shared index removed) proves nothing:
     // the whole worktree is reset below.
     let found = match trusted {
-        true => dirt(&wt).unwrap_or_else(|_| {
+        true => dirt(&ctx.caches, &wt).unwrap_or_else(|_| {
             trusted = false;
             Dirt::default()
         }),
@@ -394,8 +403,13 @@ fn switch(
             let ignore_rules_changed = changed
                 .iter()
                 .any(|c| c.path == b".gitignore" || c.path.ends_with(b"/.gitignore"));
-            let switched =
-                crate::run::pool_reset::switch_clean(&wt, old_tree, base_tree, &changed)?;
+            let switched = crate::run::pool_reset::switch_clean(
+                &ctx.caches,
+                &wt,
+                old_tree,
+                base_tree,
+                &changed,
+            )?;
             // Files the old rules ignored may be untracked under the new ones.
             if switched && ignore_rules_changed {
                 remove_untracked(&wt, true)?;
@@ -406,13 +420,13 @@ fn switch(
     };
     // The index is not the one the reset wrote: do it all again.
     if !switched {
-        crate::run::pool_reset::reset_to(&wt, base_tree)?;
+        crate::run::pool_reset::reset_to(&ctx.caches, &wt, base_tree)?;
         remove_untracked(&wt, keep_ignored)?;
     }
     attach_head(&wt, &full)?;
     // Clean now, and nothing of ours writes there before the builder: the
     // search for its untracked files lists only the folders that changed.
-    crate::git::stamps::remember(&wt, &info.path, base_tree);
+    crate::git::stamps::remember(&ctx.caches, &wt, &info.path, base_tree);
     crate::sys::crash::point("pool-switch.after");
     entry.state = State::Held;
     write_entry(&common, &info.name, &entry)?;
@@ -420,7 +434,7 @@ fn switch(
 }
 
 fn open(ctx: &Context, path: &Path) -> Result<gix::Repository> {
-    worktree::open_linked(&ctx.repo, path)
+    worktree::open_linked(&ctx.caches, &ctx.repo, path)
 }
 
 fn set_head(wt: &gix::Repository, new: Target, message: String) -> Result<()> {
@@ -490,12 +504,13 @@ enum Keep {
 
 fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<()> {
     let lease = {
-        let mut all = leases();
+        let leases = leases(&ctx.caches);
+        let mut all = leases.lock();
         all.iter()
             .position(|l| l.branch == branch)
             .map(|i| all.remove(i))
     };
-    crate::state::ledger::release(branch);
+    crate::state::ledger::release(&ctx.caches, branch);
     let Some(lease) = lease else {
         return match keep {
             Keep::All => Ok(()),
@@ -503,8 +518,8 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
             Keep::Nothing => worktree::remove(ctx, name, branch),
         };
     };
-    let settled = crate::run::exec::take_settled(&lease.path);
-    crate::git::stamps::forget(&lease.path);
+    let settled = crate::run::exec::take_settled(&ctx.caches, &lease.path);
+    crate::git::stamps::forget(&ctx.caches, &lease.path);
     let mut entry = read_entry(&lease.common, &lease.n).unwrap_or_default();
     entry.last_use = now();
     if keep == Keep::All {
@@ -551,7 +566,7 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
         // process lists it again (see `dirt`). A give-back without a walk
         // (above) stamps nothing: a leftover process may have written since
         // the leftovers were committed.
-        crate::git::stamps::remember(&wt, &lease.path, tree);
+        crate::git::stamps::remember(&ctx.caches, &wt, &lease.path, tree);
         // The walk for untracked files and the reset each read the whole
         // worktree: they look at once. The walk judges by the index as the
         // builder left it; whatever it lists that the reset's index tracks
@@ -559,7 +574,7 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
         let walker = wt.clone();
         let (reset, listing) = std::thread::scope(|scope| {
             let walk = scope.spawn(move || untracked(&walker));
-            let reset = crate::run::pool_reset::reset_to(&wt, tree);
+            let reset = crate::run::pool_reset::reset_to(&ctx.caches, &wt, tree);
             let listing = walk.join().unwrap_or_else(|_| {
                 Err(Error::Input(InputError::new(
                     "listing the untracked files of a pooled worktree failed",
@@ -741,9 +756,9 @@ impl Dirt {
 /// [`crate::git::stamps`]). A folder's modification time proves nothing here: a
 /// file can be written into it and that time set back; the change time
 /// cannot be.
-pub fn dirt(wt: &gix::Repository) -> Result<Dirt> {
+pub fn dirt(caches: &Caches, wt: &gix::Repository) -> Result<Dirt> {
     use gix::status::index_worktree::Item;
-    if let Some((modified, untracked)) = crate::git::stage::changes(wt)? {
+    if let Some((modified, untracked)) = crate::git::stage::changes(caches, wt)? {
         return Ok(Dirt {
             modified,
             untracked,
@@ -901,8 +916,13 @@ fn size_of(path: &Path) -> u64 {
 /// `base`? Yes in a worktree that is not pooled, or has not run it yet (or
 /// lost what it made), and when a path matching `inputs` differs between
 /// the tree it last ran on and `base`'s.
-pub fn setup_needed(worktree: &Path, base: ObjectId, inputs: &[String]) -> Result<bool> {
-    let Some((common, n)) = lease_of(worktree) else {
+pub fn setup_needed(
+    caches: &Caches,
+    worktree: &Path,
+    base: ObjectId,
+    inputs: &[String],
+) -> Result<bool> {
+    let Some((common, n)) = lease_of(caches, worktree) else {
         return Ok(true);
     };
     let Some(last) = read_entry(&common, &n)
@@ -943,8 +963,8 @@ fn base_tree(worktree: &Path, base: ObjectId) -> Result<(gix::Repository, Object
 }
 
 /// Record that the setup command succeeded in `worktree` at `base`.
-pub fn setup_done(worktree: &Path, base: ObjectId) -> Result<()> {
-    let Some((common, n)) = lease_of(worktree) else {
+pub fn setup_done(caches: &Caches, worktree: &Path, base: ObjectId) -> Result<()> {
+    let Some((common, n)) = lease_of(caches, worktree) else {
         return Ok(());
     };
     let (_, tree) = base_tree(worktree, base)?;
@@ -955,8 +975,9 @@ pub fn setup_done(worktree: &Path, base: ObjectId) -> Result<()> {
 }
 
 /// The common dir and number of the pooled worktree at `worktree`, if this process holds it.
-fn lease_of(worktree: &Path) -> Option<(PathBuf, String)> {
-    leases()
+fn lease_of(caches: &Caches, worktree: &Path) -> Option<(PathBuf, String)> {
+    leases(caches)
+        .lock()
         .iter()
         .find(|l| l.path == worktree)
         .map(|l| (l.common.clone(), l.n.clone()))
@@ -1151,7 +1172,7 @@ mod tests {
             .path;
         give_back(&ctx, "a", "arbiter/a", false).expect("give back");
         assert!(
-            crate::git::stamps::recorded(&wt).is_some(),
+            crate::git::stamps::recorded(&ctx.caches, &wt).is_some(),
             "stamped when given back clean"
         );
         let sub = wt.join("sub");
@@ -1207,8 +1228,6 @@ mod tests {
         let wt = take(&ctx, &opts, "settled-a", "arbiter/settled-a", base)
             .expect("take")
             .path;
-        // (Branch names of its own: a lease is found by its branch, in
-        // this process, beside the other tests.)
         // The builder's work, committed as the leftovers commit records it.
         std::fs::write(wt.join("sub/new.txt"), "work\n").expect("write");
         git(&root, &wt, &["add", "-A"]);
@@ -1216,7 +1235,7 @@ mod tests {
         let opened = open(&ctx, &wt).expect("open");
         let head = opened.head_id().expect("head").detach();
         let checksum = crate::git::index_memo::index_file_checksum(&opened).expect("checksum");
-        crate::run::exec::mark_settled(&wt, head, checksum);
+        crate::run::exec::mark_settled(&ctx.caches, &wt, head, checksum);
         // Then a leftover process of the builder writes there.
         std::fs::write(wt.join("sub/stray.txt"), "stray\n").expect("stray");
         give_back(&ctx, "settled-a", "arbiter/settled-a", false).expect("give back");

@@ -18,6 +18,7 @@ use crate::git::paths::{rel_path, workdir};
 use crate::git::splitindex;
 use crate::git::stat::stat_suspects;
 use crate::git::status::unstaged_changes;
+use crate::sys::caches::Caches;
 use crate::sys::error::{Error, GitContext, Result};
 
 /// Make the index and tracked files of `wt` hold exactly `tree`, whatever
@@ -29,6 +30,7 @@ use crate::sys::error::{Error, GitContext, Result};
 /// is removed first. Untracked files are the pool's to remove. Returns the
 /// index now on disk and its checksum.
 pub(crate) fn reset_to(
+    caches: &Caches,
     wt: &gix::Repository,
     tree: ObjectId,
 ) -> Result<(gix::index::File, Option<ObjectId>)> {
@@ -45,7 +47,7 @@ pub(crate) fn reset_to(
             e.flags
                 .intersects(Flags::SKIP_WORKTREE | Flags::INTENT_TO_ADD | Flags::ASSUME_VALID)
         });
-        if plain && holds(wt, index, tree)? {
+        if plain && holds(caches, wt, index, tree)? {
             return restore_files(wt, index.clone(), &dir);
         }
     }
@@ -190,6 +192,7 @@ fn restore_files(
 /// with nothing touched, when its index is sparse or cannot be read (its
 /// shared index removed): the caller resets it.
 pub(crate) fn switch_clean(
+    caches: &Caches,
     wt: &gix::Repository,
     old_tree: ObjectId,
     new_tree: ObjectId,
@@ -214,7 +217,7 @@ pub(crate) fn switch_clean(
             false => None,
         };
         match done {
-            Some(split) => remember_holds(lock.commit_split(&split, &dir)?, new_tree),
+            Some(split) => remember_holds(caches, lock.commit_split(&split, &dir)?, new_tree),
             None => apply_from_tree(wt, old_tree, new_tree, lock)?,
         }
         crate::sys::crash::point("checkout-index.after");
@@ -229,7 +232,7 @@ pub(crate) fn switch_clean(
         .map(|c| c.path.as_slice())
         .filter(|p| index.entry_by_path(p.as_bstr()).is_none());
     clear_the_way(&dir, added, |p| index.entry_by_path(p.as_bstr()).is_some())?;
-    apply(wt, old_tree, new_tree, changed, Some(index))?;
+    apply(caches, wt, old_tree, new_tree, changed, Some(index))?;
     Ok(true)
 }
 
@@ -330,7 +333,8 @@ mod tests {
                         .expect("read")
                         .expect("split")
                         .shared_checksum();
-                    let switched = switch_clean(&wt, old_tree, new_tree, &changed);
+                    let switched =
+                        switch_clean(&Caches::default(), &wt, old_tree, new_tree, &changed);
                     assert!(switched.expect("switch"), "not sparse");
                     let got = outcome(&root, copy);
                     assert_eq!(got, want, "case {case}, split: {old:?} -> {new:?}");
@@ -508,7 +512,7 @@ mod tests {
                     .shared_checksum()
             };
             let before = shared(&wt);
-            let switched = switch_clean(&wt, old_tree, new_tree, &changed);
+            let switched = switch_clean(&Caches::default(), &wt, old_tree, new_tree, &changed);
             assert!(switched.expect("switch"), "not sparse");
             git(
                 &root,
@@ -579,7 +583,13 @@ mod tests {
         };
         let before = shared(&wt);
         let update = update_of(&split, &old, &new);
-        let switched = switch_clean(&wt, update.old_tree, update.new_tree, &update.changed);
+        let switched = switch_clean(
+            &Caches::default(),
+            &wt,
+            update.old_tree,
+            update.new_tree,
+            &update.changed,
+        );
         assert!(switched.expect("switch"));
         assert_eq!(shared(&wt), before, "switched in place");
         git(&root, &split, &["update-ref", "--no-deref", "HEAD", &new]);

@@ -542,6 +542,7 @@ impl<'a> Queue<'a> {
                     stdout_to: None,
                     timeout: self.timeout,
                     groups: Some(&self.me.groups_dir()),
+                    caches: &self.ctx.caches,
                 },
                 &stop,
             )
@@ -554,8 +555,9 @@ impl<'a> Queue<'a> {
             let mut failed = NotRunnable::of(&exit, "verify", kind, cmd, &path, &log);
             if failed.is_none() && kind == "setup" && exit.success() {
                 // A setup that writes tracked files changes what is verified.
-                let wt = crate::run::worktree::open_linked(&self.ctx.repo, &path)?;
-                failed = NotRunnable::of_setup(&wt, "verify", cmd, &path, &log)?;
+                let wt =
+                    crate::run::worktree::open_linked(&self.ctx.caches, &self.ctx.repo, &path)?;
+                failed = NotRunnable::of_setup(&self.ctx.caches, &wt, "verify", cmd, &path, &log)?;
             }
             if let Some(failed) = failed {
                 crate::run::pool::give_back(self.ctx, &name, &branch, false)?;
@@ -571,11 +573,13 @@ impl<'a> Queue<'a> {
         let mut result = Some(true);
         if let Some(cmd) = self.pool.setup.as_deref() {
             // An unreadable record of the last setup only costs a setup run.
-            if crate::run::pool::setup_needed(&path, at, &self.pool.setup_inputs).unwrap_or(true) {
+            if crate::run::pool::setup_needed(&self.ctx.caches, &path, at, &self.pool.setup_inputs)
+                .unwrap_or(true)
+            {
                 result = run("setup", cmd)?;
                 if result == Some(true) {
                     // Unrecorded, it only costs a setup run next time.
-                    let _ = crate::run::pool::setup_done(&path, at);
+                    let _ = crate::run::pool::setup_done(&self.ctx.caches, &path, at);
                 }
             }
         }

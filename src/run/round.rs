@@ -2310,6 +2310,7 @@ fn final_gate(
             stdout_to: None,
             timeout,
             groups: Some(&me.groups_dir()),
+            caches: &ctx.caches,
         },
         &stop,
     );

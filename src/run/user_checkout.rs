@@ -706,7 +706,7 @@ pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix
             .main_repo()
             .git_context("opening the main worktree")?;
         if main.workdir().is_some() && main.head_name().ok().flatten().as_ref() == Some(branch) {
-            out.push(crate::state::context::cached(main));
+            out.push(crate::state::context::cached(&ctx.caches, main));
         }
     }
     for proxy in ctx
@@ -725,7 +725,7 @@ pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix
             continue;
         };
         if repo.workdir().is_some() && repo.head_name().ok().flatten().as_ref() == Some(branch) {
-            out.push(crate::state::context::cached(repo));
+            out.push(crate::state::context::cached(&ctx.caches, repo));
         }
     }
     Ok(out)

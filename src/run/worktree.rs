@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::state::context::Context;
 use crate::state::orders::Orders;
 use crate::state::{Record, Status, Store};
+use crate::sys::caches::Caches;
 use crate::sys::error::{Error, GitContext, InputError, Result};
 
 /// Branches git-arbiter owns: `refs/heads/arbiter/*`.
@@ -70,6 +71,19 @@ pub struct Info {
     pub prunable: bool,
 }
 
+/// Each repository's main worktree top, by common dir (a [`Caches`] entry).
+#[derive(Default)]
+struct MainTops(std::sync::Mutex<Vec<(PathBuf, PathBuf)>>);
+
+impl MainTops {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(PathBuf, PathBuf)>> {
+        // Push only: a panic elsewhere cannot leave it half-edited.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The main worktree's top; for a bare repository, the linked worktree
 /// git-arbiter runs in, else the repository's own folder (its git dir):
 /// where the repository is for builders (`$ARBITER_REPO`) and beside which
@@ -78,14 +92,14 @@ pub fn main_top(ctx: &Context) -> Result<PathBuf> {
     // Opening the main repository parses its configuration, and each take
     // and give-back of a worktree asks where the worktrees are: once per
     // repository and process is enough (the main worktree does not move).
-    static TOPS: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let tops = ctx.caches.get::<MainTops>();
     let common = normalize(&absolute(ctx, ctx.repo.common_dir()));
     let known = |tops: &[(PathBuf, PathBuf)]| {
         tops.iter()
             .find(|(c, _)| *c == common)
             .map(|(_, top)| top.clone())
     };
-    if let Some(top) = known(&TOPS.lock().unwrap_or_else(|e| e.into_inner())) {
+    if let Some(top) = known(&tops.lock()) {
         return Ok(top);
     }
     let main = ctx
@@ -97,7 +111,7 @@ pub fn main_top(ctx: &Context) -> Result<PathBuf> {
         (None, Some(here)) => normalize(&absolute(ctx, here)),
         (None, None) => common.clone(),
     };
-    let mut tops = TOPS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut tops = tops.lock();
     if known(&tops).is_none() {
         tops.push((common, top.clone()));
     }
@@ -1072,13 +1086,17 @@ pub(crate) fn pool_dir(ctx: &Context) -> Result<PathBuf> {
 /// the settings `repo` was opened with (`git -c` ones included), but none of
 /// the variables a hook may have set for `repo` itself (`GIT_INDEX_FILE`
 /// names *its* index, and would be taken for the worktree's).
-pub(crate) fn open_linked(repo: &gix::Repository, path: &Path) -> Result<gix::Repository> {
+pub(crate) fn open_linked(
+    caches: &Caches,
+    repo: &gix::Repository,
+    path: &Path,
+) -> Result<gix::Repository> {
     let context = || format!("opening the worktree {}", path.display());
     let want = std::fs::canonicalize(path).map_err(Error::io(context()))?;
     if let Some(proxy) = named_registration(repo, &want) {
         return proxy
             .into_repo()
-            .map(crate::state::context::cached)
+            .map(|repo| crate::state::context::cached(caches, repo))
             .git_context(context());
     }
     let mut resolver = Resolver::default();
@@ -1087,7 +1105,7 @@ pub(crate) fn open_linked(repo: &gix::Repository, path: &Path) -> Result<gix::Re
         if here.as_deref() == Some(want.as_path()) {
             return proxy
                 .into_repo()
-                .map(crate::state::context::cached)
+                .map(|repo| crate::state::context::cached(caches, repo))
                 .git_context(context());
         }
     }
@@ -1493,7 +1511,7 @@ pub fn cleanup_stale(
             continue;
         };
         // This run's own attempt (its settling gives the worktree back).
-        if crate::state::ledger::is_leased(&branch) {
+        if crate::state::ledger::is_leased(&ctx.caches, &branch) {
             continue;
         }
         let record = snapshot.record(wo)?;
@@ -1725,7 +1743,7 @@ mod tests {
         }
         let opened = gix::open_opts(&repo, gix::open::Options::isolated()).unwrap();
         let git_dir_of = |path: &std::path::Path| {
-            let wt = super::open_linked(&opened, path).expect("opens");
+            let wt = super::open_linked(&super::Caches::default(), &opened, path).expect("opens");
             std::fs::canonicalize(wt.git_dir()).unwrap()
         };
         let registration =
@@ -1740,7 +1758,9 @@ mod tests {
         assert_eq!(git_dir_of(&root.join("b")), registration("b"));
         std::fs::create_dir(root.join("stray")).unwrap();
         std::fs::write(root.join("stray/.git"), &b_link).unwrap();
-        assert!(super::open_linked(&opened, &root.join("stray")).is_err());
+        assert!(
+            super::open_linked(&super::Caches::default(), &opened, &root.join("stray")).is_err()
+        );
     }
 
     /// The resolver's shortcut (a folder resolved once, its entries joined

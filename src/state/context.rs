@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use gix::refs::FullName;
 
 use crate::state::orders::{self, Orders};
+use crate::sys::caches::Caches;
 use crate::sys::error::{Error, GitContext, InputError, Result};
 
 /// Defaults of every `arbiter.*` key, in one place.
@@ -115,34 +116,53 @@ fn refuse_dubious_ownership(repo: &gix::Repository) -> Result<()> {
     .into())
 }
 
-/// Decoded objects kept in memory, for all handles of the process.
+/// Decoded objects kept in memory, for all handles of one context and those
+/// it shares.
 const OBJECT_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// `repo` with the object cache every handle of ours has: a worktree's
 /// checkout reads the same trees (and often blobs) again for each path, and
 /// gix maps and unmaps a loose object at each read.
-pub(crate) fn cached(mut repo: gix::Repository) -> gix::Repository {
-    share_objects(&mut repo);
+pub(crate) fn cached(caches: &Caches, mut repo: gix::Repository) -> gix::Repository {
+    share_objects(caches, &mut repo);
     repo
 }
 
-/// Give `repo` the process's object cache, unless it has one.
-fn share_objects(repo: &mut gix::Repository) {
+/// Give `repo` the object cache of `caches`, unless it has one.
+fn share_objects(caches: &Caches, repo: &mut gix::Repository) {
     if !repo.objects.has_object_cache() {
-        let store = object_memory().store_number(repo.objects.store_ref().path());
-        repo.objects
-            .set_object_cache(move || Box::new(SharedObjects { store }));
+        let memory = caches.get::<Objects>();
+        let store = memory.lock().store_number(repo.objects.store_ref().path());
+        repo.objects.set_object_cache(move || {
+            Box::new(SharedObjects {
+                memory: memory.clone(),
+                store,
+            })
+        });
     }
 }
 
-/// The object cache all handles of the process share, by object database:
+/// The object cache all handles of a context share, by object database:
 /// an object is named by its content, so what one thread read serves the
 /// others (each build thread's handle would read the batch's base trees
 /// again, and a loose object costs a map, an inflate and an unmap each
 /// time). Kept apart per database, so that one never finds an object
 /// another has and it lacks.
 struct SharedObjects {
+    memory: std::sync::Arc<Objects>,
     store: usize,
+}
+
+/// The process's decoded objects (an entry of its [`Caches`]).
+#[derive(Default)]
+struct Objects(std::sync::Mutex<ObjectMemory>);
+
+impl Objects {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ObjectMemory> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 #[derive(Default)]
@@ -167,21 +187,13 @@ impl ObjectMemory {
     }
 }
 
-fn object_memory() -> std::sync::MutexGuard<'static, ObjectMemory> {
-    static MEMORY: std::sync::LazyLock<std::sync::Mutex<ObjectMemory>> =
-        std::sync::LazyLock::new(Default::default);
-    MEMORY
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl gix::odb::pack::cache::Object for SharedObjects {
     fn put(&mut self, id: gix::ObjectId, kind: gix::object::Kind, data: &[u8]) {
         if data.len() > OBJECT_CACHE_BYTES / 8 {
             return;
         }
         let key = (self.store, id);
-        let mut memory = object_memory();
+        let mut memory = self.memory.lock();
         if memory.objects.contains_key(&key) {
             return;
         }
@@ -199,7 +211,7 @@ impl gix::odb::pack::cache::Object for SharedObjects {
     }
 
     fn get(&mut self, id: &gix::ObjectId, out: &mut Vec<u8>) -> Option<gix::object::Kind> {
-        let memory = object_memory();
+        let memory = self.memory.lock();
         let (kind, data) = memory.objects.get(&(self.store, *id))?;
         out.clear();
         out.extend_from_slice(data);
@@ -212,6 +224,7 @@ pub struct SharedContext {
     repo: gix::ThreadSafeRepository,
     workdir: Option<PathBuf>,
     cwd: PathBuf,
+    caches: Caches,
 }
 
 impl SharedContext {
@@ -219,11 +232,12 @@ impl SharedContext {
         // A thread's handle starts without the cache that spares a reread
         // (a loose object is mapped and unmapped at each read).
         let mut repo = self.repo.to_thread_local();
-        share_objects(&mut repo);
+        share_objects(&self.caches, &mut repo);
         Context {
             repo,
             workdir: self.workdir.clone(),
             cwd: self.cwd.clone(),
+            caches: self.caches.clone(),
             history: Default::default(),
         }
     }
@@ -235,6 +249,9 @@ pub struct Context {
     pub workdir: Option<PathBuf>,
     /// Where the process was started; relative flag values resolve against it.
     pub cwd: PathBuf,
+    /// What this process has read or proved and may reuse, shared by every
+    /// context [`Context::share`] makes from this one.
+    pub caches: Caches,
     /// What the integration branch's first-parent chain says landed, as
     /// far as read: kept, so that only new commits are read again.
     history: std::cell::RefCell<crate::git::history::Landed>,
@@ -306,12 +323,14 @@ impl Context {
         }
         // A round merges many work orders into one branch: the trees and
         // commits near its tip are read again by every merge-back.
-        share_objects(&mut repo);
+        let caches = Caches::default();
+        share_objects(&caches, &mut repo);
         let workdir = repo.workdir().map(Path::to_owned);
         Ok(Context {
             repo,
             workdir,
             cwd: cwd.to_owned(),
+            caches,
             history: Default::default(),
         })
     }
@@ -324,11 +343,13 @@ impl Context {
         let options = gix::open::Options::isolated().config_overrides(overrides.iter().copied());
         let mut repo = gix::open_opts(path, options)
             .git_context(format!("opening the repository at {}", path.display()))?;
-        share_objects(&mut repo);
+        let caches = Caches::default();
+        share_objects(&caches, &mut repo);
         Ok(Context {
             workdir: repo.workdir().map(Path::to_owned),
             cwd: path.to_owned(),
             repo,
+            caches,
             history: Default::default(),
         })
     }
@@ -340,6 +361,7 @@ impl Context {
             repo: self.repo.clone().into_sync(),
             workdir: self.workdir.clone(),
             cwd: self.cwd.clone(),
+            caches: self.caches.clone(),
         }
     }
 
@@ -652,14 +674,21 @@ mod tests {
         std::fs::write(has.join("f"), "only in one repository\n").expect("write");
         let blob = git(&root, &has, &["hash-object", "-w", "f"]);
         let blob = gix::ObjectId::from_hex(blob.trim().as_bytes()).expect("sha");
-        let open = |dir: &std::path::Path| super::Context::isolated(dir, &[]).expect("open").repo;
-        let first = open(&has);
-        assert!(first.find_object(blob).is_ok());
+        let ctx = super::Context::isolated(&has, &[]).expect("open");
+        let open = |dir: &std::path::Path| {
+            let repo = gix::open_opts(dir, gix::open::Options::isolated()).expect("open");
+            super::cached(&ctx.caches, repo)
+        };
+        assert!(ctx.repo.find_object(blob).is_ok());
         // Gone from disk, still found by a second handle: it came from the cache.
         let loose = has.join(".git/objects").join(&blob.to_string()[..2]);
         std::fs::remove_dir_all(loose).expect("remove the loose object");
         assert!(open(&has).find_object(blob).is_ok());
+        assert!(ctx.share().local().repo.find_object(blob).is_ok());
         assert!(open(&lacks).find_object(blob).is_err());
+        // Another context's caches hold nothing of this one's.
+        let other = super::Context::isolated(&has, &[]).expect("open");
+        assert!(other.repo.find_object(blob).is_err());
     }
 
     /// The shared cache keeps to its budget: the oldest objects go first,
@@ -667,8 +696,14 @@ mod tests {
     #[test]
     fn the_object_cache_keeps_to_its_budget() {
         use gix::odb::pack::cache::Object;
-        let store = super::object_memory().store_number(std::path::Path::new("/budget-test"));
-        let mut cache = super::SharedObjects { store };
+        let memory = std::sync::Arc::new(super::Objects::default());
+        let store = memory
+            .lock()
+            .store_number(std::path::Path::new("/budget-test"));
+        let mut cache = super::SharedObjects {
+            memory: memory.clone(),
+            store,
+        };
         let id = |n: u8| gix::ObjectId::from_bytes_or_panic(&[n; 20]);
         let eighth = vec![7u8; super::OBJECT_CACHE_BYTES / 8];
         let mut out = Vec::new();
@@ -684,7 +719,7 @@ mod tests {
         assert_eq!(cache.get(&id(1), &mut out), None, "the oldest went");
         assert_eq!(cache.get(&id(9), &mut out), Some(gix::object::Kind::Blob));
         assert_eq!(out, eighth);
-        assert!(super::object_memory().bytes <= super::OBJECT_CACHE_BYTES);
+        assert!(memory.lock().bytes <= super::OBJECT_CACHE_BYTES);
     }
 
     /// Near commits are found by their parents, in merges too; a far one is

@@ -5,11 +5,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use crate::state::context::Context;
+use crate::sys::caches::Caches;
 use crate::sys::error::{Error, Result};
 use crate::sys::flock::Held;
 
@@ -124,27 +125,34 @@ pub(crate) fn forget(ctx: &Context, n: &str) -> Result<()> {
     }
 }
 
-/// The branches whose pooled worktree this process holds for an attempt:
-/// recovery in another thread of the same run must not take them for a
-/// killed run's leftovers (their lock is held, by us).
-static LEASED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The branches whose pooled worktree this process holds for an attempt
+/// (a [`Caches`] entry): recovery in another thread of the same run must
+/// not take them for a killed run's leftovers (their lock is held, by us).
+#[derive(Default)]
+struct Leased(Mutex<Vec<String>>);
 
-fn leased() -> std::sync::MutexGuard<'static, Vec<String>> {
-    // Push and remove only: a panic elsewhere leaves it usable.
-    LEASED.lock().unwrap_or_else(|e| e.into_inner())
+fn leased(caches: &Caches) -> Arc<Leased> {
+    caches.get::<Leased>()
 }
 
-pub(crate) fn lease(branch: &str) {
-    leased().push(branch.to_owned());
+impl Leased {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        // Push and remove only: a panic elsewhere leaves it usable.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
-pub(crate) fn release(branch: &str) {
-    leased().retain(|b| b != branch);
+pub(crate) fn lease(caches: &Caches, branch: &str) {
+    leased(caches).lock().push(branch.to_owned());
+}
+
+pub(crate) fn release(caches: &Caches, branch: &str) {
+    leased(caches).lock().retain(|b| b != branch);
 }
 
 /// Does this process hold the pooled worktree of `branch`?
-pub(crate) fn is_leased(branch: &str) -> bool {
-    leased().iter().any(|b| b == branch)
+pub(crate) fn is_leased(caches: &Caches, branch: &str) -> bool {
+    leased(caches).lock().iter().any(|b| b == branch)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The bottom layer: process and file-system primitives every layer above
 //! uses, knowing nothing of git or of work orders.
 
+pub mod caches;
 pub mod clock;
 pub mod crash;
 pub mod duration;

@@ -185,6 +185,7 @@ impl Builds<'_> {
                 stdout_to: Some(&job.score_out),
                 timeout: self.opts.timeout,
                 groups: Some(&self.me.groups_dir()),
+                caches: self.host.caches(),
             },
             stop,
         );
