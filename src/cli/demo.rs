@@ -161,13 +161,12 @@ fn demo_git(dir: &Path, args: &[&str]) -> Result<String, Error> {
         .output()
         .map_err(Error::io(format!("running git {}", args.join(" "))))?;
     if !output.status.success() {
-        return Err(Error::Git {
-            context: format!("git {}", args.join(" ")),
-            source: String::from_utf8_lossy(&output.stderr)
+        return Err(Error::git(format!("git {}", args.join(" ")))(
+            String::from_utf8_lossy(&output.stderr)
                 .trim()
                 .to_owned()
                 .into(),
-        });
+        ));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }

@@ -440,20 +440,19 @@ fn move_into_place(index: &mut gix::index::State, staging: &Path, dir: &Path) ->
 
 fn check_outcome(dir: &Path, outcome: &gix::worktree::state::checkout::Outcome) -> Result<()> {
     if let Some(first) = outcome.errors.first() {
-        return Err(Error::Git {
-            context: format!(
-                "updating {} in {}",
-                first.path.to_str_lossy(),
-                dir.display()
-            ),
-            source: first.error.to_string().into(),
-        });
+        return Err(Error::git(format!(
+            "updating {} in {}",
+            first.path.to_str_lossy(),
+            dir.display()
+        ))(first.error.to_string().into()));
     }
     if let Some(first) = outcome.collisions.first() {
-        return Err(Error::Git {
-            context: format!("updating the files of {}", dir.display()),
-            source: format!("'{}' collided ({:?})", first.path, first.error_kind).into(),
-        });
+        return Err(Error::git(format!(
+            "updating the files of {}",
+            dir.display()
+        ))(
+            format!("'{}' collided ({:?})", first.path, first.error_kind).into(),
+        ));
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use gix::ObjectId;
 
 use crate::git::paths::workdir;
 use crate::git::splitindex;
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Error, GitContext, Result};
 
 /// A held `index.lock`; the new index is written through it. While it is
 /// held, a marker file beside it says the lock is git-arbiter's: a process
@@ -47,18 +47,12 @@ pub(crate) fn clear_our_stale_index_lock(wt: &gix::Repository) {
 
 impl IndexLock {
     pub(crate) fn take(wt: &gix::Repository) -> Result<IndexLock> {
-        IndexLock::try_take(wt)?.ok_or_else(|| {
-            let lock = wt.index_path().with_extension("lock");
-            InputError::new(format!(
-                "the index of {} is locked: {} exists",
-                wt.workdir().unwrap_or(wt.git_dir()).display(),
-                lock.display()
-            ))
-            .hint(format!(
-                "another git process is running there, or one was killed: if none is running, remove {}",
-                lock.display()
-            ))
-            .into()
+        IndexLock::try_take(wt)?.ok_or_else(|| Error::Locked {
+            what: format!(
+                "the index of {}",
+                wt.workdir().unwrap_or(wt.git_dir()).display()
+            ),
+            lock: wt.index_path().with_extension("lock"),
         })
     }
 

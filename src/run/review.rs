@@ -326,15 +326,12 @@ fn git_diff(ctx: &Context, args: &[&str], range: &[String; 2]) -> Result<String>
         .output()
         .map_err(Error::io("running git diff"))?;
     if !out.status.success() {
-        return Err(Error::Io {
-            context: format!(
-                "git diff {}..{}: {}",
-                range[0],
-                range[1],
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-            source: std::io::Error::other(out.status.to_string()),
-        });
+        return Err(Error::io(format!(
+            "git diff {}..{}: {}",
+            range[0],
+            range[1],
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))(std::io::Error::other(out.status.to_string())));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -1393,10 +1393,7 @@ fn give_back_landed(ctx: &Context, id: &str, fate: &Fate) -> Result<()> {
 }
 
 fn lander_gone() -> Error {
-    Error::Io {
-        context: "handing work to the merge queue".into(),
-        source: std::io::Error::other("its thread is gone"),
-    }
+    Error::io("handing work to the merge queue")(std::io::Error::other("its thread is gone"))
 }
 
 fn checks(opts: &Options) -> queue::Checks<'_> {
@@ -1533,10 +1530,9 @@ fn stop_error(jobs: &mut [Job<'_>], me: &Conductor, host: &Host) -> Result<()> {
         .find(|o| matches!(o, JobOutcome::DiskFull(_)))
     {
         me.release_reserve();
-        return Err(Error::Io {
-            context: why.clone(),
-            source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()),
-        });
+        return Err(Error::io(why.clone())(std::io::Error::from_raw_os_error(
+            rustix::io::Errno::NOSPC.raw_os_error(),
+        )));
     }
     let kept: Vec<KeptWork> = jobs.iter().filter_map(kept_work).collect();
     if !kept.is_empty() {

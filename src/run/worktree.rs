@@ -1664,10 +1664,10 @@ pub(crate) fn clear_stale_branch_locks(
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                     Err(e) => {
-                        return Err(Error::Io {
-                            context: format!("removing the stale lock file {}", path.display()),
-                            source: e,
-                        })
+                        return Err(Error::io(format!(
+                            "removing the stale lock file {}",
+                            path.display()
+                        ))(e))
                     }
                 }
                 report.push(format!("removed stale lock file {}", path.display()));

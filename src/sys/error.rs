@@ -89,6 +89,18 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Any of the above that failed for want of disk space (ENOSPC or
+    /// EDQUOT anywhere in its chain, gix's error trees included), found
+    /// once where the error is made: a run stops here rather than failing
+    /// the attempt it was making.
+    #[error(transparent)]
+    DiskFull(Box<Error>),
+    /// A lock file someone else holds (or a killed process left).
+    #[error("{what} is locked: {} exists", lock.display())]
+    Locked {
+        what: String,
+        lock: std::path::PathBuf,
+    },
     #[error("interrupted")]
     Interrupted,
     /// A non-blocking slot acquire found no slot it may take.
@@ -102,18 +114,22 @@ impl Error {
             Error::Input(_) => ExitCode::Usage,
             Error::Kernel(e) => e.exit_code(),
             Error::Git { .. } | Error::Io { .. } => ExitCode::Fatal,
+            Error::DiskFull(e) => e.exit_code(),
+            Error::Locked { .. } => ExitCode::Usage,
             Error::Interrupted => ExitCode::Interrupted,
             Error::NoSlot { .. } => ExitCode::NoSlot,
         }
     }
 
     pub fn hint(&self) -> Option<String> {
-        if self.is_disk_full() {
-            return Some(
-                "free some disk space and run it again: no attempt was spent on this".into(),
-            );
-        }
         match self {
+            Error::DiskFull(_) => Some(
+                "free some disk space and run it again: no attempt was spent on this".into(),
+            ),
+            Error::Locked { lock, .. } => Some(format!(
+                "another git process is running there, or one was killed: if none is running, remove {}",
+                lock.display()
+            )),
             Error::Input(e) => e.hint.clone(),
             Error::Kernel(e) => e.hint(),
             Error::NoSlot { .. } => Some(
@@ -124,10 +140,18 @@ impl Error {
         }
     }
 
-    /// Did this fail for want of disk space (ENOSPC or EDQUOT anywhere in
-    /// its chain, gix's error trees included)?
+    /// Did this fail for want of disk space?
     pub fn is_disk_full(&self) -> bool {
-        crate::sys::failure::is_disk_full(self)
+        matches!(self, Error::DiskFull(_))
+    }
+
+    /// `self`, or [`Error::DiskFull`] of it when its causes say the disk is full.
+    fn classified(self) -> Error {
+        match self {
+            Error::DiskFull(_) => self,
+            e if crate::sys::failure::is_disk_full(&e) => Error::DiskFull(Box::new(e)),
+            e => e,
+        }
     }
 
     /// Wrap any git (gix) failure with what we were doing.
@@ -135,12 +159,12 @@ impl Error {
         context: impl Into<String>,
     ) -> impl FnOnce(Box<dyn std::error::Error + Send + Sync + 'static>) -> Error {
         let context = context.into();
-        move |source| Error::Git { context, source }
+        move |source| Error::Git { context, source }.classified()
     }
 
     pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
         let context = context.into();
-        move |source| Error::Io { context, source }
+        move |source| Error::Io { context, source }.classified()
     }
 }
 
@@ -180,7 +204,7 @@ impl std::error::Error for Kernel {
 
 impl<E: Diagnosis> From<E> for Error {
     fn from(e: E) -> Self {
-        Error::Kernel(Kernel(Box::new(e)))
+        Error::Kernel(Kernel(Box::new(e))).classified()
     }
 }
 
@@ -194,13 +218,66 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     fn git_context(self, context: impl Into<String>) -> Result<T> {
-        self.map_err(|source| Error::Git {
-            context: context.into(),
-            source: Box::new(source),
-        })
+        self.map_err(|source| Error::git(context)(Box::new(source)))
     }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub use crate::sys::failure::{causes, is_disk_full, says_disk_full};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> std::io::Error {
+        std::io::Error::from_raw_os_error(28)
+    }
+
+    /// A full disk is found once, where the error is made, whichever way it
+    /// is made: an I/O error, a git error whose causes hold one, a kernel's
+    /// error; the exit code stays the one of what failed.
+    #[test]
+    fn a_full_disk_is_a_variant_wherever_the_error_is_made() {
+        let io = Error::io("writing x")(full());
+        assert!(matches!(io, Error::DiskFull(_)), "{io:?}");
+        assert_eq!(io.exit_code(), ExitCode::Fatal);
+        assert!(io
+            .hint()
+            .is_some_and(|h| h.contains("free some disk space")));
+        assert_eq!(io.to_string(), format!("writing x: {}", full()));
+
+        let nested: Result<()> = Err(std::io::Error::other(full())).git_context("committing");
+        assert!(nested.is_err_and(|e| e.is_disk_full()));
+
+        #[derive(Debug, thiserror::Error)]
+        #[error("kernel")]
+        struct KernelError(#[source] std::io::Error);
+        impl Diagnosis for KernelError {
+            fn exit_code(&self) -> ExitCode {
+                ExitCode::Usage
+            }
+        }
+        let kernel = Error::from(KernelError(full()));
+        assert!(kernel.is_disk_full());
+        assert_eq!(kernel.exit_code(), ExitCode::Usage);
+        assert!(!Error::from(KernelError(std::io::Error::other("no"))).is_disk_full());
+        assert!(!Error::io("reading")(std::io::Error::other("gone")).is_disk_full());
+    }
+
+    #[test]
+    fn a_held_lock_is_a_variant_with_its_file_in_the_hint() {
+        let locked = Error::Locked {
+            what: "the index of /r".into(),
+            lock: "/r/.git/index.lock".into(),
+        };
+        assert_eq!(locked.exit_code(), ExitCode::Usage);
+        assert_eq!(
+            locked.to_string(),
+            "the index of /r is locked: /r/.git/index.lock exists"
+        );
+        assert!(locked
+            .hint()
+            .is_some_and(|h| h.ends_with("remove /r/.git/index.lock")));
+    }
+}

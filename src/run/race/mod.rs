@@ -368,10 +368,9 @@ impl<'r> Race<'r> {
             self.me.release_reserve();
             self.give_back("disk_full", &why)?;
             self.end(false)?;
-            return Err(crate::Error::Io {
-                context: why,
-                source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()),
-            });
+            return Err(crate::Error::io(why)(std::io::Error::from_raw_os_error(
+                rustix::io::Errno::NOSPC.raw_os_error(),
+            )));
         }
         // Before the stop: an interrupted race removes its worktrees, and these
         // hold work that exists nowhere else.
