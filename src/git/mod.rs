@@ -17,7 +17,6 @@ pub mod odb;
 pub mod paths;
 pub mod promisor;
 pub mod refguard;
-pub mod sign;
 pub mod splitindex;
 pub mod stage;
 pub mod stamps;
