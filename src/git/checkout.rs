@@ -483,16 +483,7 @@ pub(crate) fn apply_from_tree(
     let mut index = wt
         .index_from_tree(&new_tree)
         .git_context(format!("reading tree {new_tree}"))?;
-    if let Some(sparse) = sparse_patterns(wt)? {
-        gix::worktree::sparse::apply_patterns(
-            &mut index,
-            &sparse.patterns,
-            &sparse.source,
-            sparse.cone,
-            sparse.case,
-        )
-        .git_context(format!("applying {}", sparse.source.display()))?;
-    }
+    mark_sparse(wt, &mut index)?;
     let mut skipped = Vec::new();
     {
         let (entries, paths) = index.entries_mut_and_pathbacking();
@@ -538,6 +529,22 @@ pub(crate) fn apply_from_tree(
             .remove(gix::index::entry::Flags::SKIP_WORKTREE);
     }
     lock.commit(&index, &dir).map(drop)
+}
+
+/// Mark the entries of `index` that `wt`'s sparse-checkout patterns
+/// exclude, if it has any, as `git merge` leaves them: no file, bit kept.
+fn mark_sparse(wt: &gix::Repository, index: &mut gix::index::State) -> Result<()> {
+    if let Some(sparse) = sparse_patterns(wt)? {
+        gix::worktree::sparse::apply_patterns(
+            index,
+            &sparse.patterns,
+            &sparse.source,
+            sparse.cone,
+            sparse.case,
+        )
+        .git_context(format!("applying {}", sparse.source.display()))?;
+    }
+    Ok(())
 }
 
 /// The active sparse-checkout patterns of a worktree.

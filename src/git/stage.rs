@@ -113,6 +113,18 @@ pub(crate) fn stage_all(
     }
     staged.sort_by(|a, b| a.path.cmp(&b.path));
 
+    let tree = edited_tree(wt, head_tree, &staged)?;
+    crate::git::odb::refresh(wt, written_anew(wt, tree, &staged)?)
+        .git_context("writing the leftovers' objects")?;
+    let checksum = write_index(lock, index, split, &staged, &dir)?;
+    crate::sys::crash::point("leftovers-index.after");
+    crate::git::index_memo::remember_holds(caches, checksum, tree);
+    Ok(Some(tree))
+}
+
+/// `head_tree` edited by what was staged (sorted by path): removals and
+/// upserts, written.
+fn edited_tree(wt: &gix::Repository, head_tree: ObjectId, staged: &[Staged]) -> Result<ObjectId> {
     let mut editor = wt
         .edit_tree(head_tree)
         .git_context(format!("reading tree {head_tree}"))?;
@@ -121,23 +133,17 @@ pub(crate) fn stage_all(
             .remove(s.path.as_bstr())
             .git_context("editing the tree of the leftovers")?;
     }
-    for s in &staged {
+    for s in staged {
         if let Some((id, kind, _)) = s.now {
             editor
                 .upsert(s.path.as_bstr(), kind, id)
                 .git_context("editing the tree of the leftovers")?;
         }
     }
-    let tree = editor
+    Ok(editor
         .write()
         .git_context("writing the tree of the leftovers")?
-        .detach();
-    crate::git::odb::refresh(wt, written_anew(wt, tree, &staged)?)
-        .git_context("writing the leftovers' objects")?;
-    let checksum = write_index(lock, index, split, &staged, &dir)?;
-    crate::sys::crash::point("leftovers-index.after");
-    crate::git::index_memo::remember_holds(caches, checksum, tree);
-    Ok(Some(tree))
+        .detach())
 }
 
 /// The index of `wt` (locked by `lock`), its file's checksum, and, when it

@@ -184,47 +184,7 @@ pub fn take(
         });
     }
     let common = ctx.repo.common_dir().to_owned();
-    let free = |info: &Info, entry: Option<&Entry>| {
-        info.branch.is_none() && !info.prunable && entry.is_some_and(|e| e.state == State::Free)
-    };
-    // Most recently used first (its caches are the warmest), judged before
-    // any lock is taken: a take locks only the free worktree it keeps (and
-    // the broken ones it removes), so a take beside it never finds one it
-    // wants locked for a moment and makes a new one instead.
-    let mut candidates: Vec<(Info, Option<Entry>)> = worktree::pooled(ctx)?
-        .into_iter()
-        .map(|info| {
-            let entry = read_entry(&common, &info.name);
-            (info, entry)
-        })
-        .collect();
-    candidates.sort_by_key(|(_, entry)| std::cmp::Reverse(entry.as_ref().map(|e| e.last_use)));
-    let mut best: Option<(Info, Entry, crate::sys::flock::Held)> = None;
-    for (info, seen) in candidates {
-        if best.is_some() && free(&info, seen.as_ref()) {
-            continue;
-        }
-        let Some(lock) = hold(ctx, &info.name)? else {
-            continue;
-        };
-        // Under its lock, as it is now.
-        let entry = read_entry(&common, &info.name);
-        match entry {
-            Some(entry) if free(&info, Some(&entry)) => {
-                if best.is_none() {
-                    best = Some((info, entry, lock));
-                }
-            }
-            Some(Entry {
-                state: State::Left, ..
-            }) => {}
-            // Still on an order's branch: that order's worktree, judged with
-            // it by `worktree::cleanup_stale` (a halted order's is kept).
-            _ if info.branch.is_some() && !info.prunable => {}
-            // A killed run left it mid-switch, mid-reset or half-made.
-            _ => discard(ctx, &info)?,
-        }
-    }
+    let best = warmest_free(ctx, &common)?;
     let mut cleaned = Dirt::default();
     let leased = match best {
         Some((info, entry, lock)) => {
@@ -251,6 +211,57 @@ pub fn take(
         _lock: lock,
     });
     Ok(Taken { path, cleaned })
+}
+
+/// The free pooled worktree to take, locked: the most recently used (its
+/// caches are the warmest). Worktrees a killed run left mid-switch,
+/// mid-reset or half-made are discarded on the way.
+fn warmest_free(
+    ctx: &Context,
+    common: &Path,
+) -> Result<Option<(Info, Entry, crate::sys::flock::Held)>> {
+    let free = |info: &Info, entry: Option<&Entry>| {
+        info.branch.is_none() && !info.prunable && entry.is_some_and(|e| e.state == State::Free)
+    };
+    // Most recently used first (its caches are the warmest), judged before
+    // any lock is taken: a take locks only the free worktree it keeps (and
+    // the broken ones it removes), so a take beside it never finds one it
+    // wants locked for a moment and makes a new one instead.
+    let mut candidates: Vec<(Info, Option<Entry>)> = worktree::pooled(ctx)?
+        .into_iter()
+        .map(|info| {
+            let entry = read_entry(common, &info.name);
+            (info, entry)
+        })
+        .collect();
+    candidates.sort_by_key(|(_, entry)| std::cmp::Reverse(entry.as_ref().map(|e| e.last_use)));
+    let mut best: Option<(Info, Entry, crate::sys::flock::Held)> = None;
+    for (info, seen) in candidates {
+        if best.is_some() && free(&info, seen.as_ref()) {
+            continue;
+        }
+        let Some(lock) = hold(ctx, &info.name)? else {
+            continue;
+        };
+        // Under its lock, as it is now.
+        let entry = read_entry(common, &info.name);
+        match entry {
+            Some(entry) if free(&info, Some(&entry)) => {
+                if best.is_none() {
+                    best = Some((info, entry, lock));
+                }
+            }
+            Some(Entry {
+                state: State::Left, ..
+            }) => {}
+            // Still on an order's branch: that order's worktree, judged with
+            // it by `worktree::cleanup_stale` (a halted order's is kept).
+            _ if info.branch.is_some() && !info.prunable => {}
+            // A killed run left it mid-switch, mid-reset or half-made.
+            _ => discard(ctx, &info)?,
+        }
+    }
+    Ok(best)
 }
 
 /// A worktree taken for an attempt.
@@ -366,6 +377,28 @@ fn switch(
     })
     .git_context(format!("creating branch {branch}"))?;
     let wt = open(ctx, &info.path)?;
+    let found = hold_exactly(ctx, &wt, &entry, base_tree, keep_ignored)?;
+    attach_head(&wt, &full)?;
+    // Clean now, and nothing of ours writes there before the builder: the
+    // search for its untracked files lists only the folders that changed.
+    crate::git::stamps::remember(&ctx.caches, &wt, &info.path, base_tree);
+    crate::sys::crash::point("pool-switch.after");
+    entry.state = State::Held;
+    write_entry(&common, &info.name, &entry)?;
+    Ok(found)
+}
+
+/// Make the pooled worktree `wt`, whose ledger entry is `entry`, hold
+/// exactly `base_tree`: only the difference from the tree the give-back
+/// left is written when its index and files are proved to hold that tree,
+/// else it is reset. Returns what was found changed since the give-back.
+fn hold_exactly(
+    ctx: &Context,
+    wt: &gix::Repository,
+    entry: &Entry,
+    base_tree: ObjectId,
+    keep_ignored: bool,
+) -> Result<Dirt> {
     let old_tree = entry
         .tree
         .as_deref()
@@ -373,16 +406,16 @@ fn switch(
     // The index is the one the give-back left (its checksum says so), so
     // index and files hold the old tree: only the difference is written.
     let mut trusted = entry.index_checksum.is_some()
-        && crate::git::index_memo::index_file_checksum(&wt).map(|c| c.to_string())
+        && crate::git::index_memo::index_file_checksum(wt).map(|c| c.to_string())
             == entry.index_checksum;
     // A worktree pooled before indexes were split is split now (speed only,
     // as in `create`).
-    let _ = crate::git::index_lock::keep_index_split(&wt);
+    let _ = crate::git::index_lock::keep_index_split(wt);
     // Free is what the give-back left, not what is there now: proved. An
     // index that cannot be read (its shared index removed) proves nothing:
     // the whole worktree is reset below.
     let found = match trusted {
-        true => dirt(&ctx.caches, &wt).unwrap_or_else(|_| {
+        true => dirt(&ctx.caches, wt).unwrap_or_else(|_| {
             trusted = false;
             Dirt::default()
         }),
@@ -394,7 +427,7 @@ fn switch(
             .iter()
             .map(|p| (p.trim_end_matches('/').into(), false))
             .collect();
-        remove_listed(&wt, listing, true, None, false)?;
+        remove_listed(wt, listing, true, None, false)?;
     }
     let switched = match old_tree {
         // A tracked file changed since: the whole worktree is reset below.
@@ -405,14 +438,14 @@ fn switch(
                 .any(|c| c.path == b".gitignore" || c.path.ends_with(b"/.gitignore"));
             let switched = crate::run::pool_reset::switch_clean(
                 &ctx.caches,
-                &wt,
+                wt,
                 old_tree,
                 base_tree,
                 &changed,
             )?;
             // Files the old rules ignored may be untracked under the new ones.
             if switched && ignore_rules_changed {
-                remove_untracked(&wt, true)?;
+                remove_untracked(wt, true)?;
             }
             switched
         }
@@ -420,16 +453,9 @@ fn switch(
     };
     // The index is not the one the reset wrote: do it all again.
     if !switched {
-        crate::run::pool_reset::reset_to(&ctx.caches, &wt, base_tree)?;
-        remove_untracked(&wt, keep_ignored)?;
+        crate::run::pool_reset::reset_to(&ctx.caches, wt, base_tree)?;
+        remove_untracked(wt, keep_ignored)?;
     }
-    attach_head(&wt, &full)?;
-    // Clean now, and nothing of ours writes there before the builder: the
-    // search for its untracked files lists only the folders that changed.
-    crate::git::stamps::remember(&ctx.caches, &wt, &info.path, base_tree);
-    crate::sys::crash::point("pool-switch.after");
-    entry.state = State::Held;
-    write_entry(&common, &info.name, &entry)?;
     Ok(found)
 }
 
@@ -502,7 +528,8 @@ enum Keep {
     All,
 }
 
-fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<()> {
+/// This process's lease of `branch`'s pooled worktree, ended.
+fn end_lease(ctx: &Context, branch: &str) -> Option<Lease> {
     let lease = {
         let leases = leases(&ctx.caches);
         let mut all = leases.lock();
@@ -511,6 +538,11 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
             .map(|i| all.remove(i))
     };
     crate::state::ledger::release(&ctx.caches, branch);
+    lease
+}
+
+fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<()> {
+    let lease = end_lease(ctx, branch);
     let Some(lease) = lease else {
         return match keep {
             Keep::All => Ok(()),
@@ -545,51 +577,7 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
         worktree::remove_pooled(ctx, &lease.path)?;
         return forget(ctx, &lease.n);
     }
-    let keep_ignored = lease.opts.keep_ignored;
-    // Its files were proved equal to the tip when the builder's leftovers
-    // were committed, and nothing of ours ran there since: only the ignored
-    // files it keeps are left besides. Walking every file again would prove
-    // it twice (at 50,000 files, most of what a give-back costs).
-    let settled = settled.filter(|(commit, checksum)| {
-        *commit == tip && crate::git::index_memo::index_file_checksum(&wt) == Some(*checksum)
-    });
-    let cleaned = ctx.tree_of(tip).and_then(|tree| {
-        if let Some((_, checksum)) =
-            settled.filter(|_| keep_ignored && lease.opts.max_bytes.is_none())
-        {
-            crate::sys::crash::point("pool-clean.after");
-            return Ok((tree, None, Some(checksum)));
-        }
-        // Stamped before the walk proves the folders clean: a name that
-        // comes or goes from here on, the walk's own removals included,
-        // gives its folder a new change time, and the next take in this
-        // process lists it again (see `dirt`). A give-back without a walk
-        // (above) stamps nothing: a leftover process may have written since
-        // the leftovers were committed.
-        crate::git::stamps::remember(&ctx.caches, &wt, &lease.path, tree);
-        // The walk for untracked files and the reset each read the whole
-        // worktree: they look at once. The walk judges by the index as the
-        // builder left it; whatever it lists that the reset's index tracks
-        // (the builder unstaged a file of the tree) was written by the reset and stays.
-        let walker = wt.clone();
-        let (reset, listing) = std::thread::scope(|scope| {
-            let walk = scope.spawn(move || untracked(&walker));
-            let reset = crate::run::pool_reset::reset_to(&ctx.caches, &wt, tree);
-            let listing = walk.join().unwrap_or_else(|_| {
-                Err(Error::Input(InputError::new(
-                    "listing the untracked files of a pooled worktree failed",
-                )))
-            });
-            (reset, listing)
-        });
-        let (index, checksum) = reset?;
-        // The size of what stays is walked for a budget only: a whole
-        // `node_modules/` on every give-back would cost more than the rest.
-        let measure = lease.opts.max_bytes.is_some();
-        let kept = remove_listed(&wt, listing?, keep_ignored, Some(&index), measure)?;
-        crate::sys::crash::point("pool-clean.after");
-        Ok((tree, kept, checksum))
-    });
+    let cleaned = clean_for_the_pool(ctx, &wt, &lease, tip, settled);
     let (tree, kept, checksum) = match cleaned {
         Ok(cleaned) => cleaned,
         // A worktree that cannot be reset (a full disk, a file it cannot
@@ -618,6 +606,64 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
         Some(max) => enforce_budget(ctx, max),
         None => Ok(()),
     }
+}
+
+/// Make the pooled worktree `wt`, its order done at `tip`, hold exactly
+/// `tip`'s tree, its untracked files gone (and its ignored ones unless the
+/// pool keeps them). `settled`: what was proved of its files when the
+/// builder's leftovers were committed, if nothing of ours ran there since.
+/// Returns the tree, the bytes of ignored files kept (when measured) and
+/// the index checksum.
+fn clean_for_the_pool(
+    ctx: &Context,
+    wt: &gix::Repository,
+    lease: &Lease,
+    tip: ObjectId,
+    settled: Option<(ObjectId, ObjectId)>,
+) -> Result<(ObjectId, Option<u64>, Option<ObjectId>)> {
+    let keep_ignored = lease.opts.keep_ignored;
+    // Its files were proved equal to the tip when the builder's leftovers
+    // were committed, and nothing of ours ran there since: only the ignored
+    // files it keeps are left besides. Walking every file again would prove
+    // it twice (at 50,000 files, most of what a give-back costs).
+    let settled = settled.filter(|(commit, checksum)| {
+        *commit == tip && crate::git::index_memo::index_file_checksum(wt) == Some(*checksum)
+    });
+    let tree = ctx.tree_of(tip)?;
+    if let Some((_, checksum)) = settled.filter(|_| keep_ignored && lease.opts.max_bytes.is_none())
+    {
+        crate::sys::crash::point("pool-clean.after");
+        return Ok((tree, None, Some(checksum)));
+    }
+    // Stamped before the walk proves the folders clean: a name that
+    // comes or goes from here on, the walk's own removals included,
+    // gives its folder a new change time, and the next take in this
+    // process lists it again (see `dirt`). A give-back without a walk
+    // (above) stamps nothing: a leftover process may have written since
+    // the leftovers were committed.
+    crate::git::stamps::remember(&ctx.caches, wt, &lease.path, tree);
+    // The walk for untracked files and the reset each read the whole
+    // worktree: they look at once. The walk judges by the index as the
+    // builder left it; whatever it lists that the reset's index tracks
+    // (the builder unstaged a file of the tree) was written by the reset and stays.
+    let walker = wt.clone();
+    let (reset, listing) = std::thread::scope(|scope| {
+        let walk = scope.spawn(move || untracked(&walker));
+        let reset = crate::run::pool_reset::reset_to(&ctx.caches, wt, tree);
+        let listing = walk.join().unwrap_or_else(|_| {
+            Err(Error::Input(InputError::new(
+                "listing the untracked files of a pooled worktree failed",
+            )))
+        });
+        (reset, listing)
+    });
+    let (index, checksum) = reset?;
+    // The size of what stays is walked for a budget only: a whole
+    // `node_modules/` on every give-back would cost more than the rest.
+    let measure = lease.opts.max_bytes.is_some();
+    let kept = remove_listed(wt, listing?, keep_ignored, Some(&index), measure)?;
+    crate::sys::crash::point("pool-clean.after");
+    Ok((tree, kept, checksum))
 }
 
 /// Are `size` pooled worktrees free already, besides `n`? Each free one has

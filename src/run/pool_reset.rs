@@ -72,6 +72,34 @@ pub(crate) fn reset_to(
                 .filter(|p| index.entry_by_path(p.as_bstr()).is_none()),
         )?;
     }
+    let (skipped, written) = keep_unchanged(&mut index, old_index.as_ref(), &dirty);
+    clear_the_way(&dir, written.iter().map(Vec::as_slice), |p| {
+        index.entry_by_path(p.as_bstr()).is_some()
+    })?;
+    let mut options = wt
+        .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
+        .git_context("reading checkout options")?;
+    options.destination_is_initially_empty = false;
+    options.overwrite_existing = true;
+    write_files(wt, &mut index, &dir, options)?;
+    let entries = index.entries_mut();
+    for i in skipped {
+        entries[i].flags.remove(Flags::SKIP_WORKTREE);
+    }
+    let checksum = lock.commit(&index, &dir)?;
+    Ok((index, Some(checksum)))
+}
+
+/// Of `index` (built from the new tree), the entries the old index has
+/// with the same blob and mode whose file is clean: they take the old stat
+/// data and are marked SKIP_WORKTREE so the checkout leaves their files.
+/// Returns their positions, and the paths that must be written.
+fn keep_unchanged(
+    index: &mut gix::index::State,
+    old_index: Option<&gix::index::File>,
+    dirty: &BTreeSet<Vec<u8>>,
+) -> (Vec<usize>, Vec<Vec<u8>>) {
+    use gix::index::entry::Flags;
     let mut skipped = Vec::new();
     let mut written = Vec::new();
     {
@@ -79,7 +107,6 @@ pub(crate) fn reset_to(
         for (i, entry) in entries.iter_mut().enumerate() {
             let path = entry.path_in(paths);
             let same = old_index
-                .as_ref()
                 .and_then(|ix| ix.entry_by_path(path))
                 .filter(|prev| {
                     prev.id == entry.id
@@ -96,21 +123,7 @@ pub(crate) fn reset_to(
             }
         }
     }
-    clear_the_way(&dir, written.iter().map(Vec::as_slice), |p| {
-        index.entry_by_path(p.as_bstr()).is_some()
-    })?;
-    let mut options = wt
-        .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
-        .git_context("reading checkout options")?;
-    options.destination_is_initially_empty = false;
-    options.overwrite_existing = true;
-    write_files(wt, &mut index, &dir, options)?;
-    let entries = index.entries_mut();
-    for i in skipped {
-        entries[i].flags.remove(Flags::SKIP_WORKTREE);
-    }
-    let checksum = lock.commit(&index, &dir)?;
-    Ok((index, Some(checksum)))
+    (skipped, written)
 }
 
 /// [`reset_to`] for an index that holds the tree already: the files whose

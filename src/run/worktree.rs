@@ -320,6 +320,24 @@ pub(crate) fn add_under(
     // Re-check after creating the root: it must still resolve where we expect.
     check_destination(&root, &dest)?;
 
+    create_branch(ctx, &full, name, base)?;
+    crate::sys::crash::point("worktree-add.before");
+    if let Err(e) = check_out_new(ctx, &dest, &full) {
+        // add_worktree rolls back its own files but not the branch we made for it.
+        let _ = delete_branch(&ctx.repo, &full, Some(base));
+        if std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_none()) {
+            let _ = std::fs::remove_dir(&dest);
+        }
+        return Err(e);
+    }
+    crate::sys::crash::point("worktree-add.after");
+    Ok(dest)
+}
+
+/// Create the new worktree's branch `full` at `base`, refusing one that
+/// exists (another process may have made it just now) or is locked.
+fn create_branch(ctx: &Context, full: &FullName, name: &str, base: ObjectId) -> Result<()> {
+    let branch = full.shorten();
     match crate::git::refguard::edit(&ctx.repo, &full.as_bstr().to_string(), || {
         ctx.repo.reference(
             full.as_ref(),
@@ -328,7 +346,7 @@ pub(crate) fn add_under(
             format!("arbiter: worktree {name}"),
         )
     }) {
-        Ok(_) => {}
+        Ok(_) => Ok(()),
         Err(e) => {
             let lock = crate::git::refguard::blocking_lock(&ctx.repo, &full.as_bstr().to_string());
             if lock.exists() {
@@ -339,10 +357,15 @@ pub(crate) fn add_under(
                     .hint("another process created it just now")
                     .into());
             }
-            return Err(e).git_context(format!("creating branch {branch}"));
+            Err(e).git_context(format!("creating branch {branch}"))
         }
     }
-    crate::sys::crash::point("worktree-add.before");
+}
+
+/// Check out the new worktree at `dest` on the branch `full`, never sparse
+/// and with every file as git writes it; a registration `git gc` removed
+/// as it was being made is made again.
+fn check_out_new(ctx: &Context, dest: &Path, full: &FullName) -> Result<()> {
     let interrupt = AtomicBool::new(false);
     // A builder needs every file its order may touch: its worktree is never
     // sparse, even where the worktree it is made from is.
@@ -354,7 +377,7 @@ pub(crate) fn add_under(
     let add = || {
         full_repo
             .add_worktree(
-                &dest,
+                dest,
                 gix::worktree::add::Head::Attached(full.clone()),
                 gix::progress::Discard,
                 &interrupt,
@@ -370,26 +393,16 @@ pub(crate) fn add_under(
         if added.is_ok() {
             break;
         }
-        if std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_none()) {
-            let _ = std::fs::remove_dir(&dest);
+        if std::fs::read_dir(dest).is_ok_and(|mut d| d.next().is_none()) {
+            let _ = std::fs::remove_dir(dest);
         }
         std::thread::sleep(std::time::Duration::from_millis(u64::from(tries) * 10));
         added = add();
     }
-    let added = added.and_then(|(made, _)| {
+    added.and_then(|(made, _)| {
         not_sparse(&made)?;
         as_git_writes_them(&made)
-    });
-    if let Err(e) = added {
-        // add_worktree rolls back its own files but not the branch we made for it.
-        let _ = delete_branch(&ctx.repo, &full, Some(base));
-        if std::fs::read_dir(&dest).is_ok_and(|mut d| d.next().is_none()) {
-            let _ = std::fs::remove_dir(&dest);
-        }
-        return Err(e);
-    }
-    crate::sys::crash::point("worktree-add.after");
-    Ok(dest)
+    })
 }
 
 /// gix's checkout of a new worktree writes some files other than git
@@ -1413,33 +1426,69 @@ pub fn cleanup_stale(
             path.display()
         ));
     }
-    // Every switch and reset of a pooled worktree holds its lock: one we can
-    // hold is in no one's hands, so an index lock ours left there is stale.
+    report.extend(repair_unheld_pooled(ctx)?);
+    let names = leftover_names(ctx)?;
+    let mut snapshot = store.snapshot()?;
+    report.extend(clear_stale_branch_locks(
+        ctx,
+        orders,
+        &mut snapshot,
+        is_live,
+        wait_out_fresh_locks,
+    )?);
+    let mut leftovers = Leftovers {
+        ctx,
+        orders,
+        tip,
+        is_live,
+        tips: branch_tips(ctx)?,
+        snapshot,
+    };
+    for (name, (info, found_branch)) in names {
+        report.extend(leftovers.settle(&name, info, found_branch)?);
+    }
+    Ok(report)
+}
+
+/// Pooled worktrees no one holds (every switch and reset holds its lock):
+/// one that is no longer a checkout (a removal was killed midway) goes, and
+/// an index lock ours left in one is stale and goes.
+fn repair_unheld_pooled(ctx: &Context) -> Result<Vec<String>> {
+    let mut report = Vec::new();
     for info in pooled(ctx)? {
-        if let Some(_held) = crate::state::ledger::hold(ctx, &info.name)? {
-            let registration = registration_of(ctx, &info.path);
-            if info.branch.is_none() && !is_checkout(registration.as_deref(), &info.path) {
-                remove_broken(registration.as_deref(), &info.path)?;
-                crate::state::ledger::forget(ctx, &info.name)?;
+        let Some(_held) = crate::state::ledger::hold(ctx, &info.name)? else {
+            continue;
+        };
+        let registration = registration_of(ctx, &info.path);
+        if info.branch.is_none() && !is_checkout(registration.as_deref(), &info.path) {
+            remove_broken(registration.as_deref(), &info.path)?;
+            crate::state::ledger::forget(ctx, &info.name)?;
+            report.push(format!(
+                "removed the pooled worktree {}, no longer a checkout (a removal was killed midway)",
+                info.path.display()
+            ));
+            continue;
+        }
+        if let Some(git_dir) = registration {
+            if crate::git::layout::clear_index_lock_left(&git_dir, &git_dir.join("index")) {
                 report.push(format!(
-                    "removed the pooled worktree {}, no longer a checkout (a removal was killed midway)",
+                    "removed the index lock a killed git-arbiter left in {}",
                     info.path.display()
                 ));
-                continue;
-            }
-            if let Some(git_dir) = registration {
-                if crate::git::layout::clear_index_lock_left(&git_dir, &git_dir.join("index")) {
-                    report.push(format!(
-                        "removed the index lock a killed git-arbiter left in {}",
-                        info.path.display()
-                    ));
-                }
             }
         }
     }
-    // name -> (its worktree, its branch)
-    let mut names: std::collections::BTreeMap<String, (Option<Info>, Option<String>)> =
-        Default::default();
+    Ok(report)
+}
+
+/// Each name that may be a leftover → its worktree and its branch, as found.
+type Names = std::collections::BTreeMap<String, (Option<Info>, Option<String>)>;
+
+/// Every worktree and arbiter branch by the name that ties them to an
+/// order: arbiter's worktrees, pooled ones still on an order's branch that
+/// no live process holds, and the `arbiter/*` and `arbiter-race/*` branches.
+fn leftover_names(ctx: &Context) -> Result<Names> {
+    let mut names = Names::new();
     for info in list(ctx)? {
         let name = info.name.clone();
         names.entry(name).or_default().0 = Some(info);
@@ -1477,20 +1526,32 @@ pub fn cleanup_stale(
             names.entry(name).or_default().1 = Some(short);
         }
     }
-    let mut snapshot = store.snapshot()?;
-    let tips = branch_tips(ctx)?;
-    report.extend(clear_stale_branch_locks(
-        ctx,
-        orders,
-        &mut snapshot,
-        is_live,
-        wait_out_fresh_locks,
-    )?);
-    for (name, (info, found_branch)) in names {
+    Ok(names)
+}
+
+/// What [`cleanup_stale`] judges each leftover by.
+struct Leftovers<'a> {
+    ctx: &'a Context,
+    orders: &'a Orders,
+    tip: Option<gix::ObjectId>,
+    is_live: &'a dyn Fn(&Record) -> bool,
+    tips: BranchTips,
+    snapshot: crate::state::Snapshot<'a>,
+}
+
+impl Leftovers<'_> {
+    /// Keep or remove the worktree and branch found under `name`; the
+    /// report line, if any.
+    fn settle(
+        &mut self,
+        name: &str,
+        info: Option<Info>,
+        found_branch: Option<String>,
+    ) -> Result<Option<String>> {
         // A conductor's verification worktree: the merge queue removes its
         // own, and those of dead conductors (`queue::remove_dead_verifiers`).
         if name.starts_with(VERIFY_PREFIX) {
-            continue;
+            return Ok(None);
         }
         let has_branch = found_branch.is_some();
         let branch = match (&info, found_branch) {
@@ -1501,60 +1562,54 @@ pub fn cleanup_stale(
                 }),
                 None,
             ) if b.starts_with("arbiter/") || b.starts_with("arbiter-race/") => b.clone(),
-            _ => branch_of(&name),
+            _ => branch_of(name),
         };
-        let Some(wo) = owner_of(orders, &name) else {
-            report.push(format!(
-                "kept {}: no work order '{name}' is known",
+        let kept = |why: String| {
+            Ok(Some(format!(
+                "kept {}: {why}",
                 describe(&info, has_branch, &branch)
-            ));
-            continue;
+            )))
+        };
+        let Some(wo) = owner_of(self.orders, name) else {
+            return kept(format!("no work order '{name}' is known"));
         };
         // This run's own attempt (its settling gives the worktree back).
-        if crate::state::ledger::is_leased(&ctx.caches, &branch) {
-            continue;
+        if crate::state::ledger::is_leased(&self.ctx.caches, &branch) {
+            return Ok(None);
         }
-        let record = snapshot.record(wo)?;
+        let record = self.snapshot.record(wo)?;
         if let Some(r) = &record {
             if r.halted {
-                report.push(format!(
-                    "kept {}: work order {wo} is halted ({})",
-                    describe(&info, has_branch, &branch),
-                    r.halt_reason.as_deref().unwrap_or("no reason")
-                ));
-                continue;
+                let reason = r.halt_reason.as_deref().unwrap_or("no reason");
+                return kept(format!("work order {wo} is halted ({reason})"));
             }
             // A killed standalone merge-back's branch: recovery merges it.
-            if (r.status == Status::InProgress && is_live(r)) || r.merge_back_pending() {
-                continue;
+            if (r.status == Status::InProgress && (self.is_live)(r)) || r.merge_back_pending() {
+                return Ok(None);
             }
             // Passed work waiting to land (or about to wait, its conductor
             // gone): its branch holds that work until it lands.
-            if name == wo && !r.halted && !landed_work(ctx, r, tip)? {
-                continue;
+            if name == wo && !landed_work(self.ctx, r, self.tip)? {
+                return Ok(None);
             }
         }
         if name == wo {
-            if let Some(head) = hand_made_work(ctx, wo, record.as_ref(), tip, &tips)? {
-                report.push(format!(
-                    "kept {}: it holds work no run of git-arbiter made (at {head}); \
+            if let Some(head) = hand_made_work(self.ctx, wo, record.as_ref(), self.tip, &self.tips)?
+            {
+                return kept(format!(
+                    "it holds work no run of git-arbiter made (at {head}); \
                      merge it with 'git arbiter merge-back {wo}' or drop it with \
-                     'git arbiter worktree remove {wo}'",
-                    describe(&info, has_branch, &branch)
+                     'git arbiter worktree remove {wo}'"
                 ));
-                continue;
             }
         }
-        if check_name(&name).is_err() {
-            report.push(format!(
-                "kept {}: not a name git-arbiter creates",
-                describe(&info, has_branch, &branch)
-            ));
-            continue;
+        if check_name(name).is_err() {
+            return kept("not a name git-arbiter creates".into());
         }
         let mut what = describe(&info, has_branch, &branch);
         // Its commit stays findable (`git branch <name> <sha>`) from the report.
-        if let Some(tip) = ctx
+        if let Some(tip) = self
+            .ctx
             .repo
             .try_find_reference(format!("refs/heads/{branch}").as_str())
             .ok()
@@ -1563,10 +1618,9 @@ pub fn cleanup_stale(
         {
             what.push_str(&format!(" (at {tip})"));
         }
-        remove_in_turn(ctx, &name, &branch, false)?;
-        report.push(format!("removed {what}"));
+        remove_in_turn(self.ctx, name, &branch, false)?;
+        Ok(Some(format!("removed {what}")))
     }
-    Ok(report)
 }
 
 /// Is the passed work `r` waits to land with (if any) contained in the
