@@ -118,10 +118,31 @@ fn quick_orders_land_while_a_slow_build_runs() {
         env.work_order(&format!("q{i}"), "Quick", &[], &[&format!("q{i}.txt")]);
     }
     env.commit_all("init");
-    let build = "if [ \"$ARBITER_WO\" = slow ]; then sleep 4; else sleep 0.1; fi; echo done > \"$ARBITER_WO.txt\"";
-    let run = env
-        .run(&["round", "--json", "--max-total", "6", "--build", build])
-        .success();
+    // The slow build lasts until the conductor has reported all five quick
+    // merges (its stderr goes to a file the builder reads), or a minute: a
+    // conductor that lands nothing while a build runs fails, not hangs.
+    // (`q[1-5]` keeps the pattern from matching itself in the stderr.)
+    let stderr = env.root.join("stderr");
+    let build = format!(
+        "if [ \"$ARBITER_WO\" = slow ]; then i=0; \
+           until [ \"$(grep -c 'arbiter merge wo=q[1-5] ' '{e}')\" -ge 5 ] || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; \
+         fi; echo done > \"$ARBITER_WO.txt\"",
+        e = stderr.display()
+    );
+    let out = env
+        .command_in(
+            &env.repo,
+            &["round", "--json", "--max-total", "6", "--build", &build],
+        )
+        .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+        .output()
+        .expect("run");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: std::fs::read_to_string(&stderr).expect("stderr"),
+    }
+    .success();
     let summary = run.json();
     assert_eq!(summary["schedule"], "continuous");
     assert_eq!(summary["done"].as_array().map(Vec::len), Some(6));

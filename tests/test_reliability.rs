@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::common::{wait_for, Run, TestEnv};
+use crate::common::{in_nanosleep, poll_until, wait_for, Run, TestEnv};
 
 fn repo() -> TestEnv {
     let env = TestEnv::new();
@@ -693,15 +693,46 @@ fn a_full_disk_during_a_race_spends_no_attempt() {
 #[test]
 fn a_branch_deletion_outlasts_a_concurrent_packed_refs_lock() {
     let env = repo();
+    // gix waits this long (1 s by default) for `packed-refs.lock`: the lock
+    // must go while it waits, however loaded the machine.
+    env.git(&["config", "core.packedRefsTimeout", "60000"]);
     env.run(&["worktree", "add", "wo-01"]).success();
     let lock = env.repo.join(".git/packed-refs.lock");
     std::fs::write(&lock, "").expect("lock");
-    let remover = env
+    let mut remover = env
         .command_in(&env.repo, &["worktree", "remove", "wo-01"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
-    std::thread::sleep(Duration::from_millis(300));
+    // The lock goes only once the deletion waits for it: the remover is
+    // inside its edit of the branch (its marker under ref-edits names the
+    // branch's lock; nothing else in the edit sleeps) and asleep between
+    // gix's tries to take `packed-refs.lock`.
+    let pid = remover.id();
+    let markers = env.repo.join(".git/arbiter/ref-edits");
+    let editing_the_branch = || {
+        std::fs::read_dir(&markers).is_ok_and(|listing| {
+            listing.flatten().any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_prefix(&format!("{pid}-"))
+                    .is_some_and(|n| !n.ends_with(".new"))
+                    && std::fs::read_to_string(e.path())
+                        .is_ok_and(|named| named.ends_with("/refs/heads/arbiter/wo-01.lock"))
+            })
+        })
+    };
+    let mut ended = false;
+    poll_until("the deletion waits for packed-refs.lock", || {
+        ended = remover.try_wait().expect("try_wait").is_some();
+        ended || (in_nanosleep(&PathBuf::from(format!("/proc/{pid}"))) && editing_the_branch())
+    });
+    if ended {
+        let out = remover.wait_with_output().expect("output");
+        panic!(
+            "the remover ended before it waited for the lock: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     std::fs::remove_file(&lock).expect("unlock");
     let out = remover.wait_with_output().expect("wait");
     assert!(

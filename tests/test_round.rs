@@ -21,6 +21,35 @@ fn round(env: &TestEnv, extra: &[&str]) -> Run {
     env.run(&args)
 }
 
+/// [`round`], returned only once every process it started has ended too,
+/// however the conductor ended: its stderr is open in it as fd 3 as well,
+/// which each process it starts inherits (nothing closes it), so that
+/// stream ends when the last of them exits, not when the conductor does.
+fn round_and_all_it_started(env: &TestEnv, extra: &[&str]) -> Run {
+    let mut args = vec!["round", "--json", "--max-total", "4"];
+    args.extend_from_slice(extra);
+    let cmd = env.command_in(&env.repo, &args);
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("exec \"$0\" \"$@\" 3>&2")
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .current_dir(&env.repo)
+        .env_clear()
+        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn round");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output().expect("wait")));
+    crate::common::to_run(
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("every process the round started ends"),
+    )
+}
+
 fn status_of(env: &TestEnv, id: &str) -> serde_json::Value {
     let json = env.run(&["status", "--json"]).success().json();
     json["orders"]
@@ -759,7 +788,9 @@ fn a_builder_whose_group_was_not_recorded_never_runs() {
     let started = env.root.join("started");
     let build = format!("touch {}-$ARBITER_WO; {WRITE_OWN}", started.display());
     env.set_env("ARBITER_CRASH_AT", "command.spawned");
-    let killed = round(&env, &["--build", &build, "--max", "1"]);
+    // Returned once the builder's shell has ended too: a builder that ran
+    // has touched its file by then.
+    let killed = round_and_all_it_started(&env, &["--build", &build, "--max", "1"]);
     assert!(
         killed
             .stderr
@@ -768,8 +799,6 @@ fn a_builder_whose_group_was_not_recorded_never_runs() {
         killed.stderr
     );
     env.unset_env("ARBITER_CRASH_AT");
-    // Longer than a started builder takes to touch its file.
-    std::thread::sleep(std::time::Duration::from_millis(500));
     let ran: Vec<_> = std::fs::read_dir(&env.root)
         .expect("root")
         .flatten()

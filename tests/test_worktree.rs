@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::common::TestEnv;
+use crate::common::{poll_until, waits_for_flock, TestEnv};
 
 fn setup() -> TestEnv {
     let env = TestEnv::new();
@@ -294,15 +294,23 @@ fn cleanup_stale_removes_leftovers_and_keeps_halted_work() {
 fn add_and_remove_wait_for_the_worktree_turn() {
     let env = setup();
     std::fs::create_dir_all(env.repo.join(".git/arbiter")).expect("mkdir");
-    let held =
-        std::fs::File::create(env.repo.join(".git/arbiter/worktrees.lock")).expect("lock file");
+    let turn = env.repo.join(".git/arbiter/worktrees.lock");
+    let held = std::fs::File::create(&turn).expect("lock file");
     fs4::FileExt::lock(&held).expect("lock");
     for (args, exists_after) in [
         (&["worktree", "add", "wo-01"][..], true),
         (&["worktree", "remove", "wo-01"][..], false),
     ] {
         let mut child = env.command_in(&env.repo, args).spawn().expect("spawn");
-        std::thread::sleep(std::time::Duration::from_millis(400));
+        // Seen waiting for the turn (the kernel lists it as a blocked
+        // waiter of the lock), not merely not finished yet.
+        poll_until(&format!("{args:?} waits for the worktree turn"), || {
+            assert!(
+                child.try_wait().expect("try_wait").is_none(),
+                "{args:?} went ahead while another process had the turn"
+            );
+            waits_for_flock(child.id(), &turn)
+        });
         assert!(
             child.try_wait().expect("try_wait").is_none(),
             "{args:?} went ahead while another process had the turn"

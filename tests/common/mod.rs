@@ -112,6 +112,48 @@ pub fn meet_second_start(trace: &Path) -> String {
     )
 }
 
+/// Check `cond` every 5 ms until it holds; panic naming `what` after 60 s
+/// (a generous deadline: a regression fails instead of hanging).
+#[track_caller]
+pub fn poll_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Is process `pid` blocked waiting for an flock on `path`? `/proc/locks`
+/// lists each blocked waiter as a `->` line below the lock it waits for:
+/// `1: -> FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`.
+pub fn waits_for_flock(pid: u32, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(inode) = std::fs::metadata(path).map(|m| m.ino().to_string()) else {
+        return false;
+    };
+    let pid = pid.to_string();
+    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
+    locks.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        matches!(
+            fields[..],
+            [_, "->", "FLOCK", _, _, who, file, ..]
+                if who == pid && file.rsplit(':').next() == Some(inode.as_str())
+        )
+    })
+}
+
+/// Is the thread whose `/proc` directory is `task` (`/proc/<pid>` for a
+/// process's main thread, `/proc/<pid>/task/<tid>` for another) asleep in
+/// `nanosleep` (`std::thread::sleep`, `sleep(1)`), not running or blocked
+/// elsewhere?
+pub fn in_nanosleep(task: &Path) -> bool {
+    std::fs::read_to_string(task.join("wchan")).is_ok_and(|w| w.contains("nanosleep"))
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_git-arbiter"))
 }
@@ -541,7 +583,8 @@ impl TestEnv {
     }
 }
 
-fn to_run(output: Output) -> Run {
+/// What one finished run of the binary (`Command::output`) produced.
+pub fn to_run(output: Output) -> Run {
     Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
