@@ -1116,17 +1116,42 @@ mod tests {
         }
         assert!(started.elapsed() >= wait);
         assert!(lock.exists(), "not ours to remove");
-        // Released during the wait: taken.
+        // Released during the wait: taken. The lock goes once this thread
+        // has met it: asleep between two tries (the only sleep `prepare`
+        // has), as `/proc` shows. The wait is generous, so that a slow
+        // release does not run it out.
+        let this_thread = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+        let returned = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let release = {
-            let lock = lock.clone();
+            let (lock, returned) = (lock.clone(), returned.clone());
             std::thread::spawn(move || {
-                std::thread::sleep(std::time::Duration::from_millis(100));
+                let wchan = Path::new("/proc").join(this_thread).join("wchan");
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                loop {
+                    // Read before the thread's state: a thread seen asleep
+                    // after this had not returned yet.
+                    assert!(
+                        !returned.load(std::sync::atomic::Ordering::SeqCst),
+                        "prepare returned before it waited for the lock"
+                    );
+                    let asleep =
+                        std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("nanosleep"));
+                    if asleep {
+                        break;
+                    }
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "prepare never waited for the lock"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
                 std::fs::remove_file(lock).expect("unlock");
             })
         };
         let ready =
-            super::prepare(&wt, mv, &changed, std::time::Duration::from_secs(5)).expect("prepare");
-        release.join().expect("release");
+            super::prepare(&wt, mv, &changed, std::time::Duration::from_secs(60)).expect("prepare");
+        returned.store(true, std::sync::atomic::Ordering::SeqCst);
+        release.join().expect("released during the wait");
         assert!(ready.is_ok());
     }
 }
