@@ -26,8 +26,14 @@ pub(crate) fn stat_suspects(
         .boolean("core.fileMode")
         .unwrap_or(true);
     // `core.checkStat`, `core.trustctime` as git reads them; a malformed
-    // value compares every field, the strict side.
-    let options = wt.stat_options().unwrap_or_default();
+    // value compares every field, the strict side. Nanoseconds count, as in
+    // a git built with USE_NSEC: a checkout's files share the second the
+    // index is written in, and in whole seconds every one would be racy
+    // (read again), although the index was written after them.
+    let options = gix::index::entry::stat::Options {
+        use_nsec: true,
+        ..wt.stat_options().unwrap_or_default()
+    };
     // The checks are system calls, independent of each other: spread them
     // over the cores in contiguous ranges (each opens its own folders).
     const PER_THREAD: usize = 4096;
@@ -244,6 +250,34 @@ mod tests {
             suspects(&[("core.checkStat", "default")]),
             1,
             "the inode is compared again"
+        );
+    }
+
+    /// A file written in the same second as the index, but before it, is
+    /// not racy: nanoseconds tell them apart (in whole seconds every file a
+    /// checkout just wrote would be read again); one written after is.
+    #[test]
+    fn racy_is_judged_to_the_nanosecond() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        let file = dir.join("a.txt");
+        std::fs::write(&file, "one\n").expect("write");
+        let before = filetime::FileTime::from_unix_time(1_700_000_000, 100);
+        filetime::set_file_times(&file, before, before).expect("times");
+        git(&root, &dir, &["add", "a.txt"]);
+        let suspects = |index_time: filetime::FileTime| {
+            filetime::set_file_mtime(dir.join(".git/index"), index_time).expect("index time");
+            let wt = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+            let index = wt.open_index().expect("index");
+            stat_suspects(&wt, &index, &dir).len()
+        };
+        assert_eq!(
+            suspects(filetime::FileTime::from_unix_time(1_700_000_000, 200)),
+            0
+        );
+        assert_eq!(
+            suspects(filetime::FileTime::from_unix_time(1_700_000_000, 50)),
+            1
         );
     }
 }
