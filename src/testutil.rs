@@ -214,3 +214,47 @@ pub(crate) fn outcome(root: &Path, dir: &Path) -> (String, Vec<String>, String) 
     let stale = git(root, dir, &["diff-files", "--name-status"]);
     (index, files, stale)
 }
+
+// ---- commits and work orders, for the merge, queue and recovery tests -------
+
+/// Write `files` (path, text) in `dir`, commit everything with `message`
+/// and return the new commit.
+pub(crate) fn commit_files(
+    root: &Path,
+    dir: &Path,
+    files: &[(&str, &str)],
+    message: &str,
+) -> gix::ObjectId {
+    for (path, text) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, text).expect("write");
+    }
+    git(root, dir, &["add", "-A"]);
+    git(root, dir, &["commit", "-q", "--allow-empty", "-m", message]);
+    rev(root, dir, "HEAD")
+}
+
+/// The object `rev` names in the repository at `dir`.
+pub(crate) fn rev(root: &Path, dir: &Path, rev: &str) -> gix::ObjectId {
+    let hex = git(root, dir, &["rev-parse", "--verify", rev]);
+    gix::ObjectId::from_hex(hex.trim().as_bytes()).expect("an object id")
+}
+
+/// A work order `id` declaring `files` (none: it may touch anything), with
+/// no dependencies, its file at `<id>.md`.
+pub(crate) fn work_order(id: &str, files: &[&str]) -> crate::state::orders::WorkOrder {
+    crate::state::orders::WorkOrder {
+        id: id.into(),
+        title: format!("title of {id}"),
+        path: PathBuf::from(format!("{id}.md")),
+        deps: Vec::new(),
+        files: files
+            .iter()
+            .map(|f| crate::state::scope::Entry::parse(f).expect("a valid entry"))
+            .collect(),
+        task: String::new(),
+        allow_empty: false,
+        lines: Default::default(),
+    }
+}

@@ -832,3 +832,448 @@ fn halt(
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use gix::refs::FullName;
+    use gix::ObjectId;
+
+    use super::*;
+    use crate::state::orders::WorkOrder;
+    use crate::state::{Record, Status};
+    use crate::testutil::{commit_files, git, new_repo, rev, scratch, work_order};
+
+    const OWNER: &str = "c1";
+
+    /// A repository whose `main` (checked out) holds `a.txt` and `b.txt`,
+    /// opened with nothing of the user's.
+    struct Repo {
+        _tmp: tempfile::TempDir,
+        root: PathBuf,
+        dir: PathBuf,
+        ctx: Context,
+        main: FullName,
+        base: ObjectId,
+    }
+
+    impl Repo {
+        fn new() -> Repo {
+            let (tmp, root) = scratch();
+            let dir = new_repo(&root, "repo");
+            let base = commit_files(
+                &root,
+                &dir,
+                &[("a.txt", "one\n"), ("b.txt", "two\n")],
+                "base",
+            );
+            let ctx = Context::isolated(&dir, &["user.name=t", "user.email=t@t"]).expect("open");
+            Repo {
+                _tmp: tmp,
+                root,
+                dir,
+                ctx,
+                main: "refs/heads/main".try_into().expect("name"),
+                base,
+            }
+        }
+
+        fn store(&self) -> Store<'_> {
+            Store::new(&self.ctx.repo, 3)
+        }
+
+        /// `files` committed on `main`: its new tip.
+        fn on_main(&self, files: &[(&str, &str)]) -> ObjectId {
+            commit_files(&self.root, &self.dir, files, "on main")
+        }
+
+        /// The work of order `id`: `files` committed on `arbiter/<id>` off
+        /// `base`, `main` checked out again. Its tip.
+        fn work(&self, id: &str, files: &[(&str, &str)]) -> ObjectId {
+            let branch = format!("arbiter/{id}");
+            let base = self.base.to_string();
+            git(
+                &self.root,
+                &self.dir,
+                &["checkout", "-q", "-b", &branch, &base],
+            );
+            let tip = commit_files(&self.root, &self.dir, files, &format!("work of {id}"));
+            git(&self.root, &self.dir, &["checkout", "-q", "main"]);
+            tip
+        }
+
+        fn tip(&self) -> ObjectId {
+            self.ctx.branch_tip(&self.main).expect("tip")
+        }
+
+        /// Order `id` in progress, attempt 1, held by [`OWNER`].
+        fn dispatch(&self, id: &str) {
+            self.store()
+                .transact("dispatch", |txn| -> Result<()> {
+                    let mut r = txn.record(id, false)?;
+                    r.dispatch(OWNER, self.base.to_string(), "dispatch", String::new());
+                    txn.put(r);
+                    Ok(())
+                })
+                .expect("dispatch");
+        }
+
+        fn record(&self, id: &str) -> Record {
+            let store = self.store();
+            let mut snapshot = store.snapshot().expect("snapshot");
+            snapshot.record(id).expect("read").expect("a record")
+        }
+
+        fn request<'a>(&'a self, wo: &'a WorkOrder, source: ObjectId) -> Request<'a> {
+            Request {
+                wo,
+                into: &self.main,
+                source,
+                attempt: 1,
+                round_base: None,
+                scope: DriftScope::Own,
+                extra_note: None,
+                owner: OWNER,
+            }
+        }
+
+        fn link(&self, onto: ObjectId, req: &Request) -> Linked {
+            Session::default()
+                .link(&self.ctx, &self.store(), onto, req)
+                .expect("link")
+        }
+    }
+
+    fn merge_of(linked: Linked) -> Link {
+        match linked {
+            Linked::Merge(link) => link,
+            other => panic!("not a clean merge: {other:?}"),
+        }
+    }
+
+    fn read(dir: &Path, path: &str) -> String {
+        std::fs::read_to_string(dir.join(path)).expect("read")
+    }
+
+    /// A clean merge is the merge git makes (`git merge-tree`), written as
+    /// a two-parent commit with the order's trailers and nothing moved;
+    /// landing it moves the branch and its checkout and records it done.
+    #[test]
+    fn a_clean_merge_is_gits_merge_and_lands_done() {
+        let repo = Repo::new();
+        let tip = repo.on_main(&[("a.txt", "one, on main\n")]);
+        let source = repo.work("wo-1", &[("b.txt", "two, of the work\n")]);
+        let wo = work_order("wo-1", &["b.txt"]);
+        repo.dispatch("wo-1");
+        let req = repo.request(&wo, source);
+        let link = merge_of(repo.link(tip, &req));
+        let merge_tree = git(
+            &repo.root,
+            &repo.dir,
+            &["merge-tree", "--write-tree", "main", "arbiter/wo-1"],
+        );
+        assert_eq!(link.tree.to_string(), merge_tree.trim());
+        assert_eq!(rev(&repo.root, &repo.dir, &format!("{}^1", link.sha)), tip);
+        assert_eq!(
+            rev(&repo.root, &repo.dir, &format!("{}^2", link.sha)),
+            source
+        );
+        assert_eq!((link.onto, link.round_base), (tip, repo.base));
+        assert_eq!(link.changed_text(), ["b.txt"]);
+        let text = git(
+            &repo.root,
+            &repo.dir,
+            &["log", "-1", "--format=%B", &link.sha.to_string()],
+        );
+        assert!(
+            text.contains("Arbiter-WO: wo-1\nArbiter-Attempt: 1\n"),
+            "{text}"
+        );
+        assert_eq!(repo.tip(), tip, "a link moves no branch");
+        assert_eq!(repo.record("wo-1").status, Status::InProgress);
+
+        let landed = land(
+            &repo.ctx,
+            &repo.store(),
+            &repo.main,
+            tip,
+            &[(&req, &link)],
+            Duration::from_secs(1),
+        )
+        .expect("land");
+        assert_eq!(landed, Landed::Landed { sha: link.sha });
+        assert_eq!(repo.tip(), link.sha);
+        let record = repo.record("wo-1");
+        assert_eq!(record.status, Status::Done);
+        assert_eq!(record.checkpoint_after, Some(link.sha.to_string()));
+        assert_eq!(record.merged_into.as_deref(), Some("main"));
+        let note = repo.store().snapshot().expect("snapshot").note(&link.sha);
+        assert!(note.expect("read").is_some(), "the merge has its note");
+        assert_eq!(read(&repo.dir, "b.txt"), "two, of the work\n");
+        assert_eq!(git(&repo.root, &repo.dir, &["status", "--porcelain"]), "");
+    }
+
+    /// Both sides change one line: a conflict, halted with its path,
+    /// no merge offered and the branch where it was.
+    #[test]
+    fn a_conflict_halts_the_order_and_moves_nothing() {
+        let repo = Repo::new();
+        let tip = repo.on_main(&[("a.txt", "main's line\n")]);
+        let source = repo.work("wo-1", &[("a.txt", "the work's line\n")]);
+        let wo = work_order("wo-1", &["a.txt"]);
+        repo.dispatch("wo-1");
+        let req = repo.request(&wo, source);
+        match repo.link(tip, &req) {
+            Linked::Conflict { paths } => assert_eq!(paths, ["a.txt"]),
+            other => panic!("not a conflict: {other:?}"),
+        }
+        assert_eq!(repo.tip(), tip);
+        let record = repo.record("wo-1");
+        assert!(record.halted);
+        assert_eq!(record.halt_reason.as_deref(), Some(HALT_CONFLICT));
+        assert_eq!(record.halt_paths, ["a.txt"]);
+        assert_eq!(record.owner, None);
+    }
+
+    /// A path outside the declared set is drift: the order halts before
+    /// anything could move; under a scope that covers the path it merges.
+    #[test]
+    fn drift_is_refused_before_the_branch_moves() {
+        let repo = Repo::new();
+        let tip = repo.tip();
+        let source = repo.work("wo-1", &[("a.txt", "edited\n"), ("c.txt", "undeclared\n")]);
+        let wo = work_order("wo-1", &["a.txt"]);
+        repo.dispatch("wo-1");
+        let req = repo.request(&wo, source);
+        match repo.link(tip, &req) {
+            Linked::Drift { paths } => assert_eq!(paths, ["c.txt"]),
+            other => panic!("not drift: {other:?}"),
+        }
+        assert_eq!(repo.tip(), tip);
+        let record = repo.record("wo-1");
+        assert_eq!(record.halt_reason.as_deref(), Some(HALT_DRIFT));
+        assert_eq!(record.halt_paths, ["c.txt"]);
+
+        repo.dispatch("wo-2");
+        let wo = work_order("wo-2", &["a.txt"]);
+        let covered = crate::state::scope::Entry::parse("c.txt").expect("entry");
+        let req = Request {
+            scope: DriftScope::Union(vec![covered]),
+            ..repo.request(&wo, source)
+        };
+        let link = merge_of(repo.link(tip, &req));
+        assert_eq!(link.changed_text(), ["a.txt", "c.txt"]);
+    }
+
+    /// Work the branch already holds merges as up to date: no commit.
+    #[test]
+    fn work_already_on_the_branch_is_up_to_date() {
+        let repo = Repo::new();
+        let source = repo.work("wo-1", &[("b.txt", "work\n")]);
+        git(
+            &repo.root,
+            &repo.dir,
+            &["merge", "-q", "--ff-only", "arbiter/wo-1"],
+        );
+        let tip = repo.on_main(&[("a.txt", "later\n")]);
+        let wo = work_order("wo-1", &[]);
+        repo.dispatch("wo-1");
+        let req = repo.request(&wo, source);
+        assert!(matches!(repo.link(tip, &req), Linked::UpToDate));
+        let why = record_up_to_date(&repo.store(), &req, tip).expect("record");
+        assert_eq!(why, None);
+        assert_eq!(repo.record("wo-1").status, Status::Done);
+    }
+
+    /// The branch moved after the merge was computed: the landing says so
+    /// and moves nothing, the order still held; the compare-and-swap itself
+    /// refuses a branch that is not where it was told.
+    #[test]
+    fn a_branch_moved_meanwhile_is_not_overwritten() {
+        let repo = Repo::new();
+        let tip = repo.tip();
+        let source = repo.work("wo-1", &[("b.txt", "work\n")]);
+        let wo = work_order("wo-1", &["b.txt"]);
+        repo.dispatch("wo-1");
+        let req = repo.request(&wo, source);
+        let link = merge_of(repo.link(tip, &req));
+        let moved = repo.on_main(&[("a.txt", "someone else's\n")]);
+        let landed = land(
+            &repo.ctx,
+            &repo.store(),
+            &repo.main,
+            tip,
+            &[(&req, &link)],
+            Duration::from_secs(1),
+        )
+        .expect("land");
+        assert_eq!(landed, Landed::Moved);
+        assert_eq!(repo.tip(), moved);
+        assert!(repo.record("wo-1").held_by(OWNER, 1));
+
+        let cas = move_branch(&repo.ctx, &repo.main, tip, link.sha, "test").expect("cas");
+        assert!(
+            matches!(cas, Cas::Lost),
+            "the swap from a stale tip is lost"
+        );
+        assert_eq!(repo.tip(), moved);
+        let cas = move_branch(&repo.ctx, &repo.main, moved, link.sha, "test").expect("cas");
+        assert!(matches!(cas, Cas::Moved));
+        assert_eq!(repo.tip(), link.sha);
+    }
+
+    /// An order halted (by hand) after its merge was computed is withdrawn
+    /// from the landing: nothing moves.
+    #[test]
+    fn an_order_no_longer_held_is_withdrawn_and_nothing_lands() {
+        let repo = Repo::new();
+        let tip = repo.tip();
+        let source = repo.work("wo-1", &[("b.txt", "work\n")]);
+        let wo = work_order("wo-1", &["b.txt"]);
+        repo.dispatch("wo-1");
+        let req = repo.request(&wo, source);
+        let link = merge_of(repo.link(tip, &req));
+        repo.store()
+            .transact("halt", |txn| -> Result<()> {
+                let mut r = txn.stored("wo-1")?.expect("record");
+                r.halt("by_hand", Vec::new());
+                txn.put(r);
+                Ok(())
+            })
+            .expect("halt");
+        let landed = land(
+            &repo.ctx,
+            &repo.store(),
+            &repo.main,
+            tip,
+            &[(&req, &link)],
+            Duration::from_secs(1),
+        )
+        .expect("land");
+        match landed {
+            Landed::Withdrawn { index, reason } => {
+                assert_eq!(index, 0);
+                assert_eq!(reason, "halted while in flight (by_hand)");
+            }
+            other => panic!("not withdrawn: {other:?}"),
+        }
+        assert_eq!(repo.tip(), tip);
+    }
+
+    /// A change of the user's in the checkout, on a path the merge writes:
+    /// the landing is blocked for that order, nothing moves, the edit stays.
+    #[test]
+    fn a_checkout_that_cannot_follow_blocks_the_landing() {
+        let repo = Repo::new();
+        let tip = repo.tip();
+        let source = repo.work("wo-1", &[("b.txt", "work\n")]);
+        let wo = work_order("wo-1", &["b.txt"]);
+        repo.dispatch("wo-1");
+        let req = repo.request(&wo, source);
+        let link = merge_of(repo.link(tip, &req));
+        std::fs::write(repo.dir.join("b.txt"), "the user's edit\n").expect("edit");
+        let landed = land(
+            &repo.ctx,
+            &repo.store(),
+            &repo.main,
+            tip,
+            &[(&req, &link)],
+            Duration::from_secs(1),
+        )
+        .expect("land");
+        match landed {
+            Landed::Blocked { indexes, why } => {
+                assert_eq!(indexes, [0]);
+                assert_eq!(why.paths(), ["b.txt"]);
+            }
+            other => panic!("not blocked: {other:?}"),
+        }
+        assert_eq!(repo.tip(), tip);
+        assert_eq!(read(&repo.dir, "b.txt"), "the user's edit\n");
+        assert!(repo.record("wo-1").held_by(OWNER, 1));
+    }
+
+    /// What a blocked checkout holds back: the orders whose merge writes a
+    /// path in the way, or every order when none does or nothing can land.
+    #[test]
+    fn a_blocked_checkout_holds_back_the_orders_in_its_way() {
+        let repo = Repo::new();
+        let wo = work_order("wo-1", &[]);
+        let req = repo.request(&wo, repo.base);
+        let changed = |paths: &[&str]| Link {
+            sha: repo.base,
+            tree: repo.base,
+            onto: repo.base,
+            onto_tree: repo.base,
+            round_base: repo.base,
+            source: repo.base,
+            changed: paths
+                .iter()
+                .map(|p| Changed {
+                    path: p.as_bytes().to_vec(),
+                    kind: crate::git::diff::Kind::Modified,
+                })
+                .collect(),
+        };
+        let (first, second) = (changed(&["a.txt"]), changed(&["dir/b.txt"]));
+        let chain = [(&req, &first), (&req, &second)];
+        let dir = repo.dir.clone();
+        let held = |why: user_checkout::Blocked| match blocked(&chain, why) {
+            Landed::Blocked { indexes, .. } => indexes,
+            other => panic!("not blocked: {other:?}"),
+        };
+        let edited = |paths: &[&str]| user_checkout::Blocked::Edited {
+            dir: dir.clone(),
+            paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+        };
+        assert_eq!(held(edited(&["dir/b.txt"])), [1]);
+        assert_eq!(held(edited(&["dir"])), [1], "a file where a folder goes");
+        assert_eq!(held(edited(&["a.txt", "dir/b.txt"])), [0, 1]);
+        assert_eq!(held(edited(&["elsewhere.txt"])), [0, 1]);
+        let locked = user_checkout::Blocked::Locked {
+            dir: dir.clone(),
+            lock: dir.join(".git/index.lock"),
+        };
+        assert_eq!(held(locked), [0, 1]);
+    }
+
+    #[test]
+    fn a_standalone_merge_back_names_the_recorded_attempt_and_base() {
+        assert_eq!(standalone(None), (1, None));
+        let mut record = Record::new("wo-1", false, 3);
+        assert_eq!(standalone(Some(&record)), (1, None));
+        let base = ObjectId::null(gix::hash::Kind::Sha1);
+        record.dispatch(OWNER, base.to_string(), "dispatch", String::new());
+        record.dispatch(OWNER, base.to_string(), "dispatch", String::new());
+        assert_eq!(standalone(Some(&record)), (2, Some(base)));
+        record.checkpoint_before = Some("not hex".into());
+        assert_eq!(standalone(Some(&record)), (2, None));
+    }
+
+    #[test]
+    fn only_the_holder_of_the_attempt_may_land_it() {
+        let mut record = Record::new("wo-1", false, 3);
+        record.dispatch(OWNER, "base".into(), "dispatch", String::new());
+        assert_eq!(not_held(Some(&record), OWNER, 1), None);
+        let why = not_held(Some(&record), "c2", 1).expect("not c2's");
+        assert_eq!(
+            why,
+            "no longer held by this conductor (status in_progress, owner c1, attempt 1)"
+        );
+        assert!(
+            not_held(Some(&record), OWNER, 2).is_some(),
+            "another attempt"
+        );
+        record.halt("by_hand", Vec::new());
+        assert_eq!(
+            not_held(Some(&record), OWNER, 1).as_deref(),
+            Some("halted while in flight (by_hand)")
+        );
+        assert_eq!(
+            not_held(None, OWNER, 1).as_deref(),
+            Some("its record is gone")
+        );
+    }
+}
