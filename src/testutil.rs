@@ -258,3 +258,97 @@ pub(crate) fn work_order(id: &str, files: &[&str]) -> crate::state::orders::Work
         lines: Default::default(),
     }
 }
+
+/// A repository whose `main` (checked out) starts at `base`, holding
+/// `a.txt` and `b.txt`, opened with nothing of the user's; its work orders'
+/// records in `refs/notes/arbiter`.
+pub(crate) struct TestRepo {
+    _tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub dir: PathBuf,
+    pub ctx: crate::state::context::Context,
+    pub main: gix::refs::FullName,
+    pub base: gix::ObjectId,
+}
+
+impl TestRepo {
+    pub(crate) fn new() -> TestRepo {
+        let (tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        let base = commit_files(
+            &root,
+            &dir,
+            &[("a.txt", "one\n"), ("b.txt", "two\n")],
+            "base",
+        );
+        TestRepo {
+            ctx: Self::open(&dir),
+            _tmp: tmp,
+            root,
+            dir,
+            main: "refs/heads/main".try_into().expect("a branch name"),
+            base,
+        }
+    }
+
+    /// The repository at `dir` as git-arbiter opens it, with an identity.
+    pub(crate) fn open(dir: &Path) -> crate::state::context::Context {
+        crate::state::context::Context::isolated(dir, &["user.name=t", "user.email=t@t"])
+            .expect("open")
+    }
+
+    pub(crate) fn store(&self) -> crate::state::Store<'_> {
+        crate::state::Store::new(&self.ctx.repo, 3)
+    }
+
+    /// `files` committed on `main`: its new tip.
+    pub(crate) fn on_main(&self, files: &[(&str, &str)]) -> gix::ObjectId {
+        commit_files(&self.root, &self.dir, files, "on main")
+    }
+
+    /// The work of order `id`: `files` committed on `arbiter/<id>` off
+    /// `base`, `main` checked out again. Its tip.
+    pub(crate) fn work(&self, id: &str, files: &[(&str, &str)]) -> gix::ObjectId {
+        let branch = format!("arbiter/{id}");
+        let base = self.base.to_string();
+        git(
+            &self.root,
+            &self.dir,
+            &["checkout", "-q", "-b", &branch, &base],
+        );
+        let tip = commit_files(&self.root, &self.dir, files, &format!("work of {id}"));
+        git(&self.root, &self.dir, &["checkout", "-q", "main"]);
+        tip
+    }
+
+    /// Where `main` is.
+    pub(crate) fn tip(&self) -> gix::ObjectId {
+        self.ctx.branch_tip(&self.main).expect("tip")
+    }
+
+    /// Order `id` in progress, its attempt 1 held by `owner`.
+    pub(crate) fn dispatch(&self, id: &str, owner: &str) {
+        self.change(id, |r| {
+            r.dispatch(owner, self.base.to_string(), "dispatch", String::new())
+        });
+    }
+
+    /// Change the record of `id` (a fresh one if it has none) in one transition.
+    pub(crate) fn change(&self, id: &str, mut change: impl FnMut(&mut crate::state::Record)) {
+        self.store()
+            .transact("test", |txn| -> Result<(), crate::state::Error> {
+                let mut r = txn.record(id, false)?;
+                change(&mut r);
+                txn.put(r);
+                Ok(())
+            })
+            .expect("a transition");
+    }
+
+    /// The stored record of `id`.
+    pub(crate) fn record(&self, id: &str) -> Option<crate::state::Record> {
+        let store = self.store();
+        let mut snapshot = store.snapshot().expect("snapshot");
+        snapshot.record(id).expect("read")
+    }
+}

@@ -835,115 +835,52 @@ fn halt(
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
     use std::time::Duration;
 
-    use gix::refs::FullName;
     use gix::ObjectId;
 
     use super::*;
     use crate::state::orders::WorkOrder;
     use crate::state::{Record, Status};
-    use crate::testutil::{commit_files, git, new_repo, rev, scratch, work_order};
+    use crate::testutil::{git, rev, work_order, TestRepo};
 
     const OWNER: &str = "c1";
 
-    /// A repository whose `main` (checked out) holds `a.txt` and `b.txt`,
-    /// opened with nothing of the user's.
-    struct Repo {
-        _tmp: tempfile::TempDir,
-        root: PathBuf,
-        dir: PathBuf,
-        ctx: Context,
-        main: FullName,
-        base: ObjectId,
+    /// The merge request of `wo` for `source` into `main`, attempt 1 of [`OWNER`].
+    fn request<'a>(repo: &'a TestRepo, wo: &'a WorkOrder, source: ObjectId) -> Request<'a> {
+        Request {
+            wo,
+            into: &repo.main,
+            source,
+            attempt: 1,
+            round_base: None,
+            scope: DriftScope::Own,
+            extra_note: None,
+            owner: OWNER,
+        }
     }
 
-    impl Repo {
-        fn new() -> Repo {
-            let (tmp, root) = scratch();
-            let dir = new_repo(&root, "repo");
-            let base = commit_files(
-                &root,
-                &dir,
-                &[("a.txt", "one\n"), ("b.txt", "two\n")],
-                "base",
-            );
-            let ctx = Context::isolated(&dir, &["user.name=t", "user.email=t@t"]).expect("open");
-            Repo {
-                _tmp: tmp,
-                root,
-                dir,
-                ctx,
-                main: "refs/heads/main".try_into().expect("name"),
-                base,
-            }
-        }
+    fn link(repo: &TestRepo, onto: ObjectId, req: &Request) -> Linked {
+        Session::default()
+            .link(&repo.ctx, &repo.store(), onto, req)
+            .expect("link")
+    }
 
-        fn store(&self) -> Store<'_> {
-            Store::new(&self.ctx.repo, 3)
-        }
+    fn land_one(repo: &TestRepo, tip: ObjectId, req: &Request, link: &Link) -> Landed {
+        land(
+            &repo.ctx,
+            &repo.store(),
+            &repo.main,
+            tip,
+            &[(req, link)],
+            Duration::from_secs(1),
+        )
+        .expect("land")
+    }
 
-        /// `files` committed on `main`: its new tip.
-        fn on_main(&self, files: &[(&str, &str)]) -> ObjectId {
-            commit_files(&self.root, &self.dir, files, "on main")
-        }
-
-        /// The work of order `id`: `files` committed on `arbiter/<id>` off
-        /// `base`, `main` checked out again. Its tip.
-        fn work(&self, id: &str, files: &[(&str, &str)]) -> ObjectId {
-            let branch = format!("arbiter/{id}");
-            let base = self.base.to_string();
-            git(
-                &self.root,
-                &self.dir,
-                &["checkout", "-q", "-b", &branch, &base],
-            );
-            let tip = commit_files(&self.root, &self.dir, files, &format!("work of {id}"));
-            git(&self.root, &self.dir, &["checkout", "-q", "main"]);
-            tip
-        }
-
-        fn tip(&self) -> ObjectId {
-            self.ctx.branch_tip(&self.main).expect("tip")
-        }
-
-        /// Order `id` in progress, attempt 1, held by [`OWNER`].
-        fn dispatch(&self, id: &str) {
-            self.store()
-                .transact("dispatch", |txn| -> Result<()> {
-                    let mut r = txn.record(id, false)?;
-                    r.dispatch(OWNER, self.base.to_string(), "dispatch", String::new());
-                    txn.put(r);
-                    Ok(())
-                })
-                .expect("dispatch");
-        }
-
-        fn record(&self, id: &str) -> Record {
-            let store = self.store();
-            let mut snapshot = store.snapshot().expect("snapshot");
-            snapshot.record(id).expect("read").expect("a record")
-        }
-
-        fn request<'a>(&'a self, wo: &'a WorkOrder, source: ObjectId) -> Request<'a> {
-            Request {
-                wo,
-                into: &self.main,
-                source,
-                attempt: 1,
-                round_base: None,
-                scope: DriftScope::Own,
-                extra_note: None,
-                owner: OWNER,
-            }
-        }
-
-        fn link(&self, onto: ObjectId, req: &Request) -> Linked {
-            Session::default()
-                .link(&self.ctx, &self.store(), onto, req)
-                .expect("link")
-        }
+    fn record(repo: &TestRepo, id: &str) -> Record {
+        repo.record(id).expect("a record")
     }
 
     fn merge_of(linked: Linked) -> Link {
@@ -962,13 +899,13 @@ mod tests {
     /// landing it moves the branch and its checkout and records it done.
     #[test]
     fn a_clean_merge_is_gits_merge_and_lands_done() {
-        let repo = Repo::new();
+        let repo = TestRepo::new();
         let tip = repo.on_main(&[("a.txt", "one, on main\n")]);
         let source = repo.work("wo-1", &[("b.txt", "two, of the work\n")]);
         let wo = work_order("wo-1", &["b.txt"]);
-        repo.dispatch("wo-1");
-        let req = repo.request(&wo, source);
-        let link = merge_of(repo.link(tip, &req));
+        repo.dispatch("wo-1", OWNER);
+        let req = request(&repo, &wo, source);
+        let link = merge_of(link(&repo, tip, &req));
         let merge_tree = git(
             &repo.root,
             &repo.dir,
@@ -992,20 +929,12 @@ mod tests {
             "{text}"
         );
         assert_eq!(repo.tip(), tip, "a link moves no branch");
-        assert_eq!(repo.record("wo-1").status, Status::InProgress);
+        assert_eq!(record(&repo, "wo-1").status, Status::InProgress);
 
-        let landed = land(
-            &repo.ctx,
-            &repo.store(),
-            &repo.main,
-            tip,
-            &[(&req, &link)],
-            Duration::from_secs(1),
-        )
-        .expect("land");
+        let landed = land_one(&repo, tip, &req, &link);
         assert_eq!(landed, Landed::Landed { sha: link.sha });
         assert_eq!(repo.tip(), link.sha);
-        let record = repo.record("wo-1");
+        let record = record(&repo, "wo-1");
         assert_eq!(record.status, Status::Done);
         assert_eq!(record.checkpoint_after, Some(link.sha.to_string()));
         assert_eq!(record.merged_into.as_deref(), Some("main"));
@@ -1019,18 +948,18 @@ mod tests {
     /// no merge offered and the branch where it was.
     #[test]
     fn a_conflict_halts_the_order_and_moves_nothing() {
-        let repo = Repo::new();
+        let repo = TestRepo::new();
         let tip = repo.on_main(&[("a.txt", "main's line\n")]);
         let source = repo.work("wo-1", &[("a.txt", "the work's line\n")]);
         let wo = work_order("wo-1", &["a.txt"]);
-        repo.dispatch("wo-1");
-        let req = repo.request(&wo, source);
-        match repo.link(tip, &req) {
+        repo.dispatch("wo-1", OWNER);
+        let req = request(&repo, &wo, source);
+        match link(&repo, tip, &req) {
             Linked::Conflict { paths } => assert_eq!(paths, ["a.txt"]),
             other => panic!("not a conflict: {other:?}"),
         }
         assert_eq!(repo.tip(), tip);
-        let record = repo.record("wo-1");
+        let record = record(&repo, "wo-1");
         assert!(record.halted);
         assert_eq!(record.halt_reason.as_deref(), Some(HALT_CONFLICT));
         assert_eq!(record.halt_paths, ["a.txt"]);
@@ -1041,36 +970,36 @@ mod tests {
     /// anything could move; under a scope that covers the path it merges.
     #[test]
     fn drift_is_refused_before_the_branch_moves() {
-        let repo = Repo::new();
+        let repo = TestRepo::new();
         let tip = repo.tip();
         let source = repo.work("wo-1", &[("a.txt", "edited\n"), ("c.txt", "undeclared\n")]);
         let wo = work_order("wo-1", &["a.txt"]);
-        repo.dispatch("wo-1");
-        let req = repo.request(&wo, source);
-        match repo.link(tip, &req) {
+        repo.dispatch("wo-1", OWNER);
+        let req = request(&repo, &wo, source);
+        match link(&repo, tip, &req) {
             Linked::Drift { paths } => assert_eq!(paths, ["c.txt"]),
             other => panic!("not drift: {other:?}"),
         }
         assert_eq!(repo.tip(), tip);
-        let record = repo.record("wo-1");
+        let record = record(&repo, "wo-1");
         assert_eq!(record.halt_reason.as_deref(), Some(HALT_DRIFT));
         assert_eq!(record.halt_paths, ["c.txt"]);
 
-        repo.dispatch("wo-2");
+        repo.dispatch("wo-2", OWNER);
         let wo = work_order("wo-2", &["a.txt"]);
         let covered = crate::state::scope::Entry::parse("c.txt").expect("entry");
         let req = Request {
             scope: DriftScope::Union(vec![covered]),
-            ..repo.request(&wo, source)
+            ..request(&repo, &wo, source)
         };
-        let link = merge_of(repo.link(tip, &req));
+        let link = merge_of(link(&repo, tip, &req));
         assert_eq!(link.changed_text(), ["a.txt", "c.txt"]);
     }
 
     /// Work the branch already holds merges as up to date: no commit.
     #[test]
     fn work_already_on_the_branch_is_up_to_date() {
-        let repo = Repo::new();
+        let repo = TestRepo::new();
         let source = repo.work("wo-1", &[("b.txt", "work\n")]);
         git(
             &repo.root,
@@ -1079,12 +1008,12 @@ mod tests {
         );
         let tip = repo.on_main(&[("a.txt", "later\n")]);
         let wo = work_order("wo-1", &[]);
-        repo.dispatch("wo-1");
-        let req = repo.request(&wo, source);
-        assert!(matches!(repo.link(tip, &req), Linked::UpToDate));
+        repo.dispatch("wo-1", OWNER);
+        let req = request(&repo, &wo, source);
+        assert!(matches!(link(&repo, tip, &req), Linked::UpToDate));
         let why = record_up_to_date(&repo.store(), &req, tip).expect("record");
         assert_eq!(why, None);
-        assert_eq!(repo.record("wo-1").status, Status::Done);
+        assert_eq!(record(&repo, "wo-1").status, Status::Done);
     }
 
     /// The branch moved after the merge was computed: the landing says so
@@ -1092,26 +1021,18 @@ mod tests {
     /// refuses a branch that is not where it was told.
     #[test]
     fn a_branch_moved_meanwhile_is_not_overwritten() {
-        let repo = Repo::new();
+        let repo = TestRepo::new();
         let tip = repo.tip();
         let source = repo.work("wo-1", &[("b.txt", "work\n")]);
         let wo = work_order("wo-1", &["b.txt"]);
-        repo.dispatch("wo-1");
-        let req = repo.request(&wo, source);
-        let link = merge_of(repo.link(tip, &req));
+        repo.dispatch("wo-1", OWNER);
+        let req = request(&repo, &wo, source);
+        let link = merge_of(link(&repo, tip, &req));
         let moved = repo.on_main(&[("a.txt", "someone else's\n")]);
-        let landed = land(
-            &repo.ctx,
-            &repo.store(),
-            &repo.main,
-            tip,
-            &[(&req, &link)],
-            Duration::from_secs(1),
-        )
-        .expect("land");
+        let landed = land_one(&repo, tip, &req, &link);
         assert_eq!(landed, Landed::Moved);
         assert_eq!(repo.tip(), moved);
-        assert!(repo.record("wo-1").held_by(OWNER, 1));
+        assert!(record(&repo, "wo-1").held_by(OWNER, 1));
 
         let cas = move_branch(&repo.ctx, &repo.main, tip, link.sha, "test").expect("cas");
         assert!(
@@ -1128,30 +1049,15 @@ mod tests {
     /// from the landing: nothing moves.
     #[test]
     fn an_order_no_longer_held_is_withdrawn_and_nothing_lands() {
-        let repo = Repo::new();
+        let repo = TestRepo::new();
         let tip = repo.tip();
         let source = repo.work("wo-1", &[("b.txt", "work\n")]);
         let wo = work_order("wo-1", &["b.txt"]);
-        repo.dispatch("wo-1");
-        let req = repo.request(&wo, source);
-        let link = merge_of(repo.link(tip, &req));
-        repo.store()
-            .transact("halt", |txn| -> Result<()> {
-                let mut r = txn.stored("wo-1")?.expect("record");
-                r.halt("by_hand", Vec::new());
-                txn.put(r);
-                Ok(())
-            })
-            .expect("halt");
-        let landed = land(
-            &repo.ctx,
-            &repo.store(),
-            &repo.main,
-            tip,
-            &[(&req, &link)],
-            Duration::from_secs(1),
-        )
-        .expect("land");
+        repo.dispatch("wo-1", OWNER);
+        let req = request(&repo, &wo, source);
+        let link = merge_of(link(&repo, tip, &req));
+        repo.change("wo-1", |r| r.halt("by_hand", Vec::new()));
+        let landed = land_one(&repo, tip, &req, &link);
         match landed {
             Landed::Withdrawn { index, reason } => {
                 assert_eq!(index, 0);
@@ -1166,23 +1072,15 @@ mod tests {
     /// the landing is blocked for that order, nothing moves, the edit stays.
     #[test]
     fn a_checkout_that_cannot_follow_blocks_the_landing() {
-        let repo = Repo::new();
+        let repo = TestRepo::new();
         let tip = repo.tip();
         let source = repo.work("wo-1", &[("b.txt", "work\n")]);
         let wo = work_order("wo-1", &["b.txt"]);
-        repo.dispatch("wo-1");
-        let req = repo.request(&wo, source);
-        let link = merge_of(repo.link(tip, &req));
+        repo.dispatch("wo-1", OWNER);
+        let req = request(&repo, &wo, source);
+        let link = merge_of(link(&repo, tip, &req));
         std::fs::write(repo.dir.join("b.txt"), "the user's edit\n").expect("edit");
-        let landed = land(
-            &repo.ctx,
-            &repo.store(),
-            &repo.main,
-            tip,
-            &[(&req, &link)],
-            Duration::from_secs(1),
-        )
-        .expect("land");
+        let landed = land_one(&repo, tip, &req, &link);
         match landed {
             Landed::Blocked { indexes, why } => {
                 assert_eq!(indexes, [0]);
@@ -1192,16 +1090,16 @@ mod tests {
         }
         assert_eq!(repo.tip(), tip);
         assert_eq!(read(&repo.dir, "b.txt"), "the user's edit\n");
-        assert!(repo.record("wo-1").held_by(OWNER, 1));
+        assert!(record(&repo, "wo-1").held_by(OWNER, 1));
     }
 
     /// What a blocked checkout holds back: the orders whose merge writes a
     /// path in the way, or every order when none does or nothing can land.
     #[test]
     fn a_blocked_checkout_holds_back_the_orders_in_its_way() {
-        let repo = Repo::new();
+        let repo = TestRepo::new();
         let wo = work_order("wo-1", &[]);
-        let req = repo.request(&wo, repo.base);
+        let req = request(&repo, &wo, repo.base);
         let changed = |paths: &[&str]| Link {
             sha: repo.base,
             tree: repo.base,
