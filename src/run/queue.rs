@@ -832,3 +832,431 @@ pub fn bad_verify(what: &str, why: String) -> Error {
         .hint("use 'merged' (gates run on the merged result before it lands) or 'none'")
         .into()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::run::drift::DriftScope;
+    use crate::state::orders::WorkOrder;
+    use crate::state::Status;
+    use crate::testutil::{git, rev, work_order, TestRepo};
+
+    /// The events a queue reported.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<Event>>);
+
+    impl Progress for Seen {
+        fn event(&self, event: &Event) {
+            self.0.lock().expect("lock").push(event.clone());
+        }
+        fn phase(&self, _: &str, _: Phase) {}
+        fn finished(&self, _: &str) {}
+    }
+
+    impl Seen {
+        fn count(&self, what: fn(&Event) -> bool) -> usize {
+            self.0
+                .lock()
+                .expect("lock")
+                .iter()
+                .filter(|e| what(e))
+                .count()
+        }
+    }
+
+    /// A repository and a conductor whose queue lands there.
+    struct Fixture {
+        repo: TestRepo,
+        me: Conductor,
+        /// Each order and the tip of its work, in the order they queue.
+        orders: Vec<(WorkOrder, ObjectId)>,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let repo = TestRepo::new();
+            let me = Conductor::register(&repo.ctx).expect("register");
+            Fixture {
+                repo,
+                me,
+                orders: Vec::new(),
+            }
+        }
+
+        /// Order `id`, declaring `declared`, whose work writes `files`,
+        /// passed and held by this conductor: it queues next.
+        fn order(&mut self, id: &str, declared: &[&str], files: &[(&str, &str)]) {
+            let source = self.repo.work(id, files);
+            self.repo.dispatch(id, &self.me.name);
+            self.orders.push((work_order(id, declared), source));
+        }
+
+        /// Land the orders as one queue with `gates` (none: unverified);
+        /// each entry says its merged tree `verified` already. Each
+        /// order's fate, the queue's landings and gate runs, and its events.
+        fn land(
+            &self,
+            gates: &[&str],
+            verified: Option<ObjectId>,
+        ) -> (BTreeMap<String, Fate>, (usize, usize), Seen) {
+            let gates: Vec<String> = gates.iter().map(|g| (*g).to_owned()).collect();
+            let pool = crate::run::pool::Options::default();
+            let store = self.repo.store();
+            let checks = Checks {
+                verify: Verify::Merged,
+                gates: &gates,
+                timeout: None,
+                pool: &pool,
+            };
+            let mut queue = Queue::new(&self.repo.ctx, &store, &self.repo.main, checks, &self.me)
+                .expect("queue");
+            let entries = self
+                .orders
+                .iter()
+                .map(|(wo, source)| Entry {
+                    req: Request {
+                        wo,
+                        into: &self.repo.main,
+                        source: *source,
+                        attempt: 1,
+                        round_base: None,
+                        scope: DriftScope::Own,
+                        extra_note: None,
+                        owner: &self.me.name,
+                    },
+                    entered: Instant::now(),
+                    verified,
+                })
+                .collect();
+            let seen = Seen::default();
+            let fates = queue.land(entries, &seen).expect("land");
+            let counts = (queue.batches, queue.gate_runs);
+            (fates.into_iter().collect(), counts, seen)
+        }
+
+        /// The merge that landed order `id`.
+        fn landed(fates: &BTreeMap<String, Fate>, id: &str) -> ObjectId {
+            match &fates[id] {
+                Fate::Landed { sha, .. } => *sha,
+                other => panic!("{id} did not land: {other:?}"),
+            }
+        }
+
+        fn parent(&self, sha: ObjectId) -> ObjectId {
+            rev(&self.repo.root, &self.repo.dir, &format!("{sha}^1"))
+        }
+
+        fn status(&self, id: &str) -> Status {
+            self.repo.record(id).expect("a record").status
+        }
+    }
+
+    /// Ready orders land as one chain on the branch's tip, each its own
+    /// merge onto the one before, in one landing, without gates.
+    #[test]
+    fn ready_orders_land_as_one_chain_on_the_tip() {
+        let mut f = Fixture::new();
+        let tip = f.repo.on_main(&[("a.txt", "moved on\n")]);
+        f.order("wo-1", &["c.txt"], &[("c.txt", "1\n")]);
+        f.order("wo-2", &["d.txt"], &[("d.txt", "2\n")]);
+        f.order("wo-3", &["e.txt"], &[("e.txt", "3\n")]);
+        let (fates, counts, seen) = f.land(&[], None);
+        assert_eq!(counts, (1, 0), "one landing, no gate run");
+        let shas: Vec<ObjectId> = ["wo-1", "wo-2", "wo-3"]
+            .iter()
+            .map(|id| Fixture::landed(&fates, id))
+            .collect();
+        assert_eq!(f.parent(shas[0]), tip);
+        assert_eq!(f.parent(shas[1]), shas[0]);
+        assert_eq!(f.parent(shas[2]), shas[1]);
+        assert_eq!(f.repo.tip(), shas[2]);
+        for (id, fate) in &fates {
+            assert!(
+                matches!(
+                    fate,
+                    Fate::Landed {
+                        batch: 1,
+                        changed: 1,
+                        ..
+                    }
+                ),
+                "{id}"
+            );
+            assert_eq!(f.status(id), Status::Done, "{id}");
+        }
+        assert_eq!(seen.count(|e| matches!(e, Event::Land { .. })), 1);
+        let files = git(
+            &f.repo.root,
+            &f.repo.dir,
+            &["ls-tree", "--name-only", "main"],
+        );
+        assert_eq!(files, "a.txt\nb.txt\nc.txt\nd.txt\ne.txt\n");
+    }
+
+    /// Each order is checked on its own: one that drifts, one that
+    /// conflicts with an earlier link, and one whose record was taken
+    /// from it leave the chain; the others land chained without them.
+    #[test]
+    fn drift_and_conflicts_halt_each_order_alone() {
+        let mut f = Fixture::new();
+        let tip = f.repo.tip();
+        f.order("wo-1", &["c.txt"], &[("c.txt", "1\n")]);
+        f.order(
+            "wo-2",
+            &["d.txt"],
+            &[("d.txt", "2\n"), ("x.txt", "drift\n")],
+        );
+        f.order("wo-3", &["c.txt"], &[("c.txt", "3\n")]);
+        f.order("wo-4", &["e.txt"], &[("e.txt", "4\n")]);
+        f.order("wo-5", &["f.txt"], &[("f.txt", "5\n")]);
+        f.repo.change("wo-5", |r| r.halt("by_hand", Vec::new()));
+        let (fates, counts, _) = f.land(&[], None);
+        assert_eq!(counts, (1, 0));
+        let halted = |reason: &str, path: &str| Fate::Halted {
+            reason: reason.into(),
+            paths: vec![path.into()],
+        };
+        assert_eq!(fates["wo-2"], halted(merge::HALT_DRIFT, "x.txt"));
+        assert_eq!(fates["wo-3"], halted(merge::HALT_CONFLICT, "c.txt"));
+        assert!(matches!(fates["wo-5"], Fate::Withdrawn { .. }));
+        let (one, four) = (
+            Fixture::landed(&fates, "wo-1"),
+            Fixture::landed(&fates, "wo-4"),
+        );
+        assert_eq!((f.parent(one), f.parent(four)), (tip, one));
+        assert_eq!(f.repo.tip(), four);
+        let record = f.repo.record("wo-2").expect("record");
+        assert_eq!(record.halt_reason.as_deref(), Some(merge::HALT_DRIFT));
+    }
+
+    /// Work already on the branch is up to date: done, no merge.
+    #[test]
+    fn work_already_on_the_branch_is_up_to_date() {
+        let mut f = Fixture::new();
+        f.order("wo-1", &[], &[("c.txt", "1\n")]);
+        git(
+            &f.repo.root,
+            &f.repo.dir,
+            &["merge", "-q", "--ff-only", "arbiter/wo-1"],
+        );
+        let tip = f.repo.tip();
+        let (fates, counts, _) = f.land(&[], None);
+        assert_eq!(fates["wo-1"], Fate::UpToDate);
+        assert_eq!(counts, (0, 0));
+        assert_eq!(f.repo.tip(), tip);
+        assert_eq!(f.status("wo-1"), Status::Done);
+    }
+
+    /// The gates fail on the chain: bisection finds the merge that breaks
+    /// them (the prefix before it passes; the chain without it passes),
+    /// which goes back for rework, and every other merge lands at once,
+    /// the one after it merged again without it.
+    #[test]
+    fn the_merge_that_breaks_the_gates_is_found_and_the_others_land() {
+        let mut f = Fixture::new();
+        let tip = f.repo.tip();
+        f.order("wo-1", &["c.txt"], &[("c.txt", "1\n")]);
+        f.order("wo-2", &["bad.txt"], &[("bad.txt", "breaks the gate\n")]);
+        f.order("wo-3", &["e.txt"], &[("e.txt", "3\n")]);
+        let (fates, counts, seen) = f.land(&["test ! -e bad.txt"], None);
+        // The whole chain, the prefix [wo-1], the chain without wo-3, the
+        // chain without wo-2.
+        assert_eq!(counts, (1, 4));
+        assert_eq!(seen.count(|e| matches!(e, Event::Verify { .. })), 4);
+        match &fates["wo-2"] {
+            Fate::GateFailed { detail } => {
+                assert!(detail.contains("passed without it"), "{detail}")
+            }
+            other => panic!("wo-2 was not found: {other:?}"),
+        }
+        let (one, three) = (
+            Fixture::landed(&fates, "wo-1"),
+            Fixture::landed(&fates, "wo-3"),
+        );
+        assert_eq!((f.parent(one), f.parent(three)), (tip, one));
+        assert_eq!(f.repo.tip(), three);
+        assert!(!f.repo.dir.join("bad.txt").exists());
+        let record = f.repo.record("wo-2").expect("record");
+        assert_eq!(record.status, Status::NeedsRework);
+        assert_eq!(
+            record.history.last().map(|e| e.event.as_str()),
+            Some(MERGED_GATE_FAILED)
+        );
+        assert!(record
+            .verdicts
+            .iter()
+            .any(|v| v.kind == "verify" && !v.passed));
+    }
+
+    /// The first of two merges breaks the gates: the prefix before it (the
+    /// tip) passed, the chain without it passes, the other lands.
+    #[test]
+    fn a_first_merge_that_breaks_the_gates_is_found() {
+        let mut f = Fixture::new();
+        let tip = f.repo.tip();
+        f.order("wo-1", &["bad.txt"], &[("bad.txt", "breaks the gate\n")]);
+        f.order("wo-2", &["e.txt"], &[("e.txt", "2\n")]);
+        let (fates, counts, _) = f.land(&["test ! -e bad.txt"], None);
+        assert!(matches!(fates["wo-1"], Fate::GateFailed { .. }));
+        let two = Fixture::landed(&fates, "wo-2");
+        assert_eq!(f.parent(two), tip);
+        // The whole chain, without wo-2 (fails), without wo-1 (passes).
+        assert_eq!(counts, (1, 3));
+    }
+
+    /// A merged tree the gates already passed on is not verified again.
+    #[test]
+    fn a_tree_already_verified_lands_without_a_gate_run() {
+        let mut f = Fixture::new();
+        f.order("wo-1", &["c.txt"], &[("c.txt", "1\n")]);
+        let merged = git(
+            &f.repo.root,
+            &f.repo.dir,
+            &["merge-tree", "--write-tree", "main", "arbiter/wo-1"],
+        );
+        let tree = ObjectId::from_hex(merged.trim().as_bytes()).expect("tree");
+        let (fates, counts, _) = f.land(&["false"], Some(tree));
+        Fixture::landed(&fates, "wo-1");
+        assert_eq!(counts, (1, 0));
+    }
+
+    /// Someone else's merge lands while the gates run: the chain is merged
+    /// again on the new tip and verified again before it lands there.
+    #[test]
+    fn a_branch_moved_while_verifying_is_chained_and_verified_again() {
+        let mut f = Fixture::new();
+        f.order("wo-1", &["c.txt"], &[("c.txt", "1\n")]);
+        // Once: a commit on `main` (in its checkout) that changes the merged tree.
+        let (root, dir) = (f.repo.root.display(), f.repo.dir.display());
+        let hermetic = format!(
+            "env -i PATH=\"$PATH\" HOME={root} GIT_CONFIG_NOSYSTEM=1 \
+             GIT_CONFIG_GLOBAL={root}/global.gitconfig \
+             git -C {dir} -c user.name=t -c user.email=t@t"
+        );
+        let gate = format!(
+            "if [ ! -e {dir}/moved.txt ]; then echo moved > {dir}/moved.txt && \
+             {hermetic} add moved.txt && {hermetic} commit -q -m moved; fi"
+        );
+        let (fates, counts, _) = f.land(&[&gate], None);
+        assert_eq!(counts, (1, 2), "verified on each tip");
+        let one = Fixture::landed(&fates, "wo-1");
+        let moved = f.parent(one);
+        let subject = git(
+            &f.repo.root,
+            &f.repo.dir,
+            &["log", "-1", "--format=%s", &moved.to_string()],
+        );
+        assert_eq!(subject, "moved\n");
+        assert_eq!(f.repo.tip(), one);
+    }
+
+    /// A stop while the gates run: nothing lands, every order is given back
+    /// as interrupted, still held.
+    #[test]
+    fn a_stop_while_verifying_lands_nothing() {
+        let mut f = Fixture::new();
+        let tip = f.repo.tip();
+        f.order("wo-1", &["c.txt"], &[("c.txt", "1\n")]);
+        f.order("wo-2", &["d.txt"], &[("d.txt", "2\n")]);
+        let stop = conductor::dir(&f.repo.ctx).join(format!("{}.stop", f.me.name));
+        std::fs::write(&stop, "").expect("stop");
+        let (fates, counts, _) = f.land(&["sleep 30"], None);
+        assert_eq!(fates["wo-1"], Fate::Interrupted);
+        assert_eq!(fates["wo-2"], Fate::Interrupted);
+        assert_eq!(counts, (0, 1));
+        assert_eq!(f.repo.tip(), tip);
+        assert!(f
+            .repo
+            .record("wo-1")
+            .expect("record")
+            .held_by(&f.me.name, 1));
+    }
+
+    /// A change of the user's in the way of one order's merge: that order
+    /// waits to land (`verified`, its work kept), the others land.
+    #[test]
+    fn an_order_a_checkout_cannot_take_waits_and_the_others_land() {
+        let mut f = Fixture::new();
+        let tip = f.repo.tip();
+        f.order("wo-1", &["b.txt"], &[("b.txt", "the work\n")]);
+        f.order("wo-2", &["d.txt"], &[("d.txt", "2\n")]);
+        std::fs::write(f.repo.dir.join("b.txt"), "the user's\n").expect("edit");
+        let (fates, _, seen) = f.land(&[], None);
+        match &fates["wo-1"] {
+            Fate::Waiting { why, .. } => assert!(why.contains("b.txt"), "{why}"),
+            other => panic!("wo-1 does not wait: {other:?}"),
+        }
+        let two = Fixture::landed(&fates, "wo-2");
+        assert_eq!(f.parent(two), tip);
+        let record = f.repo.record("wo-1").expect("record");
+        assert_eq!(
+            (record.status, record.owner.as_deref()),
+            (Status::Verified, None)
+        );
+        assert!(record.waits_to_land());
+        assert_eq!(seen.count(|e| matches!(e, Event::Waiting { .. })), 1);
+    }
+
+    /// What a dead conductor's queue left (its verification worktree and
+    /// branch, the refs keeping its chains, their locks, its branch's lock)
+    /// goes; a live conductor's stays.
+    #[test]
+    fn a_dead_conductors_verification_leftovers_go() {
+        let f = Fixture::new();
+        let (root, dir, ctx) = (&f.repo.root, &f.repo.dir, &f.repo.ctx);
+        let dead = "1-1";
+        let base = f.repo.base.to_string();
+        let verify_dir = worktree::root_dir(ctx)
+            .expect("root")
+            .join(format!("{VERIFY_PREFIX}{dead}"));
+        let verify_dir = verify_dir.display().to_string();
+        let branch = worktree::verify_branch(dead);
+        git(
+            root,
+            dir,
+            &["worktree", "add", "-q", "-b", &branch, &verify_dir, &base],
+        );
+        for prefix in [CHAIN_REFS, RELINKED_REFS] {
+            for who in [dead, f.me.name.as_str()] {
+                git(root, dir, &["update-ref", &format!("{prefix}{who}"), &base]);
+            }
+        }
+        let common = ctx.repo.common_dir().to_owned();
+        let chain_lock = common.join(format!("{CHAIN_REFS}2-2.lock"));
+        let branch_lock = common.join(worktree::VERIFY_BRANCH_PREFIX).join("3-3.lock");
+        for lock in [&chain_lock, &branch_lock] {
+            std::fs::create_dir_all(lock.parent().expect("parent")).expect("mkdir");
+            std::fs::write(lock, "").expect("lock");
+        }
+        let report = remove_dead_verifiers(ctx).expect("remove");
+        assert_eq!(report.len(), 2, "{report:?}");
+        assert!(
+            report[0].contains(&format!("{VERIFY_PREFIX}{dead}")),
+            "{report:?}"
+        );
+        assert!(
+            report[1].contains(&format!("{VERIFY_PREFIX}3-3")),
+            "{report:?}"
+        );
+        assert!(!std::path::Path::new(&verify_dir).exists());
+        assert!(!chain_lock.exists() && !branch_lock.exists());
+        let refs = git(root, dir, &["for-each-ref", "--format=%(refname)"]);
+        let me = &f.me.name;
+        assert_eq!(
+            refs,
+            format!("{CHAIN_REFS}{me}\n{RELINKED_REFS}{me}\nrefs/heads/main\n")
+        );
+    }
+
+    #[test]
+    fn verify_is_merged_when_a_gate_is_configured() {
+        assert_eq!(Verify::parse(None, true), Ok(Verify::Merged));
+        assert_eq!(Verify::parse(None, false), Ok(Verify::None));
+        assert_eq!(Verify::parse(Some("none"), true), Ok(Verify::None));
+        assert_eq!(Verify::parse(Some("merged"), false), Ok(Verify::Merged));
+        assert!(Verify::parse(Some("always"), true).is_err());
+    }
+}
