@@ -535,3 +535,299 @@ pub fn recover_and_record(
     .rows;
     Ok((rows, written))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use gix::ObjectId;
+
+    use super::*;
+    use crate::state::orders::WorkOrder;
+    use crate::testutil::{commit_files, git, rev, work_order, TestRepo};
+
+    /// A conductor no process holds.
+    const DEAD: &str = "1-1";
+
+    /// Orders `ids`, none declaring files.
+    fn orders(ids: &[&str]) -> Orders {
+        let list = ids.iter().map(|id| work_order(id, &[])).collect();
+        Orders::from_list("orders".into(), list).expect("orders")
+    }
+
+    /// Order `id`'s work merged into `main` by hand as git-arbiter merges
+    /// it: a merge with its trailer on the first-parent chain. The merge.
+    fn land_by_hand(repo: &TestRepo, id: &str) -> ObjectId {
+        repo.work(id, &[(&format!("{id}.txt"), "work\n")]);
+        let message = format!("Merge {id}: t\n\nArbiter-WO: {id}\nArbiter-Attempt: 1\n");
+        let branch = format!("arbiter/{id}");
+        git(
+            &repo.root,
+            &repo.dir,
+            &["merge", "-q", "--no-ff", "-m", &message, &branch],
+        );
+        rev(&repo.root, &repo.dir, "HEAD")
+    }
+
+    /// The rows of `orders` against `main`'s tip, `in_flight` saying which
+    /// records a live conductor holds, by id.
+    fn rows(
+        repo: &TestRepo,
+        orders: &Orders,
+        in_flight: &dyn Fn(&Record) -> bool,
+    ) -> BTreeMap<String, Row> {
+        rows_in(&repo.ctx, orders, in_flight)
+    }
+
+    /// [`rows`] in the repository of `ctx`.
+    fn rows_in(
+        ctx: &Context,
+        orders: &Orders,
+        in_flight: &dyn Fn(&Record) -> bool,
+    ) -> BTreeMap<String, Row> {
+        let store = crate::state::Store::new(&ctx.repo, 3);
+        let mut snapshot = store.snapshot().expect("snapshot");
+        let tip = ctx.view_tip(Some("main")).expect("tip");
+        let found = table(ctx, orders, &mut snapshot, tip, 3, in_flight).expect("table");
+        assert_eq!(found.rows.len(), found.records.len());
+        found.rows.into_iter().map(|r| (r.id.clone(), r)).collect()
+    }
+
+    fn done(merge: ObjectId) -> Option<Recovery> {
+        Some(Recovery::Done {
+            merge: merge.to_string(),
+        })
+    }
+
+    /// An attempt in progress under a conductor that is gone: done when its
+    /// merge is on the branch (by its trailer, or its recorded merge an
+    /// ancestor of the tip), waiting to land when it passed and entered the
+    /// queue, waiting too for a killed standalone merge-back, to be built
+    /// again otherwise; an unreadable record is reported, never guessed.
+    #[test]
+    fn an_attempt_whose_conductor_is_gone_is_recovered_from_the_branch() {
+        let repo = TestRepo::new();
+        let ids = ["wo-1", "wo-2", "wo-3", "wo-4", "wo-5", "wo-6"];
+        for id in ids {
+            repo.dispatch(id, DEAD);
+        }
+        let merge = land_by_hand(&repo, "wo-2");
+        repo.change("wo-3", |r| r.queue_to_land(repo.base.to_string()));
+        repo.change("wo-4", |r| r.checkpoint_after = Some(repo.base.to_string()));
+        repo.change("wo-5", |r| r.checkpoint_after = Some("not hex".into()));
+        let source = repo.work("wo-6", &[("f.txt", "work\n")]);
+        repo.change("wo-6", |r| {
+            r.owner = None;
+            r.log(crate::state::MERGE_START_EVENT, None);
+        });
+        let rows = rows(&repo, &orders(&ids), &|_| false);
+        let got = |id: &str| (rows[id].status, rows[id].recovery.clone());
+        assert_eq!(
+            got("wo-1"),
+            (Status::NeedsRework, Some(Recovery::NeedsRework))
+        );
+        assert_eq!(got("wo-2"), (Status::Done, done(merge)));
+        assert_eq!(got("wo-3"), (Status::Verified, Some(Recovery::Waiting)));
+        assert_eq!(
+            rows["wo-3"].waiting.as_deref(),
+            Some(STOPPED_BEFORE_LANDING)
+        );
+        assert_eq!(got("wo-4"), (Status::Done, done(repo.base)));
+        match got("wo-5") {
+            (Status::InProgress, Some(Recovery::Error { message })) => {
+                assert!(message.contains("checkpoint_after 'not hex'"), "{message}")
+            }
+            other => panic!("wo-5: {other:?}"),
+        }
+        let pending = Recovery::MergeBackPending {
+            source: source.to_string(),
+        };
+        assert_eq!(got("wo-6"), (Status::Verified, Some(pending)));
+        assert_eq!(rows["wo-1"].claimed_by, None);
+    }
+
+    /// What a live conductor holds is shown as it is, even when its merge
+    /// is on the branch (it records its own landing); a halted order too.
+    #[test]
+    fn a_live_conductors_work_and_a_halt_are_shown_as_they_are() {
+        let repo = TestRepo::new();
+        let ids = ["wo-1", "wo-2", "wo-3"];
+        repo.dispatch("wo-1", "live");
+        repo.dispatch("wo-2", "live");
+        land_by_hand(&repo, "wo-2");
+        repo.dispatch("wo-3", DEAD);
+        repo.change("wo-3", |r| r.halt("by_hand", Vec::new()));
+        let live = |r: &Record| r.owner.as_deref() == Some("live");
+        let rows = rows(&repo, &orders(&ids), &live);
+        for id in ["wo-1", "wo-2"] {
+            assert_eq!(rows[id].status, Status::InProgress, "{id}");
+            assert_eq!(rows[id].recovery, None, "{id}");
+            assert_eq!(rows[id].claimed_by.as_deref(), Some("live"), "{id}");
+        }
+        assert_eq!(
+            (rows["wo-3"].state, rows["wo-3"].recovery.clone()),
+            ("halted", None)
+        );
+        assert_eq!(rows["wo-3"].halt_reason.as_deref(), Some("by_hand"));
+    }
+
+    /// The branch holds an order's merge: it is done whatever its record
+    /// says (rolled back to `needs_rework`, halted), and an order with no
+    /// record at all (a fresh clone) is reconstructed as done.
+    #[test]
+    fn a_merge_on_the_branch_is_done_whatever_the_record_says() {
+        let repo = TestRepo::new();
+        let ids = ["wo-1", "wo-2", "wo-3"];
+        let merges: Vec<ObjectId> = ids.iter().map(|id| land_by_hand(&repo, id)).collect();
+        repo.change("wo-1", |r| r.status = Status::NeedsRework);
+        repo.change("wo-2", |r| r.halt("by_hand", Vec::new()));
+        let rows = rows(&repo, &orders(&ids), &|_| false);
+        for (id, merge) in ids.iter().zip(&merges).take(2) {
+            assert_eq!(rows[*id].status, Status::Done, "{id}");
+            assert!(!rows[*id].terminal, "{id}");
+            assert_eq!(rows[*id].recovery, done(*merge), "{id}");
+        }
+        let reconstructed = Recovery::Reconstructed {
+            merge: merges[2].to_string(),
+        };
+        assert_eq!(rows["wo-3"].status, Status::Done);
+        assert_eq!(rows["wo-3"].recovery, Some(reconstructed));
+        assert_eq!(rows["wo-3"].checkpoint_after, Some(merges[2].to_string()));
+    }
+
+    /// `arbiter/<id>` with commits the branch lacks, for an order never
+    /// dispatched, is work made by hand; not once merged, nor for an order
+    /// a round dispatched.
+    #[test]
+    fn a_branch_made_by_hand_is_named() {
+        let repo = TestRepo::new();
+        let ids = ["wo-1", "wo-2", "wo-3"];
+        let by_hand = repo.work("wo-1", &[("x.txt", "mine\n")]);
+        land_by_hand(&repo, "wo-2");
+        repo.work("wo-3", &[("y.txt", "a round's\n")]);
+        repo.dispatch("wo-3", DEAD);
+        let rows = rows(&repo, &orders(&ids), &|_| false);
+        assert_eq!(rows["wo-1"].hand_made_branch, Some(by_hand.to_string()));
+        assert_eq!(rows["wo-1"].status, Status::Ready);
+        assert_eq!(rows["wo-2"].hand_made_branch, None);
+        assert_eq!(rows["wo-3"].hand_made_branch, None);
+    }
+
+    /// In a shallow clone an order with no record whose file is older than
+    /// where the history begins may have landed before it: said, with that
+    /// commit; not so an order written since, one with a record, one whose
+    /// merge is in the history, nor anything in a full clone.
+    #[test]
+    fn a_shallow_history_is_answered_conservatively() {
+        let repo = TestRepo::new();
+        commit_files(
+            &repo.root,
+            &repo.dir,
+            &[("orders/wo-old.md", "old\n"), ("orders/wo-rec.md", "rec\n")],
+            "orders",
+        );
+        land_by_hand(&repo, "wo-landed");
+        let url = format!("file://{}", repo.dir.display());
+        let clone = repo.root.join("clone");
+        git(
+            &repo.root,
+            &repo.root,
+            &[
+                "clone",
+                "-q",
+                "--depth",
+                "1",
+                &url,
+                &clone.display().to_string(),
+            ],
+        );
+        std::fs::write(clone.join("orders/wo-new.md"), "new\n").expect("write");
+        let ids = ["wo-landed", "wo-new", "wo-old", "wo-rec"];
+        let in_clone = |top: &std::path::Path| {
+            let list = ids
+                .iter()
+                .map(|id| WorkOrder {
+                    path: top.join(format!("orders/{id}.md")),
+                    ..work_order(id, &[])
+                })
+                .collect();
+            Orders::from_list(top.join("orders"), list).expect("orders")
+        };
+        let shallow = TestRepo::open(&clone);
+        crate::state::Store::new(&shallow.repo, 3)
+            .transact("a record", |txn| -> Result<(), crate::state::Error> {
+                let record = txn.record("wo-rec", false)?;
+                txn.put(record);
+                Ok(())
+            })
+            .expect("a record");
+        let start = rev(&repo.root, &clone, "HEAD");
+        let found = rows_in(&shallow, &in_clone(&clone), &|_| false);
+        let said = |id: &str| found[id].may_have_landed_before.clone();
+        assert_eq!(said("wo-old"), Some(start.to_string()));
+        assert_eq!(
+            (said("wo-new"), said("wo-rec"), said("wo-landed")),
+            (None, None, None)
+        );
+        let old = in_clone(&clone);
+        let old = old.get("wo-old").expect("wo-old");
+        let alone = may_have_landed_before(&shallow, old, start).expect("look");
+        assert_eq!(alone, Some(start));
+
+        let full = rows(&repo, &in_clone(&repo.dir), &|_| false);
+        assert!(full.values().all(|r| r.may_have_landed_before.is_none()));
+    }
+
+    /// Recovery writes what it concluded in one transition and says what
+    /// it changed; an order a live conductor holds is left to it.
+    #[test]
+    fn recovery_writes_what_it_concluded() {
+        let repo = TestRepo::new();
+        let other = crate::run::conductor::Conductor::register(&repo.ctx).expect("register");
+        let ids = ["wo-1", "wo-2", "wo-3", "wo-4", "wo-5", "wo-6", "wo-7"];
+        repo.dispatch("wo-1", DEAD);
+        repo.dispatch("wo-2", DEAD);
+        let merge_2 = land_by_hand(&repo, "wo-2");
+        let merge_3 = land_by_hand(&repo, "wo-3");
+        repo.dispatch("wo-4", DEAD);
+        repo.change("wo-4", |r| r.queue_to_land(repo.base.to_string()));
+        repo.dispatch("wo-5", DEAD);
+        repo.change("wo-5", |r| r.checkpoint_after = Some("not hex".into()));
+        repo.dispatch("wo-6", &other.name);
+        repo.dispatch("wo-7", &other.name);
+        land_by_hand(&repo, "wo-7");
+        let orders = orders(&ids);
+        let store = repo.store();
+        let (rows, written) =
+            recover_and_record(&repo.ctx, &orders, &store, repo.tip(), "me").expect("recover");
+        let written: BTreeMap<String, &str> = written.into_iter().collect();
+        let want: BTreeMap<String, &str> = [
+            ("wo-1", "needs_rework"),
+            ("wo-2", "done"),
+            ("wo-3", "reconstructed_done"),
+            ("wo-4", "verified"),
+            ("wo-5", "halted"),
+        ]
+        .into_iter()
+        .map(|(id, what)| (id.to_owned(), what))
+        .collect();
+        assert_eq!(written, want);
+        let stored = |id: &str| repo.record(id).expect("a record");
+        assert_eq!(stored("wo-1").status, Status::NeedsRework);
+        assert_eq!(stored("wo-2").checkpoint_after, Some(merge_2.to_string()));
+        assert_eq!(stored("wo-3").checkpoint_after, Some(merge_3.to_string()));
+        assert!(stored("wo-4").waits_to_land());
+        assert_eq!(
+            stored("wo-5").halt_reason.as_deref(),
+            Some("recovery_failed")
+        );
+        for id in ["wo-6", "wo-7"] {
+            assert!(stored(id).held_by(&other.name, 1), "{id}");
+        }
+        // The rows are read again after the transition: nothing left to recover.
+        assert!(rows.iter().all(|r| r.recovery.is_none()), "{rows:?}");
+        let (_, again) =
+            recover_and_record(&repo.ctx, &orders, &store, repo.tip(), "me").expect("again");
+        assert_eq!(again, []);
+    }
+}
