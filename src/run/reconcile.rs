@@ -646,6 +646,41 @@ mod tests {
         assert_eq!(rows["wo-1"].claimed_by, None);
     }
 
+    /// The rule for one record on its own: its merge by trailer, its
+    /// recorded merge only while the tip contains it, the queue, no tip.
+    #[test]
+    fn recovery_of_one_record_follows_the_branch() {
+        let repo = TestRepo::new();
+        repo.dispatch("wo-1", DEAD);
+        let record = repo.record("wo-1").expect("record");
+        let side = repo.work("wo-2", &[("side.txt", "never merged\n")]);
+        let merge = land_by_hand(&repo, "wo-1");
+        let tip = repo.tip();
+        let recover = |r: &Record, tip| recover(&repo.ctx, r, tip);
+        assert_eq!(recover(&record, None), Recovery::NeedsRework);
+        assert_eq!(Some(recover(&record, Some(tip))), done(merge));
+        assert_eq!(
+            find_merge(&repo.ctx, "wo-1", tip).expect("find"),
+            Some(merge)
+        );
+        assert_eq!(
+            find_merge(&repo.ctx, "wo-1", repo.base).expect("find"),
+            None
+        );
+        let mut other = Record {
+            wo: "wo-3".into(),
+            ..record.clone()
+        };
+        assert_eq!(recover(&other, Some(tip)), Recovery::NeedsRework);
+        other.checkpoint_after = Some(side.to_string());
+        assert_eq!(recover(&other, Some(tip)), Recovery::NeedsRework);
+        other.checkpoint_after = Some(repo.base.to_string());
+        assert_eq!(Some(recover(&other, Some(tip))), done(repo.base));
+        other.checkpoint_after = None;
+        other.queue_to_land(side.to_string());
+        assert_eq!(recover(&other, Some(tip)), Recovery::Waiting);
+    }
+
     /// What a live conductor holds is shown as it is, even when its merge
     /// is on the branch (it records its own landing); a halted order too.
     #[test]
