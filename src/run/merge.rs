@@ -460,7 +460,7 @@ pub fn land(
     let Some(&(_, last)) = chain.last() else {
         return Ok(Landed::Landed { sha: tip });
     };
-    let (mut locked_in_a_row, mut failed_in_a_row) = (0, 0);
+    let mut tries = Tries::default();
     loop {
         let turn = take_turn(ctx)?;
         let worktrees = crate::run::user_checkout::worktrees_with_branch(ctx, into)?;
@@ -468,31 +468,16 @@ pub fn land(
         if ctx.branch_tip(into)? != tip {
             return Ok(Landed::Moved);
         }
-        let mut snapshot = store.snapshot()?;
-        for (index, (req, _)) in chain.iter().enumerate() {
-            let record = snapshot.record(&req.wo.id)?;
-            if let Some(reason) = not_held(record.as_ref(), req.owner, req.attempt) {
-                return Ok(Landed::Withdrawn { index, reason });
-            }
+        if let Some(withdrawn) = withdrawn(store, chain)? {
+            return Ok(withdrawn);
         }
-        let step = user_checkout::Move {
-            from: tip,
-            from_tree: ctx.tree_of(tip)?,
-            to: last.sha,
-            to_tree: last.tree,
+        let prepared = match prepare_checkouts(ctx, &worktrees, tip, last, lock_wait)? {
+            Ok(prepared) => prepared,
+            Err(why) => {
+                drop(turn);
+                return Ok(blocked(chain, why));
+            }
         };
-        let changed = crate::git::diff::changed_paths(&ctx.repo, step.from_tree, step.to_tree)?;
-        let mut prepared = Vec::with_capacity(worktrees.len());
-        for wt in &worktrees {
-            match user_checkout::prepare(wt, step, &changed, lock_wait)? {
-                Ok(ready) => prepared.push(ready),
-                Err(why) => {
-                    drop(prepared);
-                    drop(turn);
-                    return Ok(blocked(chain, why));
-                }
-            }
-        }
         for ready in &prepared {
             ready.begin()?;
         }
@@ -505,24 +490,11 @@ pub fn land(
         }
         match moved? {
             Cas::Moved => {}
-            Cas::Locked(lock) => {
-                locked_in_a_row += 1;
-                if locked_in_a_row >= MAX_LOCKED {
-                    return Err(branch_locked(into, &lock));
-                }
-                continue;
-            }
-            Cas::Failed(e) => {
-                failed_in_a_row += 1;
-                if failed_in_a_row >= MAX_LOCKED {
-                    return Err(e);
-                }
-                std::thread::sleep(std::time::Duration::from_millis(
-                    10 * u64::from(failed_in_a_row),
-                ));
-                continue;
-            }
             Cas::Lost => return Ok(Landed::Moved),
+            again => {
+                tries.again(again, into)?;
+                continue;
+            }
         }
         crate::sys::crash::point("branch-cas.after");
         after_cas(
@@ -533,6 +505,85 @@ pub fn land(
             turn,
         )?;
         return Ok(Landed::Landed { sha: last.sha });
+    }
+}
+
+/// The first order of `chain` whose owner no longer holds its attempt, as
+/// the landing's outcome: checked under the merge turn, right before the
+/// branch moves, since a `halt` or a takeover may have come since the merge
+/// was computed, and none of the chain may land then.
+fn withdrawn(store: &Store, chain: &[(&Request, &Link)]) -> Result<Option<Landed>> {
+    let mut snapshot = store.snapshot()?;
+    for (index, (req, _)) in chain.iter().enumerate() {
+        let record = snapshot.record(&req.wo.id)?;
+        if let Some(reason) = not_held(record.as_ref(), req.owner, req.attempt) {
+            return Ok(Some(Landed::Withdrawn { index, reason }));
+        }
+    }
+    Ok(None)
+}
+
+/// Make every checkout of the branch (`worktrees`) ready to follow it from
+/// `tip` to the merge `last`, before the branch moves: each one's
+/// `index.lock` taken and its files checked. The first that cannot follow
+/// now says why, and the ones already prepared are let go.
+fn prepare_checkouts(
+    ctx: &Context,
+    worktrees: &[gix::Repository],
+    tip: ObjectId,
+    last: &Link,
+    lock_wait: std::time::Duration,
+) -> Result<std::result::Result<Vec<user_checkout::Prepared>, user_checkout::Blocked>> {
+    let step = user_checkout::Move {
+        from: tip,
+        from_tree: ctx.tree_of(tip)?,
+        to: last.sha,
+        to_tree: last.tree,
+    };
+    let changed = crate::git::diff::changed_paths(&ctx.repo, step.from_tree, step.to_tree)?;
+    let mut prepared = Vec::with_capacity(worktrees.len());
+    for wt in worktrees {
+        match user_checkout::prepare(wt, step, &changed, lock_wait)? {
+            Ok(ready) => prepared.push(ready),
+            Err(why) => return Ok(Err(why)),
+        }
+    }
+    Ok(Ok(prepared))
+}
+
+/// How often in a row a landing's compare-and-swap found the branch's lock
+/// taken, or failed otherwise: each is tried again a few times (a lock
+/// another writer holds for a moment, a race with `git pack-refs`), then
+/// reported.
+#[derive(Default)]
+struct Tries {
+    locked_in_a_row: u32,
+    failed_in_a_row: u32,
+}
+
+impl Tries {
+    /// The swap went `cas` (locked or failed): count it, and wait a little
+    /// after a failure, or give up once it happened too often in a row.
+    fn again(&mut self, cas: Cas, into: &FullName) -> Result<()> {
+        match cas {
+            Cas::Locked(lock) => {
+                self.locked_in_a_row += 1;
+                if self.locked_in_a_row >= MAX_LOCKED {
+                    return Err(branch_locked(into, &lock));
+                }
+            }
+            Cas::Failed(e) => {
+                self.failed_in_a_row += 1;
+                if self.failed_in_a_row >= MAX_LOCKED {
+                    return Err(e);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(
+                    10 * u64::from(self.failed_in_a_row),
+                ));
+            }
+            Cas::Moved | Cas::Lost => {}
+        }
+        Ok(())
     }
 }
 
@@ -838,6 +889,7 @@ mod tests {
     use std::path::Path;
     use std::time::Duration;
 
+    use gix::refs::FullName;
     use gix::ObjectId;
 
     use super::*;
@@ -1135,6 +1187,30 @@ mod tests {
             lock: dir.join(".git/index.lock"),
         };
         assert_eq!(held(locked), [0, 1]);
+    }
+
+    /// A branch lock that stays, or an edit that keeps failing, is tried
+    /// again a few times in a row, then reported (the lock by its path).
+    #[test]
+    fn a_swap_that_keeps_failing_is_reported_after_a_few_tries() {
+        let into: FullName = "refs/heads/main".try_into().expect("name");
+        let lock = std::path::PathBuf::from("/repo/.git/refs/heads/main.lock");
+        let mut tries = Tries::default();
+        for _ in 1..MAX_LOCKED {
+            tries
+                .again(Cas::Locked(lock.clone()), &into)
+                .expect("again");
+        }
+        let e = tries
+            .again(Cas::Locked(lock.clone()), &into)
+            .expect_err("stale");
+        assert!(e.to_string().contains("main.lock"), "{e}");
+        let failed = || Cas::Failed(InputError::new("no luck").into());
+        for _ in 1..MAX_LOCKED {
+            tries.again(failed(), &into).expect("again");
+        }
+        let e = tries.again(failed(), &into).expect_err("given up");
+        assert!(e.to_string().contains("no luck"), "{e}");
     }
 
     #[test]
