@@ -129,6 +129,19 @@ struct Decided {
     culprit: Option<(usize, String)>,
 }
 
+/// A verification of a merged result in progress: the worktree it runs in
+/// (taken as `name` on `branch`), what the setup and gates are told, and
+/// where they write.
+struct Verification {
+    /// The merged commit verified.
+    at: ObjectId,
+    name: String,
+    branch: String,
+    path: PathBuf,
+    env: Vec<(String, String)>,
+    log: PathBuf,
+}
+
 /// The queue of one conductor: its merge session, its verification worktree
 /// and the counts the summary reports.
 pub struct Queue<'a> {
@@ -233,76 +246,80 @@ impl<'a> Queue<'a> {
                 }
                 break;
             };
-            let landing: Vec<(&Request, &Link)> = decided
-                .lands
-                .iter()
-                .zip(&decided.links)
-                .map(|(&at, link)| (links[at].0, link))
-                .collect();
-            // Orders that leave the chain without landing, by position.
-            let mut out: Vec<(usize, Fate)> = Vec::new();
-            let landed = merge::land(
-                self.ctx,
-                self.store,
-                self.into,
-                tip,
-                &landing,
-                self.lock_wait,
-            )?;
-            match landed {
-                Landed::Landed { sha } => {
-                    if !landing.is_empty() {
-                        self.batches += 1;
-                        let ids: Vec<&str> =
-                            landing.iter().map(|(r, _)| r.wo.id.as_str()).collect();
-                        report_land(progress, self.batches, sha, &ids);
-                    }
-                    if let Some((at, detail)) = decided.culprit {
-                        let fate = if self.rework_culprits {
-                            self.reject(links[at].0, detail, progress)?
-                        } else {
-                            Fate::GateFailed { detail }
-                        };
-                        out.push((at, fate));
-                    }
-                    for (&at, link) in decided.lands.iter().zip(&decided.links) {
-                        let fate = Fate::Landed {
-                            sha: link.sha,
-                            batch: self.batches,
-                            changed: link.changed.len(),
-                        };
-                        out.push((at, fate));
-                    }
-                }
-                // Someone else's merge came first: the verdicts were on a
-                // chain that can no longer land. Chain again, verify again.
-                Landed::Moved => {}
-                Landed::Withdrawn { index, reason } => {
-                    out.push((decided.lands[index], Fate::Withdrawn { reason }));
-                }
-                // The others go on: chained again without these, verified again.
-                Landed::Blocked { indexes, why } => {
-                    let tree = (self.verify == Verify::Merged)
-                        .then(|| landing.last().map(|(_, link)| link.tree))
-                        .flatten();
-                    for index in indexes {
-                        let fate = self.wait(landing[index].0, tree, &why, progress)?;
-                        out.push((decided.lands[index], fate));
-                    }
-                }
-            }
-            out.sort_by_key(|(at, _)| *at);
-            let mut out = out.into_iter().peekable();
-            let mut rest = Vec::new();
-            for (at, (entry, _)) in chain.into_iter().enumerate() {
-                match out.next_if(|(o, _)| *o == at) {
-                    Some((_, fate)) => fates.push((entry.req.wo.id.clone(), fate)),
-                    None => rest.push(entry),
-                }
-            }
-            pending = rest.into_iter().chain(later).collect();
+            let out = self.land_decided(tip, &links, decided, progress)?;
+            pending = leave(chain, out, &mut fates).chain(later).collect();
         }
         Ok(fates)
+    }
+
+    /// Land what the gates decided about the chain `links` on `tip`: the
+    /// fates of the orders that leave the chain, by position. The others
+    /// were not landed (the branch moved, a checkout held the landing back):
+    /// they are chained again on the new tip and verified again.
+    fn land_decided(
+        &mut self,
+        tip: ObjectId,
+        links: &[(&Request, &Link)],
+        decided: Decided,
+        progress: &dyn Progress,
+    ) -> Result<Vec<(usize, Fate)>> {
+        let landing: Vec<(&Request, &Link)> = decided
+            .lands
+            .iter()
+            .zip(&decided.links)
+            .map(|(&at, link)| (links[at].0, link))
+            .collect();
+        let landed = merge::land(
+            self.ctx,
+            self.store,
+            self.into,
+            tip,
+            &landing,
+            self.lock_wait,
+        )?;
+        let mut out: Vec<(usize, Fate)> = Vec::new();
+        match landed {
+            Landed::Landed { sha } => {
+                if !landing.is_empty() {
+                    self.batches += 1;
+                    let ids: Vec<&str> = landing.iter().map(|(r, _)| r.wo.id.as_str()).collect();
+                    report_land(progress, self.batches, sha, &ids);
+                }
+                if let Some((at, detail)) = decided.culprit {
+                    let fate = if self.rework_culprits {
+                        self.reject(links[at].0, detail, progress)?
+                    } else {
+                        Fate::GateFailed { detail }
+                    };
+                    out.push((at, fate));
+                }
+                for (&at, link) in decided.lands.iter().zip(&decided.links) {
+                    let fate = Fate::Landed {
+                        sha: link.sha,
+                        batch: self.batches,
+                        changed: link.changed.len(),
+                    };
+                    out.push((at, fate));
+                }
+            }
+            // Someone else's merge came first: the verdicts were on a
+            // chain that can no longer land. Chain again, verify again.
+            Landed::Moved => {}
+            Landed::Withdrawn { index, reason } => {
+                out.push((decided.lands[index], Fate::Withdrawn { reason }));
+            }
+            // The others go on: chained again without these, verified again.
+            Landed::Blocked { indexes, why } => {
+                let tree = (self.verify == Verify::Merged)
+                    .then(|| landing.last().map(|(_, link)| link.tree))
+                    .flatten();
+                for index in indexes {
+                    let fate = self.wait(landing[index].0, tree, &why, progress)?;
+                    out.push((decided.lands[index], fate));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Chain the merges of `pending` onto `tip`. Orders that cannot be
@@ -496,10 +513,25 @@ impl<'a> Queue<'a> {
         let at = links[links.len() - 1].1.sha;
         let ids: Vec<&str> = links.iter().map(|(r, _)| r.wo.id.as_str()).collect();
         self.gate_runs += 1;
+        let verification = self.start_verification(at, &ids)?;
+        let result = self.run_checks(&verification)?;
+        crate::run::pool::give_back(self.ctx, &verification.name, &verification.branch, false)?;
+        progress.event(&Event::Verify {
+            tip: at,
+            orders: ids.iter().map(|id| (*id).to_owned()).collect(),
+            passed: result,
+            gate_runs: self.gate_runs,
+        });
+        Ok(result)
+    }
+
+    /// Take a worktree at the merged commit `at` (of the orders `ids`) for
+    /// this conductor's verification: a pooled one (when the pool is on),
+    /// so that gates that build find their caches warm, prepared by the
+    /// setup hook as for a build. Its log says what is verified.
+    fn start_verification(&self, at: ObjectId, ids: &[&str]) -> Result<Verification> {
         let name = format!("{VERIFY_PREFIX}{}", self.me.name);
         let branch = worktree::verify_branch(&self.me.name);
-        // A pooled worktree (when the pool is on), so that gates that build
-        // find their caches warm, prepared by the setup hook as for a build.
         let taken = crate::run::pool::take(self.ctx, self.pool, &name, &branch, at)?;
         let path = taken.path;
         crate::sys::crash::point("verify.started");
@@ -526,60 +558,32 @@ impl<'a> Queue<'a> {
                 self.repo_top.display().to_string(),
             ),
         ];
-        let stop = || self.me.should_stop();
-        let run = |kind: &'static str, cmd: &str| -> Result<Option<bool>> {
-            let exit = exec::run(
-                &exec::Spec {
-                    command: cmd,
-                    cwd: &path,
-                    env: &env,
-                    log: &log,
-                    kind: Some(if kind == "setup" {
-                        "verify setup"
-                    } else {
-                        "verify gate"
-                    }),
-                    stdout_to: None,
-                    timeout: self.timeout,
-                    groups: Some(&self.me.groups_dir()),
-                    caches: &self.ctx.caches,
-                },
-                &stop,
-            )
-            .map_err(Error::io(format!(
-                "running {kind} '{cmd}' on the merged result"
-            )))?;
-            if exit == Exit::Interrupted {
-                return Ok(None);
-            }
-            let mut failed = NotRunnable::of(&exit, "verify", kind, cmd, &path, &log);
-            if failed.is_none() && kind == "setup" && exit.success() {
-                // A setup that writes tracked files changes what is verified.
-                let wt =
-                    crate::run::worktree::open_linked(&self.ctx.caches, &self.ctx.repo, &path)?;
-                failed = NotRunnable::of_setup(&self.ctx.caches, &wt, "verify", cmd, &path, &log)?;
-            }
-            if let Some(failed) = failed {
-                crate::run::pool::give_back(self.ctx, &name, &branch, false)?;
-                return Err(
-                    crate::run::builder::not_runnable_error(&failed, &self.repo_top).into(),
-                );
-            }
-            Ok(Some(exit.success()))
-        };
-        // The setup, as before a build: only when its inputs changed since
-        // it last ran there. Failing on the merged result, it fails the
-        // verification (an order changed what it installs).
+        Ok(Verification {
+            at,
+            name,
+            branch,
+            path,
+            env,
+            log,
+        })
+    }
+
+    /// The setup, as before a build: only when its inputs changed since it
+    /// last ran there. Failing on the merged result, it fails the
+    /// verification (an order changed what it installs). Then every gate,
+    /// until one fails. `None`: interrupted.
+    fn run_checks(&self, verification: &Verification) -> Result<Option<bool>> {
+        let (path, at) = (&verification.path, verification.at);
         let mut result = Some(true);
         if let Some(cmd) = self.pool.setup.as_deref() {
             // An unreadable record of the last setup only costs a setup run.
-            if crate::run::pool::setup_needed(&self.ctx.caches, &path, at, &self.pool.setup_inputs)
+            if crate::run::pool::setup_needed(&self.ctx.caches, path, at, &self.pool.setup_inputs)
                 .unwrap_or(true)
             {
-                result = run("setup", cmd)?;
+                result = self.run_check(verification, "setup", cmd)?;
                 if result == Some(true) {
                     // Unrecorded, it only costs a setup run next time.
-                    let _ = crate::run::pool::setup_done(&self.ctx.caches, &path, at);
+                    let _ = crate::run::pool::setup_done(&self.ctx.caches, path, at);
                 }
             }
         }
@@ -587,16 +591,58 @@ impl<'a> Queue<'a> {
             if result != Some(true) {
                 break;
             }
-            result = run("gate", cmd)?;
+            result = self.run_check(verification, "gate", cmd)?;
         }
-        crate::run::pool::give_back(self.ctx, &name, &branch, false)?;
-        progress.event(&Event::Verify {
-            tip: at,
-            orders: ids.iter().map(|id| (*id).to_owned()).collect(),
-            passed: result,
-            gate_runs: self.gate_runs,
-        });
         Ok(result)
+    }
+
+    /// Run the setup or a gate (`kind`) `cmd` on the merged result: whether
+    /// it passed, `None` when a stop interrupted it. A command that could
+    /// not run at all (or a setup that wrote tracked files, which changes
+    /// what is verified) is an error, the worktree given back first.
+    fn run_check(
+        &self,
+        verification: &Verification,
+        kind: &'static str,
+        cmd: &str,
+    ) -> Result<Option<bool>> {
+        let Verification { path, env, log, .. } = verification;
+        let stop = || self.me.should_stop();
+        let exit = exec::run(
+            &exec::Spec {
+                command: cmd,
+                cwd: path,
+                env,
+                log,
+                kind: Some(if kind == "setup" {
+                    "verify setup"
+                } else {
+                    "verify gate"
+                }),
+                stdout_to: None,
+                timeout: self.timeout,
+                groups: Some(&self.me.groups_dir()),
+                caches: &self.ctx.caches,
+            },
+            &stop,
+        )
+        .map_err(Error::io(format!(
+            "running {kind} '{cmd}' on the merged result"
+        )))?;
+        if exit == Exit::Interrupted {
+            return Ok(None);
+        }
+        let mut failed = NotRunnable::of(&exit, "verify", kind, cmd, path, log);
+        if failed.is_none() && kind == "setup" && exit.success() {
+            // A setup that writes tracked files changes what is verified.
+            let wt = crate::run::worktree::open_linked(&self.ctx.caches, &self.ctx.repo, path)?;
+            failed = NotRunnable::of_setup(&self.ctx.caches, &wt, "verify", cmd, path, log)?;
+        }
+        if let Some(failed) = failed {
+            crate::run::pool::give_back(self.ctx, &verification.name, &verification.branch, false)?;
+            return Err(crate::run::builder::not_runnable_error(&failed, &self.repo_top).into());
+        }
+        Ok(Some(exit.success()))
     }
 
     /// A checkout of the branch cannot follow the landing of `req` now
@@ -683,6 +729,26 @@ impl<'a> Queue<'a> {
     }
 }
 
+/// The orders of `chain` that left it (`out`, their fates by position)
+/// get their fate in `fates`, in chain order; the rest stay, in order, to be
+/// chained again.
+fn leave<'e>(
+    chain: Vec<(Entry<'e>, Link)>,
+    mut out: Vec<(usize, Fate)>,
+    fates: &mut Vec<(String, Fate)>,
+) -> std::vec::IntoIter<Entry<'e>> {
+    out.sort_by_key(|(at, _)| *at);
+    let mut out = out.into_iter().peekable();
+    let mut rest = Vec::new();
+    for (at, (entry, _)) in chain.into_iter().enumerate() {
+        match out.next_if(|(o, _)| *o == at) {
+            Some((_, fate)) => fates.push((entry.req.wo.id.clone(), fate)),
+            None => rest.push(entry),
+        }
+    }
+    rest.into_iter()
+}
+
 fn report_land(progress: &dyn Progress, batch: usize, sha: ObjectId, ids: &[&str]) {
     progress.event(&Event::Land {
         batch,
@@ -694,8 +760,46 @@ fn report_land(progress: &dyn Progress, batch: usize, sha: ObjectId, ids: &[&str
 /// Remove the verification worktrees of conductors that are gone (killed
 /// while verifying). Returns one report line each.
 pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
-    // Listed worktrees, and what a killed `add` may have left unlisted: a
-    // registration without `gitdir`, a folder, a branch.
+    let locks = verify_branch_locks(ctx);
+    let mut report = Vec::new();
+    for name in verifier_names(ctx, &locks)? {
+        let Some(conductor) = name.strip_prefix(VERIFY_PREFIX) else {
+            continue;
+        };
+        if conductor::is_live(ctx, conductor) {
+            continue;
+        }
+        // Only that conductor edits its branch: a lock on it is its own.
+        let lock = locks.join(format!("{conductor}.lock"));
+        if lock.exists() {
+            std::fs::remove_file(&lock)
+                .map_err(Error::io(format!("removing {}", lock.display())))?;
+        }
+        worktree::remove(ctx, &name, &worktree::verify_branch(conductor))?;
+        report.push(format!(
+            "removed the verification worktree {name} of conductor {conductor}, which is gone"
+        ));
+    }
+    drop_dead_chain_refs(ctx)?;
+    Ok(report)
+}
+
+/// Where the locks of the verification branches are (one folder of the
+/// common directory).
+fn verify_branch_locks(ctx: &Context) -> PathBuf {
+    ctx.repo
+        .common_dir()
+        .join(worktree::VERIFY_BRANCH_PREFIX.trim_end_matches('/'))
+}
+
+/// The names of every verification worktree there may be: those listed,
+/// and what a killed `add` may have left unlisted (a registration without
+/// `gitdir`, a folder, a branch, or only the lock of a branch in `locks`).
+/// Other worktrees' names are among them too: the caller skips them.
+fn verifier_names(
+    ctx: &Context,
+    locks: &std::path::Path,
+) -> Result<std::collections::BTreeSet<String>> {
     let mut names: std::collections::BTreeSet<String> = worktree::list(ctx)?
         .into_iter()
         .map(|info| info.name)
@@ -727,38 +831,19 @@ pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
         .collect::<Vec<_>>();
     names.extend(branches);
     // A branch lock with no branch: the add was killed creating it.
-    let locks = ctx
-        .repo
-        .common_dir()
-        .join(worktree::VERIFY_BRANCH_PREFIX.trim_end_matches('/'));
-    if let Ok(listing) = std::fs::read_dir(&locks) {
+    if let Ok(listing) = std::fs::read_dir(locks) {
         names.extend(listing.flatten().filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             Some(format!("{VERIFY_PREFIX}{}", name.strip_suffix(".lock")?))
         }));
     }
-    let mut report = Vec::new();
-    for name in names {
-        let Some(conductor) = name.strip_prefix(VERIFY_PREFIX) else {
-            continue;
-        };
-        if conductor::is_live(ctx, conductor) {
-            continue;
-        }
-        // Only that conductor edits its branch: a lock on it is its own.
-        let lock = locks.join(format!("{conductor}.lock"));
-        if lock.exists() {
-            std::fs::remove_file(&lock)
-                .map_err(Error::io(format!("removing {}", lock.display())))?;
-        }
-        worktree::remove(ctx, &name, &worktree::verify_branch(conductor))?;
-        report.push(format!(
-            "removed the verification worktree {name} of conductor {conductor}, which is gone"
-        ));
-    }
-    // The refs that kept dead conductors' chains until they landed, and
-    // the locks a conductor killed while writing one left on them (only
-    // that conductor writes its ref).
+    Ok(names)
+}
+
+/// The refs that kept dead conductors' chains until they landed, and the
+/// locks a conductor killed while writing one left on them (only that
+/// conductor writes its ref), go.
+fn drop_dead_chain_refs(ctx: &Context) -> Result<()> {
     for prefix in [CHAIN_REFS, RELINKED_REFS] {
         let folder = ctx.repo.common_dir().join(prefix);
         for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
@@ -785,7 +870,7 @@ pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
             drop_ref(&ctx.repo, &name)?;
         }
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Delete the ref `name`, whatever it points at.
