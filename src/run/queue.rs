@@ -1081,9 +1081,10 @@ mod tests {
         assert_eq!(files, "a.txt\nb.txt\nc.txt\nd.txt\ne.txt\n");
     }
 
-    /// Each order is checked on its own: one that drifts, one that
-    /// conflicts with an earlier link, and one whose record was taken
-    /// from it leave the chain; the others land chained without them.
+    /// Each order is checked on its own: one that drifts and one that
+    /// conflicts with an earlier link leave the chain; one halted by hand
+    /// meanwhile is withdrawn when the chain would land, and the others
+    /// are chained again without it and land.
     #[test]
     fn drift_and_conflicts_halt_each_order_alone() {
         let mut f = Fixture::new();
@@ -1106,7 +1107,10 @@ mod tests {
         };
         assert_eq!(fates["wo-2"], halted(merge::HALT_DRIFT, "x.txt"));
         assert_eq!(fates["wo-3"], halted(merge::HALT_CONFLICT, "c.txt"));
-        assert!(matches!(fates["wo-5"], Fate::Withdrawn { .. }));
+        let withdrawn = Fate::Withdrawn {
+            reason: "halted while in flight (by_hand)".into(),
+        };
+        assert_eq!(fates["wo-5"], withdrawn);
         let (one, four) = (
             Fixture::landed(&fates, "wo-1"),
             Fixture::landed(&fates, "wo-4"),
@@ -1304,6 +1308,9 @@ mod tests {
             dir,
             &["worktree", "add", "-q", "-b", &branch, &verify_dir, &base],
         );
+        // A branch a killed `add` left without its worktree.
+        let branch = worktree::verify_branch("4-4");
+        git(root, dir, &["branch", &branch, &base]);
         for prefix in [CHAIN_REFS, RELINKED_REFS] {
             for who in [dead, f.me.name.as_str()] {
                 git(root, dir, &["update-ref", &format!("{prefix}{who}"), &base]);
@@ -1317,15 +1324,10 @@ mod tests {
             std::fs::write(lock, "").expect("lock");
         }
         let report = remove_dead_verifiers(ctx).expect("remove");
-        assert_eq!(report.len(), 2, "{report:?}");
-        assert!(
-            report[0].contains(&format!("{VERIFY_PREFIX}{dead}")),
-            "{report:?}"
-        );
-        assert!(
-            report[1].contains(&format!("{VERIFY_PREFIX}3-3")),
-            "{report:?}"
-        );
+        assert_eq!(report.len(), 3, "{report:?}");
+        for (line, who) in report.iter().zip([dead, "3-3", "4-4"]) {
+            assert!(line.contains(&format!("{VERIFY_PREFIX}{who} ")), "{line}");
+        }
         assert!(!std::path::Path::new(&verify_dir).exists());
         assert!(!chain_lock.exists() && !branch_lock.exists());
         let refs = git(root, dir, &["for-each-ref", "--format=%(refname)"]);
