@@ -1308,9 +1308,14 @@ mod tests {
             dir,
             &["worktree", "add", "-q", "-b", &branch, &verify_dir, &base],
         );
-        // A branch a killed `add` left without its worktree.
+        // A branch a killed `add` left without its worktree, and an empty
+        // folder (with anything in it, it may be a person's: it stays).
         let branch = worktree::verify_branch("4-4");
         git(root, dir, &["branch", &branch, &base]);
+        let folder = worktree::root_dir(ctx)
+            .expect("root")
+            .join(format!("{VERIFY_PREFIX}5-5"));
+        std::fs::create_dir_all(&folder).expect("mkdir");
         for prefix in [CHAIN_REFS, RELINKED_REFS] {
             for who in [dead, f.me.name.as_str()] {
                 git(root, dir, &["update-ref", &format!("{prefix}{who}"), &base]);
@@ -1324,11 +1329,11 @@ mod tests {
             std::fs::write(lock, "").expect("lock");
         }
         let report = remove_dead_verifiers(ctx).expect("remove");
-        assert_eq!(report.len(), 3, "{report:?}");
-        for (line, who) in report.iter().zip([dead, "3-3", "4-4"]) {
+        assert_eq!(report.len(), 4, "{report:?}");
+        for (line, who) in report.iter().zip([dead, "3-3", "4-4", "5-5"]) {
             assert!(line.contains(&format!("{VERIFY_PREFIX}{who} ")), "{line}");
         }
-        assert!(!std::path::Path::new(&verify_dir).exists());
+        assert!(!std::path::Path::new(&verify_dir).exists() && !folder.exists());
         assert!(!chain_lock.exists() && !branch_lock.exists());
         let refs = git(root, dir, &["for-each-ref", "--format=%(refname)"]);
         let me = &f.me.name;
