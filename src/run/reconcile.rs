@@ -297,38 +297,115 @@ pub fn table(
         .filter(|(_, r)| r.as_ref().is_none_or(|r| r.status != Status::Done))
         .map(|(id, _)| *id)
         .collect();
-    let landed = match tip {
-        Some(tip) => landed(ctx, tip, &open).map_err(|e| {
-            crate::state::Error::Git(format!("looking for landed work orders: {e}").into())
-        })?,
-        None => Default::default(),
-    };
-    let history_start = match tip {
-        Some(tip) if !open.is_empty() => ShallowStart::of(ctx, tip).map_err(|e| {
-            crate::state::Error::Git(format!("reading where the history begins: {e}").into())
-        })?,
-        _ => None,
-    };
-    let tips = crate::run::worktree::branch_tips(ctx).map_err(|e| {
-        crate::state::Error::Git(format!("listing the arbiter branches: {e}").into())
-    })?;
+    let branch = BranchView::read(ctx, tip, &open)?;
     for (wo, record) in orders.iter().zip(stored) {
+        let marks = branch.marks(ctx, wo, record.as_ref())?;
+        let (record, standing) = branch.standing(ctx, wo, record, default_cap, in_flight);
+        rows.push(row(ctx, wo, &record, standing, marks));
+        records.push(record);
+    }
+    Ok(Table { rows, records })
+}
+
+/// What the integration branch (at `tip`) and the `arbiter/*` branches say
+/// about the orders, read once for the whole table.
+struct BranchView {
+    tip: Option<gix::ObjectId>,
+    /// The newest merge on the branch of each order not done by its record.
+    landed: std::collections::BTreeMap<String, gix::ObjectId>,
+    /// Where a shallow clone's history begins, when an order is open.
+    history_start: Option<ShallowStart>,
+    tips: crate::run::worktree::BranchTips,
+}
+
+/// How an order stands once the recovery rule applied to its record.
+struct Standing {
+    status: Status,
+    terminal: bool,
+    recovery: Option<Recovery>,
+}
+
+/// What a row says beside the record: work made by hand on the order's
+/// branch, and whether it may have landed before a shallow history begins.
+struct Marks {
+    hand_made_branch: Option<String>,
+    may_have_landed_before: Option<String>,
+}
+
+impl BranchView {
+    /// Read what the branches say about the orders `open` (not done by
+    /// their records).
+    fn read(
+        ctx: &Context,
+        tip: Option<gix::ObjectId>,
+        open: &std::collections::BTreeSet<&str>,
+    ) -> Result<BranchView, crate::state::Error> {
+        let landed = match tip {
+            Some(tip) => landed(ctx, tip, open).map_err(|e| {
+                crate::state::Error::Git(format!("looking for landed work orders: {e}").into())
+            })?,
+            None => Default::default(),
+        };
+        let history_start = match tip {
+            Some(tip) if !open.is_empty() => ShallowStart::of(ctx, tip).map_err(|e| {
+                crate::state::Error::Git(format!("reading where the history begins: {e}").into())
+            })?,
+            _ => None,
+        };
+        let tips = crate::run::worktree::branch_tips(ctx).map_err(|e| {
+            crate::state::Error::Git(format!("listing the arbiter branches: {e}").into())
+        })?;
+        Ok(BranchView {
+            tip,
+            landed,
+            history_start,
+            tips,
+        })
+    }
+
+    /// The marks of order `wo`, whose stored record is `record`.
+    fn marks(
+        &self,
+        ctx: &Context,
+        wo: &crate::state::orders::WorkOrder,
+        record: Option<&Record>,
+    ) -> Result<Marks, crate::state::Error> {
         let hand_made_branch =
-            crate::run::worktree::hand_made_work(ctx, &wo.id, record.as_ref(), tip, &tips)
+            crate::run::worktree::hand_made_work(ctx, &wo.id, record, self.tip, &self.tips)
                 .map_err(|e| {
                     crate::state::Error::Git(format!("reading the branch of {}: {e}", wo.id).into())
                 })?
                 .map(|sha| sha.to_string());
-        let may_have_landed_before = history_start
+        let may_have_landed_before = self
+            .history_start
             .as_ref()
             .filter(|start| {
-                record.is_none() && !landed.contains_key(&wo.id) && start.may_predate(ctx, wo)
+                record.is_none() && !self.landed.contains_key(&wo.id) && start.may_predate(ctx, wo)
             })
             .map(|start| start.commit.to_string());
+        Ok(Marks {
+            hand_made_branch,
+            may_have_landed_before,
+        })
+    }
+
+    /// The recovery rule for order `wo` and its stored `record` (a fresh
+    /// one, with `default_cap` attempts, when it has none): its merge on the
+    /// branch makes it done, unless a live conductor holds it (`in_flight`)
+    /// and records its own landing; an attempt in progress that nobody
+    /// holds is recovered ([`recover`]). The record, and how it stands.
+    fn standing(
+        &self,
+        ctx: &Context,
+        wo: &crate::state::orders::WorkOrder,
+        record: Option<Record>,
+        default_cap: u32,
+        in_flight: &dyn Fn(&Record) -> bool,
+    ) -> (Record, Standing) {
         let mut recovery = None;
         let record = record.unwrap_or_else(|| {
             let mut fresh = Record::new(&wo.id, !wo.deps.is_empty(), default_cap);
-            if let Some(merge) = landed.get(&wo.id) {
+            if let Some(merge) = self.landed.get(&wo.id) {
                 fresh.status = Status::Done;
                 fresh.checkpoint_after = Some(merge.to_string());
                 recovery = Some(Recovery::Reconstructed {
@@ -340,7 +417,7 @@ pub fn table(
         let mut status = record.status;
         let mut terminal = record.halted;
         let held = status == Status::InProgress && in_flight(&record);
-        if let Some(merge) = landed.get(&wo.id).filter(|_| recovery.is_none()) {
+        if let Some(merge) = self.landed.get(&wo.id).filter(|_| recovery.is_none()) {
             // A live conductor records its own landing; any other record
             // that is not done is behind the branch.
             if status != Status::Done && !held {
@@ -351,7 +428,7 @@ pub fn table(
                 });
             }
         } else if status == Status::InProgress && !record.halted && !held {
-            let outcome = recover(ctx, &record, tip);
+            let outcome = recover(ctx, &record, self.tip);
             match outcome {
                 Recovery::Done { .. } => status = Status::Done,
                 Recovery::NeedsRework => status = Status::NeedsRework,
@@ -360,46 +437,66 @@ pub fn table(
             }
             recovery = Some(outcome);
         }
-        rows.push(Row {
-            id: wo.id.clone(),
-            title: wo.title.clone(),
-            state: status.state(terminal),
+        let standing = Standing {
             status,
             terminal,
-            halt_reason: record.halt_reason.clone().filter(|_| terminal),
-            attempts: record.attempts,
-            cap: record.cap,
-            deps: wo.deps.clone(),
-            checkpoint_before: record.checkpoint_before.clone(),
-            checkpoint_after: record.checkpoint_after.clone(),
-            last_verdicts: record.verdicts.clone(),
             recovery,
-            hand_made_branch,
-            claimed_by: record
-                .owner
-                .clone()
-                .filter(|_| status == Status::InProgress && !record.halted),
-            merged_into: record
-                .merged_into
-                .clone()
-                .filter(|_| status == Status::Done),
-            waiting: record
-                .landing
-                .as_ref()
-                .filter(|_| status == Status::Verified)
-                .map(|l| {
-                    l.blocked
-                        .clone()
-                        .unwrap_or_else(|| STOPPED_BEFORE_LANDING.to_owned())
-                }),
-            may_have_landed_before,
-            last_failure: (terminal || status == Status::NeedsRework)
-                .then(|| LastFailure::of(ctx, &record))
-                .flatten(),
-        });
-        records.push(record);
+        };
+        (record, standing)
     }
-    Ok(Table { rows, records })
+}
+
+/// The row of order `wo`: its `record` as it stands after recovery, and
+/// the marks beside it.
+fn row(
+    ctx: &Context,
+    wo: &crate::state::orders::WorkOrder,
+    record: &Record,
+    standing: Standing,
+    marks: Marks,
+) -> Row {
+    let Standing {
+        status,
+        terminal,
+        recovery,
+    } = standing;
+    Row {
+        id: wo.id.clone(),
+        title: wo.title.clone(),
+        state: status.state(terminal),
+        status,
+        terminal,
+        halt_reason: record.halt_reason.clone().filter(|_| terminal),
+        attempts: record.attempts,
+        cap: record.cap,
+        deps: wo.deps.clone(),
+        checkpoint_before: record.checkpoint_before.clone(),
+        checkpoint_after: record.checkpoint_after.clone(),
+        last_verdicts: record.verdicts.clone(),
+        recovery,
+        hand_made_branch: marks.hand_made_branch,
+        claimed_by: record
+            .owner
+            .clone()
+            .filter(|_| status == Status::InProgress && !record.halted),
+        merged_into: record
+            .merged_into
+            .clone()
+            .filter(|_| status == Status::Done),
+        waiting: record
+            .landing
+            .as_ref()
+            .filter(|_| status == Status::Verified)
+            .map(|l| {
+                l.blocked
+                    .clone()
+                    .unwrap_or_else(|| STOPPED_BEFORE_LANDING.to_owned())
+            }),
+        may_have_landed_before: marks.may_have_landed_before,
+        last_failure: (terminal || status == Status::NeedsRework)
+            .then(|| LastFailure::of(ctx, record))
+            .flatten(),
+    }
 }
 
 /// The table as `status` and `batch` show it: against the tip of the
@@ -419,6 +516,71 @@ pub fn current(ctx: &Context, orders: &Orders, into: Option<&str>) -> crate::Res
         &|record| crate::run::conductor::owns_live(ctx, record),
     )?;
     Ok(table)
+}
+
+/// What recovery writes for an order whose row concluded `recovery`, given
+/// its record as stored now (`stored`; `fresh` makes one for an order with
+/// none): the record to put and what it became, or `None` to leave it. The
+/// record is read again in the transition because it may have moved on
+/// since the rows were read: anyone's record wins over a reconstruction,
+/// and what a live conductor holds (`live`) is its own to record.
+fn conclude(
+    recovery: &Recovery,
+    stored: Option<Record>,
+    fresh: impl FnOnce() -> Record,
+    live: &dyn Fn(&Record) -> bool,
+) -> Option<(Record, &'static str)> {
+    if let Recovery::Reconstructed { merge } = recovery {
+        // Only while there is still no record: anyone's record wins.
+        if stored.is_some() {
+            return None;
+        }
+        let mut record = fresh();
+        record.mark_done("reconstructed_done", merge.clone());
+        return Some((record, "reconstructed_done"));
+    }
+    let mut record = stored?;
+    // Its merge is on the branch: done, whatever the record said (rolled
+    // back, edited, halted), unless a live conductor holds it and records
+    // it itself.
+    if let Recovery::Done { merge } = recovery {
+        let held = record.status == Status::InProgress && live(&record);
+        if record.status == Status::Done || held {
+            return None;
+        }
+        if record.halted {
+            record.lift_halt();
+        }
+        record.mark_done("recovered_done", merge.clone());
+        return Some((record, "done"));
+    }
+    // Another conductor may have moved it on since we looked.
+    if record.status != Status::InProgress || record.halted || live(&record) {
+        return None;
+    }
+    let outcome = match recovery {
+        Recovery::Done { .. } | Recovery::Reconstructed { .. } => return None,
+        Recovery::NeedsRework => {
+            record.requeue_for_rework();
+            "needs_rework"
+        }
+        Recovery::Waiting => {
+            record.wait_to_land(None, STOPPED_BEFORE_LANDING.into());
+            "verified"
+        }
+        // A killed standalone merge-back: its branch is someone's
+        // finished work, which lands through the merge queue.
+        Recovery::MergeBackPending { source } => {
+            record.queue_to_land(source.clone());
+            record.wait_to_land(None, STOPPED_BEFORE_LANDING.into());
+            "verified"
+        }
+        Recovery::Error { message } => {
+            record.halt_unowned("recovery_failed", vec![message.clone()]);
+            "halted"
+        }
+    };
+    Some((record, outcome))
 }
 
 /// A work order recovery changed, and to what (`done`, `needs_rework`, …).
@@ -455,74 +617,19 @@ pub fn recover_and_record(
     if changes.is_empty() {
         return Ok((found.rows, Vec::new()));
     }
-    let written = store.transact(
-        "recover",
-        |txn| -> crate::Result<Vec<(String, &'static str)>> {
-            let mut written = Vec::new();
-            for (id, recovery) in &changes {
-                if let Recovery::Reconstructed { merge } = recovery {
-                    // Only while there is still no record: anyone's record wins.
-                    if txn.stored(id)?.is_none() {
-                        let has_deps = orders.get(id).is_some_and(|wo| !wo.deps.is_empty());
-                        let mut record = txn.record(id, has_deps)?;
-                        record.mark_done("reconstructed_done", merge.clone());
-                        txn.put(record);
-                        written.push((id.clone(), "reconstructed_done"));
-                    }
-                    continue;
-                }
-                let Some(mut record) = txn.stored(id)? else {
-                    continue;
-                };
-                // Its merge is on the branch: done, whatever the record
-                // said (rolled back, edited, halted), unless a live
-                // conductor holds it and records it itself.
-                if let Recovery::Done { merge } = recovery {
-                    let held = record.status == Status::InProgress && live(&record);
-                    if record.status == Status::Done || held {
-                        continue;
-                    }
-                    if record.halted {
-                        record.lift_halt();
-                    }
-                    record.mark_done("recovered_done", merge.clone());
-                    txn.put(record);
-                    written.push((id.clone(), "done"));
-                    continue;
-                }
-                // Another conductor may have moved it on since we looked.
-                if record.status != Status::InProgress || record.halted || live(&record) {
-                    continue;
-                }
-                let outcome = match recovery {
-                    Recovery::Done { .. } => continue,
-                    Recovery::NeedsRework => {
-                        record.requeue_for_rework();
-                        "needs_rework"
-                    }
-                    Recovery::Waiting => {
-                        record.wait_to_land(None, STOPPED_BEFORE_LANDING.into());
-                        "verified"
-                    }
-                    // A killed standalone merge-back: its branch is someone's
-                    // finished work, which lands through the merge queue.
-                    Recovery::MergeBackPending { source } => {
-                        record.queue_to_land(source.clone());
-                        record.wait_to_land(None, STOPPED_BEFORE_LANDING.into());
-                        "verified"
-                    }
-                    Recovery::Error { message } => {
-                        record.halt_unowned("recovery_failed", vec![message.clone()]);
-                        "halted"
-                    }
-                    Recovery::Reconstructed { .. } => continue,
-                };
+    let written = store.transact("recover", |txn| -> crate::Result<Vec<Recovered>> {
+        let mut written = Vec::new();
+        for (id, recovery) in &changes {
+            let stored = txn.stored(id)?;
+            let has_deps = || orders.get(id).is_some_and(|wo| !wo.deps.is_empty());
+            let fresh = || Record::new(id, has_deps(), store.default_cap);
+            if let Some((record, outcome)) = conclude(recovery, stored, fresh, &live) {
                 txn.put(record);
                 written.push((id.clone(), outcome));
             }
-            Ok(written)
-        },
-    )?;
+        }
+        Ok(written)
+    })?;
     let mut snapshot = store.snapshot()?;
     let rows = table(
         ctx,
@@ -811,6 +918,61 @@ mod tests {
 
         let full = rows(&repo, &in_clone(&repo.dir), &|_| false);
         assert!(full.values().all(|r| r.may_have_landed_before.is_none()));
+    }
+
+    /// The transition reads each record again and leaves what moved on
+    /// since the rows were read: a reconstruction once anyone wrote a
+    /// record, a merge a live conductor holds or a record already done,
+    /// and an attempt no longer in progress, halted, or taken by a live
+    /// conductor.
+    #[test]
+    fn recovery_leaves_a_record_that_moved_on_since_the_rows_were_read() {
+        let nobody = |_: &Record| false;
+        let anybody = |_: &Record| true;
+        let fresh = || Record::new("wo-1", false, 3);
+        let mut taken = fresh();
+        taken.dispatch(DEAD, "base".into(), "dispatch", String::new());
+        let merge = "m".to_string();
+
+        let rebuilt = Recovery::Reconstructed {
+            merge: merge.clone(),
+        };
+        assert!(conclude(&rebuilt, Some(taken.clone()), fresh, &nobody).is_none());
+        let (r, what) = conclude(&rebuilt, None, fresh, &nobody).expect("written");
+        assert_eq!((r.status, what), (Status::Done, "reconstructed_done"));
+        assert_eq!(r.checkpoint_after.as_deref(), Some("m"));
+
+        let done = Recovery::Done { merge };
+        assert!(conclude(&done, Some(taken.clone()), fresh, &anybody).is_none());
+        let mut finished = taken.clone();
+        finished.mark_merged("main".into(), "m".into());
+        assert!(conclude(&done, Some(finished), fresh, &nobody).is_none());
+        let mut halted = taken.clone();
+        halted.halt("by_hand", Vec::new());
+        let (r, what) = conclude(&done, Some(halted.clone()), fresh, &nobody).expect("done");
+        assert_eq!((r.status, r.halted, what), (Status::Done, false, "done"));
+        assert!(conclude(&done, None, fresh, &nobody).is_none());
+
+        let rework = Recovery::NeedsRework;
+        let mut released = taken.clone();
+        released.release();
+        for moved_on in [released, halted] {
+            assert!(conclude(&rework, Some(moved_on), fresh, &nobody).is_none());
+        }
+        assert!(conclude(&rework, Some(taken.clone()), fresh, &anybody).is_none());
+        assert!(conclude(&rework, None, fresh, &nobody).is_none());
+        let (r, what) = conclude(&rework, Some(taken.clone()), fresh, &nobody).expect("rework");
+        assert_eq!(
+            (r.status, r.owner, what),
+            (Status::NeedsRework, None, "needs_rework")
+        );
+
+        let pending = Recovery::MergeBackPending {
+            source: "src".into(),
+        };
+        let (r, what) = conclude(&pending, Some(taken), fresh, &nobody).expect("pending");
+        assert_eq!((r.status, what), (Status::Verified, "verified"));
+        assert_eq!(r.landing.map(|l| l.source).as_deref(), Some("src"));
     }
 
     /// Recovery writes what it concluded in one transition and says what
