@@ -4,7 +4,7 @@ use git_arbiter::run::merge::{self, DriftScope};
 use git_arbiter::run::queue::Fate;
 use git_arbiter::state::orders::WorkOrder;
 use git_arbiter::state::Store;
-use git_arbiter::sys::error::{GitContext, InputError};
+use git_arbiter::sys::error::InputError;
 use git_arbiter::{run::drift, run::review, Error, ExitCode};
 use serde_json::json;
 
@@ -57,35 +57,17 @@ enum ScopeArg {
 pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
-    let args = MergeBackArgs {
-        id: review::resolve_order(&ctx, Some(&orders), &args.id)?,
-        ..args
-    };
-    let wo = orders.get(&args.id).ok_or_else(|| -> Error {
+    let id = review::resolve_order(&ctx, Some(&orders), &args.id)?;
+    let wo = kept::order_to_land(&orders, &id, "merge its branch back")?;
+    let into = ctx.integration_branch(args.into.as_deref())?;
+    let source = kept::branch_commit(&ctx, &id)?.ok_or_else(|| -> Error {
         InputError::new(format!(
-            "work order '{}' has a record but no file in the orders directory",
-            args.id
+            "branch '{}' does not exist",
+            git_arbiter::run::worktree::branch_of(&id)
         ))
-        .hint("restore its file to merge its branch back")
+        .hint("create it with 'git arbiter worktree add <id>' and commit the work there")
         .into()
     })?;
-    let into = ctx.integration_branch(args.into.as_deref())?;
-    let branch = git_arbiter::run::worktree::branch_ref(&args.id);
-    let source = ctx
-        .repo
-        .try_find_reference(branch.as_str())
-        .git_context(format!("reading {branch}"))?
-        .ok_or_else(|| -> Error {
-            InputError::new(format!(
-                "branch '{}' does not exist",
-                git_arbiter::run::worktree::branch_of(&args.id)
-            ))
-            .hint("create it with 'git arbiter worktree add <id>' and commit the work there")
-            .into()
-        })?
-        .peel_to_id()
-        .git_context(format!("resolving {branch}"))?
-        .detach();
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
     let scope = match args.drift_scope {
         ScopeArg::Own => DriftScope::Own,
@@ -108,11 +90,30 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
     )?;
     drop(progress);
     let Some(landed) = landed.into_iter().next() else {
-        return Err(InputError::new(format!("{} was not merged", args.id)).into());
+        return Err(InputError::new(format!("{id} was not merged")).into());
     };
-    let id = &args.id;
+    let (value, human, code) = outcome(&ctx, &into, wo, &landed)?;
+    if args.json {
+        out(&super::json(&value));
+    } else {
+        out(&human);
+    }
+    Ok(code)
+}
+
+/// What a merge-back's landing ended in, as JSON, as text, and its exit
+/// code; an error for an order that did not land and is not halted.
+fn outcome(
+    ctx: &git_arbiter::state::context::Context,
+    into: &gix::refs::FullName,
+    wo: &WorkOrder,
+    landed: &kept::Landed,
+) -> Result<(serde_json::Value, String, ExitCode), Error> {
+    let id = &wo.id;
     let target = into.shorten();
-    let (value, human, code) = match &landed.fate {
+    let branch = git_arbiter::run::worktree::branch_of(id);
+    let version = git_arbiter::JSON_VERSION;
+    Ok(match &landed.fate {
         Fate::Landed { sha, .. } => {
             let changed = &landed.changed;
             say!(
@@ -121,7 +122,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             );
             let pre = landed.pre_merge_head.map(|p| p.to_string());
             (
-                json!({"version": git_arbiter::JSON_VERSION, "merged": true, "sha": sha.to_string(),
+                json!({"version": version, "merged": true, "sha": sha.to_string(),
                        "pre_merge_head": pre, "changed": changed}),
                 format!(
                     "Merged {id} into {target} as {sha} ({} path{} changed)\n",
@@ -132,14 +133,11 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             )
         }
         Fate::UpToDate => {
-            let tip = ctx.branch_tip(&into)?;
+            let tip = ctx.branch_tip(into)?;
             say!("arbiter merge-back wo={id} outcome=up_to_date tip={tip}");
             (
-                json!({"version": git_arbiter::JSON_VERSION, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
-                format!(
-                    "{id}: {target} already contains {}; nothing to merge\n",
-                    git_arbiter::run::worktree::branch_of(id)
-                ),
+                json!({"version": version, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
+                format!("{id}: {target} already contains {branch}; nothing to merge\n"),
                 ExitCode::Success,
             )
         }
@@ -149,11 +147,10 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 paths.len()
             );
             (
-                json!({"version": git_arbiter::JSON_VERSION, "merged": false, "halted": true,
+                json!({"version": version, "merged": false, "halted": true,
                        "halt_reason": merge::HALT_CONFLICT, "paths": paths}),
                 format!(
-                    "CONFLICT: {} does not merge cleanly into {target}; {id} is halted ({}):\n{}",
-                    git_arbiter::run::worktree::branch_of(id),
+                    "CONFLICT: {branch} does not merge cleanly into {target}; {id} is halted ({}):\n{}",
                     merge::HALT_CONFLICT,
                     lines(paths, wo)
                 ),
@@ -166,11 +163,10 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
                 paths.len()
             );
             (
-                json!({"version": git_arbiter::JSON_VERSION, "merged": false, "halted": true,
+                json!({"version": version, "merged": false, "halted": true,
                        "halt_reason": merge::HALT_DRIFT, "paths": paths}),
                 format!(
-                    "DRIFT: {} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged:\n{}",
-                    git_arbiter::run::worktree::branch_of(id),
+                    "DRIFT: {branch} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged:\n{}",
                     merge::HALT_DRIFT,
                     lines(paths, wo)
                 ),
@@ -180,7 +176,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
         Fate::GateFailed { detail } => {
             say!("arbiter merge-back wo={id} outcome=merged_gate_failed");
             (
-                json!({"version": git_arbiter::JSON_VERSION, "merged": false, "halted": true,
+                json!({"version": version, "merged": false, "halted": true,
                        "halt_reason": git_arbiter::run::queue::MERGED_GATE_FAILED, "detail": detail}),
                 format!(
                     "GATES FAILED on the merged result: {detail}; {id} is halted ({}), {target} is unchanged\n",
@@ -206,13 +202,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
             )
         }
         Fate::Interrupted => return Err(Error::Interrupted),
-    };
-    if args.json {
-        out(&super::json(&value));
-    } else {
-        out(&human);
-    }
-    Ok(code)
+    })
 }
 
 fn lines(paths: &[String], wo: &WorkOrder) -> String {

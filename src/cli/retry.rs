@@ -2,8 +2,9 @@ use clap::Args;
 use git_arbiter::run::kept::{self, Command, Item};
 use git_arbiter::run::merge::{self, DriftScope};
 use git_arbiter::run::queue::Fate;
+use git_arbiter::state::orders::WorkOrder;
 use git_arbiter::state::{Record, Store};
-use git_arbiter::sys::error::{GitContext, InputError};
+use git_arbiter::sys::error::InputError;
 use git_arbiter::{run::review, Error, ExitCode};
 
 use super::{clear, out, progress, Env};
@@ -70,22 +71,14 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
     // Every order is checked before any is merged: a typo merges nothing.
     let mut items = Vec::with_capacity(ids.len());
     for id in &ids {
-        let Some(wo) = orders.get(id) else {
-            return Err(InputError::new(format!(
-                "work order '{id}' has a record but no file in the orders directory"
-            ))
-            .hint("restore its file to retry it")
-            .into());
-        };
-        let record = store.snapshot()?.record(id)?;
-        let record = check_retryable(id, record)?;
+        let wo = kept::order_to_land(&orders, id, "retry it")?;
+        let record = check_retryable(id, store.snapshot()?.record(id)?)?;
         items.push(Item {
             wo,
             source: kept_work(&ctx, id, &record)?,
             scope: DriftScope::Own,
         });
     }
-    let target = into.shorten();
     let progress = progress::for_stderr();
     let landed = kept::land(
         &ctx,
@@ -97,61 +90,71 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
         progress.as_ref(),
     )?;
     drop(progress);
+    let target = into.shorten().to_string();
     let mut code = ExitCode::Success;
-    let mut worst = |c: ExitCode| {
-        if code == ExitCode::Success {
-            code = c;
-        }
-    };
     for landed in landed {
-        let id = landed.id.as_str();
-        let wo = orders.get(id);
-        match &landed.fate {
-            Fate::Landed { sha, .. } => out(&format!(
-                "Merged {id} into {target} as {sha}; {id} is done\n"
-            )),
-            Fate::UpToDate => out(&format!(
-                "{id}: {target} already contains {}; {id} is done\n",
-                git_arbiter::run::worktree::branch_of(id)
-            )),
-            Fate::Halted { reason, paths } => {
-                out(&format!(
-                    "{id} is still halted ({reason}):\n{}",
-                    paths
-                        .iter()
-                        .map(|p| format!("  {}\n", git_arbiter::run::drift::describe(p, wo)))
-                        .collect::<String>()
-                ));
-                worst(if reason == merge::HALT_CONFLICT {
-                    ExitCode::MergeConflict
-                } else {
-                    ExitCode::DriftRejected
-                });
-            }
-            Fate::GateFailed { detail } => {
-                out(&format!(
-                    "{id} is halted ({}): {detail}; {target} is unchanged\n",
-                    git_arbiter::run::queue::MERGED_GATE_FAILED
-                ));
-                worst(ExitCode::Escalation);
-            }
-            Fate::Waiting { why, hint } => {
-                out(&format!(
-                    "{id} passed but did not land: {why}\n{id} is verified and waits to land: {hint}, then 'git arbiter retry {id}' (or 'git arbiter round')\n"
-                ));
-                worst(ExitCode::Usage);
-            }
-            Fate::Withdrawn { reason } => {
-                out(&format!("{id} was not merged: it was {reason}\n"));
-                worst(ExitCode::Usage);
-            }
-            Fate::Interrupted => {
-                out(&format!("{id} was not merged: stopped; it waits to land\n"));
-                worst(ExitCode::Interrupted);
-            }
+        let this = report(&landed, orders.get(&landed.id), &target);
+        // The first failure decides the exit code.
+        if code == ExitCode::Success {
+            code = this;
         }
     }
     Ok(code)
+}
+
+/// Print what became of one retried order; its exit code.
+fn report(landed: &kept::Landed, wo: Option<&WorkOrder>, target: &str) -> ExitCode {
+    let id = landed.id.as_str();
+    match &landed.fate {
+        Fate::Landed { sha, .. } => {
+            out(&format!(
+                "Merged {id} into {target} as {sha}; {id} is done\n"
+            ));
+            ExitCode::Success
+        }
+        Fate::UpToDate => {
+            out(&format!(
+                "{id}: {target} already contains {}; {id} is done\n",
+                git_arbiter::run::worktree::branch_of(id)
+            ));
+            ExitCode::Success
+        }
+        Fate::Halted { reason, paths } => {
+            out(&format!(
+                "{id} is still halted ({reason}):\n{}",
+                paths
+                    .iter()
+                    .map(|p| format!("  {}\n", git_arbiter::run::drift::describe(p, wo)))
+                    .collect::<String>()
+            ));
+            if reason == merge::HALT_CONFLICT {
+                ExitCode::MergeConflict
+            } else {
+                ExitCode::DriftRejected
+            }
+        }
+        Fate::GateFailed { detail } => {
+            out(&format!(
+                "{id} is halted ({}): {detail}; {target} is unchanged\n",
+                git_arbiter::run::queue::MERGED_GATE_FAILED
+            ));
+            ExitCode::Escalation
+        }
+        Fate::Waiting { why, hint } => {
+            out(&format!(
+                "{id} passed but did not land: {why}\n{id} is verified and waits to land: {hint}, then 'git arbiter retry {id}' (or 'git arbiter round')\n"
+            ));
+            ExitCode::Usage
+        }
+        Fate::Withdrawn { reason } => {
+            out(&format!("{id} was not merged: it was {reason}\n"));
+            ExitCode::Usage
+        }
+        Fate::Interrupted => {
+            out(&format!("{id} was not merged: stopped; it waits to land\n"));
+            ExitCode::Interrupted
+        }
+    }
 }
 
 /// The commit of `id`'s kept work: its kept branch, or for work waiting to
@@ -169,24 +172,16 @@ fn kept_work(
     {
         return Ok(source);
     }
-    let branch = git_arbiter::run::worktree::branch_ref(id);
-    Ok(ctx
-        .repo
-        .try_find_reference(branch.as_str())
-        .git_context(format!("reading {branch}"))?
-        .ok_or_else(|| -> Error {
-            InputError::new(format!(
-                "work order '{id}' has no kept branch {} to retry",
-                git_arbiter::run::worktree::branch_of(id)
-            ))
-            .hint(format!(
-                "'git arbiter retry --rebuild {id}' builds it again"
-            ))
-            .into()
-        })?
-        .peel_to_id()
-        .git_context(format!("resolving {branch}"))?
-        .detach())
+    kept::branch_commit(ctx, id)?.ok_or_else(|| {
+        InputError::new(format!(
+            "work order '{id}' has no kept branch {} to retry",
+            git_arbiter::run::worktree::branch_of(id)
+        ))
+        .hint(format!(
+            "'git arbiter retry --rebuild {id}' builds it again"
+        ))
+        .into()
+    })
 }
 
 /// A retry lands kept work: an order its merge halted has some, and an

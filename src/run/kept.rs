@@ -20,7 +20,7 @@ use crate::run::worktree::{self, branch_of};
 use crate::state::context::Context;
 use crate::state::orders::WorkOrder;
 use crate::state::{Record, Status, Store, Verdict};
-use crate::sys::error::{Error, InputError, Result};
+use crate::sys::error::{Error, GitContext, InputError, Result};
 
 /// Which command lands the kept work: what it may take up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +57,41 @@ pub struct Landed {
     /// For a landed order: the tip its merge went onto and the paths it changed.
     pub pre_merge_head: Option<ObjectId>,
     pub changed: Vec<String>,
+}
+
+/// The work order `id` whose kept work is to land, from its file; an order
+/// whose record outlived its file is an input error (`restore` says what
+/// restoring the file allows).
+pub fn order_to_land<'o>(
+    orders: &'o crate::state::orders::Orders,
+    id: &str,
+    restore: &str,
+) -> Result<&'o WorkOrder> {
+    orders.get(id).ok_or_else(|| {
+        InputError::new(format!(
+            "work order '{id}' has a record but no file in the orders directory"
+        ))
+        .hint(format!("restore its file to {restore}"))
+        .into()
+    })
+}
+
+/// The commit `id`'s branch `arbiter/<id>` holds; `None` without the branch.
+pub fn branch_commit(ctx: &Context, id: &str) -> Result<Option<ObjectId>> {
+    let branch = worktree::branch_ref(id);
+    let Some(mut found) = ctx
+        .repo
+        .try_find_reference(branch.as_str())
+        .git_context(format!("reading {branch}"))?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(
+        found
+            .peel_to_id()
+            .git_context(format!("resolving {branch}"))?
+            .detach(),
+    ))
 }
 
 /// Land `items` on `into` through the merge queue (see the module docs).

@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod builder;
+pub mod conduct;
 pub mod conductor;
 pub mod doctor;
 pub mod drift;

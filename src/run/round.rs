@@ -23,6 +23,7 @@ use crate::run::builder::{
     kept_work_error, not_runnable_error, verdict, Attempt, BuildOutcome, HaltWatch, Host, KeptWork,
     NotRunnable, Step, Steps,
 };
+use crate::run::conduct::{attempt_footer, attempt_header, recover, Stopped, NO_GATE_TO_VERIFY};
 use crate::run::conductor::{self, Conductor};
 use crate::run::drift::DriftScope;
 use crate::run::exec;
@@ -112,35 +113,6 @@ pub struct HeldElsewhere {
     /// Its name (`<pid>-<nonce>`).
     pub conductor: String,
     pub pid: Option<u32>,
-}
-
-/// Why a run stopped before its work was done; in JSON, the sentence.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stopped {
-    /// `git arbiter stop`, Ctrl-C, SIGTERM or SIGHUP.
-    Requested,
-    /// `--budget-cmd` exited non-zero (its status).
-    BudgetExhausted(String),
-}
-
-impl std::fmt::Display for Stopped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Stopped::Requested => f.write_str(
-                "interrupted (Ctrl-C, a signal or `git arbiter stop`): nothing started is lost; the next `git arbiter round` resumes",
-            ),
-            Stopped::BudgetExhausted(status) => write!(f, "--budget-cmd exited with {status}"),
-        }
-    }
-}
-
-impl Serialize for Stopped {
-    fn serialize<S: serde::Serializer>(
-        &self,
-        serializer: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
@@ -280,9 +252,6 @@ enum JobOutcome {
     NoWorktree(String),
     Clean,
 }
-
-/// The warning of a run asked to verify merged results with no gate.
-pub const NO_GATE_TO_VERIFY: &str = "--verify merged (or arbiter.verify=merged) with no gate configured: merged results land unverified; give --gate or set arbiter.gate";
 
 /// The history event of an attempt that failed its build or gates: the
 /// clock of `arbiter.retryDelay` starts there.
@@ -1599,29 +1568,6 @@ fn owned_by_live(ctx: &Context, record: &Record) -> bool {
     conductor::owns_live(ctx, record)
 }
 
-/// Crash recovery ([`reconcile::recover_and_record`]) under the merge-back
-/// turn, so no landing is between its branch move and its record: what
-/// the branch holds is done, work that passed and never landed waits to
-/// land (`verified`), the rest goes back for rework. Reports what it
-/// concluded. Returns the table rows after recovery.
-pub(crate) fn recover(
-    ctx: &Context,
-    orders: &Orders,
-    store: &Store<'_>,
-    branch: &gix::refs::FullName,
-    me: &Conductor,
-    progress: &dyn Progress,
-) -> Result<Vec<reconcile::Row>> {
-    let turn = merge::take_turn(ctx)?;
-    let tip = ctx.branch_tip(branch)?;
-    let (rows, recovered) = reconcile::recover_and_record(ctx, orders, store, tip, &me.name)?;
-    drop(turn);
-    for (id, outcome) in recovered {
-        progress.event(&Event::RecoveredRecord { wo: id, outcome });
-    }
-    Ok(rows)
-}
-
 /// Promote, check the cap and record the attempt — before any build starts, so
 /// a crash can never grant an extra attempt. Returns the WOs to build.
 fn dispatch<'a>(
@@ -1844,33 +1790,6 @@ impl JobOutcome {
             JobOutcome::NoWorktree(why) => why.clone(),
         }
     }
-}
-
-/// The first line of an attempt's log: which order, attempt and base, when.
-pub(crate) fn attempt_header(
-    label: &str,
-    attempt: u32,
-    base: gix::ObjectId,
-    queue_wait: Option<Duration>,
-) -> String {
-    let waited = queue_wait.map_or(String::new(), |w| {
-        format!(
-            " after waiting {} for a slot",
-            crate::sys::clock::format_ms(w.as_millis() as u64)
-        )
-    });
-    format!(
-        "order {label} attempt {attempt} base {base} started {} UTC{waited}",
-        crate::sys::clock::format_time(crate::sys::clock::now())
-    )
-}
-
-/// The last line of an attempt's log: how it ended and its wall time.
-pub(crate) fn attempt_footer(attempt: u32, outcome: &str, wall: Duration) -> String {
-    format!(
-        "end of attempt {attempt}: {outcome}, wall time {}",
-        crate::sys::clock::format_ms(wall.as_millis() as u64)
-    )
 }
 
 /// Where a job's work stays when committing it failed.

@@ -114,7 +114,7 @@ impl Builds<'_> {
         let started = Instant::now();
         exec::note(
             &job.log,
-            &crate::run::round::attempt_header(&label, self.attempt, self.base, Some(queue_wait)),
+            &crate::run::conduct::attempt_header(&label, self.attempt, self.base, Some(queue_wait)),
         );
         let trailers = format!("Arbiter-Instance: {}\n", job.k);
         let built = self.host.run_attempt(
@@ -157,7 +157,7 @@ impl Builds<'_> {
         };
         exec::note(
             &job.log,
-            &crate::run::round::attempt_footer(self.attempt, &ended, started.elapsed()),
+            &crate::run::conduct::attempt_footer(self.attempt, &ended, started.elapsed()),
         );
         job.cand.verdict = verdict;
         job.cand.reason = reason;

@@ -107,7 +107,7 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<crate::run::round::Stopped>,
+    pub stopped: Option<crate::run::conduct::Stopped>,
     /// Gate runs spent verifying merged results.
     pub gate_runs: usize,
 }
@@ -129,7 +129,7 @@ pub fn run(
     if opts.verify == Verify::Merged && opts.gates.is_empty() {
         progress.event(&Event::Warning {
             wo: String::new(),
-            detail: crate::run::round::NO_GATE_TO_VERIFY.into(),
+            detail: crate::run::conduct::NO_GATE_TO_VERIFY.into(),
         });
     }
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
@@ -248,7 +248,7 @@ fn recover(
     for line in worktree::cleanup_stale(ctx, store, orders, tip, &live, true)? {
         progress.event(&Event::Recovered { detail: line });
     }
-    crate::run::round::recover(ctx, orders, store, branch, me, progress)?;
+    crate::run::conduct::recover(ctx, orders, store, branch, me, progress)?;
     Ok(())
 }
 
@@ -691,7 +691,7 @@ impl<'r> Race<'r> {
     /// Stopped: nothing landed, the attempt is given back (`why`).
     fn stopped(&mut self, why: &str) -> Result<Summary> {
         self.give_back("race_interrupted", why)?;
-        self.summary.stopped = Some(crate::run::round::Stopped::Requested);
+        self.summary.stopped = Some(crate::run::conduct::Stopped::Requested);
         self.summary.exit = crate::ExitCode::Interrupted;
         self.end(false)
     }
