@@ -3,6 +3,7 @@
 //! ([`Host::run_attempt`]): build → commit what the builder left → gates →
 //! critics, ending in a typed [`BuildOutcome`].
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -976,132 +977,194 @@ impl Host {
         verdicts: &mut Vec<Verdict>,
         progress: &dyn Progress,
     ) -> BuildOutcome {
-        let run = |kind: &str, command: &str| {
-            let started = Instant::now();
-            exec::run(
-                &exec::Spec {
-                    command,
-                    cwd: at.worktree,
-                    env: at.env,
-                    log: at.log,
-                    kind: Some(kind),
-                    stdout_to: None,
-                    timeout: steps.timeout,
-                    groups: Some(&me.groups_dir()),
-                    caches: &self.caches,
-                },
-                stop,
-            )
-            .map(|exit| (exit, started.elapsed()))
-        };
-        let not_runnable = |exit: &Exit, kind: &'static str, command: &str| {
-            let failed = NotRunnable::of(exit, at.label, kind, command, at.worktree, at.log)?;
-            misconfigured.store(true, Ordering::SeqCst);
-            Some(BuildOutcome::NotRunnable(failed))
+        let run = AttemptRun {
+            host: self,
+            at,
+            steps,
+            me,
+            stop,
+            misconfigured,
+            progress,
         };
         if let Some(cmd) = steps.setup {
-            // An unreadable record of the last setup only costs a setup run.
-            if crate::run::pool::setup_needed(
-                &self.caches,
-                at.worktree,
-                at.base,
-                steps.setup_inputs,
-            )
-            .unwrap_or(true)
-            {
-                progress.phase(at.label, Phase::Setup);
-                let (exit, wall) = match run("setup", cmd) {
-                    Ok(ran) => ran,
-                    Err(e) => {
-                        return BuildOutcome::Failed {
-                            step: Step::Setup,
-                            why: format!("cannot run the setup command: {e}"),
-                        }
-                    }
-                };
-                verdicts.push(verdict("setup", cmd, &exit, wall));
-                progress.event(&Event::Setup {
-                    wo: at.label.to_owned(),
-                    result: exit.clone(),
-                });
-                if exit == Exit::Interrupted {
-                    return BuildOutcome::Interrupted;
-                }
-                if let Some(outcome) = not_runnable(&exit, "setup", cmd) {
-                    return outcome;
-                }
-                if !exit.success() {
-                    return BuildOutcome::Failed {
-                        step: Step::Setup,
-                        why: format!("setup '{cmd}' {}", exit.describe()),
-                    };
-                }
-                let wrote = self
-                    .open_worktree(at.worktree)
-                    .map_err(|e| e.to_string())
-                    .and_then(|wt| {
-                        NotRunnable::of_setup(&self.caches, &wt, at.label, cmd, at.worktree, at.log)
-                            .map_err(|e| e.to_string())
-                    });
-                match wrote {
-                    Ok(None) => {}
-                    Ok(Some(failed)) => {
-                        exec::note(at.log, &failed.describe());
-                        misconfigured.store(true, Ordering::SeqCst);
-                        return BuildOutcome::NotRunnable(failed);
-                    }
-                    Err(why) => {
-                        return BuildOutcome::Failed {
-                            step: Step::Setup,
-                            why: format!("checking what the setup '{cmd}' changed: {why}"),
-                        }
-                    }
-                }
-                if let Err(e) = crate::run::pool::setup_done(&self.caches, at.worktree, at.base) {
-                    // Only costs a setup run next time.
-                    progress.event(&Event::Warning {
-                        wo: at.label.to_owned(),
-                        detail: format!("recording the setup: {e}"),
-                    });
-                }
-            } else {
-                exec::note(
-                    at.log,
-                    "setup: skipped, the worktree ran it on the same setup inputs",
-                );
+            if let Some(end) = run.setup(cmd, verdicts) {
+                return end;
             }
         }
-        progress.phase(at.label, Phase::Build);
+        let committing = match run.build(verdicts) {
+            ControlFlow::Continue(committing) => committing,
+            ControlFlow::Break(end) => return end,
+        };
+        if let Some(end) = run.commit(committing) {
+            return end;
+        }
+        run.checks(verdicts).unwrap_or(BuildOutcome::Passed)
+    }
+}
+
+/// One attempt's pipeline, step by step: each step returns how the attempt
+/// ended when it ends there, `None` to go on.
+struct AttemptRun<'a> {
+    host: &'a Host,
+    at: &'a Attempt<'a>,
+    steps: &'a Steps<'a>,
+    me: &'a Conductor,
+    stop: &'a dyn Fn() -> bool,
+    misconfigured: &'a AtomicBool,
+    progress: &'a dyn Progress,
+}
+
+impl AttemptRun<'_> {
+    /// Run the `kind` command `command` in the worktree; its exit and wall time.
+    fn command(&self, kind: &str, command: &str) -> std::io::Result<(Exit, Duration)> {
+        let started = Instant::now();
+        exec::run(
+            &exec::Spec {
+                command,
+                cwd: self.at.worktree,
+                env: self.at.env,
+                log: self.at.log,
+                kind: Some(kind),
+                stdout_to: None,
+                timeout: self.steps.timeout,
+                groups: Some(&self.me.groups_dir()),
+                caches: &self.host.caches,
+            },
+            self.stop,
+        )
+        .map(|exit| (exit, started.elapsed()))
+    }
+
+    /// The end of an attempt whose command could not run as a command
+    /// (not found, not executable): the run's configuration is at fault.
+    fn not_runnable(&self, exit: &Exit, kind: &'static str, command: &str) -> Option<BuildOutcome> {
+        let at = self.at;
+        let failed = NotRunnable::of(exit, at.label, kind, command, at.worktree, at.log)?;
+        self.misconfigured.store(true, Ordering::SeqCst);
+        Some(BuildOutcome::NotRunnable(failed))
+    }
+
+    /// The end an exit means for the `step` run as `kind` `command`, if it
+    /// is one: interrupted, not runnable, failed.
+    fn ended(
+        &self,
+        step: Step,
+        kind: &'static str,
+        command: &str,
+        exit: &Exit,
+    ) -> Option<BuildOutcome> {
+        if *exit == Exit::Interrupted {
+            return Some(BuildOutcome::Interrupted);
+        }
+        if let Some(outcome) = self.not_runnable(exit, kind, command) {
+            return Some(outcome);
+        }
+        (!exit.success()).then(|| BuildOutcome::Failed {
+            step,
+            why: match step {
+                Step::Build => format!("build {}", exit.describe()),
+                _ => format!("{kind} '{command}' {}", exit.describe()),
+            },
+        })
+    }
+
+    /// The setup, only when its inputs changed since it last ran in this
+    /// worktree; a setup that wrote tracked files ends the attempt.
+    fn setup(&self, cmd: &str, verdicts: &mut Vec<Verdict>) -> Option<BuildOutcome> {
+        let (at, progress, caches) = (self.at, self.progress, &self.host.caches);
+        // An unreadable record of the last setup only costs a setup run.
+        if !crate::run::pool::setup_needed(caches, at.worktree, at.base, self.steps.setup_inputs)
+            .unwrap_or(true)
+        {
+            exec::note(
+                at.log,
+                "setup: skipped, the worktree ran it on the same setup inputs",
+            );
+            return None;
+        }
+        progress.phase(at.label, Phase::Setup);
+        let (exit, wall) = match self.command("setup", cmd) {
+            Ok(ran) => ran,
+            Err(e) => {
+                return Some(BuildOutcome::Failed {
+                    step: Step::Setup,
+                    why: format!("cannot run the setup command: {e}"),
+                })
+            }
+        };
+        verdicts.push(verdict("setup", cmd, &exit, wall));
+        progress.event(&Event::Setup {
+            wo: at.label.to_owned(),
+            result: exit.clone(),
+        });
+        if let Some(end) = self.ended(Step::Setup, "setup", cmd, &exit) {
+            return Some(end);
+        }
+        let wrote = self
+            .host
+            .open_worktree(at.worktree)
+            .map_err(|e| e.to_string())
+            .and_then(|wt| {
+                NotRunnable::of_setup(caches, &wt, at.label, cmd, at.worktree, at.log)
+                    .map_err(|e| e.to_string())
+            });
+        match wrote {
+            Ok(None) => {}
+            Ok(Some(failed)) => {
+                exec::note(at.log, &failed.describe());
+                self.misconfigured.store(true, Ordering::SeqCst);
+                return Some(BuildOutcome::NotRunnable(failed));
+            }
+            Err(why) => {
+                return Some(BuildOutcome::Failed {
+                    step: Step::Setup,
+                    why: format!("checking what the setup '{cmd}' changed: {why}"),
+                })
+            }
+        }
+        if let Err(e) = crate::run::pool::setup_done(caches, at.worktree, at.base) {
+            // Only costs a setup run next time.
+            progress.event(&Event::Warning {
+                wo: at.label.to_owned(),
+                detail: format!("recording the setup: {e}"),
+            });
+        }
+        None
+    }
+
+    /// The build; once it ended, the attempt counts as committing until its
+    /// work is committed (the returned guard).
+    fn build(&self, verdicts: &mut Vec<Verdict>) -> ControlFlow<BuildOutcome, Committing<'_>> {
+        let (at, steps) = (self.at, self.steps);
+        self.progress.phase(at.label, Phase::Build);
         crate::sys::crash::point("build.started");
         let started = Instant::now();
-        let ran = run("build", steps.build);
+        let ran = self.command("build", steps.build);
         let committing = Committing::start(at.committing);
         let (exit, wall) = match ran {
             Ok(ran) => ran,
             Err(e) => {
-                return BuildOutcome::Failed {
+                return ControlFlow::Break(BuildOutcome::Failed {
                     step: Step::Build,
                     why: format!("cannot run the build command: {e}"),
-                }
+                })
             }
         };
         verdicts.push(verdict("build", steps.build, &exit, wall));
-        report_build(progress, at.label, &exit, started);
-        if exit == Exit::Interrupted {
-            return BuildOutcome::Interrupted;
+        report_build(self.progress, at.label, &exit, started);
+        match self.ended(Step::Build, "build", steps.build, &exit) {
+            Some(end) => ControlFlow::Break(end),
+            None => ControlFlow::Continue(committing),
         }
-        if let Some(outcome) = not_runnable(&exit, "build", steps.build) {
-            return outcome;
-        }
-        if !exit.success() {
-            return BuildOutcome::Failed {
-                step: Step::Build,
-                why: format!("build {}", exit.describe()),
-            };
-        }
+    }
+
+    /// Commit what the builder left and move its branch there; a build that
+    /// changed nothing ends the attempt unless empty results are allowed.
+    fn commit(&self, committing: Committing<'_>) -> Option<BuildOutcome> {
+        let (host, at) = (self.host, self.at);
         crate::sys::crash::point("leftovers.before");
-        if let Err(e) = self.commit_leftovers(at.worktree, at.wo, at.attempt, at.trailers) {
-            return if e.is_disk_full() {
+        if let Err(e) = host.commit_leftovers(at.worktree, at.wo, at.attempt, at.trailers) {
+            return Some(if e.is_disk_full() {
                 BuildOutcome::DiskFull(e.to_string())
             } else if e.refused_the_builders_files() {
                 BuildOutcome::Failed {
@@ -1110,75 +1173,66 @@ impl Host {
                 }
             } else {
                 BuildOutcome::CommitFailed(e.to_string())
-            };
+            });
         }
-        if let Err(why) = self.adopt_head(at.worktree, at.branch, at.base) {
-            return if crate::sys::error::says_disk_full(&why) {
+        if let Err(why) = host.adopt_head(at.worktree, at.branch, at.base) {
+            return Some(if crate::sys::error::says_disk_full(&why) {
                 BuildOutcome::DiskFull(why)
             } else {
                 BuildOutcome::Failed {
                     step: Step::Build,
                     why: format!("committing the builder's work: {why}"),
                 }
-            };
+            });
         }
         crate::sys::crash::point("leftovers.after");
         drop(committing);
-        if !self.allow_empty && !at.wo.allow_empty {
-            match self.changed_anything(at.worktree, at.branch, at.base) {
-                Ok(true) => {}
-                Ok(false) => {
-                    return BuildOutcome::Failed {
-                        step: Step::Build,
-                        why: NO_CHANGE_WHY.into(),
-                    }
-                }
-                Err(why) => {
-                    return BuildOutcome::Failed {
-                        step: Step::Build,
-                        why: format!("reading the builder's work: {why}"),
-                    }
-                }
-            }
+        if host.allow_empty || at.wo.allow_empty {
+            return None;
         }
+        let why = match host.changed_anything(at.worktree, at.branch, at.base) {
+            Ok(true) => return None,
+            Ok(false) => NO_CHANGE_WHY.into(),
+            Err(why) => format!("reading the builder's work: {why}"),
+        };
+        Some(BuildOutcome::Failed {
+            step: Step::Build,
+            why,
+        })
+    }
+
+    /// The gates, then the critics, each until one fails.
+    fn checks(&self, verdicts: &mut Vec<Verdict>) -> Option<BuildOutcome> {
+        let at = self.at;
         for (check, step, commands) in [
-            (Check::Gate, Step::Gate, steps.gates),
-            (Check::Critic, Step::Critic, steps.critics),
+            (Check::Gate, Step::Gate, self.steps.gates),
+            (Check::Critic, Step::Critic, self.steps.critics),
         ] {
             let kind = check.name();
             for cmd in commands {
-                progress.phase(at.label, Phase::Check(check));
-                let (exit, wall) = match run(kind, cmd) {
+                self.progress.phase(at.label, Phase::Check(check));
+                let (exit, wall) = match self.command(kind, cmd) {
                     Ok(ran) => ran,
                     Err(e) => {
-                        return BuildOutcome::Failed {
+                        return Some(BuildOutcome::Failed {
                             step,
                             why: format!("cannot run {kind} '{cmd}': {e}"),
-                        }
+                        })
                     }
                 };
                 verdicts.push(verdict(kind, cmd, &exit, wall));
-                progress.event(&Event::Checked {
+                self.progress.event(&Event::Checked {
                     check,
                     wo: at.label.to_owned(),
                     command: cmd.clone(),
                     result: exit.clone(),
                 });
-                if exit == Exit::Interrupted {
-                    return BuildOutcome::Interrupted;
-                }
-                if let Some(outcome) = not_runnable(&exit, kind, cmd) {
-                    return outcome;
-                }
-                if !exit.success() {
-                    return BuildOutcome::Failed {
-                        step,
-                        why: format!("{kind} '{cmd}' {}", exit.describe()),
-                    };
+                if let Some(end) = self.ended(step, kind, cmd, &exit) {
+                    return Some(end);
                 }
             }
         }
-        BuildOutcome::Passed
+        None
     }
 }
 
