@@ -271,205 +271,237 @@ fn parse_all(id: &str, path: &Path, text: &str) -> Result<WorkOrder, Vec<Error>>
              or start its name with '_' if it is not a work order",
         )]);
     }
-    let mut errors = Vec::new();
+    let mut parser = Parser::new(path);
     // Editors on Windows may save UTF-8 with a byte order mark; it is not
     // part of the text, and left in place it would hide the `# Title`.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut title = None;
-    let mut titled = false;
-    let mut deps: Vec<(String, usize)> = Vec::new();
-    let mut files: Vec<Entry> = Vec::new();
-    let mut declared = std::collections::HashSet::new();
-    let mut file_lines = Vec::new();
-    let mut files_heading = None;
-    // Lines written in `## Files to touch`, accepted or not.
-    let mut file_items = 0;
-    let mut task = String::new();
-    let mut section = Section::Preamble;
-    let mut in_fence = false;
-    let mut seen = [false; SECTIONS.len()];
     for (index, line) in text.lines().enumerate() {
-        let lineno = index + 1;
+        parser.line(index + 1, line);
+    }
+    parser.finish(id)
+}
+
+/// What a work-order file said so far, line by line, and what was wrong.
+struct Parser<'a> {
+    path: &'a Path,
+    errors: Vec<Error>,
+    title: Option<String>,
+    titled: bool,
+    deps: Vec<(String, usize)>,
+    files: Vec<Entry>,
+    declared: std::collections::HashSet<String>,
+    file_lines: Vec<usize>,
+    files_heading: Option<usize>,
+    /// Lines written in `## Files to touch`, accepted or not.
+    file_items: usize,
+    task: String,
+    section: Section,
+    in_fence: bool,
+    seen: [bool; SECTIONS.len()],
+}
+
+impl<'a> Parser<'a> {
+    fn new(path: &'a Path) -> Self {
+        Parser {
+            path,
+            errors: Vec::new(),
+            title: None,
+            titled: false,
+            deps: Vec::new(),
+            files: Vec::new(),
+            declared: Default::default(),
+            file_lines: Vec::new(),
+            files_heading: None,
+            file_items: 0,
+            task: String::new(),
+            section: Section::Preamble,
+            in_fence: false,
+            seen: [false; SECTIONS.len()],
+        }
+    }
+
+    fn error(&mut self, line: usize, message: impl Into<String>, hint: impl Into<String>) {
+        self.errors.push(invalid(self.path, line, message, hint));
+    }
+
+    fn line(&mut self, lineno: usize, line: &str) {
         let trimmed = line.trim_end();
         if trimmed.trim_start().starts_with("```") || trimmed.trim_start().starts_with("~~~") {
-            in_fence = !in_fence;
+            self.in_fence = !self.in_fence;
         }
-        if !in_fence {
-            if let Some(heading) = trimmed.strip_prefix("# ") {
-                if !titled {
-                    titled = true;
-                    let heading = heading.trim();
-                    if heading.is_empty() {
-                        errors.push(invalid(
-                            path,
-                            lineno,
-                            "empty title",
-                            "write the title after '# '",
-                        ));
-                    } else if let Some(c) = heading.chars().find(|c| c.is_control()) {
-                        // A NUL cannot go into a commit message; an escape
-                        // sequence printed raw would drive the reader's terminal.
-                        errors.push(invalid(
-                            path,
-                            lineno,
-                            format!("control character {} in the title", c.escape_unicode()),
-                            "write the title as plain text",
-                        ));
-                    } else {
-                        title = Some(heading.to_owned());
-                    }
-                    continue;
-                }
-            } else if let Some(heading) = trimmed.strip_prefix("## ") {
-                let heading = heading.trim();
-                let name = heading.to_ascii_lowercase();
-                let known = SECTIONS
-                    .iter()
-                    .position(|(known, _)| known.eq_ignore_ascii_case(&name));
-                if let Some(slot) = known {
-                    if seen[slot] {
-                        errors.push(invalid(
-                            path,
-                            lineno,
-                            format!("section '## {heading}' appears twice"),
-                            "merge the two sections into one",
-                        ));
-                    }
-                    seen[slot] = true;
-                    section = SECTIONS[slot].1;
-                    if section == Section::Files {
-                        files_heading = Some(lineno);
-                    }
-                    continue;
-                }
-                if let Some(meant) = meant_section(&name) {
-                    errors.push(invalid(
-                        path,
-                        lineno,
-                        format!("unknown section '## {heading}': did you mean '## {meant}'?"),
-                        format!(
-                            "write '## {meant}', or reword the heading if it is part of the task text"
-                        ),
-                    ));
-                }
-                if section != Section::Task {
-                    section = Section::Other;
-                }
-            }
+        if !self.in_fence && self.heading(lineno, trimmed) {
+            return;
         }
-        match section {
+        match self.section {
             Section::Preamble | Section::Other | Section::AllowEmpty => {}
             Section::Task => {
-                task.push_str(line);
-                task.push('\n');
+                self.task.push_str(line);
+                self.task.push('\n');
             }
-            Section::Deps | Section::Files => {
-                let content = trimmed.trim_start();
-                if content.is_empty() || (content.starts_with("<!--") && content.ends_with("-->")) {
-                    continue;
-                }
-                if section == Section::Files {
-                    file_items += 1;
-                }
-                let Some(item) = content
-                    .strip_prefix("- ")
-                    .or_else(|| content.strip_prefix("* "))
-                else {
-                    let empty_bullet = content == "-" || content == "*";
-                    errors.push(if empty_bullet {
-                        invalid(
-                            path,
-                            lineno,
-                            "empty entry",
-                            "remove the empty bullet or write a path after it",
-                        )
-                    } else {
-                        invalid(
-                            path,
-                            lineno,
-                            format!("expected a '- ' bullet, found '{content}'"),
-                            if !seen[2] && content.contains(' ') {
-                                // Prose after the list: the task, its heading forgotten.
-                                "if this is the task text, put '## Task' on a line before it; \
-                                 otherwise write one entry per line as '- <entry>'"
-                            } else {
-                                "write one entry per line as '- <entry>'"
-                            },
-                        )
-                    });
-                    continue;
-                };
-                let item = strip_backticks(item.trim());
-                if section == Section::Deps {
-                    if let Err(message) = check_id(item) {
-                        errors.push(invalid(
-                            path,
-                            lineno,
-                            format!("dependency {message}"),
-                            "name the work order by its file stem, e.g. '- wo-01'",
-                        ));
-                    } else if !deps.iter().any(|(d, _)| d == item) {
-                        deps.push((item.to_owned(), lineno));
-                    }
-                } else {
-                    match Entry::parse(item) {
-                        Err(e) => errors.push(invalid(
-                            path,
-                            lineno,
-                            format!("declared entry '{item}': {e}"),
-                            "declare repo-relative paths or globs such as 'src/ui/**'",
-                        )),
-                        Ok(entry) if declared.insert(entry.as_str().to_owned()) => {
-                            files.push(entry);
-                            file_lines.push(lineno);
-                        }
-                        Ok(_) => {}
-                    }
-                }
-            }
+            Section::Deps | Section::Files => self.list_line(lineno, trimmed.trim_start()),
         }
     }
-    if !titled {
-        errors.push(invalid(
-            path,
-            1,
-            "no title",
-            "start the file with a '# Title' line",
-        ));
+
+    /// The title or a section heading; true when the line is one.
+    fn heading(&mut self, lineno: usize, trimmed: &str) -> bool {
+        if let Some(heading) = trimmed.strip_prefix("# ") {
+            if self.titled {
+                return false;
+            }
+            self.titled = true;
+            self.title_line(lineno, heading.trim());
+            return true;
+        }
+        let Some(heading) = trimmed.strip_prefix("## ") else {
+            return false;
+        };
+        let heading = heading.trim();
+        let name = heading.to_ascii_lowercase();
+        let known = SECTIONS
+            .iter()
+            .position(|(known, _)| known.eq_ignore_ascii_case(&name));
+        if let Some(slot) = known {
+            if self.seen[slot] {
+                self.error(
+                    lineno,
+                    format!("section '## {heading}' appears twice"),
+                    "merge the two sections into one",
+                );
+            }
+            self.seen[slot] = true;
+            self.section = SECTIONS[slot].1;
+            if self.section == Section::Files {
+                self.files_heading = Some(lineno);
+            }
+            return true;
+        }
+        if let Some(meant) = meant_section(&name) {
+            self.error(
+                lineno,
+                format!("unknown section '## {heading}': did you mean '## {meant}'?"),
+                format!("write '## {meant}', or reword the heading if it is part of the task text"),
+            );
+        }
+        if self.section != Section::Task {
+            self.section = Section::Other;
+        }
+        false
     }
-    if let Some(heading) = files_heading.filter(|_| file_items == 0) {
-        errors.push(invalid(
-            path,
-            heading,
-            "'## Files to touch' declares no files",
-            "declare an entry, or remove the section to let the order touch anything",
-        ));
+
+    fn title_line(&mut self, lineno: usize, heading: &str) {
+        if heading.is_empty() {
+            self.error(lineno, "empty title", "write the title after '# '");
+        } else if let Some(c) = heading.chars().find(|c| c.is_control()) {
+            // A NUL cannot go into a commit message; an escape
+            // sequence printed raw would drive the reader's terminal.
+            self.error(
+                lineno,
+                format!("control character {} in the title", c.escape_unicode()),
+                "write the title as plain text",
+            );
+        } else {
+            self.title = Some(heading.to_owned());
+        }
     }
-    if let Some((_, line)) = deps.iter().find(|(d, _)| d == id) {
-        errors.push(invalid(
-            path,
-            *line,
-            format!("work order '{id}' depends on itself"),
-            "remove the entry",
-        ));
+
+    /// A line of `## Depends on` or `## Files to touch`: one bullet, one entry.
+    fn list_line(&mut self, lineno: usize, content: &str) {
+        if content.is_empty() || (content.starts_with("<!--") && content.ends_with("-->")) {
+            return;
+        }
+        if self.section == Section::Files {
+            self.file_items += 1;
+        }
+        let Some(item) = content
+            .strip_prefix("- ")
+            .or_else(|| content.strip_prefix("* "))
+        else {
+            if content == "-" || content == "*" {
+                self.error(
+                    lineno,
+                    "empty entry",
+                    "remove the empty bullet or write a path after it",
+                );
+            } else {
+                let hint = if !self.seen[2] && content.contains(' ') {
+                    // Prose after the list: the task, its heading forgotten.
+                    "if this is the task text, put '## Task' on a line before it; \
+                     otherwise write one entry per line as '- <entry>'"
+                } else {
+                    "write one entry per line as '- <entry>'"
+                };
+                self.error(
+                    lineno,
+                    format!("expected a '- ' bullet, found '{content}'"),
+                    hint,
+                );
+            }
+            return;
+        };
+        let item = strip_backticks(item.trim());
+        if self.section == Section::Deps {
+            if let Err(message) = check_id(item) {
+                self.error(
+                    lineno,
+                    format!("dependency {message}"),
+                    "name the work order by its file stem, e.g. '- wo-01'",
+                );
+            } else if !self.deps.iter().any(|(d, _)| d == item) {
+                self.deps.push((item.to_owned(), lineno));
+            }
+            return;
+        }
+        match Entry::parse(item) {
+            Err(e) => self.error(
+                lineno,
+                format!("declared entry '{item}': {e}"),
+                "declare repo-relative paths or globs such as 'src/ui/**'",
+            ),
+            Ok(entry) if self.declared.insert(entry.as_str().to_owned()) => {
+                self.files.push(entry);
+                self.file_lines.push(lineno);
+            }
+            Ok(_) => {}
+        }
     }
-    let Some(title) = title.filter(|_| errors.is_empty()) else {
-        return Err(errors);
-    };
-    let (deps, dep_lines) = deps.into_iter().unzip();
-    Ok(WorkOrder {
-        id: id.to_owned(),
-        title,
-        path: path.to_owned(),
-        deps,
-        files,
-        task: task.trim().to_owned(),
-        allow_empty: seen[3],
-        lines: Lines {
-            deps: dep_lines,
-            files: file_lines,
-        },
-    })
+
+    /// The work order `id`, or every problem found.
+    fn finish(mut self, id: &str) -> Result<WorkOrder, Vec<Error>> {
+        if !self.titled {
+            self.error(1, "no title", "start the file with a '# Title' line");
+        }
+        if let Some(heading) = self.files_heading.filter(|_| self.file_items == 0) {
+            self.error(
+                heading,
+                "'## Files to touch' declares no files",
+                "declare an entry, or remove the section to let the order touch anything",
+            );
+        }
+        if let Some(line) = self.deps.iter().find(|(d, _)| d == id).map(|(_, l)| *l) {
+            self.error(
+                line,
+                format!("work order '{id}' depends on itself"),
+                "remove the entry",
+            );
+        }
+        let Some(title) = self.title.filter(|_| self.errors.is_empty()) else {
+            return Err(self.errors);
+        };
+        let (deps, dep_lines) = self.deps.into_iter().unzip();
+        Ok(WorkOrder {
+            id: id.to_owned(),
+            title,
+            path: self.path.to_owned(),
+            deps,
+            files: self.files,
+            task: self.task.trim().to_owned(),
+            allow_empty: self.seen[3],
+            lines: Lines {
+                deps: dep_lines,
+                files: self.file_lines,
+            },
+        })
+    }
 }
 
 fn strip_backticks(s: &str) -> &str {
