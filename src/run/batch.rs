@@ -153,6 +153,67 @@ pub fn halted_dependencies(rows: &[Row]) -> Vec<(&Row, &str)> {
         .collect()
 }
 
+/// Why `wo` (its row `row`) is not built now, whatever else is chosen: its
+/// branch holds work made by hand (with the warning that says so), a
+/// shallow history cannot tell whether it landed, or an order in progress
+/// or waiting to land claims files it may touch.
+fn held_back(
+    row: &Row,
+    wo: &WorkOrder,
+    claims: &[&WorkOrder],
+) -> Option<(Deferred, Option<String>)> {
+    let deferred = |reason: &str, conflicts_with: Vec<String>| Deferred {
+        wo_id: wo.id.clone(),
+        reason: reason.into(),
+        conflicts_with,
+    };
+    if let Some(head) = &row.hand_made_branch {
+        let warning = format!(
+            "{id} is not built: branch {branch} holds work made by hand ({head}); \
+             merge it with 'git arbiter merge-back {id}' or drop it with 'git arbiter worktree remove {id}'",
+            id = row.id,
+            branch = crate::run::worktree::branch_of(&row.id)
+        );
+        return Some((deferred(HAND_MADE_BRANCH, Vec::new()), Some(warning)));
+    }
+    if row.may_have_landed_before.is_some() {
+        return Some((deferred(SHALLOW_HISTORY, Vec::new()), None));
+    }
+    let holders: Vec<String> = claims
+        .iter()
+        .filter(|claim| could_collide(wo, claim))
+        .map(|claim| claim.id.clone())
+        .collect();
+    (!holders.is_empty()).then(|| (deferred(CLAIMED, holders), None))
+}
+
+/// Orders that declare no files run alone: the first of them when nothing
+/// else is built now (orders held back do not keep it waiting), the rest
+/// deferred.
+fn add_solo<'o>(
+    out: &mut Batch,
+    chosen: &mut Vec<&'o WorkOrder>,
+    solo: Vec<&'o WorkOrder>,
+    max: usize,
+) {
+    let nothing_else = chosen.is_empty()
+        && out
+            .deferred
+            .iter()
+            .all(|d| d.reason == HAND_MADE_BRANCH || d.reason == SHALLOW_HISTORY);
+    for (i, wo) in solo.into_iter().enumerate() {
+        if nothing_else && i == 0 && max > 0 {
+            chosen.push(wo);
+        } else {
+            out.deferred.push(Deferred {
+                wo_id: wo.id.clone(),
+                reason: "no_declared_files".into(),
+                conflicts_with: Vec::new(),
+            });
+        }
+    }
+}
+
 /// Select the batch. `rows` must be sorted by id (as the reconcile table is).
 pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
     let status_of: BTreeMap<&str, (Status, bool)> = rows
@@ -182,39 +243,9 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
             continue;
         };
         out.ready += 1;
-        if let Some(head) = &row.hand_made_branch {
-            out.warnings.push(format!(
-                "{id} is not built: branch {branch} holds work made by hand ({head}); \
-                 merge it with 'git arbiter merge-back {id}' or drop it with 'git arbiter worktree remove {id}'",
-                id = row.id,
-                branch = crate::run::worktree::branch_of(&row.id)
-            ));
-            out.deferred.push(Deferred {
-                wo_id: wo.id.clone(),
-                reason: HAND_MADE_BRANCH.into(),
-                conflicts_with: Vec::new(),
-            });
-            continue;
-        }
-        if row.may_have_landed_before.is_some() {
-            out.deferred.push(Deferred {
-                wo_id: wo.id.clone(),
-                reason: SHALLOW_HISTORY.into(),
-                conflicts_with: Vec::new(),
-            });
-            continue;
-        }
-        let holders: Vec<String> = claims
-            .iter()
-            .filter(|claim| could_collide(wo, claim))
-            .map(|claim| claim.id.clone())
-            .collect();
-        if !holders.is_empty() {
-            out.deferred.push(Deferred {
-                wo_id: wo.id.clone(),
-                reason: CLAIMED.into(),
-                conflicts_with: holders,
-            });
+        if let Some((deferred, warning)) = held_back(row, wo, &claims) {
+            out.warnings.extend(warning);
+            out.deferred.push(deferred);
             continue;
         }
         if wo.touches_anything() {
@@ -249,23 +280,7 @@ pub fn select(orders: &Orders, rows: &[Row], max: usize) -> Batch {
     if let Some(warning) = shallow_warning(rows) {
         out.warnings.push(warning);
     }
-    // Orders not built now do not keep a solo WO waiting.
-    let nothing_else = chosen.is_empty()
-        && out
-            .deferred
-            .iter()
-            .all(|d| d.reason == HAND_MADE_BRANCH || d.reason == SHALLOW_HISTORY);
-    for (i, wo) in solo.into_iter().enumerate() {
-        if nothing_else && i == 0 && max > 0 {
-            chosen.push(wo);
-        } else {
-            out.deferred.push(Deferred {
-                wo_id: wo.id.clone(),
-                reason: "no_declared_files".into(),
-                conflicts_with: Vec::new(),
-            });
-        }
-    }
+    add_solo(&mut out, &mut chosen, solo, max);
     out.deferred.sort_by(|a, b| a.wo_id.cmp(&b.wo_id));
     out.batch = chosen
         .into_iter()
