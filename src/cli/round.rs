@@ -311,35 +311,7 @@ pub fn render(
     if let Some(busy) = summary.slot_utilisation {
         s.push_str(&format!("slots busy: {:.0}%\n", busy * 100.0));
     }
-    if !summary.orders.is_empty() {
-        let ms = |v: Option<u64>| v.map_or("-".to_owned(), format_ms);
-        let rows: Vec<Vec<String>> = summary
-            .orders
-            .iter()
-            .map(|o| {
-                vec![
-                    o.wo_id.clone(),
-                    o.outcome.clone(),
-                    o.attempts.to_string(),
-                    ms(o.queue_wait_ms),
-                    ms(o.build_ms),
-                    ms(o.gate_ms),
-                    ms(o.critic_ms),
-                    ms(o.merge_wait_ms),
-                    o.changed.map_or("-".to_owned(), |c| c.to_string()),
-                ]
-            })
-            .collect();
-        s.push('\n');
-        s.push_str(&super::table(
-            &[
-                "order", "outcome", "attempts", "wait", "build", "gates", "critics", "queued",
-                "changed",
-            ],
-            &rows,
-        ));
-        s.push('\n');
-    }
+    s.push_str(&orders_table(summary));
     if let Some(why) = &summary.stopped {
         s.push_str(&format!("stopped: {why}\n"));
     }
@@ -350,6 +322,67 @@ pub fn render(
             gate.detail.as_deref().unwrap_or("")
         ));
     }
+    s.push_str(&escalation(summary, orders, kept));
+    if !summary.waiting.is_empty() {
+        s.push_str("\nVERIFIED, WAITING TO LAND: these passed, but the checkout of the branch could not follow:\n");
+        for w in &summary.waiting {
+            s.push_str(&format!(
+                "  {}  {}\n",
+                w.wo_id,
+                w.why.as_deref().unwrap_or("")
+            ));
+            s.push_str(&format!("      branch: {}\n", w.branch));
+        }
+        s.push_str("      next:   resolve that (commit or stash the changes in the way), then `git arbiter round` lands them without a rebuild\n");
+    }
+    if !summary.pending.is_empty() {
+        s.push_str(&format!("pending: {}\n", summary.pending.join(" ")));
+    }
+    s.push_str(&held_elsewhere(summary));
+    s
+}
+
+/// The per-order table of a run: outcome, attempts and where the time went.
+fn orders_table(summary: &Summary) -> String {
+    if summary.orders.is_empty() {
+        return String::new();
+    }
+    let ms = |v: Option<u64>| v.map_or("-".to_owned(), format_ms);
+    let rows: Vec<Vec<String>> = summary
+        .orders
+        .iter()
+        .map(|o| {
+            vec![
+                o.wo_id.clone(),
+                o.outcome.clone(),
+                o.attempts.to_string(),
+                ms(o.queue_wait_ms),
+                ms(o.build_ms),
+                ms(o.gate_ms),
+                ms(o.critic_ms),
+                ms(o.merge_wait_ms),
+                o.changed.map_or("-".to_owned(), |c| c.to_string()),
+            ]
+        })
+        .collect();
+    let table = super::table(
+        &[
+            "order", "outcome", "attempts", "wait", "build", "gates", "critics", "queued",
+            "changed",
+        ],
+        &rows,
+    );
+    format!("\n{table}\n")
+}
+
+/// The halted orders, each with why, its last failure, where its work is
+/// kept and what to do next.
+fn escalation(
+    summary: &Summary,
+    orders: &Orders,
+    kept: &std::collections::BTreeMap<String, std::path::PathBuf>,
+) -> String {
+    let mut s = String::new();
     if !summary.halted.is_empty() {
         s.push_str("\nESCALATION: these work orders are halted and need a human:\n");
         for h in &summary.halted {
@@ -384,21 +417,12 @@ pub fn render(
             }
         }
     }
-    if !summary.waiting.is_empty() {
-        s.push_str("\nVERIFIED, WAITING TO LAND: these passed, but the checkout of the branch could not follow:\n");
-        for w in &summary.waiting {
-            s.push_str(&format!(
-                "  {}  {}\n",
-                w.wo_id,
-                w.why.as_deref().unwrap_or("")
-            ));
-            s.push_str(&format!("      branch: {}\n", w.branch));
-        }
-        s.push_str("      next:   resolve that (commit or stash the changes in the way), then `git arbiter round` lands them without a rebuild\n");
-    }
-    if !summary.pending.is_empty() {
-        s.push_str(&format!("pending: {}\n", summary.pending.join(" ")));
-    }
+    s
+}
+
+/// The orders another conductor holds, by conductor.
+fn held_elsewhere(summary: &Summary) -> String {
+    let mut s = String::new();
     let mut by_conductor: std::collections::BTreeMap<&str, (Option<u32>, Vec<&str>)> =
         Default::default();
     for held in &summary.held_elsewhere {
