@@ -988,6 +988,24 @@ fn orders_whose_builds_end_together_land_in_one_landing() {
     // of wo-02's end to the machine's load, and wo-01 at times landed alone.
     // (Anchored: the log also holds the build command, this text included.)
     let log = env.repo.join(".git/arbiter/logs/wo-02/attempt-1.log");
+    // And wo-02's commit ends only once wo-01's build has: a post-commit
+    // hook (it makes the leftovers go through `git commit`, whose end is
+    // inside the commit of wo-02) waits for wo-01's log to say so. Without
+    // it a quick commit of wo-02 beat wo-01's poll on a loaded machine, and
+    // wo-02 landed alone. Sixty seconds, then it fails rather than hangs.
+    let quick_log = env.repo.join(".git/arbiter/logs/wo-01/attempt-1.log");
+    env.hook(
+        "post-commit",
+        &format!(
+            "#!/bin/sh\n\
+             [ \"$(git rev-parse --abbrev-ref HEAD)\" = arbiter/wo-02 ] || exit 0\n\
+             for _ in $(seq 6000); do \
+               grep -q '^.git-arbiter. build ended' {quick} 2>/dev/null && exit 0; sleep 0.01; \
+             done\n\
+             exit 1\n",
+            quick = quick_log.display()
+        ),
+    );
     let build = format!(
         "if [ \"$ARBITER_WO\" = wo-01 ]; then \
            until grep -q '^.git-arbiter. build ended' {log} 2>/dev/null; do sleep 0.01; done; \
