@@ -1,5 +1,5 @@
 use clap::Args;
-use git_arbiter::state::{read_note, Store};
+use git_arbiter::state::{read_note, Record, Store};
 use git_arbiter::sys::clock::format_time;
 use git_arbiter::{run::review, Error, ExitCode};
 use serde::Serialize;
@@ -124,25 +124,7 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
             })
         })
         .collect();
-    let mut times: std::collections::BTreeMap<(&str, u32), Times> = Default::default();
-    for r in &records {
-        for past in &r.earlier {
-            if let Some(t) = Times::of(past.queue_wait_ms, &past.verdicts) {
-                times.insert((r.wo.as_str(), past.attempt), t);
-            }
-        }
-        if let Some(t) = Times::of(r.queue_wait_ms, &r.verdicts) {
-            times.insert((r.wo.as_str(), r.attempts), t);
-        }
-    }
-    for l in lines
-        .iter_mut()
-        .filter(|l| VERDICT_EVENTS.contains(&l.event))
-    {
-        if let Some(attempt) = l.attempt {
-            l.times = times.remove(&(l.wo, attempt));
-        }
-    }
+    attach_times(&records, &mut lines);
     for l in lines.iter_mut().filter(|l| l.event == "pick") {
         l.pick = pick_record(&ctx.repo, l.detail);
     }
@@ -161,10 +143,39 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
         }));
         return Ok(ExitCode::Success);
     }
+    out(&as_text(&lines));
+    Ok(ExitCode::Success)
+}
+
+/// Each verdict event gets the times of its attempt (wait, build, gates).
+fn attach_times<'a>(records: &'a [Record], lines: &mut [Line<'a>]) {
+    let mut times: std::collections::BTreeMap<(&str, u32), Times> = Default::default();
+    for r in records {
+        for past in &r.earlier {
+            if let Some(t) = Times::of(past.queue_wait_ms, &past.verdicts) {
+                times.insert((r.wo.as_str(), past.attempt), t);
+            }
+        }
+        if let Some(t) = Times::of(r.queue_wait_ms, &r.verdicts) {
+            times.insert((r.wo.as_str(), r.attempts), t);
+        }
+    }
+    for l in lines
+        .iter_mut()
+        .filter(|l| VERDICT_EVENTS.contains(&l.event))
+    {
+        if let Some(attempt) = l.attempt {
+            l.times = times.remove(&(l.wo, attempt));
+        }
+    }
+}
+
+/// The events as text, one line each, columns aligned.
+fn as_text(lines: &[Line<'_>]) -> String {
     let wo_width = lines.iter().map(|l| l.wo.len()).max().unwrap_or(0);
     let event_width = lines.iter().map(|l| l.event.len()).max().unwrap_or(0);
     let mut text = String::new();
-    for l in &lines {
+    for l in lines {
         let mut line = format!(
             "{}  {:<wo_width$}  {:<event_width$}",
             format_time(l.at),
@@ -183,8 +194,7 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
         text.push_str(line.trim_end());
         text.push('\n');
     }
-    out(&text);
-    Ok(ExitCode::Success)
+    text
 }
 
 /// The pick record named by a `pick` event's `commit=<sha>`, if readable.

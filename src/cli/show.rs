@@ -71,6 +71,39 @@ fn render(ev: &Evidence) -> String {
             s.push_str(&format!("          log: {log}\n"));
         }
     }
+    s.push_str(&attempts(ev));
+    s.push_str(&changes_text(ev));
+    if let Some(missing) = &ev.missing_commit {
+        s.push_str(&format!(
+            "\nchanges: not shown, commit {missing} is not in this repository (a shallow clone's history begins after it)\n  'git fetch --deepen=<n>' or 'git fetch --unshallow' brings it\n"
+        ));
+    }
+    if let Some(drift) = &ev.drift {
+        if drift.passed {
+            s.push_str("drift:   passed, every changed path is declared\n");
+        } else {
+            s.push_str(&format!(
+                "drift:   FAILED, undeclared: {}\n",
+                drift.uncovered.join(", ")
+            ));
+        }
+    }
+    for log in &ev.logs {
+        s.push_str(&format!("\nlog: {}\n", log.path));
+        for line in &log.last_lines {
+            s.push_str(&format!("  | {line}\n"));
+        }
+    }
+    if let Some(patch) = ev.changes.as_ref().and_then(|c| c.patch.as_deref()) {
+        s.push('\n');
+        s.push_str(patch);
+    }
+    s
+}
+
+/// Each attempt's steps: verdict, exit, wall time, command, and their logs.
+fn attempts(ev: &Evidence) -> String {
+    let mut s = String::new();
     for run in &ev.runs {
         let waited = run.queue_wait_ms.map_or(String::new(), |w| {
             format!(" (waited {} for a slot)", format_ms(w))
@@ -104,6 +137,12 @@ fn render(ev: &Evidence) -> String {
             ));
         }
     }
+    s
+}
+
+/// The files the order's work changed, with their line counts.
+fn changes_text(ev: &Evidence) -> String {
+    let mut s = String::new();
     if let Some(changes) = &ev.changes {
         let what = match changes.source {
             "merge" => format!(
@@ -126,31 +165,6 @@ fn render(ev: &Evidence) -> String {
             };
             s.push_str(&format!("  {}  {counts}  ({})\n", f.path, f.kind));
         }
-    }
-    if let Some(missing) = &ev.missing_commit {
-        s.push_str(&format!(
-            "\nchanges: not shown, commit {missing} is not in this repository (a shallow clone's history begins after it)\n  'git fetch --deepen=<n>' or 'git fetch --unshallow' brings it\n"
-        ));
-    }
-    if let Some(drift) = &ev.drift {
-        if drift.passed {
-            s.push_str("drift:   passed, every changed path is declared\n");
-        } else {
-            s.push_str(&format!(
-                "drift:   FAILED, undeclared: {}\n",
-                drift.uncovered.join(", ")
-            ));
-        }
-    }
-    for log in &ev.logs {
-        s.push_str(&format!("\nlog: {}\n", log.path));
-        for line in &log.last_lines {
-            s.push_str(&format!("  | {line}\n"));
-        }
-    }
-    if let Some(patch) = ev.changes.as_ref().and_then(|c| c.patch.as_deref()) {
-        s.push('\n');
-        s.push_str(patch);
     }
     s
 }

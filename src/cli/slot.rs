@@ -289,28 +289,12 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
     };
     let info = HolderInfo::now(repo.display().to_string(), label.clone());
 
-    // Handlers, not SIG_IGN: an ignored disposition would be inherited by CMD
-    // across exec, a handler is reset to the default there.
-    let interrupt = Arc::new(AtomicBool::new(false));
-    let forward = Arc::new(AtomicUsize::new(0));
-    for signal in [SIGINT, SIGTERM, SIGHUP] {
-        signal_hook::flag::register(signal, Arc::clone(&interrupt))
-            .map_err(Error::io("installing the signal handler"))?;
-    }
     // On a terminal CMD stays in our process group, the terminal's: Ctrl-C
     // reaches it there, and it may read the terminal. Elsewhere (a hook, a
     // script) it gets a group of its own, so a signal passed on reaches
     // what it started too, as Ctrl-C would.
     let own_group = !std::io::IsTerminal::is_terminal(&std::io::stdin());
-    let passed_on: &[i32] = if own_group {
-        &[SIGINT, SIGTERM, SIGHUP]
-    } else {
-        &[SIGTERM, SIGHUP]
-    };
-    for &signal in passed_on {
-        signal_hook::flag::register_usize(signal, Arc::clone(&forward), signal as usize)
-            .map_err(Error::io("installing the signal handler"))?;
-    }
+    let (interrupt, forward) = handle_signals(own_group)?;
 
     let wait = if args.no_wait {
         Wait::NonBlocking
@@ -359,7 +343,49 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
             std::process::exit(code);
         }
     };
-    let status = loop {
+    let status = wait_passing_signals(&mut child, &forward, own_group)?;
+    drop(slot);
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(ExitCode::Fatal.code());
+    // CMD's status is passed through as is; the contract's ExitCode only
+    // carries git-arbiter's own codes, so exit here (the slot is released).
+    std::process::exit(code);
+}
+
+/// Signal handlers for the wait and the run: an interrupt flag (a signal
+/// before CMD starts means do not start it) and the signal to pass on to
+/// CMD (`own_group`: CMD has a process group of its own, and Ctrl-C is
+/// passed on too).
+fn handle_signals(own_group: bool) -> Result<(Arc<AtomicBool>, Arc<AtomicUsize>), Error> {
+    // Handlers, not SIG_IGN: an ignored disposition would be inherited by CMD
+    // across exec, a handler is reset to the default there.
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let forward = Arc::new(AtomicUsize::new(0));
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupt))
+            .map_err(Error::io("installing the signal handler"))?;
+    }
+    let passed_on: &[i32] = if own_group {
+        &[SIGINT, SIGTERM, SIGHUP]
+    } else {
+        &[SIGTERM, SIGHUP]
+    };
+    for &signal in passed_on {
+        signal_hook::flag::register_usize(signal, Arc::clone(&forward), signal as usize)
+            .map_err(Error::io("installing the signal handler"))?;
+    }
+    Ok((interrupt, forward))
+}
+
+/// Wait for CMD, passing on the signals this process receives.
+fn wait_passing_signals(
+    child: &mut std::process::Child,
+    forward: &AtomicUsize,
+    own_group: bool,
+) -> Result<std::process::ExitStatus, Error> {
+    Ok(loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) => {}
@@ -369,22 +395,14 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
         if let Some(signal) = forwarded.and_then(Signal::from_named_raw) {
             // Our own child's pid, which is not yet reaped (try_wait just said
             // it runs), so the pid (and its group's id) cannot have been reused.
-            let pid = Pid::from_child(&child);
+            let pid = Pid::from_child(child);
             let _ = match own_group {
                 true => rustix::process::kill_process_group(pid, signal),
                 false => rustix::process::kill_process(pid, signal),
             };
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
-    drop(slot);
-    let code = status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(ExitCode::Fatal.code());
-    // CMD's status is passed through as is; the contract's ExitCode only
-    // carries git-arbiter's own codes, so exit here (the slot is released).
-    std::process::exit(code);
+    })
 }
 
 #[cfg(test)]

@@ -519,40 +519,75 @@ pub(crate) fn read(wt: &gix::Repository) -> Result<Option<Split>> {
     let mut added = gix::index::State::new(wt.object_hash());
     // git copies an entry it wrote in the same second as its file (racily
     // clean) into the split file unchanged: such a copy is the shared entry.
-    let mut replaced = 0;
-    if let Some((delete, replace)) = &bitmaps {
-        // git's replacements: the first entries of the split file, in the
-        // order of the bits, each taking the path of the entry it replaces.
-        let mut fits = true;
-        replace.for_each_set_bit(|i| {
-            if i >= shared.len() || replaced >= file.len() {
-                fits = false;
-                return None;
-            }
-            if !shared.same_as(i, &file, replaced) {
-                let new = file.fields(replaced);
-                deleted[i] = true;
-                added.dangerously_push_entry(new.stat, new.id, new.flags, new.mode, shared.path(i));
-            }
-            replaced += 1;
-            Some(())
-        });
-        delete.for_each_set_bit(|i| match deleted.get_mut(i) {
-            Some(gone) => {
-                *gone = true;
-                Some(())
-            }
-            None => {
-                fits = false;
-                None
-            }
-        });
-        if !fits {
-            return Err(corrupt());
+    let replaced = match &bitmaps {
+        Some((delete, replace)) => {
+            apply_bitmaps(&shared, &file, delete, replace, &mut deleted, &mut added)
+                .ok_or_else(corrupt)?
         }
-    }
-    // The other entries are added; one at the path and stage of a shared
-    // entry takes its place.
+        None => 0,
+    };
+    add_the_rest(&shared, &file, replaced, &mut deleted, &mut added);
+    added.sort_entries();
+    Ok(Some(Split {
+        shared,
+        deleted,
+        added,
+        // A null one (`index.skipHash`) names nothing.
+        checksum: Some(file.checksum()).filter(|c| !c.is_null()),
+        timestamp: mtime,
+        extended,
+    }))
+}
+
+/// git's delete and replace bitmaps applied to the entries of `shared`:
+/// the replacements are the first entries of the split `file`, in the order
+/// of the bits, each taking the path of the entry it replaces. Returns how
+/// many entries of `file` they took; `None` when the bitmaps do not fit.
+fn apply_bitmaps(
+    shared: &Mapped,
+    file: &Mapped,
+    delete: &gix_bitmap::ewah::Vec,
+    replace: &gix_bitmap::ewah::Vec,
+    deleted: &mut [bool],
+    added: &mut gix::index::State,
+) -> Option<usize> {
+    let mut replaced = 0;
+    let mut fits = true;
+    replace.for_each_set_bit(|i| {
+        if i >= shared.len() || replaced >= file.len() {
+            fits = false;
+            return None;
+        }
+        if !shared.same_as(i, file, replaced) {
+            let new = file.fields(replaced);
+            deleted[i] = true;
+            added.dangerously_push_entry(new.stat, new.id, new.flags, new.mode, shared.path(i));
+        }
+        replaced += 1;
+        Some(())
+    });
+    delete.for_each_set_bit(|i| match deleted.get_mut(i) {
+        Some(gone) => {
+            *gone = true;
+            Some(())
+        }
+        None => {
+            fits = false;
+            None
+        }
+    });
+    fits.then_some(replaced)
+}
+
+/// The entries of the split `file` after the first `replaced` are added;
+/// one at the path and stage of a shared entry takes its place.
+fn add_the_rest(
+    shared: &Mapped,
+    file: &Mapped,
+    replaced: usize,
+    deleted: &mut [bool],
+    added: &mut gix::index::State,
+) {
     // Both are sorted: an entry is most often right after the one before.
     let mut next = 0;
     for j in replaced..file.len() {
@@ -566,7 +601,7 @@ pub(crate) fn read(wt: &gix::Repository) -> Result<Option<Split>> {
             next = i + 1;
         }
         match found {
-            Some(i) if shared.same_as(i, &file, j) => deleted[i] = false,
+            Some(i) if shared.same_as(i, file, j) => deleted[i] = false,
             found => {
                 if let Some(i) = found {
                     deleted[i] = true;
@@ -575,16 +610,6 @@ pub(crate) fn read(wt: &gix::Repository) -> Result<Option<Split>> {
             }
         }
     }
-    added.sort_entries();
-    Ok(Some(Split {
-        shared,
-        deleted,
-        added,
-        // A null one (`index.skipHash`) names nothing.
-        checksum: Some(file.checksum()).filter(|c| !c.is_null()),
-        timestamp: mtime,
-        extended,
-    }))
 }
 
 /// The link extension's content: the shared index's checksum, then the

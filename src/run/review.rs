@@ -10,7 +10,7 @@ use crate::git::diff::Kind;
 use crate::run::worktree::branch_of;
 use crate::state::context::Context;
 use crate::state::orders::Orders;
-use crate::state::{PastAttempt, Snapshot, Status};
+use crate::state::{PastAttempt, Record, Snapshot, Status};
 use crate::sys::error::{Error, GitContext, InputError, Result};
 
 /// Every work order id the state or the orders directory knows, sorted.
@@ -196,66 +196,87 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
         _ => None,
     };
     if let Some(merge) = merged {
-        let parent = match ctx.repo.has_object(merge) {
-            true => ctx
-                .repo
-                .find_commit(merge)
-                .git_context(format!("reading the merge {merge}"))?
-                .parent_ids()
-                .next()
-                .map(|p| p.detach()),
-            false => None,
-        };
-        match parent {
-            Some(parent) if ctx.repo.has_object(parent) => {
-                ev.changes = Some(changes(ctx, "merge", parent, merge, patch)?);
-            }
-            Some(parent) => ev.missing_commit = Some(parent.to_string()),
-            None if !ctx.repo.has_object(merge) => ev.missing_commit = Some(merge.to_string()),
-            None => {}
-        }
-        ev.drift = snapshot
-            .note(&merge)?
-            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-            .and_then(|note| {
-                let drift = note.get("drift")?;
-                Some(DriftVerdict {
-                    passed: drift.get("passed")?.as_bool()?,
-                    uncovered: drift
-                        .get("uncovered")?
-                        .as_array()?
-                        .iter()
-                        .filter_map(|p| p.as_str().map(str::to_owned))
-                        .collect(),
-                })
-            });
+        merge_evidence(ctx, &mut snapshot, merge, patch, &mut ev)?;
     } else if record.halted {
-        let kept = ctx
-            .repo
-            .try_find_reference(format!("refs/heads/{}", branch_of(id)).as_str())
-            .git_context(format!("reading {}", branch_of(id)))?;
-        let base = record
-            .checkpoint_before
-            .as_deref()
-            .and_then(|b| ObjectId::from_hex(b.as_bytes()).ok());
-        if let (Some(mut kept), Some(base)) = (kept, base) {
-            let tip = kept
-                .peel_to_id()
-                .git_context(format!("resolving {}", branch_of(id)))?
-                .detach();
-            match ctx.repo.has_object(base) {
-                true => ev.changes = Some(changes(ctx, "kept_branch", base, tip, patch)?),
-                false => ev.missing_commit = Some(base.to_string()),
-            }
-        }
-        if record.halt_reason.as_deref() == Some(crate::run::merge::HALT_DRIFT) {
-            ev.drift = Some(DriftVerdict {
-                passed: false,
-                uncovered: record.halt_paths.clone(),
-            });
-        }
+        kept_evidence(ctx, &record, patch, &mut ev)?;
     }
     Ok(ev)
+}
+
+/// What a landed order's merge `merge` changed against its first parent
+/// (or which commit a shallow clone lacks), and its drift verdict.
+fn merge_evidence(
+    ctx: &Context,
+    snapshot: &mut Snapshot,
+    merge: ObjectId,
+    patch: bool,
+    ev: &mut Evidence,
+) -> Result<()> {
+    let parent = match ctx.repo.has_object(merge) {
+        true => ctx
+            .repo
+            .find_commit(merge)
+            .git_context(format!("reading the merge {merge}"))?
+            .parent_ids()
+            .next()
+            .map(|p| p.detach()),
+        false => None,
+    };
+    match parent {
+        Some(parent) if ctx.repo.has_object(parent) => {
+            ev.changes = Some(changes(ctx, "merge", parent, merge, patch)?);
+        }
+        Some(parent) => ev.missing_commit = Some(parent.to_string()),
+        None if !ctx.repo.has_object(merge) => ev.missing_commit = Some(merge.to_string()),
+        None => {}
+    }
+    ev.drift = snapshot
+        .note(&merge)?
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .and_then(|note| {
+            let drift = note.get("drift")?;
+            Some(DriftVerdict {
+                passed: drift.get("passed")?.as_bool()?,
+                uncovered: drift
+                    .get("uncovered")?
+                    .as_array()?
+                    .iter()
+                    .filter_map(|p| p.as_str().map(str::to_owned))
+                    .collect(),
+            })
+        });
+    Ok(())
+}
+
+/// What a halted order's kept branch changed against its base, and the
+/// drift that halted it.
+fn kept_evidence(ctx: &Context, record: &Record, patch: bool, ev: &mut Evidence) -> Result<()> {
+    let id = record.wo.as_str();
+    let kept = ctx
+        .repo
+        .try_find_reference(format!("refs/heads/{}", branch_of(id)).as_str())
+        .git_context(format!("reading {}", branch_of(id)))?;
+    let base = record
+        .checkpoint_before
+        .as_deref()
+        .and_then(|b| ObjectId::from_hex(b.as_bytes()).ok());
+    if let (Some(mut kept), Some(base)) = (kept, base) {
+        let tip = kept
+            .peel_to_id()
+            .git_context(format!("resolving {}", branch_of(id)))?
+            .detach();
+        match ctx.repo.has_object(base) {
+            true => ev.changes = Some(changes(ctx, "kept_branch", base, tip, patch)?),
+            false => ev.missing_commit = Some(base.to_string()),
+        }
+    }
+    if record.halt_reason.as_deref() == Some(crate::run::merge::HALT_DRIFT) {
+        ev.drift = Some(DriftVerdict {
+            passed: false,
+            uncovered: record.halt_paths.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// The files changed between two commits, with line counts, and the patch if asked.
