@@ -273,21 +273,14 @@ fn kv(value: &str) -> String {
 fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Error> {
     let cap = slots::cap(ctx, args.max_total)?;
     let dir = slots::slot_dir(ctx)?;
-    let label = args.label.unwrap_or_else(|| {
+    let label = args.label.clone().unwrap_or_else(|| {
         args.command
             .iter()
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" ")
     });
-    let repo = match ctx {
-        Some(c) => c
-            .workdir
-            .clone()
-            .unwrap_or_else(|| c.repo.git_dir().to_owned()),
-        None => env.cwd.clone(),
-    };
-    let info = HolderInfo::now(repo.display().to_string(), label.clone());
+    let info = HolderInfo::now(holder_place(env, ctx), label.clone());
 
     // On a terminal CMD stays in our process group, the terminal's: Ctrl-C
     // reaches it there, and it may read the terminal. Elsewhere (a hook, a
@@ -352,6 +345,19 @@ fn run(env: &Env, ctx: Option<&Context>, args: RunArgs) -> Result<ExitCode, Erro
     // CMD's status is passed through as is; the contract's ExitCode only
     // carries git-arbiter's own codes, so exit here (the slot is released).
     std::process::exit(code);
+}
+
+/// Where a slot's holder runs, as `git arbiter slot status` shows it: the
+/// repository's worktree (or git dir), else the current directory.
+fn holder_place(env: &Env, ctx: Option<&Context>) -> String {
+    let place = match ctx {
+        Some(c) => c
+            .workdir
+            .clone()
+            .unwrap_or_else(|| c.repo.git_dir().to_owned()),
+        None => env.cwd.clone(),
+    };
+    place.display().to_string()
 }
 
 /// Signal handlers for the wait and the run: an interrupt flag (a signal

@@ -222,14 +222,11 @@ pub fn run(ctx: &Context, opts: &Options<'_>) -> Result<Report> {
     })
 }
 
-fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
-    let mut findings = missing_objects(ctx, setup)?;
-    // Without its notes the state cannot be read: nothing else is judged.
-    if findings.iter().any(|f| f.path == NOTES_REF) {
-        return Ok(findings);
-    }
-    for orphan in conductor::orphans(ctx)? {
-        findings.push(
+/// Builders of killed conductors that still run.
+fn orphaned_builders(ctx: &Context) -> Result<Vec<Finding>> {
+    Ok(conductor::orphans(ctx)?
+        .into_iter()
+        .map(|orphan| {
             Finding::new(
                 Kind::OrphanedBuilder,
                 format!("process group {}", orphan.group),
@@ -238,9 +235,18 @@ fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
                     orphan.conductor
                 ),
             )
-            .fixable(true),
-        );
+            .fixable(true)
+        })
+        .collect())
+}
+
+fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
+    let mut findings = missing_objects(ctx, setup)?;
+    // Without its notes the state cannot be read: nothing else is judged.
+    if findings.iter().any(|f| f.path == NOTES_REF) {
+        return Ok(findings);
     }
+    findings.extend(orphaned_builders(ctx)?);
     let live = live_conductors(ctx);
     let worktrees = arbiter_worktrees(ctx)?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);

@@ -145,19 +145,7 @@ pub fn land(
         let (mut pre_merge_head, mut changed) = (None, Vec::new());
         match &fate {
             Fate::Landed { sha, .. } => {
-                let merge = ctx
-                    .repo
-                    .find_commit(*sha)
-                    .map_err(|e| Error::git(format!("reading {sha}"))(Box::new(e)))?;
-                let parent = merge.parent_ids().next().map(|p| p.detach());
-                if let Some(parent) = parent {
-                    let (from, to) = (ctx.tree_of(parent)?, ctx.tree_of(*sha)?);
-                    changed = crate::git::diff::changed_paths(&ctx.repo, from, to)?
-                        .iter()
-                        .map(crate::git::diff::Changed::display)
-                        .collect();
-                }
-                pre_merge_head = parent;
+                (pre_merge_head, changed) = what_the_merge_changed(ctx, *sha)?;
                 drop_kept(ctx, &id, command)?;
             }
             Fate::UpToDate => drop_kept(ctx, &id, command)?,
@@ -179,6 +167,24 @@ pub fn land(
         });
     }
     Ok(out)
+}
+
+/// The first parent of the merge `sha` (the branch's tip before it) and the
+/// paths the merge changed against it.
+fn what_the_merge_changed(ctx: &Context, sha: ObjectId) -> Result<(Option<ObjectId>, Vec<String>)> {
+    let merge = ctx
+        .repo
+        .find_commit(sha)
+        .map_err(|e| Error::git(format!("reading {sha}"))(Box::new(e)))?;
+    let Some(parent) = merge.parent_ids().next().map(|p| p.detach()) else {
+        return Ok((None, Vec::new()));
+    };
+    let (from, to) = (ctx.tree_of(parent)?, ctx.tree_of(sha)?);
+    let changed = crate::git::diff::changed_paths(&ctx.repo, from, to)?
+        .iter()
+        .map(crate::git::diff::Changed::display)
+        .collect();
+    Ok((Some(parent), changed))
 }
 
 /// A retried order's kept worktree and branch go once its work landed: it
