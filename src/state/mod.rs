@@ -819,6 +819,41 @@ impl<'repo> Store<'repo> {
         })
     }
 
+    /// The snapshot's notes tree as edited, written; the key blobs of new
+    /// work orders go under `keys/` by a second edit. The trees are made in
+    /// memory and only the final ones are written: the notes tree in
+    /// between would be left dangling.
+    fn notes_tree(
+        &self,
+        snapshot: &mut Snapshot<'repo>,
+        new_keys: &[(String, ObjectId)],
+    ) -> Result<ObjectId, Error> {
+        let repo = self.repo;
+        if new_keys.is_empty() {
+            return snapshot.notes.write(&repo.objects).map_err(git_err);
+        }
+        let staging = repo.clone().with_object_memory();
+        let notes_only = snapshot.notes.write(&staging.objects).map_err(git_err)?;
+        let mut editor = staging.edit_tree(notes_only).map_err(git_err)?;
+        for (wo, key) in new_keys {
+            let written =
+                crate::git::odb::write_fresh_buf(repo, gix::objs::Kind::Blob, &key_bytes(wo))
+                    .map_err(git_err)?;
+            debug_assert_eq!(written, *key);
+            editor
+                .upsert(
+                    format!("{KEYS_DIR}/{wo}"),
+                    gix::object::tree::EntryKind::Blob,
+                    written,
+                )
+                .map_err(git_err)?;
+        }
+        let tree = editor.write().map_err(git_err)?.detach();
+        let staged = staging.objects.reset_object_memory().unwrap_or_default();
+        write_reachable(repo, &staged, tree)?;
+        Ok(tree)
+    }
+
     /// Write the records and notes on top of the snapshot's tip.
     fn commit(
         &self,
@@ -860,33 +895,7 @@ impl<'repo> Store<'repo> {
                 .edit(*object, Some(blob), &repo.objects)
                 .map_err(git_err)?;
         }
-        let tree = if new_keys.is_empty() {
-            snapshot.notes.write(&repo.objects).map_err(git_err)?
-        } else {
-            // New work orders' key blobs go under `keys/` by a second edit.
-            // The trees are made in memory and only the final ones are
-            // written: the notes tree in between would be left dangling.
-            let staging = repo.clone().with_object_memory();
-            let notes_only = snapshot.notes.write(&staging.objects).map_err(git_err)?;
-            let mut editor = staging.edit_tree(notes_only).map_err(git_err)?;
-            for (wo, key) in &new_keys {
-                let written =
-                    crate::git::odb::write_fresh_buf(repo, gix::objs::Kind::Blob, &key_bytes(wo))
-                        .map_err(git_err)?;
-                debug_assert_eq!(written, *key);
-                editor
-                    .upsert(
-                        format!("{KEYS_DIR}/{wo}"),
-                        gix::object::tree::EntryKind::Blob,
-                        written,
-                    )
-                    .map_err(git_err)?;
-            }
-            let tree = editor.write().map_err(git_err)?.detach();
-            let staged = staging.objects.reset_object_memory().unwrap_or_default();
-            write_reachable(repo, &staged, tree)?;
-            tree
-        };
+        let tree = self.notes_tree(snapshot, &new_keys)?;
         let commit = write_commit(repo, message, tree, snapshot.tip)?;
         let expected = match snapshot.tip {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
