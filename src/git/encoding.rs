@@ -324,7 +324,11 @@ pub fn as_git_writes_it(
             rewritten.push(at);
         }
     }
-    // Their stat data is what the files now hold.
+    take_stats(index, root, rewritten)
+}
+
+/// The entries at `rewritten` take the stat data of what their files now hold.
+fn take_stats(index: &mut gix::index::State, root: &Path, rewritten: Vec<usize>) -> Result<()> {
     let (entries, paths) = index.entries_mut_and_pathbacking();
     for at in rewritten {
         let entry = &mut entries[at];

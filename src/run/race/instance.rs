@@ -81,24 +81,8 @@ impl Builds<'_> {
     /// Build, gate and score instance `job` within the machine-wide slots.
     pub fn build(&self, job: &mut Job) {
         let label = format!("{}#{}", self.wo.id, job.k);
-        self.progress.phase(&label, Phase::Slot);
-        let waiting = Instant::now();
-        let slot = self
-            .host
-            .take_slot(self.slot_dir, self.cap, &label, self.me, self.progress);
-        let queue_wait = waiting.elapsed();
-        let slot = match slot {
-            Ok(Some(slot)) => slot,
-            Ok(None) => {
-                job.interrupted = true;
-                job.cand.verdict = InstanceVerdict::Interrupted;
-                return;
-            }
-            Err(why) => {
-                job.cand.verdict = InstanceVerdict::Error;
-                job.cand.reason = Some(why);
-                return;
-            }
+        let Some((slot, queue_wait)) = self.slot_for(job, &label) else {
+            return;
         };
         // Another instance's command could not run: nothing more is started
         // with this configuration.
@@ -163,6 +147,34 @@ impl Builds<'_> {
         job.cand.reason = reason;
         job.not_runnable = not_runnable;
         drop(slot);
+    }
+
+    /// A build slot for instance `job`, and how long it waited for one;
+    /// `None` (the job's verdict says why) when it got none.
+    fn slot_for(
+        &self,
+        job: &mut Job,
+        label: &str,
+    ) -> Option<(crate::run::slots::Slot, std::time::Duration)> {
+        self.progress.phase(label, Phase::Slot);
+        let waiting = Instant::now();
+        let slot = self
+            .host
+            .take_slot(self.slot_dir, self.cap, label, self.me, self.progress);
+        let queue_wait = waiting.elapsed();
+        match slot {
+            Ok(Some(slot)) => Some((slot, queue_wait)),
+            Ok(None) => {
+                job.interrupted = true;
+                job.cand.verdict = InstanceVerdict::Interrupted;
+                None
+            }
+            Err(why) => {
+                job.cand.verdict = InstanceVerdict::Error;
+                job.cand.reason = Some(why);
+                None
+            }
+        }
     }
 
     /// Run the score command of a passed instance; it writes its number to
