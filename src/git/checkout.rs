@@ -513,12 +513,7 @@ pub(crate) fn apply_from_tree(
     }
 
     // 3. Write the changed entries over the old files.
-    let mut options = wt
-        .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
-        .git_context("reading checkout options")?;
-    options.destination_is_initially_empty = false;
-    options.overwrite_existing = true;
-    write_files(wt, &mut index, &dir, options)?;
+    write_files(wt, &mut index, &dir, in_place_options(wt)?)?;
     crate::sys::crash::point("checkout-files.after");
 
     // 4. Clear our markers and write the index.

@@ -9,7 +9,8 @@ use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
 use crate::git::checkout::{
-    apply, apply_from_tree, apply_split_in_place, remove_paths, sparse_patterns, write_files,
+    apply, apply_from_tree, apply_split_in_place, in_place_options, remove_paths, sparse_patterns,
+    write_files,
 };
 use crate::git::diff::Changed;
 use crate::git::index_lock::{clear_our_stale_index_lock, read_index, IndexLock};
@@ -76,12 +77,7 @@ pub(crate) fn reset_to(
     clear_the_way(&dir, written.iter().map(Vec::as_slice), |p| {
         index.entry_by_path(p.as_bstr()).is_some()
     })?;
-    let mut options = wt
-        .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
-        .git_context("reading checkout options")?;
-    options.destination_is_initially_empty = false;
-    options.overwrite_existing = true;
-    write_files(wt, &mut index, &dir, options)?;
+    write_files(wt, &mut index, &dir, in_place_options(wt)?)?;
     let entries = index.entries_mut();
     for i in skipped {
         entries[i].flags.remove(Flags::SKIP_WORKTREE);
@@ -160,8 +156,7 @@ fn restore_files(
     // The checkout reads `.gitattributes` from the index it is given.
     for (i, e) in index.entries().iter().enumerate() {
         let path = e.path(&index);
-        let is_attributes = path == ".gitattributes" || path.ends_with(b"/.gitattributes");
-        if is_attributes && suspects.binary_search(&i).is_err() {
+        if splitindex::is_attributes_file(path) && suspects.binary_search(&i).is_err() {
             writes.dangerously_push_entry(
                 e.stat,
                 e.id,
@@ -179,12 +174,7 @@ fn restore_files(
             .map(|&i| index.entries()[i].path(&index).as_bytes()),
         |p| index.entry_by_path(p.as_bstr()).is_some(),
     )?;
-    let mut options = wt
-        .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
-        .git_context("reading checkout options")?;
-    options.destination_is_initially_empty = false;
-    options.overwrite_existing = true;
-    write_files(wt, &mut writes, dir, options)?;
+    write_files(wt, &mut writes, dir, in_place_options(wt)?)?;
     for e in writes.entries() {
         if e.flags.contains(Flags::SKIP_WORKTREE) {
             continue;
