@@ -1035,12 +1035,15 @@ fn takes_at_once_share_the_free_worktrees_and_make_none_anew() {
     };
     let pooled =
         || std::fs::read_dir(env.worktree_root().join("pool")).map_or(0, |dir| dir.count());
+    // Each taker's context is one of the run's, as a round's builders'
+    // are: the leases they take are given back through the run's context.
+    let shared = ctx.share();
     for round in 0..60 {
         let barrier = std::sync::Barrier::new(TAKERS);
         let taken: Vec<PathBuf> = std::thread::scope(|scope| {
             let takers: Vec<_> = (0..TAKERS)
                 .map(|i| {
-                    let (ctx, barrier, opts) = (env.context(), &barrier, &opts);
+                    let (ctx, barrier, opts) = (shared.local(), &barrier, &opts);
                     scope.spawn(move || {
                         let id = format!("r{round}-{i}");
                         barrier.wait();
