@@ -230,3 +230,30 @@ fn stop_ends_a_round_waiting_out_the_retry_delay() {
     assert_eq!(order(&env)["status"], "needs_rework");
     assert_eq!(order(&env)["attempts"], 1);
 }
+
+/// An order whose record outlived its file is refused by `retry` and by
+/// `merge-back` alike, each saying what restoring the file allows, and
+/// nothing moves.
+#[test]
+fn retry_and_merge_back_refuse_an_order_without_its_file() {
+    let env = drift_halted();
+    std::fs::remove_file(env.repo.join("work-orders/wo-01.md")).expect("rm");
+    env.commit_all("drop the order's file");
+    let tip = env.rev("main");
+    for (command, restore) in [
+        ("retry", "restore its file to retry it"),
+        ("merge-back", "restore its file to merge its branch back"),
+    ] {
+        let run = env.run(&[command, "wo-01"]).code(2);
+        assert!(
+            run.stderr
+                .contains("work order 'wo-01' has a record but no file in the orders directory"),
+            "{command}: {}",
+            run.stderr
+        );
+        assert!(run.stderr.contains(restore), "{command}: {}", run.stderr);
+        assert_eq!(env.rev("main"), tip, "{command}");
+    }
+    let shown = env.run(&["show", "--json", "wo-01"]).success().json();
+    assert_eq!(shown["halt_reason"], "undeclared_file_drift", "{shown}");
+}

@@ -17,6 +17,7 @@ pub mod odb;
 pub mod paths;
 pub mod promisor;
 pub mod refguard;
+pub mod reset;
 pub mod splitindex;
 pub mod stage;
 pub mod stamps;

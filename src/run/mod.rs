@@ -13,7 +13,6 @@ pub mod kept;
 pub mod lint;
 pub mod merge;
 pub mod pool;
-pub mod pool_reset;
 pub mod progress;
 pub mod queue;
 pub mod race;

@@ -6,7 +6,7 @@
 //!
 //! The life of a pooled worktree:
 //! - [`take`]: a free one is switched to a new branch at the order's base by
-//!   a two-way update from the tree it holds ([`crate::run::pool_reset::switch_clean`]), or
+//!   a two-way update from the tree it holds ([`crate::git::reset::switch_clean`]), or
 //!   a new one is created when none is free.
 //! - The attempt runs there; [`setup_needed`] / [`setup_done`] decide whether
 //!   the setup hook runs first.
@@ -436,13 +436,8 @@ fn hold_exactly(
             let ignore_rules_changed = changed
                 .iter()
                 .any(|c| c.path == b".gitignore" || c.path.ends_with(b"/.gitignore"));
-            let switched = crate::run::pool_reset::switch_clean(
-                &ctx.caches,
-                wt,
-                old_tree,
-                base_tree,
-                &changed,
-            )?;
+            let switched =
+                crate::git::reset::switch_clean(&ctx.caches, wt, old_tree, base_tree, &changed)?;
             // Files the old rules ignored may be untracked under the new ones.
             if switched && ignore_rules_changed {
                 remove_untracked(wt, true)?;
@@ -453,7 +448,7 @@ fn hold_exactly(
     };
     // The index is not the one the reset wrote: do it all again.
     if !switched {
-        crate::run::pool_reset::reset_to(&ctx.caches, wt, base_tree)?;
+        crate::git::reset::reset_to(&ctx.caches, wt, base_tree)?;
         remove_untracked(wt, keep_ignored)?;
     }
     Ok(found)
@@ -649,7 +644,7 @@ fn clean_for_the_pool(
     let walker = wt.clone();
     let (reset, listing) = std::thread::scope(|scope| {
         let walk = scope.spawn(move || untracked(&walker));
-        let reset = crate::run::pool_reset::reset_to(&ctx.caches, wt, tree);
+        let reset = crate::git::reset::reset_to(&ctx.caches, wt, tree);
         let listing = walk.join().unwrap_or_else(|_| {
             Err(Error::Input(InputError::new(
                 "listing the untracked files of a pooled worktree failed",
@@ -1192,19 +1187,16 @@ mod tests {
         assert!(input_glob("a[").is_err());
     }
 
-    /// In one process, between a give-back and the next take: a tracked
-    /// file edited with its times set back, a file added to a folder whose
-    /// modification time is set back, both found and undone.
-    #[test]
-    fn a_take_in_the_same_process_finds_what_was_written_since_the_give_back() {
-        use crate::testutil::{git, new_repo, scratch};
-        let (_tmp, root) = scratch();
-        let repo = new_repo(&root, "repo");
+    /// A repository with a tracked `sub/f.txt` at `<root>/repo`, its
+    /// context, a pool of one that keeps ignored files, and its HEAD.
+    fn pool_of_one(root: &std::path::Path) -> (Context, Options, ObjectId) {
+        use crate::testutil::{git, new_repo};
+        let repo = new_repo(root, "repo");
         std::fs::create_dir(repo.join("sub")).expect("mkdir");
         std::fs::write(repo.join("sub/f.txt"), "tracked\n").expect("write");
-        git(&root, &repo, &["add", "-A"]);
-        git(&root, &repo, &["commit", "-q", "-m", "init"]);
-        let base = ObjectId::from_hex(git(&root, &repo, &["rev-parse", "HEAD"]).trim().as_bytes())
+        git(root, &repo, &["add", "-A"]);
+        git(root, &repo, &["commit", "-q", "-m", "init"]);
+        let base = ObjectId::from_hex(git(root, &repo, &["rev-parse", "HEAD"]).trim().as_bytes())
             .expect("sha");
         let ctx = Context::isolated(&repo, &["user.name=t", "user.email=t@t"]).expect("open");
         let opts = Options {
@@ -1213,6 +1205,16 @@ mod tests {
             keep_ignored: true,
             ..Options::default()
         };
+        (ctx, opts, base)
+    }
+
+    /// In one process, between a give-back and the next take: a tracked
+    /// file edited with its times set back, a file added to a folder whose
+    /// modification time is set back, both found and undone.
+    #[test]
+    fn a_take_in_the_same_process_finds_what_was_written_since_the_give_back() {
+        let (_tmp, root) = crate::testutil::scratch();
+        let (ctx, opts, base) = pool_of_one(&root);
         let wt = take(&ctx, &opts, "a", "arbiter/a", base)
             .expect("take")
             .path;
@@ -1255,29 +1257,15 @@ mod tests {
     /// found by the next take in the same process.
     #[test]
     fn a_file_written_after_the_leftovers_commit_is_found_by_the_next_take() {
-        use crate::testutil::{git, new_repo, scratch};
-        let (_tmp, root) = scratch();
-        let repo = new_repo(&root, "repo");
-        std::fs::create_dir(repo.join("sub")).expect("mkdir");
-        std::fs::write(repo.join("sub/f.txt"), "tracked\n").expect("write");
-        git(&root, &repo, &["add", "-A"]);
-        git(&root, &repo, &["commit", "-q", "-m", "init"]);
-        let base = ObjectId::from_hex(git(&root, &repo, &["rev-parse", "HEAD"]).trim().as_bytes())
-            .expect("sha");
-        let ctx = Context::isolated(&repo, &["user.name=t", "user.email=t@t"]).expect("open");
-        let opts = Options {
-            enabled: true,
-            size: 1,
-            keep_ignored: true,
-            ..Options::default()
-        };
+        let (_tmp, root) = crate::testutil::scratch();
+        let (ctx, opts, base) = pool_of_one(&root);
         let wt = take(&ctx, &opts, "settled-a", "arbiter/settled-a", base)
             .expect("take")
             .path;
         // The builder's work, committed as the leftovers commit records it.
         std::fs::write(wt.join("sub/new.txt"), "work\n").expect("write");
-        git(&root, &wt, &["add", "-A"]);
-        git(&root, &wt, &["commit", "-q", "-m", "work"]);
+        crate::testutil::git(&root, &wt, &["add", "-A"]);
+        crate::testutil::git(&root, &wt, &["commit", "-q", "-m", "work"]);
         let opened = open(&ctx, &wt).expect("open");
         let head = opened.head_id().expect("head").detach();
         let checksum = crate::git::index_memo::index_file_checksum(&opened).expect("checksum");

@@ -1,6 +1,7 @@
-//! Resetting and switching pooled worktrees: `git reset --hard` and
-//! `git read-tree -m -u` for a worktree between two work orders, where
-//! nobody's edits live, built on the two-way checkout of [`crate::git::checkout`].
+//! `git reset --hard` and `git read-tree -m -u` as git does them, for a
+//! worktree whose files nobody edits (a pooled one between two work orders;
+//! the pool decides when), built on the two-way checkout of
+//! [`crate::git::checkout`].
 
 use std::collections::BTreeSet;
 use std::path::Path;
