@@ -1923,7 +1923,7 @@ impl Run<'_> {
         // recorded, because the next run removes it.
         let kept = kept_work(job).map(|k| k.describe(&ctx.repo));
         let keep_branch = halt.is_some() || kept.is_some();
-        let interrupted = outcome.gives_back();
+        let gives_back = outcome.gives_back();
         crate::sys::crash::point("verdict.before");
         let held = self
             .store
@@ -1941,7 +1941,7 @@ impl Run<'_> {
                         record.release();
                         record.halt(reason, vec![event.clone()]);
                     }
-                    None if interrupted => {
+                    None if gives_back => {
                         record.give_back();
                         let (name, detail) = outcome.given_back(&event, kept.as_ref(), &log);
                         record.log(name, Some(detail));
