@@ -1,6 +1,6 @@
 use clap::{Args, ValueEnum};
-use git_arbiter::run::kept::{self, Command, Item};
-use git_arbiter::run::merge::{self, DriftScope};
+use git_arbiter::run::kept::{self, Ask, Command, Scope};
+use git_arbiter::run::merge;
 use git_arbiter::run::queue::Fate;
 use git_arbiter::state::orders::WorkOrder;
 use git_arbiter::state::Store;
@@ -57,42 +57,32 @@ enum ScopeArg {
 pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
-    let id = review::resolve_order(&ctx, Some(&orders), &args.id)?;
-    let wo = kept::order_to_land(&orders, &id, "merge its branch back")?;
-    let into = ctx.integration_branch(args.into.as_deref())?;
-    let source = kept::branch_commit(&ctx, &id)?.ok_or_else(|| -> Error {
-        InputError::new(format!(
-            "branch '{}' does not exist",
-            git_arbiter::run::worktree::branch_of(&id)
-        ))
-        .hint("create it with 'git arbiter worktree add <id>' and commit the work there")
-        .into()
-    })?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?);
-    let scope = match args.drift_scope {
-        ScopeArg::Own => DriftScope::Own,
-        ScopeArg::Batch => {
-            let max = ctx.max_batch(None)?;
-            let tip = ctx.branch_tip(&into).ok();
-            DriftScope::Union(drift::batch_union(&ctx, &orders, &store, tip, max)?)
-        }
-    };
+    let id = review::resolve_order(&ctx, Some(&orders), &args.id)?;
     let gates = args.gates.resolve(&ctx)?;
+    let ask = Ask {
+        command: Command::MergeBack,
+        ids: std::slice::from_ref(&id),
+        into: args.into.as_deref(),
+        scope: match args.drift_scope {
+            ScopeArg::Own => Scope::Own,
+            ScopeArg::Batch => Scope::Batch,
+        },
+    };
     let progress = progress::for_stderr();
-    let landed = kept::land(
+    let landing = kept::land_kept(
         &ctx,
+        &orders,
         &store,
-        &into,
-        &[Item { wo, source, scope }],
-        Command::MergeBack,
+        &ask,
         gates.checks(),
         progress.as_ref(),
     )?;
     drop(progress);
-    let Some(landed) = landed.into_iter().next() else {
+    let Some(landed) = landing.landed.into_iter().next() else {
         return Err(InputError::new(format!("{id} was not merged")).into());
     };
-    let (value, human, code) = outcome(&ctx, &into, wo, &landed)?;
+    let (value, human, code) = outcome(&ctx, &landing.into, orders.get(&id), &landed)?;
     if args.json {
         out(&super::json(&value));
     } else {
@@ -106,85 +96,16 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
 fn outcome(
     ctx: &git_arbiter::state::context::Context,
     into: &gix::refs::FullName,
-    wo: &WorkOrder,
+    wo: Option<&WorkOrder>,
     landed: &kept::Landed,
-) -> Result<(serde_json::Value, String, ExitCode), Error> {
-    let id = &wo.id;
-    let target = into.shorten();
-    let branch = git_arbiter::run::worktree::branch_of(id);
-    let version = git_arbiter::JSON_VERSION;
+) -> Result<Rendered, Error> {
+    let id = landed.id.as_str();
+    let target = into.shorten().to_string();
     Ok(match &landed.fate {
-        Fate::Landed { sha, .. } => {
-            let changed = &landed.changed;
-            say!(
-                "arbiter merge-back wo={id} outcome=merged sha={sha} changed={}",
-                changed.len()
-            );
-            let pre = landed.pre_merge_head.map(|p| p.to_string());
-            (
-                json!({"version": version, "merged": true, "sha": sha.to_string(),
-                       "pre_merge_head": pre, "changed": changed}),
-                format!(
-                    "Merged {id} into {target} as {sha} ({} path{} changed)\n",
-                    changed.len(),
-                    if changed.len() == 1 { "" } else { "s" }
-                ),
-                ExitCode::Success,
-            )
-        }
-        Fate::UpToDate => {
-            let tip = ctx.branch_tip(into)?;
-            say!("arbiter merge-back wo={id} outcome=up_to_date tip={tip}");
-            (
-                json!({"version": version, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
-                format!("{id}: {target} already contains {branch}; nothing to merge\n"),
-                ExitCode::Success,
-            )
-        }
-        Fate::Halted { reason, paths } if reason == merge::HALT_CONFLICT => {
-            say!(
-                "arbiter merge-back wo={id} outcome=conflict paths={}",
-                paths.len()
-            );
-            (
-                json!({"version": version, "merged": false, "halted": true,
-                       "halt_reason": merge::HALT_CONFLICT, "paths": paths}),
-                format!(
-                    "CONFLICT: {branch} does not merge cleanly into {target}; {id} is halted ({}):\n{}",
-                    merge::HALT_CONFLICT,
-                    lines(paths, wo)
-                ),
-                ExitCode::MergeConflict,
-            )
-        }
-        Fate::Halted { paths, .. } => {
-            say!(
-                "arbiter merge-back wo={id} outcome=drift paths={}",
-                paths.len()
-            );
-            (
-                json!({"version": version, "merged": false, "halted": true,
-                       "halt_reason": merge::HALT_DRIFT, "paths": paths}),
-                format!(
-                    "DRIFT: {branch} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged:\n{}",
-                    merge::HALT_DRIFT,
-                    lines(paths, wo)
-                ),
-                ExitCode::DriftRejected,
-            )
-        }
-        Fate::GateFailed { detail } => {
-            say!("arbiter merge-back wo={id} outcome=merged_gate_failed");
-            (
-                json!({"version": version, "merged": false, "halted": true,
-                       "halt_reason": git_arbiter::run::queue::MERGED_GATE_FAILED, "detail": detail}),
-                format!(
-                    "GATES FAILED on the merged result: {detail}; {id} is halted ({}), {target} is unchanged\n",
-                    git_arbiter::run::queue::MERGED_GATE_FAILED
-                ),
-                ExitCode::Escalation,
-            )
-        }
+        Fate::Landed { sha, .. } => merged(id, &target, *sha, landed),
+        Fate::UpToDate => up_to_date(id, &target, ctx.branch_tip(into)?),
+        Fate::Halted { reason, paths } => halted(id, &target, reason, paths, wo),
+        Fate::GateFailed { detail } => gate_failed(id, &target, detail),
         Fate::Waiting { why, hint } => {
             return Err(InputError::new(format!(
                 "{id} was not merged: {why}; it is verified and waits to land"
@@ -205,9 +126,99 @@ fn outcome(
     })
 }
 
-fn lines(paths: &[String], wo: &WorkOrder) -> String {
+/// A merge-back's outcome as JSON, as text, and its exit code.
+type Rendered = (serde_json::Value, String, ExitCode);
+
+/// Merged as `sha`.
+fn merged(id: &str, target: &str, sha: gix::ObjectId, landed: &kept::Landed) -> Rendered {
+    let changed = &landed.changed;
+    say!(
+        "arbiter merge-back wo={id} outcome=merged sha={sha} changed={}",
+        changed.len()
+    );
+    let pre = landed.pre_merge_head.map(|p| p.to_string());
+    (
+        json!({"version": git_arbiter::JSON_VERSION, "merged": true, "sha": sha.to_string(),
+               "pre_merge_head": pre, "changed": changed}),
+        format!(
+            "Merged {id} into {target} as {sha} ({} path{} changed)\n",
+            changed.len(),
+            if changed.len() == 1 { "" } else { "s" }
+        ),
+        ExitCode::Success,
+    )
+}
+
+/// The integration branch (at `tip`) already contains the order's branch.
+fn up_to_date(id: &str, target: &str, tip: gix::ObjectId) -> Rendered {
+    let branch = git_arbiter::run::worktree::branch_of(id);
+    say!("arbiter merge-back wo={id} outcome=up_to_date tip={tip}");
+    (
+        json!({"version": git_arbiter::JSON_VERSION, "merged": false, "up_to_date": true, "tip": tip.to_string()}),
+        format!("{id}: {target} already contains {branch}; nothing to merge\n"),
+        ExitCode::Success,
+    )
+}
+
+/// Halted by its merge: a conflict, or else undeclared drift.
+fn halted(
+    id: &str,
+    target: &str,
+    reason: &str,
+    paths: &[String],
+    wo: Option<&WorkOrder>,
+) -> Rendered {
+    let branch = git_arbiter::run::worktree::branch_of(id);
+    let (outcome, halt_reason, text, code) = if reason == merge::HALT_CONFLICT {
+        (
+            "conflict",
+            merge::HALT_CONFLICT,
+            format!(
+                "CONFLICT: {branch} does not merge cleanly into {target}; {id} is halted ({})",
+                merge::HALT_CONFLICT
+            ),
+            ExitCode::MergeConflict,
+        )
+    } else {
+        (
+            "drift",
+            merge::HALT_DRIFT,
+            format!(
+                "DRIFT: {branch} changes files its work order does not declare; {id} is halted ({}), {target} is unchanged",
+                merge::HALT_DRIFT
+            ),
+            ExitCode::DriftRejected,
+        )
+    };
+    say!(
+        "arbiter merge-back wo={id} outcome={outcome} paths={}",
+        paths.len()
+    );
+    (
+        json!({"version": git_arbiter::JSON_VERSION, "merged": false, "halted": true,
+               "halt_reason": halt_reason, "paths": paths}),
+        format!("{text}:\n{}", lines(paths, wo)),
+        code,
+    )
+}
+
+/// The gates failed on the merged result: halted, the branch unchanged.
+fn gate_failed(id: &str, target: &str, detail: &str) -> Rendered {
+    let reason = git_arbiter::run::queue::MERGED_GATE_FAILED;
+    say!("arbiter merge-back wo={id} outcome={reason}");
+    (
+        json!({"version": git_arbiter::JSON_VERSION, "merged": false, "halted": true,
+               "halt_reason": reason, "detail": detail}),
+        format!(
+            "GATES FAILED on the merged result: {detail}; {id} is halted ({reason}), {target} is unchanged\n"
+        ),
+        ExitCode::Escalation,
+    )
+}
+
+fn lines(paths: &[String], wo: Option<&WorkOrder>) -> String {
     paths
         .iter()
-        .map(|p| format!("  {}\n", drift::describe(p, Some(wo))))
+        .map(|p| format!("  {}\n", drift::describe(p, wo)))
         .collect()
 }

@@ -1,10 +1,9 @@
 use clap::Args;
-use git_arbiter::run::kept::{self, Command, Item};
-use git_arbiter::run::merge::{self, DriftScope};
+use git_arbiter::run::kept::{self, Ask, Command, Scope};
+use git_arbiter::run::merge;
 use git_arbiter::run::queue::Fate;
 use git_arbiter::state::orders::WorkOrder;
-use git_arbiter::state::{Record, Store};
-use git_arbiter::sys::error::InputError;
+use git_arbiter::state::Store;
 use git_arbiter::{run::review, Error, ExitCode};
 
 use super::{clear, out, progress, Env};
@@ -66,33 +65,26 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
         }
         return Ok(ExitCode::Success);
     }
-    let into = ctx.integration_branch(args.into.as_deref())?;
     let gates = args.gates.resolve(&ctx)?;
-    // Every order is checked before any is merged: a typo merges nothing.
-    let mut items = Vec::with_capacity(ids.len());
-    for id in &ids {
-        let wo = kept::order_to_land(&orders, id, "retry it")?;
-        let record = check_retryable(id, store.snapshot()?.record(id)?)?;
-        items.push(Item {
-            wo,
-            source: kept_work(&ctx, id, &record)?,
-            scope: DriftScope::Own,
-        });
-    }
+    let ask = Ask {
+        command: Command::Retry,
+        ids: &ids,
+        into: args.into.as_deref(),
+        scope: Scope::Own,
+    };
     let progress = progress::for_stderr();
-    let landed = kept::land(
+    let landing = kept::land_kept(
         &ctx,
+        &orders,
         &store,
-        &into,
-        &items,
-        Command::Retry,
+        &ask,
         gates.checks(),
         progress.as_ref(),
     )?;
     drop(progress);
-    let target = into.shorten().to_string();
+    let target = landing.into.shorten().to_string();
     let mut code = ExitCode::Success;
-    for landed in landed {
+    for landed in landing.landed {
         let this = report(&landed, orders.get(&landed.id), &target);
         // The first failure decides the exit code.
         if code == ExitCode::Success {
@@ -155,58 +147,4 @@ fn report(landed: &kept::Landed, wo: Option<&WorkOrder>, target: &str) -> ExitCo
             ExitCode::Interrupted
         }
     }
-}
-
-/// The commit of `id`'s kept work: its kept branch, or for work waiting to
-/// land, what it waits with.
-fn kept_work(
-    ctx: &git_arbiter::state::context::Context,
-    id: &str,
-    record: &Record,
-) -> Result<gix::ObjectId, Error> {
-    if let Some(source) = record
-        .landing
-        .as_ref()
-        .filter(|_| record.waits_to_land())
-        .and_then(|l| gix::ObjectId::from_hex(l.source.as_bytes()).ok())
-    {
-        return Ok(source);
-    }
-    kept::branch_commit(ctx, id)?.ok_or_else(|| {
-        InputError::new(format!(
-            "work order '{id}' has no kept branch {} to retry",
-            git_arbiter::run::worktree::branch_of(id)
-        ))
-        .hint(format!(
-            "'git arbiter retry --rebuild {id}' builds it again"
-        ))
-        .into()
-    })
-}
-
-/// A retry lands kept work: an order its merge halted has some, and an
-/// order whose passed work waits to land.
-fn check_retryable(id: &str, record: Option<Record>) -> Result<Record, Error> {
-    let Some(record) = record.filter(|r| r.halted || r.waits_to_land()) else {
-        return Err(InputError::new(format!(
-            "work order '{id}' is not halted and not waiting to land"
-        ))
-        .hint("only a halted work order, or one waiting to land, is retried; 'git arbiter status' shows which are")
-        .into());
-    };
-    if record.waits_to_land() {
-        return Ok(record);
-    }
-    let reason = record
-        .halt_reason
-        .as_deref()
-        .unwrap_or("no reason recorded");
-    if !merge::RETRYABLE.contains(&reason) {
-        return Err(InputError::new(format!(
-            "work order '{id}' is halted for {reason}, not by its merge: its kept work is not merged as it is"
-        ))
-        .hint(format!("'git arbiter retry --rebuild {id}' builds it again"))
-        .into());
-    }
-    Ok(record)
 }

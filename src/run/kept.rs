@@ -18,7 +18,7 @@ use crate::run::progress::Progress;
 use crate::run::queue::{Checks, Entry, Fate, Queue, MERGED_GATE_FAILED};
 use crate::run::worktree::{self, branch_of};
 use crate::state::context::Context;
-use crate::state::orders::WorkOrder;
+use crate::state::orders::{Orders, WorkOrder};
 use crate::state::{Record, Status, Store, Verdict};
 use crate::sys::error::{Error, GitContext, InputError, Result};
 
@@ -40,13 +40,47 @@ impl Command {
             Command::Retry => "retry",
         }
     }
+
+    /// What restoring a missing work-order file allows, for its hint.
+    fn restore(self) -> &'static str {
+        match self {
+            Command::MergeBack => "merge its branch back",
+            Command::Retry => "retry it",
+        }
+    }
+}
+
+/// What a command asks to land: its orders (ids as resolved), onto which
+/// branch, and against which declared files the drift is checked.
+pub struct Ask<'a> {
+    pub command: Command,
+    pub ids: &'a [String],
+    /// The integration branch; `None`: the current branch.
+    pub into: Option<&'a str>,
+    pub scope: Scope,
+}
+
+/// The declared files a landing's drift is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The order's own.
+    Own,
+    /// The union of the declared files of the batch `git arbiter batch`
+    /// would select now.
+    Batch,
+}
+
+/// Where kept work landed, and how each order's landing went.
+pub struct Landing {
+    pub into: gix::refs::FullName,
+    pub landed: Vec<Landed>,
 }
 
 /// One order's kept work to land: the commit and the drift scope.
-pub struct Item<'a> {
-    pub wo: &'a WorkOrder,
-    pub source: ObjectId,
-    pub scope: DriftScope,
+struct Item<'a> {
+    wo: &'a WorkOrder,
+    source: ObjectId,
+    scope: DriftScope,
 }
 
 /// How one order's landing went.
@@ -59,14 +93,49 @@ pub struct Landed {
     pub changed: Vec<String>,
 }
 
+/// Land the kept work `ask` names, the flow `merge-back` and `retry`
+/// share. Every order is checked (its file, its kept work) before any is
+/// merged: a typo merges nothing. Then [`land`].
+pub fn land_kept(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    ask: &Ask<'_>,
+    checks: Checks<'_>,
+    progress: &dyn Progress,
+) -> Result<Landing> {
+    let into = ctx.integration_branch(ask.into)?;
+    let mut kept = Vec::with_capacity(ask.ids.len());
+    for id in ask.ids {
+        let wo = order_to_land(orders, id, ask.command.restore())?;
+        kept.push((wo, kept_work(ctx, store, id, ask.command)?));
+    }
+    let scope = match ask.scope {
+        Scope::Own => DriftScope::Own,
+        Scope::Batch => {
+            let max = ctx.max_batch(None)?;
+            let tip = ctx.branch_tip(&into).ok();
+            DriftScope::Union(crate::run::drift::batch_union(
+                ctx, orders, store, tip, max,
+            )?)
+        }
+    };
+    let items: Vec<Item<'_>> = kept
+        .into_iter()
+        .map(|(wo, source)| Item {
+            wo,
+            source,
+            scope: scope.clone(),
+        })
+        .collect();
+    let landed = land(ctx, store, &into, &items, ask.command, checks, progress)?;
+    Ok(Landing { into, landed })
+}
+
 /// The work order `id` whose kept work is to land, from its file; an order
 /// whose record outlived its file is an input error (`restore` says what
 /// restoring the file allows).
-pub fn order_to_land<'o>(
-    orders: &'o crate::state::orders::Orders,
-    id: &str,
-    restore: &str,
-) -> Result<&'o WorkOrder> {
+fn order_to_land<'o>(orders: &'o Orders, id: &str, restore: &str) -> Result<&'o WorkOrder> {
     orders.get(id).ok_or_else(|| {
         InputError::new(format!(
             "work order '{id}' has a record but no file in the orders directory"
@@ -76,8 +145,67 @@ pub fn order_to_land<'o>(
     })
 }
 
+/// The commit of `id`'s kept work `command` lands: for `merge-back`, what
+/// its branch holds; for `retry`, what passed work waiting to land waits
+/// with, else its kept branch.
+fn kept_work(ctx: &Context, store: &Store<'_>, id: &str, command: Command) -> Result<ObjectId> {
+    if command == Command::MergeBack {
+        return branch_commit(ctx, id)?.ok_or_else(|| {
+            InputError::new(format!("branch '{}' does not exist", branch_of(id)))
+                .hint("create it with 'git arbiter worktree add <id>' and commit the work there")
+                .into()
+        });
+    }
+    let record = check_retryable(id, store.snapshot()?.record(id)?)?;
+    if let Some(source) = record
+        .landing
+        .as_ref()
+        .filter(|_| record.waits_to_land())
+        .and_then(|l| ObjectId::from_hex(l.source.as_bytes()).ok())
+    {
+        return Ok(source);
+    }
+    branch_commit(ctx, id)?.ok_or_else(|| {
+        InputError::new(format!(
+            "work order '{id}' has no kept branch {} to retry",
+            branch_of(id)
+        ))
+        .hint(format!(
+            "'git arbiter retry --rebuild {id}' builds it again"
+        ))
+        .into()
+    })
+}
+
+/// A retry lands kept work: an order its merge halted has some, and an
+/// order whose passed work waits to land.
+fn check_retryable(id: &str, record: Option<Record>) -> Result<Record> {
+    let Some(record) = record.filter(|r| r.halted || r.waits_to_land()) else {
+        return Err(InputError::new(format!(
+            "work order '{id}' is not halted and not waiting to land"
+        ))
+        .hint("only a halted work order, or one waiting to land, is retried; 'git arbiter status' shows which are")
+        .into());
+    };
+    if record.waits_to_land() {
+        return Ok(record);
+    }
+    let reason = record
+        .halt_reason
+        .as_deref()
+        .unwrap_or("no reason recorded");
+    if !merge::RETRYABLE.contains(&reason) {
+        return Err(InputError::new(format!(
+            "work order '{id}' is halted for {reason}, not by its merge: its kept work is not merged as it is"
+        ))
+        .hint(format!("'git arbiter retry --rebuild {id}' builds it again"))
+        .into());
+    }
+    Ok(record)
+}
+
 /// The commit `id`'s branch `arbiter/<id>` holds; `None` without the branch.
-pub fn branch_commit(ctx: &Context, id: &str) -> Result<Option<ObjectId>> {
+fn branch_commit(ctx: &Context, id: &str) -> Result<Option<ObjectId>> {
     let branch = worktree::branch_ref(id);
     let Some(mut found) = ctx
         .repo
@@ -97,7 +225,7 @@ pub fn branch_commit(ctx: &Context, id: &str) -> Result<Option<ObjectId>> {
 /// Land `items` on `into` through the merge queue (see the module docs).
 /// Refused before anything changes (exit 2) when an order may not be taken
 /// up, or a checkout of the branch could not follow one of the merges now.
-pub fn land(
+fn land(
     ctx: &Context,
     store: &Store<'_>,
     into: &gix::refs::FullName,

@@ -330,33 +330,12 @@ pub fn run(
         ..Summary::default()
     };
     if opts.dry_run {
-        summary.planned = plan(ctx, orders, &store, &branch, opts.max)?;
-        for (i, batch) in summary.planned.iter().enumerate() {
-            progress.event(&Event::Plan {
-                round: i + 1,
-                batch: batch.clone(),
-            });
-        }
-        finish(
-            ctx,
-            orders,
-            &store,
-            &branch,
-            &BTreeSet::new(),
-            "",
-            &mut summary,
-        )?;
-        summary.exit = ExitCode::Success;
+        dry_run(ctx, orders, &store, &branch, opts, progress, &mut summary)?;
         return Ok(summary);
     }
     merge::settle_checkouts(ctx, &branch, progress)?;
     let me = Conductor::register(ctx)?;
-    for line in crate::run::conductor::end_orphans(ctx)? {
-        progress.event(&Event::Recovered { detail: line });
-    }
-    for line in queue::remove_dead_verifiers(ctx)? {
-        progress.event(&Event::Recovered { detail: line });
-    }
+    end_the_dead(ctx, progress)?;
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let host = Host::new(ctx)?;
     let cap = slots::cap(Some(ctx), Some(opts.max_total))?;
@@ -407,19 +386,58 @@ pub fn run(
         Schedule::Rounds => run.rounds(&shared)?,
         Schedule::Continuous => run.continuous(&shared)?,
     }
-    let wall = started.elapsed();
-    let slots_used = (cap as usize).min(opts.max.max(1));
-    run.summary.gate_runs = run.queue.gate_runs + run.gate_runs;
-    run.summary.landed_batches = run.queue.batches + run.landed_batches;
-    if !run.busy.is_zero() && !wall.is_zero() {
-        let utilisation = run.busy.as_secs_f64() / (slots_used as f64 * wall.as_secs_f64());
-        run.summary.slot_utilisation = Some((utilisation * 1000.0).round() / 1000.0);
-    }
-    run.summary.wall_ms = Some(wall.as_millis() as u64);
+    run.count(started.elapsed(), (cap as usize).min(opts.max.max(1)));
     run.conclude()
 }
 
+/// `--dry-run`: the rounds a run would start (each reported as planned),
+/// and the orders' state as it is; nothing is built.
+fn dry_run(
+    ctx: &Context,
+    orders: &Orders,
+    store: &Store<'_>,
+    branch: &gix::refs::FullName,
+    opts: &Options,
+    progress: &dyn Progress,
+    summary: &mut Summary,
+) -> Result<()> {
+    summary.planned = plan(ctx, orders, store, branch, opts.max)?;
+    for (i, batch) in summary.planned.iter().enumerate() {
+        progress.event(&Event::Plan {
+            round: i + 1,
+            batch: batch.clone(),
+        });
+    }
+    finish(ctx, orders, store, branch, &BTreeSet::new(), "", summary)?;
+    summary.exit = ExitCode::Success;
+    Ok(())
+}
+
+/// What dead conductors left running ends before this run starts: their
+/// orphaned builders and their merge queue's verifiers.
+fn end_the_dead(ctx: &Context, progress: &dyn Progress) -> Result<()> {
+    for line in crate::run::conductor::end_orphans(ctx)? {
+        progress.event(&Event::Recovered { detail: line });
+    }
+    for line in queue::remove_dead_verifiers(ctx)? {
+        progress.event(&Event::Recovered { detail: line });
+    }
+    Ok(())
+}
+
 impl<'a> Run<'a> {
+    /// What the run spent, into its summary: gate runs, landed batches, its
+    /// `wall` time, and how busy its `slots` were.
+    fn count(&mut self, wall: Duration, slots: usize) {
+        self.summary.gate_runs = self.queue.gate_runs + self.gate_runs;
+        self.summary.landed_batches = self.queue.batches + self.landed_batches;
+        if !self.busy.is_zero() && !wall.is_zero() {
+            let utilisation = self.busy.as_secs_f64() / (slots as f64 * wall.as_secs_f64());
+            self.summary.slot_utilisation = Some((utilisation * 1000.0).round() / 1000.0);
+        }
+        self.summary.wall_ms = Some(wall.as_millis() as u64);
+    }
+
     /// Leftovers, crash recovery, the stop request: before each dispatch.
     /// `None` when the run is to stop. Not `full`: only the table, for a
     /// continuous run's dispatches between its recoveries.
@@ -549,24 +567,7 @@ impl<'a> Run<'a> {
                 abandon(ctx, self.store, self.branch, &made, self.me, &e)?;
                 return Err(e);
             }
-            let watch = HaltWatch::default();
-            for job in &mut jobs {
-                job.halted = watch.watch(&job.wo.id);
-            }
-            let shared_repo = ctx.repo.clone().into_sync();
-            std::thread::scope(|scope| {
-                let (watch, owner) = (&watch, &self.me.name);
-                let shared_repo = &shared_repo;
-                scope.spawn(move || watch.run(shared_repo, owner));
-                let _stop = watch.stop_on_drop();
-                let builds: Vec<_> = jobs
-                    .iter_mut()
-                    .map(|job| scope.spawn(move || build_one(shared, job)))
-                    .collect();
-                for build in builds {
-                    let _ = build.join();
-                }
-            });
+            self.build_round(&mut jobs, shared);
             let union: Vec<crate::state::scope::Entry> = picked
                 .iter()
                 .flat_map(|wo| wo.files.iter().cloned())
@@ -582,6 +583,30 @@ impl<'a> Run<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Build a lockstep round's `jobs` at once, within the machine-wide
+    /// slots, while a watcher looks for a halt by hand (which stops that
+    /// order's build only).
+    fn build_round(&self, jobs: &mut [Job<'a>], shared: &Shared<'_>) {
+        let watch = HaltWatch::default();
+        for job in jobs.iter_mut() {
+            job.halted = watch.watch(&job.wo.id);
+        }
+        let shared_repo = self.ctx.repo.clone().into_sync();
+        std::thread::scope(|scope| {
+            let (watch, owner) = (&watch, &self.me.name);
+            let shared_repo = &shared_repo;
+            scope.spawn(move || watch.run(shared_repo, owner));
+            let _stop = watch.stop_on_drop();
+            let builds: Vec<_> = jobs
+                .iter_mut()
+                .map(|job| scope.spawn(move || build_one(shared, job)))
+                .collect();
+            for build in builds {
+                let _ = build.join();
+            }
+        });
     }
 
     /// Continuous dispatch: whenever a slot frees, the next eligible order
@@ -630,41 +655,7 @@ impl<'a> Run<'a> {
                         Idle::Done => break Ok(()),
                     }
                 }
-                let mut messages = Vec::new();
-                // What waits for commits in progress is looked at again soon:
-                // an attempt may end its commit and go on to its checks.
-                let wait = match self.landing_waits(&flow, shared) {
-                    true => COMMIT_POLL,
-                    false => Duration::from_millis(250),
-                };
-                match rx.recv_timeout(wait) {
-                    Ok(msg) => messages.push(msg),
-                    Err(_) => flow.poll(self.me),
-                }
-                messages.extend(rx.try_iter());
-                for msg in messages {
-                    flow.changed = true;
-                    match msg {
-                        Msg::Built(job) => {
-                            flow.in_flight -= 1;
-                            watch.forget(&job.wo.id);
-                            if let Err(e) = self.built(*job, &mut flow) {
-                                flow.fail(e, shared);
-                            }
-                        }
-                        Msg::Landed {
-                            result,
-                            batches,
-                            gate_runs,
-                            given_back,
-                        } => {
-                            (self.landed_batches, self.gate_runs) = (batches, gate_runs);
-                            if let Err(e) = self.lander_landed(&mut flow, result, given_back) {
-                                flow.fail(e, shared);
-                            }
-                        }
-                    }
-                }
+                self.take_in(&mut flow, &rx, &watch, shared);
                 flow.poll(self.me);
             };
             drop(to_lander);
@@ -679,6 +670,51 @@ impl<'a> Run<'a> {
             stop_error(&mut flow.stopped_by, self.me, self.host)?;
             result
         })
+    }
+
+    /// Wait for what the builds and the lander report, and take it in.
+    fn take_in(
+        &mut self,
+        flow: &mut Flow<'a>,
+        rx: &std::sync::mpsc::Receiver<Msg<'a>>,
+        watch: &HaltWatch,
+        shared: &Shared<'_>,
+    ) {
+        let mut messages = Vec::new();
+        // What waits for commits in progress is looked at again soon:
+        // an attempt may end its commit and go on to its checks.
+        let wait = match self.landing_waits(flow, shared) {
+            true => COMMIT_POLL,
+            false => Duration::from_millis(250),
+        };
+        match rx.recv_timeout(wait) {
+            Ok(msg) => messages.push(msg),
+            Err(_) => flow.poll(self.me),
+        }
+        messages.extend(rx.try_iter());
+        for msg in messages {
+            flow.changed = true;
+            match msg {
+                Msg::Built(job) => {
+                    flow.in_flight -= 1;
+                    watch.forget(&job.wo.id);
+                    if let Err(e) = self.built(*job, flow) {
+                        flow.fail(e, shared);
+                    }
+                }
+                Msg::Landed {
+                    result,
+                    batches,
+                    gate_runs,
+                    given_back,
+                } => {
+                    (self.landed_batches, self.gate_runs) = (batches, gate_runs);
+                    if let Err(e) = self.lander_landed(flow, result, given_back) {
+                        flow.fail(e, shared);
+                    }
+                }
+            }
+        }
     }
 
     /// Enter what passed into the merge queue and hand it to the lander;
@@ -1669,31 +1705,13 @@ fn make_worktree(shared: &Shared<'_>, job: &mut Job<'_>) -> bool {
 /// Build one job within the machine-wide slots, through the one pipeline
 /// ([`Host::run_attempt`]).
 fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
-    let (host, me, progress, opts, cap) = (
-        shared.host,
-        shared.me,
-        shared.progress,
-        shared.opts,
-        shared.cap,
-    );
+    let (progress, cap) = (shared.progress, shared.cap);
     let id = job.wo.id.clone();
     if !make_worktree(shared, job) {
         return;
     }
-    progress.phase(&id, Phase::Slot);
-    let waiting = Instant::now();
-    let slot = host.take_slot(shared.slot_dir, cap, &id, me, progress);
-    job.queue_wait = Some(waiting.elapsed());
-    let slot = match slot {
-        Ok(Some(slot)) => slot,
-        Ok(None) => {
-            job.outcome = JobOutcome::Interrupted;
-            return;
-        }
-        Err(why) => {
-            job.outcome = JobOutcome::Retry(why);
-            return;
-        }
+    let Some(slot) = wait_for_slot(shared, job) else {
+        return;
     };
     // Another order's command could not run: nothing more is started with
     // this configuration.
@@ -1710,31 +1728,67 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
         in_use,
         cap,
     });
+    let started = Instant::now();
+    exec::note(
+        &job.log,
+        &attempt_header(&id, job.attempt, job.base, job.queue_wait),
+    );
+    if let Some(cleaned) = &job.cleaned {
+        exec::note(&job.log, cleaned);
+    }
+    job.outcome = JobOutcome::from(run_attempt(shared, job));
+    exec::note(
+        &job.log,
+        &attempt_footer(job.attempt, &job.outcome.describe(), started.elapsed()),
+    );
+    drop(slot);
+    job.busy = holding.elapsed();
+    progress.slots(shared.running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
+}
+
+/// Wait for a machine-wide slot for the job; `None` (its outcome set) when
+/// the run stopped meanwhile or no slot can be had.
+fn wait_for_slot(shared: &Shared<'_>, job: &mut Job<'_>) -> Option<slots::Slot> {
+    let id = &job.wo.id;
+    shared.progress.phase(id, Phase::Slot);
+    let waiting = Instant::now();
+    let slot = shared
+        .host
+        .take_slot(shared.slot_dir, shared.cap, id, shared.me, shared.progress);
+    job.queue_wait = Some(waiting.elapsed());
+    match slot {
+        Ok(Some(slot)) => Some(slot),
+        Ok(None) => {
+            job.outcome = JobOutcome::Interrupted;
+            None
+        }
+        Err(why) => {
+            job.outcome = JobOutcome::Retry(why);
+            None
+        }
+    }
+}
+
+/// The job's attempt through the pipeline, in its worktree: stopped by a
+/// stop request, the run failing, or a `halt` of this order (which stops
+/// this build only).
+fn run_attempt(shared: &Shared<'_>, job: &mut Job<'_>) -> BuildOutcome {
+    let (host, me, opts) = (shared.host, shared.me, shared.opts);
     let env = host.env(job.wo, job.attempt, job.base, &job.worktree);
-    // A `halt` of this order stops this build only.
     let halted = job.halted.clone();
     let stop = || {
         me.should_stop() || halted.load(Ordering::Relaxed) || shared.abort.load(Ordering::Relaxed)
     };
-    let log = job.log.clone();
-    let started = Instant::now();
-    exec::note(
-        &log,
-        &attempt_header(&id, job.attempt, job.base, job.queue_wait),
-    );
-    if let Some(cleaned) = &job.cleaned {
-        exec::note(&log, cleaned);
-    }
     let branch = branch_of(&job.wo.id);
-    let built = host.run_attempt(
+    host.run_attempt(
         &Attempt {
-            label: &id,
+            label: &job.wo.id,
             wo: job.wo,
             attempt: job.attempt,
             base: job.base,
             worktree: &job.worktree,
             branch: &branch,
-            log: &log,
+            log: &job.log,
             trailers: "",
             env: &env,
             committing: Some(&shared.committing),
@@ -1751,27 +1805,26 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
         &stop,
         &shared.misconfigured,
         &mut job.verdicts,
-        progress,
-    );
-    job.outcome = match built {
-        BuildOutcome::Passed => JobOutcome::Clean,
-        BuildOutcome::Failed {
-            step: Step::Critic,
-            why,
-        } => JobOutcome::Blocked(why),
-        BuildOutcome::Failed { why, .. } => JobOutcome::Retry(why),
-        BuildOutcome::Interrupted => JobOutcome::Interrupted,
-        BuildOutcome::NotRunnable(failed) => JobOutcome::NotRunnable(failed),
-        BuildOutcome::DiskFull(why) => JobOutcome::DiskFull(why),
-        BuildOutcome::CommitFailed(why) => JobOutcome::CommitFailed(why),
-    };
-    exec::note(
-        &log,
-        &attempt_footer(job.attempt, &job.outcome.describe(), started.elapsed()),
-    );
-    drop(slot);
-    job.busy = holding.elapsed();
-    progress.slots(shared.running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
+        shared.progress,
+    )
+}
+
+impl From<BuildOutcome> for JobOutcome {
+    /// A blocking critic is terminal; any other failing step is retried.
+    fn from(built: BuildOutcome) -> JobOutcome {
+        match built {
+            BuildOutcome::Passed => JobOutcome::Clean,
+            BuildOutcome::Failed {
+                step: Step::Critic,
+                why,
+            } => JobOutcome::Blocked(why),
+            BuildOutcome::Failed { why, .. } => JobOutcome::Retry(why),
+            BuildOutcome::Interrupted => JobOutcome::Interrupted,
+            BuildOutcome::NotRunnable(failed) => JobOutcome::NotRunnable(failed),
+            BuildOutcome::DiskFull(why) => JobOutcome::DiskFull(why),
+            BuildOutcome::CommitFailed(why) => JobOutcome::CommitFailed(why),
+        }
+    }
 }
 
 impl JobOutcome {
@@ -1788,6 +1841,55 @@ impl JobOutcome {
             JobOutcome::NotRunnable(failed) => failed.describe(),
             JobOutcome::NotStarted => NOT_STARTED.into(),
             JobOutcome::NoWorktree(why) => why.clone(),
+        }
+    }
+
+    /// Why an attempt that did not pass failed, for its record and
+    /// progress, and the halt reason when that is terminal (a critic).
+    fn failure(&self) -> (String, Option<&'static str>) {
+        match self {
+            JobOutcome::Retry(why) => (why.clone(), None),
+            JobOutcome::Blocked(why) => (why.clone(), Some("blocking_critique")),
+            JobOutcome::CommitFailed(why) => (why.clone(), None),
+            JobOutcome::NotRunnable(failed) => (failed.describe(), None),
+            JobOutcome::NotStarted => (NOT_STARTED.to_string(), None),
+            JobOutcome::NoWorktree(why) => (why.clone(), None),
+            _ => ("interrupted".to_string(), None),
+        }
+    }
+
+    /// Stopped by the user, the disk, git's configuration or a command that
+    /// cannot run, not failed by the builder: the attempt is given back.
+    fn gives_back(&self) -> bool {
+        matches!(
+            self,
+            JobOutcome::Interrupted
+                | JobOutcome::Pending
+                | JobOutcome::Clean
+                | JobOutcome::DiskFull(_)
+                | JobOutcome::CommitFailed(_)
+                | JobOutcome::NotRunnable(_)
+                | JobOutcome::NotStarted
+                | JobOutcome::NoWorktree(_)
+        )
+    }
+
+    /// The history event (its name and detail) of an attempt given back:
+    /// `failure` is why it did not pass, `kept` where its uncommitted work
+    /// stays, `log` its log.
+    fn given_back(
+        &self,
+        failure: &str,
+        kept: Option<&String>,
+        log: &str,
+    ) -> (&'static str, String) {
+        match (self, kept) {
+            (JobOutcome::DiskFull(why), _) => ("disk_full", why.clone()),
+            (JobOutcome::NotRunnable(failed), _) => (failed.event(), failure.to_owned()),
+            (JobOutcome::NotStarted, _) => ("not_started", failure.to_owned()),
+            (JobOutcome::NoWorktree(_), _) => ("abandoned", failure.to_owned()),
+            (_, Some(kept)) => (worktree::KEPT_UNCOMMITTED, kept.clone()),
+            _ => ("interrupted", log.to_owned()),
         }
     }
 }
@@ -1816,30 +1918,12 @@ impl Run<'_> {
         let verdicts = job.verdicts.clone();
         let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
         let log = job.log.display().to_string();
-        let (event, halt) = match outcome {
-            JobOutcome::Retry(why) => (why.clone(), None),
-            JobOutcome::Blocked(why) => (why.clone(), Some("blocking_critique")),
-            JobOutcome::CommitFailed(why) => (why.clone(), None),
-            JobOutcome::NotRunnable(failed) => (failed.describe(), None),
-            JobOutcome::NotStarted => (NOT_STARTED.to_string(), None),
-            JobOutcome::NoWorktree(why) => (why.clone(), None),
-            _ => ("interrupted".to_string(), None),
-        };
+        let (event, halt) = outcome.failure();
         // The builder's work exists only in its worktree: kept, and
         // recorded, because the next run removes it.
         let kept = kept_work(job).map(|k| k.describe(&ctx.repo));
         let keep_branch = halt.is_some() || kept.is_some();
-        let interrupted = matches!(
-            outcome,
-            JobOutcome::Interrupted
-                | JobOutcome::Pending
-                | JobOutcome::Clean
-                | JobOutcome::DiskFull(_)
-                | JobOutcome::CommitFailed(_)
-                | JobOutcome::NotRunnable(_)
-                | JobOutcome::NotStarted
-                | JobOutcome::NoWorktree(_)
-        );
+        let gives_back = outcome.gives_back();
         crate::sys::crash::point("verdict.before");
         let held = self
             .store
@@ -1857,29 +1941,10 @@ impl Run<'_> {
                         record.release();
                         record.halt(reason, vec![event.clone()]);
                     }
-                    None if interrupted => {
-                        // Stopped by the user, the disk, git's configuration or
-                        // a command that cannot run, not failed by the builder:
-                        // the attempt is given back.
+                    None if gives_back => {
                         record.give_back();
-                        match (outcome, &kept) {
-                            (JobOutcome::DiskFull(why), _) => {
-                                record.log("disk_full", Some(why.clone()))
-                            }
-                            (JobOutcome::NotRunnable(failed), _) => {
-                                record.log(failed.event(), Some(event.clone()))
-                            }
-                            (JobOutcome::NotStarted, _) => {
-                                record.log("not_started", Some(event.clone()))
-                            }
-                            (JobOutcome::NoWorktree(_), _) => {
-                                record.log("abandoned", Some(event.clone()))
-                            }
-                            (_, Some(kept)) => {
-                                record.log(worktree::KEPT_UNCOMMITTED, Some(kept.clone()))
-                            }
-                            _ => record.log("interrupted", Some(log.clone())),
-                        }
+                        let (name, detail) = outcome.given_back(&event, kept.as_ref(), &log);
+                        record.log(name, Some(detail));
                     }
                     None => {
                         record.release();
@@ -1893,28 +1958,35 @@ impl Run<'_> {
         if !held {
             return let_go(self.host, self.store, job, owner, self.progress);
         }
-        let (wo, log) = (id.clone(), job.log.clone());
-        self.progress.event(&match (halt, &kept) {
-            (Some(reason), _) => Event::Blocked {
-                wo,
-                reason: reason.to_owned(),
-                log,
-            },
-            (None, Some(_)) => Event::Kept {
-                wo,
-                reason: event,
-                worktree: job.worktree.clone(),
-                branch: branch_of(id),
-                log,
-            },
-            (None, None) => Event::Rework {
-                wo,
-                reason: event,
-                log,
-            },
-        });
+        self.progress
+            .event(&settled_event(job, halt, kept.is_some(), event));
         // A halted attempt's worktree and branch stay for inspection until `clear`.
         crate::run::pool::give_back(ctx, id, &branch_of(id), keep_branch)
+    }
+}
+
+/// What progress says of a settled attempt that did not pass: halted
+/// (`halt`), its work `kept` in its worktree, or back for rework.
+fn settled_event(job: &Job<'_>, halt: Option<&str>, kept: bool, failure: String) -> Event {
+    let (wo, log) = (job.wo.id.clone(), job.log.clone());
+    match (halt, kept) {
+        (Some(reason), _) => Event::Blocked {
+            wo,
+            reason: reason.to_owned(),
+            log,
+        },
+        (None, true) => Event::Kept {
+            wo,
+            reason: failure,
+            worktree: job.worktree.clone(),
+            branch: branch_of(&job.wo.id),
+            log,
+        },
+        (None, false) => Event::Rework {
+            wo,
+            reason: failure,
+            log,
+        },
     }
 }
 
@@ -2118,22 +2190,7 @@ fn finish(
         .collect();
     for row in &table.rows {
         if let Some(record) = halted.get(row.id.as_str()) {
-            let branch = branch_of(&row.id);
-            let kept = ctx
-                .repo
-                .try_find_reference(format!("refs/heads/{branch}").as_str())
-                .ok()
-                .flatten()
-                .is_some();
-            let log = (record.attempts > 0).then(|| log_path(ctx, &row.id, record.attempts));
-            summary.halted.push(Escalated {
-                wo_id: row.id.clone(),
-                reason: record.halt_reason.clone().unwrap_or_default(),
-                paths: record.halt_paths.clone(),
-                branch: kept.then_some(branch),
-                log: log.filter(|p| p.exists()).map(|p| p.display().to_string()),
-                last_failure: crate::run::reconcile::LastFailure::of(ctx, record),
-            });
+            summary.halted.push(escalated(ctx, &row.id, record));
         } else if row.status == Status::Done {
             summary.done.push(row.id.clone());
         } else if row.status == Status::Verified {
@@ -2155,43 +2212,71 @@ fn finish(
         }
     }
     for record in table.records.iter().filter(|r| ran.contains(&r.wo)) {
-        let wall = |kind: &str| {
-            let times: Vec<u64> = record
-                .verdicts
-                .iter()
-                .filter(|v| v.kind == kind)
-                .filter_map(|v| v.wall_ms)
-                .collect();
-            (!times.is_empty()).then(|| times.iter().sum())
-        };
-        let changed = match (&record.status, &record.checkpoint_after) {
-            (Status::Done, Some(sha)) => match gix::ObjectId::from_hex(sha.as_bytes()) {
-                Ok(merge) => snapshot
-                    .note(&merge)?
-                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                    .and_then(|note| Some(note.get("changed")?.as_array()?.len())),
-                Err(_) => None,
-            },
-            _ => None,
-        };
-        summary.orders.push(OrderRow {
-            wo_id: record.wo.clone(),
-            outcome: match &record.halt_reason {
-                Some(reason) if record.halted => format!("halted: {reason}"),
-                _ => record.status.to_string(),
-            },
-            state: record.status.state(record.halted),
-            attempts: record.attempts,
-            build_ms: wall("build"),
-            gate_ms: wall("gate"),
-            critic_ms: wall("critic"),
-            queue_wait_ms: record.queue_wait_ms,
-            merge_wait_ms: None,
-            changed,
-        });
+        summary.orders.push(order_row(&mut snapshot, record)?);
     }
     summary.orders.sort_by(|a, b| a.wo_id.cmp(&b.wo_id));
     Ok(())
+}
+
+/// A halted order in the summary: why, its kept branch and its last
+/// attempt's log where they are still there, and its last failure.
+fn escalated(ctx: &Context, id: &str, record: &Record) -> Escalated {
+    let branch = branch_of(id);
+    let kept = ctx
+        .repo
+        .try_find_reference(format!("refs/heads/{branch}").as_str())
+        .ok()
+        .flatten()
+        .is_some();
+    let log = (record.attempts > 0).then(|| log_path(ctx, id, record.attempts));
+    Escalated {
+        wo_id: id.to_owned(),
+        reason: record.halt_reason.clone().unwrap_or_default(),
+        paths: record.halt_paths.clone(),
+        branch: kept.then_some(branch),
+        log: log.filter(|p| p.exists()).map(|p| p.display().to_string()),
+        last_failure: crate::run::reconcile::LastFailure::of(ctx, record),
+    }
+}
+
+/// The summary's row of an order this run took up: its outcome, the time
+/// its steps took, and for a done order the files its merge changed (from
+/// the merge's note).
+fn order_row(snapshot: &mut crate::state::Snapshot<'_>, record: &Record) -> Result<OrderRow> {
+    let wall = |kind: &str| {
+        let times: Vec<u64> = record
+            .verdicts
+            .iter()
+            .filter(|v| v.kind == kind)
+            .filter_map(|v| v.wall_ms)
+            .collect();
+        (!times.is_empty()).then(|| times.iter().sum())
+    };
+    let changed = match (&record.status, &record.checkpoint_after) {
+        (Status::Done, Some(sha)) => match gix::ObjectId::from_hex(sha.as_bytes()) {
+            Ok(merge) => snapshot
+                .note(&merge)?
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .and_then(|note| Some(note.get("changed")?.as_array()?.len())),
+            Err(_) => None,
+        },
+        _ => None,
+    };
+    Ok(OrderRow {
+        wo_id: record.wo.clone(),
+        outcome: match &record.halt_reason {
+            Some(reason) if record.halted => format!("halted: {reason}"),
+            _ => record.status.to_string(),
+        },
+        state: record.status.state(record.halted),
+        attempts: record.attempts,
+        build_ms: wall("build"),
+        gate_ms: wall("gate"),
+        critic_ms: wall("critic"),
+        queue_wait_ms: record.queue_wait_ms,
+        merge_wait_ms: None,
+        changed,
+    })
 }
 
 /// Run the final gate once on the integration tip, in a throwaway worktree.

@@ -112,6 +112,21 @@ pub struct Summary {
     pub gate_runs: usize,
 }
 
+impl Summary {
+    /// The summary of race `run_id` of order `id` off `base`, before
+    /// anything is known of its instances.
+    fn new(id: &str, run_id: &str, base: gix::ObjectId, opts: &Options) -> Summary {
+        Summary {
+            version: crate::JSON_VERSION,
+            wo_id: id.to_owned(),
+            run_id: run_id.to_owned(),
+            base: base.to_string(),
+            min_score: opts.min_score,
+            ..Summary::default()
+        }
+    }
+}
+
 fn log_path(ctx: &Context, id: &str, run_id: &str, k: u32) -> PathBuf {
     crate::git::layout::logs(&ctx.repo, id).join(format!("{run_id}-{k}.log"))
 }
@@ -149,17 +164,12 @@ pub fn run(
             reason: state::RETRY_CAP_EXHAUSTED.into(),
         });
         return Ok(Summary {
-            version: crate::JSON_VERSION,
             exit: crate::ExitCode::Escalation,
-            wo_id: id.to_owned(),
-            run_id,
-            base: base.to_string(),
-            min_score: opts.min_score,
             escalation: Some(format!(
                 "work order '{id}' has used all its attempts: halted {}, nothing built; 'git arbiter clear {id}' starts it afresh, or raise arbiter.retryCap",
                 state::RETRY_CAP_EXHAUSTED
             )),
-            ..Summary::default()
+            ..Summary::new(id, &run_id, base, opts)
         });
     };
     progress.event(&Event::Race {
@@ -179,14 +189,7 @@ pub fn run(
         progress,
         jobs: Vec::new(),
         keep: Vec::new(),
-        summary: Summary {
-            version: crate::JSON_VERSION,
-            wo_id: id.to_owned(),
-            run_id: run_id.clone(),
-            base: base.to_string(),
-            min_score: opts.min_score,
-            ..Summary::default()
-        },
+        summary: Summary::new(id, &run_id, base, opts),
         run_id,
     };
     race.make_worktrees()?;
@@ -250,6 +253,18 @@ fn recover(
     }
     crate::run::conduct::recover(ctx, orders, store, branch, me, progress)?;
     Ok(())
+}
+
+/// How one instance's try at landing went.
+enum Tried<'r> {
+    /// It landed, or its work was in already: the branch's commit now.
+    Landed(gix::ObjectId),
+    /// Its merge was refused (conflict, drift, or, with its request, gates
+    /// failing on the merged result): the next-best is tried.
+    Refused(Option<merge::Request<'r>>),
+    /// The race ended here (waiting to land, stopped, withdrawn): its
+    /// summary is final.
+    Over,
 }
 
 /// One race in progress: the attempt it holds and its instances.
@@ -459,82 +474,116 @@ impl<'r> Race<'r> {
             if n > 0 && !self.fall_back(idx)? {
                 break;
             }
-            let request = self.request(idx, branch)?;
-            self.progress.phase(&self.wo.id, Phase::Merge);
-            let entry = Entry {
-                req: request.clone(),
-                entered: Instant::now(),
-                verified: None,
-            };
-            let fate = queue.land(vec![entry], self.progress)?.pop();
-            let (outcome, paths, sha) = match fate.map(|(_, fate)| fate) {
-                Some(Fate::Landed { sha, .. }) => ("merged".to_owned(), Vec::new(), Some(sha)),
-                Some(Fate::UpToDate) => (
-                    "up_to_date".to_owned(),
-                    Vec::new(),
-                    Some(self.ctx.branch_tip(branch)?),
-                ),
-                Some(Fate::Halted { reason, paths }) => (reason, paths, None),
-                Some(Fate::Waiting { why, hint }) => {
-                    // Passed, but the checkout cannot follow now: the work
-                    // waits to land on the order's branch, and a round
-                    // lands it from there.
-                    worktree::keep_on_branch(self.ctx, &self.wo.id, request.source)?;
-                    let instance = self.jobs[idx].k;
-                    self.summary.merges.push(MergeTry {
-                        instance,
-                        outcome: "waiting".into(),
-                        paths: Vec::new(),
-                    });
-                    self.summary.waiting = Some(format!("{why}; {hint}"));
+            match self.try_land(&mut queue, idx, branch)? {
+                Tried::Landed(sha) => {
                     self.summary.gate_runs = queue.gate_runs;
-                    self.keep = vec![self.opts.keep_losers; self.jobs.len()];
-                    self.end_with(false)?;
-                    return Ok(None);
+                    return Ok(Some((idx, sha)));
                 }
-                Some(Fate::GateFailed { .. }) => {
-                    unlanded = Some(request);
-                    (queue::MERGED_GATE_FAILED.to_owned(), Vec::new(), None)
+                Tried::Refused(request) => {
+                    unlanded = request.or(unlanded);
+                    // Kept for inspection unless a later instance lands.
+                    self.keep[idx] = true;
                 }
-                Some(Fate::Interrupted) | None => {
-                    // Stopped while verifying: nothing landed.
-                    self.summary.gate_runs = queue.gate_runs;
-                    self.stopped("interrupted while verifying the merged result")?;
-                    return Ok(None);
-                }
-                Some(Fate::Withdrawn { reason }) => {
-                    // Halted (or taken over) during the race: nothing lands,
-                    // every instance is kept for inspection.
-                    self.summary.escalation =
-                        Some(format!("the work order was {reason}; nothing was merged"));
-                    self.summary.exit = crate::ExitCode::Escalation;
-                    self.summary.gate_runs = queue.gate_runs;
-                    self.end(true)?;
-                    self.release()?;
-                    return Ok(None);
-                }
-            };
-            let instance = self.jobs[idx].k;
-            self.progress.event(&Event::RaceMerge {
-                wo: self.wo.id.clone(),
-                instance,
-                outcome: outcome.clone(),
-                paths: paths.clone(),
-            });
-            self.summary.merges.push(MergeTry {
-                instance,
-                outcome,
-                paths,
-            });
-            if let Some(sha) = sha {
-                self.summary.gate_runs = queue.gate_runs;
-                return Ok(Some((idx, sha)));
+                Tried::Over => return Ok(None),
             }
-            // Kept for inspection unless a later instance lands.
-            self.keep[idx] = true;
         }
         self.summary.gate_runs = queue.gate_runs;
-        // The last try failed the gates as merged: the attempt is spent.
+        self.none_landed(&queue, unlanded)?;
+        Ok(None)
+    }
+
+    /// Try to land instance `idx` through `queue`, and record the try.
+    fn try_land(
+        &mut self,
+        queue: &mut Queue<'_>,
+        idx: usize,
+        branch: &'r gix::refs::FullName,
+    ) -> Result<Tried<'r>> {
+        let request = self.request(idx, branch)?;
+        self.progress.phase(&self.wo.id, Phase::Merge);
+        let entry = Entry {
+            req: request.clone(),
+            entered: Instant::now(),
+            verified: None,
+        };
+        let fate = queue.land(vec![entry], self.progress)?.pop();
+        let (outcome, paths, tried) = match fate.map(|(_, fate)| fate) {
+            Some(Fate::Landed { sha, .. }) => ("merged".to_owned(), Vec::new(), Tried::Landed(sha)),
+            Some(Fate::UpToDate) => (
+                "up_to_date".to_owned(),
+                Vec::new(),
+                Tried::Landed(self.ctx.branch_tip(branch)?),
+            ),
+            Some(Fate::Halted { reason, paths }) => (reason, paths, Tried::Refused(None)),
+            Some(Fate::GateFailed { .. }) => (
+                queue::MERGED_GATE_FAILED.to_owned(),
+                Vec::new(),
+                Tried::Refused(Some(request)),
+            ),
+            Some(Fate::Waiting { why, hint }) => {
+                self.wait_to_land(idx, request.source, &format!("{why}; {hint}"), queue)?;
+                return Ok(Tried::Over);
+            }
+            Some(Fate::Interrupted) | None => {
+                // Stopped while verifying: nothing landed.
+                self.summary.gate_runs = queue.gate_runs;
+                self.stopped("interrupted while verifying the merged result")?;
+                return Ok(Tried::Over);
+            }
+            Some(Fate::Withdrawn { reason }) => {
+                // Halted (or taken over) during the race: nothing lands,
+                // every instance is kept for inspection.
+                self.summary.escalation =
+                    Some(format!("the work order was {reason}; nothing was merged"));
+                self.summary.exit = crate::ExitCode::Escalation;
+                self.summary.gate_runs = queue.gate_runs;
+                self.end(true)?;
+                self.release()?;
+                return Ok(Tried::Over);
+            }
+        };
+        let instance = self.jobs[idx].k;
+        self.progress.event(&Event::RaceMerge {
+            wo: self.wo.id.clone(),
+            instance,
+            outcome: outcome.clone(),
+            paths: paths.clone(),
+        });
+        self.summary.merges.push(MergeTry {
+            instance,
+            outcome,
+            paths,
+        });
+        Ok(tried)
+    }
+
+    /// Instance `idx` passed, but the checkout cannot follow now (`why`):
+    /// its work `source` waits to land on the order's branch, and a round
+    /// lands it from there.
+    fn wait_to_land(
+        &mut self,
+        idx: usize,
+        source: gix::ObjectId,
+        why: &str,
+        queue: &Queue<'_>,
+    ) -> Result<()> {
+        worktree::keep_on_branch(self.ctx, &self.wo.id, source)?;
+        self.summary.merges.push(MergeTry {
+            instance: self.jobs[idx].k,
+            outcome: "waiting".into(),
+            paths: Vec::new(),
+        });
+        self.summary.waiting = Some(why.to_owned());
+        self.summary.gate_runs = queue.gate_runs;
+        self.keep = vec![self.opts.keep_losers; self.jobs.len()];
+        self.end_with(false)?;
+        Ok(())
+    }
+
+    /// No passing instance landed: when the last try failed the gates as
+    /// merged (`unlanded`, its request), the attempt is spent; the race
+    /// escalates.
+    fn none_landed(&mut self, queue: &Queue<'_>, unlanded: Option<merge::Request>) -> Result<()> {
         let last_failed_merged = self
             .summary
             .merges
@@ -553,7 +602,7 @@ impl<'r> Race<'r> {
         );
         self.summary.exit = crate::ExitCode::Escalation;
         self.end(false)?;
-        Ok(None)
+        Ok(())
     }
 
     /// Before trying instance `idx` after another: when the previous try's
@@ -772,7 +821,8 @@ impl<'r> Race<'r> {
     }
 }
 
-/// The attempt, recorded before anything is built (as the round's dispatch).
+/// The attempt, recorded before anything is built (as the round's
+/// dispatch); `None` when every attempt is spent (the order halts).
 #[allow(clippy::too_many_arguments)]
 fn dispatch(
     ctx: &Context,
@@ -798,70 +848,8 @@ fn dispatch(
             }
         }
         let mut r = txn.record(&wo.id, !wo.deps.is_empty())?;
-        if r.halted {
-            return Err(InputError::new(format!(
-                "work order '{}' is halted ({})",
-                wo.id,
-                r.halt_reason.as_deref().unwrap_or("no reason recorded")
-            ))
-            .hint(format!("'git arbiter clear {}' lifts the halt", wo.id))
-            .into());
-        }
-        if r.status == Status::Done || ctx.landed(base)?.merge_of(&wo.id).is_some() {
-            return Err(
-                InputError::new(format!("work order '{}' is already done", wo.id))
-                    .hint(r.done_hint())
-                    .into(),
-            );
-        }
-        if r.waits_to_land() {
-            return Err(InputError::new(format!(
-                "work order '{}' passed and waits to land: {}",
-                wo.id,
-                r.landing
-                    .as_ref()
-                    .and_then(|l| l.blocked.as_deref())
-                    .unwrap_or("it has not landed yet")
-            ))
-            .hint(format!(
-                "'git arbiter round' (or 'git arbiter retry {}') lands it without a rebuild",
-                wo.id
-            ))
-            .into());
-        }
-        if r.status == Status::InProgress
-            && r.owner
-                .as_deref()
-                .is_some_and(|o| crate::run::conductor::is_live(ctx, o))
-        {
-            return Err(InputError::new(format!(
-                "work order '{}' is being built by another conductor",
-                wo.id
-            ))
-            .hint("wait for it, or 'git arbiter stop' it")
-            .into());
-        }
-        if let Some(holder) = crate::run::batch::claim_holder(ctx, txn, orders, wo, &me.name)? {
-            return Err(InputError::new(format!(
-                "work order '{}' could touch files of '{holder}', which another conductor is building now",
-                wo.id
-            ))
-            .hint(format!("race it once '{holder}' has settled ('git arbiter status' shows it)"))
-            .into());
-        }
-        for dep in &wo.deps {
-            let done = txn
-                .stored(dep)?
-                .is_some_and(|d| d.status == Status::Done && !d.halted);
-            if !done {
-                return Err(InputError::new(format!(
-                    "work order '{}' depends on '{dep}', which is not done",
-                    wo.id
-                ))
-                .hint(format!("race or round '{dep}' first"))
-                .into());
-            }
-        }
+        refuse_by_record(ctx, wo, &r, base)?;
+        refuse_by_others(ctx, txn, orders, wo, me)?;
         r.cap = cap;
         // One rule with a round's dispatch: every attempt spent, it halts.
         if r.attempts >= r.cap {
@@ -881,6 +869,94 @@ fn dispatch(
     })?;
     crate::sys::crash::point("dispatch.after");
     Ok(attempt)
+}
+
+/// Refuse to race `wo` for what its record `r` says: halted, done (or a
+/// merge of it on `base`), passed and waiting to land, or being built by
+/// another live conductor.
+fn refuse_by_record(
+    ctx: &Context,
+    wo: &WorkOrder,
+    r: &state::Record,
+    base: gix::ObjectId,
+) -> Result<()> {
+    if r.halted {
+        return Err(InputError::new(format!(
+            "work order '{}' is halted ({})",
+            wo.id,
+            r.halt_reason.as_deref().unwrap_or("no reason recorded")
+        ))
+        .hint(format!("'git arbiter clear {}' lifts the halt", wo.id))
+        .into());
+    }
+    if r.status == Status::Done || ctx.landed(base)?.merge_of(&wo.id).is_some() {
+        return Err(
+            InputError::new(format!("work order '{}' is already done", wo.id))
+                .hint(r.done_hint())
+                .into(),
+        );
+    }
+    if r.waits_to_land() {
+        return Err(InputError::new(format!(
+            "work order '{}' passed and waits to land: {}",
+            wo.id,
+            r.landing
+                .as_ref()
+                .and_then(|l| l.blocked.as_deref())
+                .unwrap_or("it has not landed yet")
+        ))
+        .hint(format!(
+            "'git arbiter round' (or 'git arbiter retry {}') lands it without a rebuild",
+            wo.id
+        ))
+        .into());
+    }
+    if r.status == Status::InProgress
+        && r.owner
+            .as_deref()
+            .is_some_and(|o| crate::run::conductor::is_live(ctx, o))
+    {
+        return Err(InputError::new(format!(
+            "work order '{}' is being built by another conductor",
+            wo.id
+        ))
+        .hint("wait for it, or 'git arbiter stop' it")
+        .into());
+    }
+    Ok(())
+}
+
+/// Refuse to race `wo` for what other orders' records say: one another
+/// conductor builds could touch its files, or a dependency is not done.
+fn refuse_by_others(
+    ctx: &Context,
+    txn: &mut state::Txn<'_, '_>,
+    orders: &Orders,
+    wo: &WorkOrder,
+    me: &Conductor,
+) -> Result<()> {
+    if let Some(holder) = crate::run::batch::claim_holder(ctx, txn, orders, wo, &me.name)? {
+        return Err(InputError::new(format!(
+            "work order '{}' could touch files of '{holder}', which another conductor is building now",
+            wo.id
+        ))
+        .hint(format!("race it once '{holder}' has settled ('git arbiter status' shows it)"))
+        .into());
+    }
+    for dep in &wo.deps {
+        let done = txn
+            .stored(dep)?
+            .is_some_and(|d| d.status == Status::Done && !d.halted);
+        if !done {
+            return Err(InputError::new(format!(
+                "work order '{}' depends on '{dep}', which is not done",
+                wo.id
+            ))
+            .hint(format!("race or round '{dep}' first"))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 fn describe_all(cands: &[Candidate]) -> String {
