@@ -437,9 +437,15 @@ fn git_maintenance_beside_runs_loses_nothing() {
         // The test's own commit races `git gc` as any git command does
         // (gc removes the empty object folder `git add` is writing into):
         // the user would run it again, so does the test.
-        let committed = (0..5).any(|_| env.git_try_in(&env.repo, &["add", "-A"]).code == 0);
-        assert!(committed, "git add -A failed five times beside git gc");
-        env.git(&["commit", "-q", "-m", &format!("orders of round {round}")]);
+        let message = format!("orders of round {round}");
+        let added = (0..5).any(|_| env.git_try_in(&env.repo, &["add", "-A"]).code == 0);
+        assert!(added, "git add -A failed five times beside git gc");
+        let committed = (0..5).any(|_| {
+            env.git_try_in(&env.repo, &["commit", "-q", "-m", &message])
+                .code
+                == 0
+        });
+        assert!(committed, "git commit failed five times beside git gc");
         let mut args = vec!["round", "--json", "--build", build];
         args.extend_from_slice(extra);
         let run = env.run(&args);

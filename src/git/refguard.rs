@@ -44,9 +44,73 @@ pub fn guarded<T>(repo: &gix::Repository, reference: &str, edit: impl FnOnce() -
     let lock = ref_lock(repo, reference);
     clear_named(&dir, &lock);
     let marker = Marker::take(&dir, &lock);
+    // gix trusts its snapshot of `packed-refs` while the file's mtime is
+    // unchanged, and a `git pack-refs` beside us can rewrite it within one
+    // tick of the file system's clock: a ref packed meanwhile (its loose
+    // file gone) would read as its older packed value, or as missing.
+    let _ = repo.refs.force_refresh_packed_buffer();
     let out = edit();
     drop(marker);
     out
+}
+
+/// Why [`delete`] did not delete a ref.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    #[error("cannot run git to delete {reference}: {source}")]
+    Spawn {
+        reference: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("git could not delete {reference}: {stderr}")]
+    Refused { reference: String, stderr: String },
+}
+
+/// Delete `reference` (a full name), if it still points at `expected` when
+/// given, marked as [`guarded`] marks an edit. Done by stock git, not gix:
+/// gix 0.90 deletes a packed ref by rewriting `packed-refs` from a snapshot
+/// it read before taking `packed-refs.lock` and validated by mtime alone, so
+/// a `git pack-refs` beside it loses every ref packed in between (the
+/// integration branch rolled back under a run). git re-reads the file under
+/// its lock and validates it by inode and size as well. A ref that does not
+/// exist is deleted already (unless `expected` names a value).
+pub fn delete(
+    repo: &gix::Repository,
+    reference: &str,
+    expected: Option<gix::ObjectId>,
+) -> Result<(), DeleteError> {
+    guarded(repo, reference, || {
+        let mut cmd = std::process::Command::new("git");
+        for var in crate::git::config_env::GIT_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.arg("--git-dir")
+            .arg(repo.current_dir().join(repo.common_dir()))
+            .args(["update-ref", "--no-deref", "-d", reference]);
+        if let Some(expected) = expected {
+            cmd.arg(expected.to_string());
+        }
+        let out = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .map_err(|source| DeleteError::Spawn {
+                reference: reference.to_owned(),
+                source,
+            })?;
+        // Whatever git read, ours is older now.
+        let _ = repo.refs.force_refresh_packed_buffer();
+        if out.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        Err(DeleteError::Refused {
+            reference: reference.to_owned(),
+            stderr: stderr.lines().next().unwrap_or_default().trim().to_owned(),
+        })
+    })
 }
 
 /// How often [`edit`] tries a ref edit that failed but for a lost race.
@@ -365,6 +429,66 @@ pub fn clear_left_by_killed_edit(repo: &gix::Repository) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A repository whose `packed-refs` holds `main` and `gone`, opened by
+    /// gix with that file read; then `git pack-refs` packs `late` (a new
+    /// branch) and the file is given its old mtime back, as a rewrite in
+    /// the same tick of the file system's clock leaves it.
+    fn packed_behind_gix_back() -> (tempfile::TempDir, PathBuf, gix::Repository, String) {
+        use crate::testutil::{git, new_repo, scratch};
+        let (root, dir) = scratch();
+        let repo_dir = new_repo(&dir, "r");
+        git(&dir, &repo_dir, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        git(&dir, &repo_dir, &["branch", "gone"]);
+        git(&dir, &repo_dir, &["pack-refs", "--all"]);
+        let repo = gix::open_opts(&repo_dir, gix::open::Options::isolated()).expect("open");
+        assert!(repo.try_find_reference("refs/heads/gone").expect("find").is_some());
+        let packed = repo_dir.join(".git/packed-refs");
+        let mtime = std::fs::metadata(&packed).and_then(|m| m.modified()).expect("mtime");
+        git(&dir, &repo_dir, &["commit", "-q", "--allow-empty", "-m", "two"]);
+        let late = git(&dir, &repo_dir, &["rev-parse", "HEAD"]).trim().to_owned();
+        git(&dir, &repo_dir, &["branch", "late"]);
+        git(&dir, &repo_dir, &["pack-refs", "--all"]);
+        std::fs::File::options()
+            .write(true)
+            .open(&packed)
+            .and_then(|f| f.set_modified(mtime))
+            .expect("set mtime");
+        (root, repo_dir, repo, late)
+    }
+
+    /// gix deletes a packed ref by writing back its snapshot of
+    /// `packed-refs`: with a snapshot older than the file, it drops what git
+    /// packed meanwhile. [`delete`] leaves that to git, which re-reads the
+    /// file under its lock.
+    #[test]
+    fn deleting_a_packed_ref_keeps_refs_packed_behind_gix_back() {
+        let (_root, dir, repo, late) = packed_behind_gix_back();
+        delete(&repo, "refs/heads/gone", None).expect("delete");
+        let git = |args: &[&str]| crate::testutil::git(&dir, &dir, args);
+        assert_eq!(git(&["rev-parse", "refs/heads/late"]).trim(), late);
+        assert_eq!(git(&["rev-parse", "main"]).trim(), late);
+        assert!(crate::testutil::git_command(&dir, &dir)
+            .args(["rev-parse", "-q", "--verify", "refs/heads/gone"])
+            .status()
+            .is_ok_and(|s| !s.success()));
+        // And gix sees the file as it is now.
+        assert!(repo.try_find_reference("refs/heads/gone").expect("find").is_none());
+        assert!(repo.try_find_reference("refs/heads/late").expect("find").is_some());
+    }
+
+    /// An edit reads the refs as they are, not as gix's snapshot of
+    /// `packed-refs` had them: `late`, packed behind its back, is there.
+    #[test]
+    fn a_guarded_edit_sees_refs_packed_behind_gix_back() {
+        let (_root, _dir, repo, late) = packed_behind_gix_back();
+        let seen = guarded(&repo, "refs/heads/late", || {
+            repo.try_find_reference("refs/heads/late")
+                .expect("find")
+                .map(|mut r| r.peel_to_id().expect("peel").to_string())
+        });
+        assert_eq!(seen.as_deref(), Some(late.as_str()));
+    }
 
     fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let root = tempfile::tempdir().expect("tempdir");

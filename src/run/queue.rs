@@ -875,20 +875,8 @@ fn drop_dead_chain_refs(ctx: &Context) -> Result<()> {
 
 /// Delete the ref `name`, whatever it points at.
 fn drop_ref(repo: &gix::Repository, name: &str) -> Result<()> {
-    use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
-    let full = FullName::try_from(name).git_context(format!("the ref name {name}"))?;
-    crate::git::refguard::edit(repo, name, || {
-        repo.edit_reference(RefEdit {
-            change: Change::Delete {
-                expected: PreviousValue::Any,
-                log: RefLog::AndReference,
-            },
-            name: full.clone(),
-            deref: false,
-        })
-    })
-    .git_context(format!("deleting {name}"))?;
-    Ok(())
+    crate::git::refguard::delete(repo, name, None)
+        .git_context(format!("deleting {name}"))
 }
 
 impl Drop for Queue<'_> {

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+use gix::refs::transaction::PreviousValue;
 use gix::refs::{FullName, Target};
 use gix::ObjectId;
 use serde::Serialize;
@@ -546,56 +546,17 @@ pub fn verify_branch(conductor: &str) -> String {
     format!("arbiter-verify/{conductor}")
 }
 
-/// How often a branch deletion that lost to a concurrent ref edit is tried again.
-const DELETE_RETRIES: u32 = 25;
-
 fn delete_branch(repo: &gix::Repository, full: &FullName, expect: Option<ObjectId>) -> Result<()> {
-    let expected = match expect {
-        Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
-        None => PreviousValue::MustExist,
-    };
-    let delete = || {
-        crate::git::refguard::guarded(repo, &full.as_bstr().to_string(), || {
-            repo.edit_reference(RefEdit {
-                change: Change::Delete {
-                    expected: expected.clone(),
-                    log: RefLog::AndReference,
-                },
-                name: full.clone(),
-                deref: false,
-            })
-        })
-    };
-    let mut deleted = delete();
-    // A deletion prepared while another ref edit holds `packed-refs.lock`
-    // (a builder's commit, a merge's compare-and-swap) and no `packed-refs`
-    // exists fails in gix 0.90 once that lock is gone ("Could not commit
-    // packed-ref transaction"): it is only that moment, so try again.
-    let lock = crate::git::refguard::blocking_lock(repo, &full.as_bstr().to_string());
-    for _ in 0..DELETE_RETRIES {
-        // A lock that is still there is someone's: reported below, not waited on.
-        if deleted.is_ok()
-            || lock.exists()
-            || repo
-                .try_find_reference(full.as_ref())
-                .ok()
-                .flatten()
-                .is_none()
-        {
-            break;
+    let name = full.as_bstr().to_string();
+    crate::git::refguard::delete(repo, &name, expect).or_else(|e| {
+        // git waited for the lock as long as its configuration says: one
+        // that is still there is someone's, reported rather than waited on.
+        let lock = crate::git::refguard::blocking_lock(repo, &name);
+        if lock.exists() {
+            return Err(ref_locked(&format!("delete {name}"), &lock));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        deleted = delete();
-    }
-    match deleted {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            if lock.exists() {
-                return Err(ref_locked(&format!("delete {}", full.as_bstr()), &lock));
-            }
-            Err(e).git_context(format!("deleting {}", full.as_bstr()))
-        }
-    }
+        Err(e).git_context(format!("deleting {name}"))
+    })
 }
 
 /// Drop `<git-common-dir>/worktrees/<name>` when it points at no worktree:

@@ -550,16 +550,12 @@ impl<'repo> Snapshot<'repo> {
 
     /// The raw note attached to `object`, if any.
     pub fn note(&mut self, object: &gix::hash::oid) -> Result<Option<Vec<u8>>, Error> {
-        match self
-            .notes
-            .get(object, &self.repo.objects)
-            .map_err(git_err)?
-        {
-            Some(blob) => Ok(Some(
-                self.repo.find_blob(blob).map_err(git_err)?.take_data(),
-            )),
-            None => Ok(None),
-        }
+        let (repo, notes) = (self.repo, &mut self.notes);
+        crate::git::odb::retry_transient(|| match notes.get(object, &repo.objects) {
+            Ok(Some(blob)) => Ok(Some(repo.find_blob(blob).map_err(git_err)?.take_data())),
+            Ok(None) => Ok(None),
+            Err(e) => Err(git_err(e)),
+        })
     }
 
     /// The ids of the work orders with a key under `wo-keys/` (every record
@@ -998,6 +994,13 @@ fn contended(repo: &gix::Repository, reference: &str) -> Error {
 
 /// The tip of `notes_ref` (`None`: no notes yet) and its notes tree, ready to read and edit.
 fn read_notes(
+    repo: &gix::Repository,
+    notes_ref: &str,
+) -> Result<(Option<ObjectId>, gix::note::plumbing::State), Error> {
+    crate::git::odb::retry_transient(|| read_notes_once(repo, notes_ref))
+}
+
+fn read_notes_once(
     repo: &gix::Repository,
     notes_ref: &str,
 ) -> Result<(Option<ObjectId>, gix::note::plumbing::State), Error> {

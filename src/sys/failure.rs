@@ -44,8 +44,14 @@ pub fn is_disk_full(e: &(dyn std::error::Error + 'static)) -> bool {
 /// `git prune`) beside us makes an object write or read fail for a moment:
 /// an empty fan-out folder removed between its creation and the rename of
 /// a new loose object into it (git retries that case too), or a loose
-/// object read just as it moved into a pack?
+/// object read just as it moved into a pack, or an object looked up in the
+/// packs as `git repack -a -d` replaced them (gix sees neither the old pack
+/// nor yet the new one)? The caller retries only objects that a ref or a
+/// tree it read names: a miss that lasts is reported after the retries.
 pub fn is_transient_object_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    if causes(e).any(|c| c.to_string().contains("could not be found")) {
+        return true;
+    }
     let missing = causes(e).any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)
