@@ -228,7 +228,8 @@ fn lock_pause(started: std::time::Instant) -> std::time::Duration {
 /// verified (git does that in `git fsck` only; at 50,000 entries it costs
 /// twice the decoding).
 pub(crate) fn read_index(wt: &gix::Repository) -> Result<gix::index::File> {
-    // A worktree without files is refused before its index is read.
+    // The message names the worktree's folder: a repository without one
+    // is refused before its index is read.
     let dir = workdir(wt)?;
     Ok(gix::index::File::at(
         wt.index_path(),
