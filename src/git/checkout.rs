@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use gix::bstr::{BStr, ByteSlice};
+use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 
 use crate::git::diff::Changed;
@@ -21,7 +21,92 @@ use crate::git::index_memo::{flat_tree, index_mode, remember_holds_of};
 use crate::git::paths::{rel_path, workdir};
 use crate::git::splitindex;
 use crate::sys::caches::Caches;
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading checkout options: {source}")]
+    Options {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading tree {tree}: {source}")]
+    ReadTree {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    /// A path of the tree git would refuse to check out.
+    #[error("reading tree {tree}: the path '{}' is invalid: {source}", path.to_str_lossy())]
+    InvalidPath {
+        tree: ObjectId,
+        path: BString,
+        #[source]
+        source: gix::validate::path::component::Error,
+    },
+    #[error("removing {}: {source}", path.display())]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("creating {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening the object database: {source}")]
+    Objects {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("updating the files of {}: {source}", dir.display())]
+    Checkout {
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    /// The first file the checkout could not write.
+    #[error("updating {} in {}: {source}", path.to_str_lossy(), dir.display())]
+    Update {
+        path: BString,
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    /// The first file the checkout found something else in the place of.
+    #[error("updating the files of {}: '{path}' collided ({kind:?})", dir.display())]
+    Collision {
+        dir: PathBuf,
+        path: BString,
+        kind: std::io::ErrorKind,
+    },
+    #[error("moving the new {} into place: {source}", path.display())]
+    Move {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("applying {}: {source}", file.display())]
+    Sparse {
+        file: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Untracked files in a checked-out worktree where a merge puts tracked
 /// ones: that merge cannot land there now (others may), and nothing moved.
@@ -29,7 +114,7 @@ use crate::sys::error::{Error, GitContext, InputError, Result};
 pub struct Blocked {
     pub paths: Vec<String>,
     /// The refusal as a standalone `merge-back` reports it.
-    pub error: Error,
+    pub error: crate::sys::error::Error,
 }
 
 /// Two-way checkout of `wt` from `old_tree` to `new_tree`, whose index and
@@ -188,7 +273,7 @@ pub(crate) fn in_place_options(
 ) -> Result<gix::worktree::state::checkout::Options> {
     let mut options = wt
         .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
-        .git_context("reading checkout options")?;
+        .map_err(|source| Error::Options { source })?;
     options.destination_is_initially_empty = false;
     options.overwrite_existing = true;
     Ok(options)
@@ -203,15 +288,19 @@ pub(crate) fn new_entries<'a>(
     options: &gix::worktree::state::checkout::Options,
 ) -> Result<(gix::index::State, Vec<&'a [u8]>)> {
     use gix::index::entry::{Flags, Stat};
-    let tree = wt
-        .find_tree(new_tree)
-        .git_context(format!("reading tree {new_tree}"))?;
+    let tree = wt.find_tree(new_tree).map_err(|source| Error::ReadTree {
+        tree: new_tree,
+        source,
+    })?;
     let mut writes = gix::index::State::new(wt.object_hash());
     let mut gone = Vec::new();
     for c in changed {
         let entry = tree
             .lookup_entry(c.path.split(|b| *b == b'/'))
-            .git_context(format!("reading tree {new_tree}"))?
+            .map_err(|source| Error::ReadTree {
+                tree: new_tree,
+                source,
+            })?
             .filter(|e| !e.mode().is_tree());
         match entry {
             Some(e) => {
@@ -221,10 +310,11 @@ pub(crate) fn new_entries<'a>(
                     let leaf_mode = (components.peek().is_none() && e.mode().is_link())
                         .then_some(gix::validate::path::component::Mode::Symlink);
                     gix::validate::path::component(name.as_bstr(), leaf_mode, options.validate)
-                        .git_context(format!(
-                            "reading tree {new_tree}: the path '{}' is invalid",
-                            c.path.to_str_lossy()
-                        ))?;
+                        .map_err(|source| Error::InvalidPath {
+                            tree: new_tree,
+                            path: c.path.as_slice().into(),
+                            source,
+                        })?;
                 }
                 writes.dangerously_push_entry(
                     Stat::default(),
@@ -320,8 +410,10 @@ pub(crate) fn remove_paths<'a>(dir: &Path, paths: impl Iterator<Item = &'a [u8]>
                 // A gitlink's folder: remove it only when empty (never a populated submodule).
                 let _ = std::fs::remove_dir(&abs);
             }
-            Ok(_) => std::fs::remove_file(&abs)
-                .map_err(Error::io(format!("removing {}", abs.display())))?,
+            Ok(_) => std::fs::remove_file(&abs).map_err(|source| Error::Remove {
+                path: abs.clone(),
+                source,
+            })?,
             Err(_) => {}
         }
         for parent in rel.ancestors().skip(1) {
@@ -363,7 +455,10 @@ pub(crate) fn write_files(
         return crate::git::encoding::as_git_writes_it(wt, index, dir);
     }
     let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir(&staging).map_err(Error::io(format!("creating {}", staging.display())))?;
+    std::fs::create_dir(&staging).map_err(|source| Error::Create {
+        path: staging.clone(),
+        source,
+    })?;
     options.destination_is_initially_empty = true;
     options.overwrite_existing = false;
     let written = checkout_into(wt, index, &staging, options)
@@ -392,7 +487,7 @@ fn checkout_into(
         .objects
         .clone()
         .into_arc()
-        .git_context("opening the object database")?;
+        .map_err(|source| Error::Objects { source })?;
     let outcome = gix::worktree::state::checkout(
         index,
         dest,
@@ -402,8 +497,11 @@ fn checkout_into(
         &AtomicBool::new(false),
         options,
     )
-    .git_context(format!("updating the files of {}", dest.display()))?;
-    check_outcome(dest, &outcome)
+    .map_err(|source| Error::Checkout {
+        dir: dest.to_owned(),
+        source,
+    })?;
+    check_outcome(dest, outcome)
 }
 
 /// Rename each file [`checkout_into`] wrote under `staging` to its place in
@@ -418,41 +516,49 @@ fn move_into_place(index: &mut gix::index::State, staging: &Path, dir: &Path) ->
         let rel = rel_path(entry.path_in(paths).as_bytes())?;
         let (from, to) = (staging.join(&rel), dir.join(&rel));
         if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(Error::io(format!("creating {}", parent.display())))?;
+            std::fs::create_dir_all(parent).map_err(|source| Error::Create {
+                path: parent.to_owned(),
+                source,
+            })?;
         }
         if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_dir()) {
             // A submodule's folder: made, never moved over a populated one.
-            std::fs::create_dir_all(&to)
-                .map_err(Error::io(format!("creating {}", to.display())))?;
+            std::fs::create_dir_all(&to).map_err(|source| Error::Create {
+                path: to.clone(),
+                source,
+            })?;
         } else {
-            std::fs::rename(&from, &to).map_err(Error::io(format!(
-                "moving the new {} into place",
-                to.display()
-            )))?;
+            std::fs::rename(&from, &to).map_err(|source| Error::Move {
+                path: to.clone(),
+                source,
+            })?;
         }
-        let meta = gix::index::fs::Metadata::from_path_no_follow(&to)
-            .map_err(Error::io(format!("reading {}", to.display())))?;
+        let meta =
+            gix::index::fs::Metadata::from_path_no_follow(&to).map_err(|source| Error::Read {
+                path: to.clone(),
+                source,
+            })?;
         entry.stat = Stat::from_fs(&meta).unwrap_or_default();
     }
     Ok(())
 }
 
-fn check_outcome(dir: &Path, outcome: &gix::worktree::state::checkout::Outcome) -> Result<()> {
-    if let Some(first) = outcome.errors.first() {
-        return Err(Error::git(format!(
-            "updating {} in {}",
-            first.path.to_str_lossy(),
-            dir.display()
-        ))(first.error.to_string().into()));
+fn check_outcome(dir: &Path, outcome: gix::worktree::state::checkout::Outcome) -> Result<()> {
+    if let Some(first) = outcome.errors.into_iter().next() {
+        return Err(Error::Update {
+            path: first.path,
+            dir: dir.to_owned(),
+            source: first.error,
+        }
+        .into());
     }
-    if let Some(first) = outcome.collisions.first() {
-        return Err(Error::git(format!(
-            "updating the files of {}",
-            dir.display()
-        ))(
-            format!("'{}' collided ({:?})", first.path, first.error_kind).into(),
-        ));
+    if let Some(first) = outcome.collisions.into_iter().next() {
+        return Err(Error::Collision {
+            dir: dir.to_owned(),
+            path: first.path,
+            kind: first.error_kind,
+        }
+        .into());
     }
     Ok(())
 }
@@ -482,7 +588,10 @@ pub(crate) fn apply_from_tree(
     let old_index = read_index(wt).ok();
     let mut index = wt
         .index_from_tree(&new_tree)
-        .git_context(format!("reading tree {new_tree}"))?;
+        .map_err(|source| Error::ReadTree {
+            tree: new_tree,
+            source,
+        })?;
     mark_sparse(wt, &mut index)?;
     let mut skipped = Vec::new();
     {
@@ -537,7 +646,10 @@ fn mark_sparse(wt: &gix::Repository, index: &mut gix::index::State) -> Result<()
             sparse.cone,
             sparse.case,
         )
-        .git_context(format!("applying {}", sparse.source.display()))?;
+        .map_err(|source| Error::Sparse {
+            file: sparse.source.clone(),
+            source,
+        })?;
     }
     Ok(())
 }
@@ -558,8 +670,10 @@ pub(crate) fn sparse_patterns(wt: &gix::Repository) -> Result<Option<Sparse>> {
         return Ok(None);
     }
     let source = wt.git_dir().join("info/sparse-checkout");
-    let patterns = gix::worktree::sparse::read_patterns(wt.git_dir())
-        .map_err(Error::io(format!("reading {}", source.display())))?;
+    let patterns = gix::worktree::sparse::read_patterns(wt.git_dir()).map_err(|e| Error::Read {
+        path: source.clone(),
+        source: e,
+    })?;
     Ok(patterns.map(|patterns| Sparse {
         patterns,
         source,

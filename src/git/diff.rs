@@ -8,7 +8,30 @@ use gix::objs::TreeRefIter;
 use gix::ObjectId;
 use serde::Serialize;
 
-use crate::sys::error::{GitContext, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading tree {tree}: {source}")]
+    ReadTree {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("diffing {old_tree}..{new_tree}: {source}")]
+    Diff {
+        old_tree: ObjectId,
+        new_tree: ObjectId,
+        #[source]
+        source: gix::diff::tree::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -41,12 +64,14 @@ pub fn changed_paths(
     old_tree: ObjectId,
     new_tree: ObjectId,
 ) -> Result<Vec<Changed>> {
-    let old = repo
-        .find_tree(old_tree)
-        .git_context(format!("reading tree {old_tree}"))?;
-    let new = repo
-        .find_tree(new_tree)
-        .git_context(format!("reading tree {new_tree}"))?;
+    let old = repo.find_tree(old_tree).map_err(|source| Error::ReadTree {
+        tree: old_tree,
+        source,
+    })?;
+    let new = repo.find_tree(new_tree).map_err(|source| Error::ReadTree {
+        tree: new_tree,
+        source,
+    })?;
     let mut recorder = Recorder::default();
     gix::diff::tree(
         TreeRefIter::from_bytes(&old.data, repo.object_hash()),
@@ -55,7 +80,11 @@ pub fn changed_paths(
         &repo.objects,
         &mut recorder,
     )
-    .git_context(format!("diffing {old_tree}..{new_tree}"))?;
+    .map_err(|source| Error::Diff {
+        old_tree,
+        new_tree,
+        source,
+    })?;
     let mut out = Vec::with_capacity(recorder.records.len());
     for change in recorder.records {
         let (path, kind) = match change {

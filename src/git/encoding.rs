@@ -16,7 +16,63 @@ use std::path::{Path, PathBuf};
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::worktree::stack::state::attributes::Source;
 
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading .gitattributes: {source}")]
+    Attributes {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading the attributes of {path}: {source}")]
+    AttributesAt {
+        path: BString,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("preparing the filters of .gitattributes: {source}")]
+    Filters {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("the path '{path}' is not one of this system: {source}")]
+    ForeignPath {
+        path: BString,
+        #[source]
+        source: gix::Error,
+    },
+    /// Converting a worktree file to what git stores.
+    #[error("reading {}: {source}", file.display())]
+    Convert {
+        file: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("writing {}: {source}", file.display())]
+    Write {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading a path of the index: {source}")]
+    IndexPath {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading {}: {source}", file.display())]
+    Stat {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Which of `attributes` (`ident`, `working-tree-encoding`) could some
 /// attributes source set: a `.gitattributes` of `index`, `info/attributes`
@@ -118,7 +174,7 @@ impl<'r> Attributes<'r> {
     pub fn new(wt: &'r gix::Repository, index: &gix::index::State, source: Source) -> Result<Self> {
         let stack = wt
             .attributes_only(index, source)
-            .git_context("reading .gitattributes")?;
+            .map_err(|source| Error::Attributes { source })?;
         let outcome =
             stack.selected_attribute_matches(["ident", "working-tree-encoding", "filter"]);
         Ok(Attributes { wt, stack, outcome })
@@ -126,10 +182,13 @@ impl<'r> Attributes<'r> {
 
     pub fn at(&mut self, path: &BStr, mode: gix::index::entry::Mode) -> Result<At> {
         use gix::attrs::StateRef;
-        let platform = self
-            .stack
-            .at_entry(path, Some(mode))
-            .git_context(format!("reading the attributes of {path}"))?;
+        let platform =
+            self.stack
+                .at_entry(path, Some(mode))
+                .map_err(|source| Error::AttributesAt {
+                    path: path.to_owned(),
+                    source,
+                })?;
         platform.matching_attributes(&mut self.outcome);
         let mut at = At::default();
         for m in self.outcome.iter_selected() {
@@ -191,9 +250,9 @@ impl<'r> ToGit<'r> {
     pub fn new(wt: &'r gix::Repository, index: &gix::index::State) -> Result<Self> {
         let stack = wt
             .attributes_only(index, Source::WorktreeThenIdMapping)
-            .git_context("reading .gitattributes")?;
+            .map_err(|source| Error::Attributes { source })?;
         let pipeline = gix::filter::Pipeline::new(wt, stack.detach())
-            .git_context("preparing the filters of .gitattributes")?;
+            .map_err(|source| Error::Filters { source })?;
         let attributes = match mentioned(wt, index, ["working-tree-encoding"]) {
             [true] => Some(Attributes::new(wt, index, Source::WorktreeThenIdMapping)?),
             [false] => None,
@@ -227,14 +286,18 @@ impl<'r> ToGit<'r> {
             None => At::default(),
         };
         let input = for_git(&at, path, &data)?;
-        let rel = gix::path::from_bstr(path)
-            .git_context(format!("the path '{path}' is not one of this system"))?;
+        let rel = gix::path::from_bstr(path).map_err(|source| Error::ForeignPath {
+            path: path.to_owned(),
+            source,
+        })?;
         let mut out = Vec::new();
         let read = match self
             .pipeline
             .convert_to_git(input.as_ref(), &rel, index)
-            .git_context(format!("reading {}", abs.display()))?
-        {
+            .map_err(|source| Error::Convert {
+                file: abs.to_owned(),
+                source,
+            })? {
             ToGitOutcome::Unchanged(mut bytes) => bytes.read_to_end(&mut out).map(drop),
             ToGitOutcome::Process(mut filtered) => filtered.read_to_end(&mut out).map(drop),
             ToGitOutcome::Buffer(buf) => {
@@ -297,8 +360,10 @@ pub fn as_git_writes_it(
             false => None,
         };
         let file = root.join(
-            gix::path::from_bstr(path)
-                .git_context(format!("the path '{path}' is not one of this system"))?,
+            gix::path::from_bstr(path).map_err(|source| Error::ForeignPath {
+                path: path.to_owned(),
+                source,
+            })?,
         );
         let Ok(content) = std::fs::read(&file) else {
             continue;
@@ -319,8 +384,10 @@ pub fn as_git_writes_it(
             None => text,
         };
         if written.as_ref() != content.as_slice() {
-            std::fs::write(&file, written)
-                .map_err(Error::io(format!("writing {}", file.display())))?;
+            std::fs::write(&file, written).map_err(|source| Error::Write {
+                file: file.clone(),
+                source,
+            })?;
             rewritten.push(at);
         }
     }
@@ -334,10 +401,13 @@ fn take_stats(index: &mut gix::index::State, root: &Path, rewritten: Vec<usize>)
         let entry = &mut entries[at];
         let file = root.join(
             gix::path::from_bstr(entry.path_in(paths))
-                .git_context("reading a path of the index")?,
+                .map_err(|source| Error::IndexPath { source })?,
         );
-        let meta = gix::index::fs::Metadata::from_path_no_follow(&file)
-            .map_err(Error::io(format!("reading {}", file.display())))?;
+        let meta =
+            gix::index::fs::Metadata::from_path_no_follow(&file).map_err(|source| Error::Stat {
+                file: file.clone(),
+                source,
+            })?;
         entry.stat = gix::index::entry::Stat::from_fs(&meta).unwrap_or_default();
     }
     Ok(())

@@ -11,7 +11,49 @@ use gix::index::extension::Tree;
 use gix::index::{entry, State, Version};
 use gix::ObjectId;
 
-use crate::sys::error::{GitContext, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("serializing the index: {source}")]
+    Serialize {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("serializing the index's cache tree: {source}")]
+    SerializeTree {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("counting the index entries: {source}")]
+    Count {
+        #[source]
+        source: std::num::TryFromIntError,
+    },
+    #[error("serializing an index entry: {source}")]
+    SerializeEntry {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading tree {tree}: {source}")]
+    ReadTree {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading tree {tree}: {source}")]
+    DecodeTree {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Serialize `index` in its own version with its cache tree, if any, and
 /// no other optional extension (as git writes by default: no
@@ -29,13 +71,13 @@ pub(crate) fn encode(index: &State) -> Result<Vec<u8>> {
         };
         index
             .write_to(&mut data, options)
-            .git_context("serializing the index")?;
+            .map_err(|source| Error::Serialize { source })?;
         return Ok(data);
     }
     encode_v4_entries(index, &mut data)?;
     if let Some(tree) = index.tree() {
         tree.write_to(&mut data)
-            .git_context("serializing the index's cache tree")?;
+            .map_err(|source| Error::SerializeTree { source })?;
     }
     if index.is_sparse() {
         // The sparse directory marker: a signature and no content.
@@ -55,7 +97,7 @@ fn encode_v4_entries(index: &State, out: &mut Vec<u8>) -> Result<()> {
             .iter()
             .filter(|e| !e.flags.contains(entry::Flags::REMOVE))
     };
-    let count = u32::try_from(live().count()).git_context("counting the index entries")?;
+    let count = u32::try_from(live().count()).map_err(|source| Error::Count { source })?;
     out.extend_from_slice(b"DIRC");
     out.extend_from_slice(&4u32.to_be_bytes());
     out.extend_from_slice(&count.to_be_bytes());
@@ -66,7 +108,7 @@ fn encode_v4_entries(index: &State, out: &mut Vec<u8>) -> Result<()> {
         // The fixed part is what a version 2 entry has before its path.
         fixed.clear();
         e.write_to(&mut fixed, index)
-            .git_context("serializing an index entry")?;
+            .map_err(|source| Error::SerializeEntry { source })?;
         fixed.truncate(fixed.len() - path.len() - 1);
         out.extend_from_slice(&fixed);
         let common = previous
@@ -177,12 +219,12 @@ impl Refresh<'_> {
         let object = self
             .repo
             .find_tree(tree)
-            .git_context(format!("reading tree {tree}"))?;
+            .map_err(|source| Error::ReadTree { tree, source })?;
         let mut children = Vec::new();
         let mut valid = true;
         let mut count = 0u32;
         for item in object.iter() {
-            let item = item.git_context(format!("reading tree {tree}"))?;
+            let item = item.map_err(|source| Error::DecodeTree { tree, source })?;
             let path = join(dir, item.filename());
             if item.mode().is_tree() {
                 let old_child = old_children.remove(item.filename().as_bytes());

@@ -9,7 +9,43 @@ use gix::ObjectId;
 
 use crate::git::paths::workdir;
 use crate::git::splitindex;
-use crate::sys::error::{Error, GitContext, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The marker that says a held `index.lock` is ours.
+    #[error("writing {}: {source}", marker.display())]
+    WriteMarker {
+        marker: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing the index of {}: {source}", dir.display())]
+    Write {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Putting the written index in place of the old one.
+    #[error("writing the index of {}: {source}", dir.display())]
+    Commit {
+        dir: PathBuf,
+        #[source]
+        source: gix::lock::commit::Error<gix::lock::File>,
+    },
+    #[error("reading the index of {}: {source}", dir.display())]
+    Read {
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// A held `index.lock`; the new index is written through it. While it is
 /// held, a marker file beside it says the lock is git-arbiter's: a process
@@ -47,7 +83,7 @@ pub(crate) fn clear_our_stale_index_lock(wt: &gix::Repository) {
 
 impl IndexLock {
     pub(crate) fn take(wt: &gix::Repository) -> Result<IndexLock> {
-        IndexLock::try_take(wt)?.ok_or_else(|| Error::Locked {
+        IndexLock::try_take(wt)?.ok_or_else(|| crate::sys::error::Error::Locked {
             what: format!(
                 "the index of {}",
                 wt.workdir().unwrap_or(wt.git_dir()).display()
@@ -66,8 +102,12 @@ impl IndexLock {
         let marker = index_lock_marker(wt);
         let marked_before = marker.exists();
         if !marked_before {
-            std::fs::write(&marker, format!("{}\n", std::process::id()))
-                .map_err(Error::io(format!("writing {}", marker.display())))?;
+            std::fs::write(&marker, format!("{}\n", std::process::id())).map_err(|source| {
+                Error::WriteMarker {
+                    marker: marker.clone(),
+                    source,
+                }
+            })?;
         }
         let Ok(lock) = gix::lock::File::acquire_to_update_resource(
             &path,
@@ -158,13 +198,18 @@ impl IndexLock {
     /// Write the index file `data` and its checksum through the lock, and
     /// put it in place.
     fn put(mut self, data: Vec<u8>, hash: gix::hash::Kind, dir: &Path) -> Result<ObjectId> {
-        let context = || format!("writing the index of {}", dir.display());
         let mut lock = self.lock.take().expect("an index lock is committed once");
         let checksum = splitindex::checksum_of(hash, &data)?;
         lock.write_all(&data)
             .and_then(|()| lock.write_all(checksum.as_slice()))
-            .map_err(Error::io(context()))?;
-        lock.commit().git_context(context())?;
+            .map_err(|source| Error::Write {
+                dir: dir.to_owned(),
+                source,
+            })?;
+        lock.commit().map_err(|source| Error::Commit {
+            dir: dir.to_owned(),
+            source,
+        })?;
         Ok(checksum)
     }
 }
@@ -183,13 +228,16 @@ fn lock_pause(started: std::time::Instant) -> std::time::Duration {
 /// verified (git does that in `git fsck` only; at 50,000 entries it costs
 /// twice the decoding).
 pub(crate) fn read_index(wt: &gix::Repository) -> Result<gix::index::File> {
-    gix::index::File::at(
+    // The message names the worktree's folder: a repository without one
+    // is refused before its index is read.
+    let dir = workdir(wt)?;
+    Ok(gix::index::File::at(
         wt.index_path(),
         wt.object_hash(),
         true,
         gix::index::decode::Options::default(),
     )
-    .git_context(format!("reading the index of {}", workdir(wt)?.display()))
+    .map_err(|source| Error::Read { dir, source })?)
 }
 
 /// Keep `wt`'s index split from now on ([`splitindex`]): a pooled worktree,

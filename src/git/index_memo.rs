@@ -10,7 +10,35 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
 use crate::sys::caches::Caches;
-use crate::sys::error::{GitContext, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading tree {tree}: {source}")]
+    ReadTree {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading tree {tree}: {source}")]
+    DecodeTree {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading tree {tree}: {source}")]
+    TreeIndex {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// The index mode `State::from_tree` gives a tree entry of `mode`.
 pub(crate) fn index_mode(mode: gix::objs::tree::EntryMode) -> gix::index::entry::Mode {
@@ -148,10 +176,13 @@ pub(crate) fn index_equals_tree(
     ) -> Result<bool> {
         let tree = repo
             .find_tree(tree)
-            .git_context(format!("reading tree {tree}"))?;
+            .map_err(|source| Error::ReadTree { tree, source })?;
         for entry in tree.iter() {
             let entry = entry
-                .git_context(format!("reading tree {}", tree.id))?
+                .map_err(|source| Error::DecodeTree {
+                    tree: tree.id,
+                    source,
+                })?
                 .inner;
             let len = prefix.len();
             prefix.extend_from_slice(entry.filename);
@@ -188,7 +219,7 @@ pub(crate) fn flat_tree(
 ) -> Result<std::collections::BTreeMap<Vec<u8>, (gix::objs::tree::EntryMode, ObjectId)>> {
     let index = repo
         .index_from_tree(&tree)
-        .git_context(format!("reading tree {tree}"))?;
+        .map_err(|source| Error::TreeIndex { tree, source })?;
     Ok(index
         .entries()
         .iter()

@@ -9,7 +9,41 @@ use std::process::{Command, Stdio};
 
 use gix::ObjectId;
 
-use crate::sys::error::{GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading commit {commit}: {source}")]
+    ReadCommit {
+        commit: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading the tree of {commit}: {source}")]
+    CommitTree {
+        commit: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading tree {tree}: {source}")]
+    ReadTree {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("decoding tree {tree}: {source}")]
+    DecodeTree {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// The remotes missing objects may be fetched from, in the order git tries
 /// them: `remote.<name>.promisor = true`, then `extensions.partialClone`.
@@ -42,9 +76,9 @@ fn promisor_remotes(repo: &gix::Repository) -> Vec<String> {
 fn missing_objects(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<ObjectId>> {
     let tree = repo
         .find_commit(commit)
-        .git_context(format!("reading commit {commit}"))?
+        .map_err(|source| Error::ReadCommit { commit, source })?
         .tree_id()
-        .git_context(format!("reading the tree of {commit}"))?
+        .map_err(|source| Error::CommitTree { commit, source })?
         .detach();
     let mut missing = Vec::new();
     let mut pending = vec![tree];
@@ -55,9 +89,9 @@ fn missing_objects(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<Objec
         }
         let tree = repo
             .find_tree(id)
-            .git_context(format!("reading tree {id}"))?;
+            .map_err(|source| Error::ReadTree { tree: id, source })?;
         for entry in tree.iter() {
-            let entry = entry.git_context(format!("decoding tree {id}"))?;
+            let entry = entry.map_err(|source| Error::DecodeTree { tree: id, source })?;
             let (mode, oid) = (entry.mode(), entry.oid().to_owned());
             if mode.is_tree() {
                 pending.push(oid);

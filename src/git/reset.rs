@@ -4,7 +4,7 @@
 //! [`crate::git::checkout`].
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
@@ -21,7 +21,37 @@ use crate::git::splitindex;
 use crate::git::stat::stat_suspects;
 use crate::git::status::unstaged_changes;
 use crate::sys::caches::Caches;
-use crate::sys::error::{Error, GitContext, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading tree {tree}: {source}")]
+    TreeIndex {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("removing {}: {source}", path.display())]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
+
+/// The error of removing `path`, for `map_err`.
+fn removing(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Remove {
+        path: path.to_owned(),
+        source,
+    }
+}
 
 /// Make the index and tracked files of `wt` hold exactly `tree`, whatever
 /// they hold now (`git reset --hard`): a pooled worktree between two work
@@ -64,7 +94,7 @@ pub(crate) fn reset_to(
     let lock = IndexLock::take(wt)?;
     let mut index = wt
         .index_from_tree(&tree)
-        .git_context(format!("reading tree {tree}"))?;
+        .map_err(|source| Error::TreeIndex { tree, source })?;
     if let Some(old) = &old_index {
         remove_paths(
             &dir,
@@ -257,16 +287,13 @@ fn clear_the_way<'a>(
             }
             let abs = dir.join(ancestor);
             if std::fs::symlink_metadata(&abs).is_ok_and(|m| !m.is_dir()) {
-                std::fs::remove_file(&abs)
-                    .map_err(Error::io(format!("removing {}", abs.display())))?;
+                std::fs::remove_file(&abs).map_err(removing(&abs))?;
             }
         }
         let abs = dir.join(&rel);
         match std::fs::symlink_metadata(&abs) {
-            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&abs)
-                .map_err(Error::io(format!("removing {}", abs.display())))?,
-            Ok(_) if !tracked(path) => std::fs::remove_file(&abs)
-                .map_err(Error::io(format!("removing {}", abs.display())))?,
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&abs).map_err(removing(&abs))?,
+            Ok(_) if !tracked(path) => std::fs::remove_file(&abs).map_err(removing(&abs))?,
             _ => {}
         }
     }

@@ -11,7 +11,7 @@
 //! the ones its index no longer names. A user's own checkout is never split
 //! by git-arbiter.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gix::bstr::{BStr, ByteSlice};
 use gix::index::entry::stat::Time;
@@ -19,7 +19,57 @@ use gix::index::entry::{Flags, Mode, Stage, Stat};
 use gix::index::Entry;
 use gix::ObjectId;
 
-use crate::sys::error::{Error, GitContext, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The marker that says git-arbiter keeps a worktree's index split.
+    #[error("writing {}: {source}", marker.display())]
+    WriteMarker {
+        marker: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading the shared index {}: {source}", path.display())]
+    ReadShared {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading the index {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing an index: {source}")]
+    Serialize {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("encoding a split index bitmap: {source}")]
+    Bitmap {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing {}: {source}", path.display())]
+    WriteShared {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("hashing an index: {source}")]
+    Hash {
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// In a worktree's git dir: git-arbiter keeps its index split.
 const MARKER: &str = "arbiter-split-index";
@@ -40,7 +90,7 @@ pub(crate) fn max_percent_change(wt: &gix::Repository) -> u8 {
 /// Mark `wt` as one whose index git-arbiter keeps split.
 pub(crate) fn enable(wt: &gix::Repository) -> Result<()> {
     let marker = wt.git_dir().join(MARKER);
-    std::fs::write(&marker, b"").map_err(Error::io(format!("writing {}", marker.display())))
+    std::fs::write(&marker, b"").map_err(|source| Error::WriteMarker { marker, source }.into())
 }
 
 /// Was `wt` marked by [`enable`]: the shared index files in its git dir are ours.
@@ -270,14 +320,16 @@ impl Mapped {
 /// The shared index at `path`, which a split file names by `checksum`;
 /// `None` when its layout is not read in place.
 fn shared_at(path: &Path, hash: gix::hash::Kind, checksum: ObjectId) -> Result<Option<Mapped>> {
-    let context = || format!("reading the shared index {}", path.display());
-    let (mapped, _) = Mapped::open(path, hash).map_err(Error::io(context()))?;
+    let (mapped, _) = Mapped::open(path, hash).map_err(|source| Error::ReadShared {
+        path: path.to_owned(),
+        source,
+    })?;
     let Some(mapped) = mapped else {
         return Ok(None);
     };
     // A null checksum is git's `index.skipHash`: nothing to compare.
     if mapped.checksum() != checksum && !mapped.checksum().is_null() {
-        return Err(crate::sys::error::InputError::new(format!(
+        return Err(InputError::new(format!(
             "{}: its checksum is not the one its split index names",
             path.display()
         ))
@@ -480,17 +532,16 @@ pub(crate) fn read(wt: &gix::Repository) -> Result<Option<Split>> {
         return Ok(None);
     }
     let path = wt.index_path();
-    let context = || format!("reading the index {}", path.display());
     let (file, metadata) = match Mapped::open(&path, wt.object_hash()) {
         Ok((Some(file), metadata)) => (file, metadata),
         // A layout not read in place (version 4): read as usual, by gix.
         Ok((None, _)) => return Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(context())(e)),
+        Err(source) => return Err(Error::Read { path, source }.into()),
     };
     let mtime = filetime::FileTime::from_last_modification_time(&metadata);
     let corrupt = || {
-        Error::from(crate::sys::error::InputError::new(format!(
+        crate::sys::error::Error::from(InputError::new(format!(
             "{}: its link extension does not fit its shared index",
             path.display()
         )))
@@ -643,11 +694,10 @@ fn serialize(state: &gix::index::State, link: Option<&[u8]>) -> Result<Vec<u8>> 
                 ..Default::default()
             },
         )
-        .git_context("writing an index")?;
+        .map_err(|source| Error::Serialize { source })?;
     if let Some(link) = link {
-        let size = u32::try_from(link.len()).map_err(|_| {
-            crate::sys::error::InputError::new("the link extension of a split index is too large")
-        })?;
+        let size = u32::try_from(link.len())
+            .map_err(|_| InputError::new("the link extension of a split index is too large"))?;
         data.extend_from_slice(b"link");
         data.extend_from_slice(&size.to_be_bytes());
         data.extend_from_slice(link);
@@ -665,11 +715,9 @@ pub(crate) fn split_file(
     let bitmap = |bits: &[bool]| -> Result<Vec<u8>> {
         let mut out = Vec::new();
         gix_bitmap::ewah::Vec::from_bits(bits)
-            .ok_or_else(|| {
-                crate::sys::error::InputError::new("an index of more than 4 billion entries")
-            })?
+            .ok_or_else(|| InputError::new("an index of more than 4 billion entries"))?
             .write_to(&mut out)
-            .map_err(Error::io("encoding a split index bitmap"))?;
+            .map_err(|source| Error::Bitmap { source })?;
         Ok(out)
     };
     // Trailing zeros say nothing: git writes an empty bitmap as zero bits.
@@ -689,16 +737,18 @@ pub(crate) fn write_shared(git_dir: &Path, state: &gix::index::State) -> Result<
     if path.exists() {
         return Ok(checksum);
     }
-    let context = || format!("writing {}", path.display());
+    let failed = |source| Error::WriteShared {
+        path: path.clone(),
+        source,
+    };
     data.extend_from_slice(checksum.as_slice());
     // Readable as git makes it (0666 less the umask), not only by its owner.
     let mut tmp = tempfile::Builder::new()
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(git_dir)
-        .map_err(Error::io(context()))?;
-    std::io::Write::write_all(&mut tmp, &data).map_err(Error::io(context()))?;
-    tmp.persist(&path)
-        .map_err(|e| Error::io(context())(e.error))?;
+        .map_err(failed)?;
+    std::io::Write::write_all(&mut tmp, &data).map_err(failed)?;
+    tmp.persist(&path).map_err(|e| failed(e.error))?;
     Ok(checksum)
 }
 
@@ -706,7 +756,9 @@ pub(crate) fn write_shared(git_dir: &Path, state: &gix::index::State) -> Result<
 pub(crate) fn checksum_of(hash: gix::hash::Kind, data: &[u8]) -> Result<ObjectId> {
     let mut hasher = gix::hash::hasher(hash);
     hasher.update(data);
-    hasher.try_finalize().git_context("hashing an index")
+    hasher
+        .try_finalize()
+        .map_err(|source| Error::Hash { source }.into())
 }
 
 /// Remove every shared index in `git_dir` but `keep` (the one the index

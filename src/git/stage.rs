@@ -27,7 +27,66 @@ use gix::ObjectId;
 use crate::git::index_lock::IndexLock;
 use crate::git::splitindex;
 use crate::sys::caches::Caches;
-use crate::sys::error::{GitContext, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("writing the leftovers' objects: {source}")]
+    WriteObjects {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading tree {tree}: {source}")]
+    ReadTree {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("editing the tree of the leftovers: {source}")]
+    EditTree {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("writing the tree of the leftovers: {source}")]
+    WriteTree {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("the path '{path}' is not one of this system: {source}")]
+    ForeignPath {
+        path: BString,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("storing {path}: {source}")]
+    Store {
+        path: BString,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("hashing {path}: {source}")]
+    Hash {
+        path: BString,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("preparing a directory walk: {source}")]
+    PrepareWalk {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing the untracked files: {source}")]
+    Untracked {
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// A path's new state: its blob, kind and stat data, or gone.
 struct Staged {
@@ -115,7 +174,7 @@ pub(crate) fn stage_all(
 
     let tree = edited_tree(wt, head_tree, &staged)?;
     crate::git::odb::refresh(wt, written_anew(wt, tree, &staged)?)
-        .git_context("writing the leftovers' objects")?;
+        .map_err(|source| Error::WriteObjects { source })?;
     let checksum = write_index(lock, index, split, &staged, &dir)?;
     crate::sys::crash::point("leftovers-index.after");
     crate::git::index_memo::remember_holds(caches, checksum, tree);
@@ -125,24 +184,25 @@ pub(crate) fn stage_all(
 /// `head_tree` edited by what was staged (sorted by path): removals and
 /// upserts, written.
 fn edited_tree(wt: &gix::Repository, head_tree: ObjectId, staged: &[Staged]) -> Result<ObjectId> {
-    let mut editor = wt
-        .edit_tree(head_tree)
-        .git_context(format!("reading tree {head_tree}"))?;
+    let mut editor = wt.edit_tree(head_tree).map_err(|source| Error::ReadTree {
+        tree: head_tree,
+        source,
+    })?;
     for s in staged.iter().filter(|s| s.now.is_none()) {
         editor
             .remove(s.path.as_bstr())
-            .git_context("editing the tree of the leftovers")?;
+            .map_err(|source| Error::EditTree { source })?;
     }
     for s in staged {
         if let Some((id, kind, _)) = s.now {
             editor
                 .upsert(s.path.as_bstr(), kind, id)
-                .git_context("editing the tree of the leftovers")?;
+                .map_err(|source| Error::EditTree { source })?;
         }
     }
     Ok(editor
         .write()
-        .git_context("writing the tree of the leftovers")?
+        .map_err(|source| Error::WriteTree { source })?
         .detach())
 }
 
@@ -297,7 +357,7 @@ fn written_anew(
     ids.insert(tree);
     let root = wt
         .find_tree(tree)
-        .git_context(format!("reading tree {tree}"))?;
+        .map_err(|source| Error::ReadTree { tree, source })?;
     let mut folders: std::collections::BTreeSet<&[u8]> = Default::default();
     for s in staged {
         let path = s.path.as_slice();
@@ -308,7 +368,7 @@ fn written_anew(
     for folder in folders {
         let entry = root
             .lookup_entry(folder.split(|b| *b == b'/'))
-            .git_context(format!("reading tree {tree}"))?;
+            .map_err(|source| Error::ReadTree { tree, source })?;
         if let Some(entry) = entry.filter(|e| e.mode().is_tree()) {
             ids.insert(entry.object_id());
         }
@@ -348,8 +408,10 @@ fn hash(
     blob: Blob,
 ) -> Result<Found> {
     use rustix::fs::FileType;
-    let rel = gix::path::from_bstr(path)
-        .git_context(format!("the path '{path}' is not one of this system"))?;
+    let rel = gix::path::from_bstr(path).map_err(|source| Error::ForeignPath {
+        path: path.to_owned(),
+        source,
+    })?;
     // A folder of its path turned into a link or a file: git sees that
     // instead, and a look through the link would find some other file.
     let mut folder = dir.to_owned();
@@ -392,14 +454,20 @@ fn hash(
         };
         let id = wt
             .write_blob(&data)
-            .git_context(format!("storing {path}"))?
+            .map_err(|source| Error::Store {
+                path: path.to_owned(),
+                source,
+            })?
             .detach();
         Some((id, entry_kind, ()))
     } else {
         to_git
             .pipeline
             .worktree_file_to_object(path, index)
-            .git_context(format!("hashing {path}"))?
+            .map_err(|source| Error::Hash {
+                path: path.to_owned(),
+                source,
+            })?
             .map(|(id, kind, _)| (id, kind, ()))
     };
     Ok(match blob {
@@ -453,7 +521,7 @@ fn untracked(
         .collect();
     let options = wt
         .dirwalk_options()
-        .git_context("preparing a directory walk")?
+        .map_err(|source| Error::PrepareWalk { source })?
         .emit_untracked(EmissionMode::Matching)
         .emit_ignored(None)
         .emit_tracked(false)
@@ -468,7 +536,7 @@ fn untracked(
         options,
         &mut found,
     )
-    .git_context("listing the untracked files")?;
+    .map_err(|source| Error::Untracked { source })?;
     let mut paths = Vec::new();
     for (entry, _) in found.unorded_entries {
         if entry.status != Status::Untracked {

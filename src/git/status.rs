@@ -2,13 +2,50 @@
 //! files could lose, untracked files in the way of tracked ones, and the
 //! blob git would store for a file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gix::bstr::{BStr, ByteSlice};
 use gix::ObjectId;
 
 use crate::git::paths::rel_path;
-use crate::sys::error::{Error, GitContext, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading {}: {source}", dir.display())]
+    ReadDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("preparing status: {source}")]
+    Prepare {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading status: {source}")]
+    Start {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading status: {source}")]
+    Item {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("hashing {}: {source}", path.display())]
+    Hash {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Could updating the files lose this difference between index and worktree?
 /// Not when only the stat data is stale (the content equals the index), nor
@@ -89,10 +126,15 @@ fn untracked_below(
     found: &mut Vec<String>,
 ) -> Result<()> {
     let abs = dir.join(rel);
-    let listing =
-        std::fs::read_dir(&abs).map_err(Error::io(format!("reading {}", abs.display())))?;
+    let listing = std::fs::read_dir(&abs).map_err(|source| Error::ReadDir {
+        dir: abs.clone(),
+        source,
+    })?;
     for entry in listing {
-        let entry = entry.map_err(Error::io(format!("reading {}", abs.display())))?;
+        let entry = entry.map_err(|source| Error::ReadDir {
+            dir: abs.clone(),
+            source,
+        })?;
         let child = rel.join(entry.file_name());
         let repo_path = gix::path::os_str_into_bstr(child.as_os_str())
             .map(|p| p.to_vec())
@@ -115,7 +157,7 @@ pub(crate) fn unstaged_changes(
 ) -> Result<Vec<String>> {
     let mut status = wt
         .status(gix::progress::Discard)
-        .git_context("preparing status")?;
+        .map_err(|source| Error::Prepare { source })?;
     if let Some(index) = index {
         status = status.index(index.into());
     }
@@ -123,10 +165,10 @@ pub(crate) fn unstaged_changes(
         .untracked_files(gix::status::UntrackedFiles::None)
         .index_worktree_rewrites(None)
         .into_index_worktree_iter(Vec::new())
-        .git_context("reading status")?;
+        .map_err(|source| Error::Start { source })?;
     let mut paths = Vec::new();
     for item in iter {
-        let item = item.git_context("reading status")?;
+        let item = item.map_err(|source| Error::Item { source })?;
         if is_edit(&item) {
             paths.push(item.rela_path().to_str_lossy().into_owned());
         }
@@ -161,5 +203,5 @@ pub(crate) fn blob_id(
     };
     gix::objs::compute_hash(wt.object_hash(), gix::objs::Kind::Blob, &data)
         .map(Some)
-        .git_context(format!("hashing {}", abs.display()))
+        .map_err(|source| Error::Hash { path: abs, source }.into())
 }
