@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::common::{in_nanosleep, poll_until, wait_for, Run, TestEnv};
+use crate::common::{poll_until, wait_for, Run, TestEnv};
 
 fn repo() -> TestEnv {
     let env = TestEnv::new();
@@ -686,6 +686,25 @@ fn a_full_disk_during_a_race_spends_no_attempt() {
     assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
 }
 
+/// Is a `git update-ref` child of `pid` asleep in a timed wait (git's lock
+/// retries poll)?
+fn deleter_waits(pid: u32) -> bool {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    let children: String = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .collect::<Vec<_>>()
+        .join(" ");
+    children.split_whitespace().any(|child| {
+        let proc = PathBuf::from(format!("/proc/{child}"));
+        std::fs::read(proc.join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("update-ref"))
+            && std::fs::read_to_string(proc.join("wchan")).is_ok_and(|w| w.contains("poll"))
+    })
+}
+
 /// A branch deletion prepared while another ref edit held `packed-refs.lock`
 /// in a repository without `packed-refs` failed once that lock was gone
 /// ("Could not commit packed-ref transaction"): a continuous run deletes
@@ -706,8 +725,8 @@ fn a_branch_deletion_outlasts_a_concurrent_packed_refs_lock() {
         .expect("spawn");
     // The lock goes only once the deletion waits for it: the remover is
     // inside its edit of the branch (its marker under ref-edits names the
-    // branch's lock; nothing else in the edit sleeps) and asleep between
-    // gix's tries to take `packed-refs.lock`.
+    // branch's lock) and the `git update-ref` it runs for the deletion is
+    // asleep between its tries to take `packed-refs.lock`.
     let pid = remover.id();
     let markers = env.repo.join(".git/arbiter/ref-edits");
     let editing_the_branch = || {
@@ -724,7 +743,7 @@ fn a_branch_deletion_outlasts_a_concurrent_packed_refs_lock() {
     let mut ended = false;
     poll_until("the deletion waits for packed-refs.lock", || {
         ended = remover.try_wait().expect("try_wait").is_some();
-        ended || (in_nanosleep(&PathBuf::from(format!("/proc/{pid}"))) && editing_the_branch())
+        ended || (deleter_waits(pid) && editing_the_branch())
     });
     if ended {
         let out = remover.wait_with_output().expect("output");

@@ -438,15 +438,30 @@ mod tests {
         use crate::testutil::{git, new_repo, scratch};
         let (root, dir) = scratch();
         let repo_dir = new_repo(&dir, "r");
-        git(&dir, &repo_dir, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        git(
+            &dir,
+            &repo_dir,
+            &["commit", "-q", "--allow-empty", "-m", "one"],
+        );
         git(&dir, &repo_dir, &["branch", "gone"]);
         git(&dir, &repo_dir, &["pack-refs", "--all"]);
         let repo = gix::open_opts(&repo_dir, gix::open::Options::isolated()).expect("open");
-        assert!(repo.try_find_reference("refs/heads/gone").expect("find").is_some());
+        assert!(repo
+            .try_find_reference("refs/heads/gone")
+            .expect("find")
+            .is_some());
         let packed = repo_dir.join(".git/packed-refs");
-        let mtime = std::fs::metadata(&packed).and_then(|m| m.modified()).expect("mtime");
-        git(&dir, &repo_dir, &["commit", "-q", "--allow-empty", "-m", "two"]);
-        let late = git(&dir, &repo_dir, &["rev-parse", "HEAD"]).trim().to_owned();
+        let mtime = std::fs::metadata(&packed)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        git(
+            &dir,
+            &repo_dir,
+            &["commit", "-q", "--allow-empty", "-m", "two"],
+        );
+        let late = git(&dir, &repo_dir, &["rev-parse", "HEAD"])
+            .trim()
+            .to_owned();
         git(&dir, &repo_dir, &["branch", "late"]);
         git(&dir, &repo_dir, &["pack-refs", "--all"]);
         std::fs::File::options()
@@ -473,8 +488,14 @@ mod tests {
             .status()
             .is_ok_and(|s| !s.success()));
         // And gix sees the file as it is now.
-        assert!(repo.try_find_reference("refs/heads/gone").expect("find").is_none());
-        assert!(repo.try_find_reference("refs/heads/late").expect("find").is_some());
+        assert!(repo
+            .try_find_reference("refs/heads/gone")
+            .expect("find")
+            .is_none());
+        assert!(repo
+            .try_find_reference("refs/heads/late")
+            .expect("find")
+            .is_some());
     }
 
     /// An edit reads the refs as they are, not as gix's snapshot of

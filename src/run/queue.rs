@@ -875,8 +875,7 @@ fn drop_dead_chain_refs(ctx: &Context) -> Result<()> {
 
 /// Delete the ref `name`, whatever it points at.
 fn drop_ref(repo: &gix::Repository, name: &str) -> Result<()> {
-    crate::git::refguard::delete(repo, name, None)
-        .git_context(format!("deleting {name}"))
+    crate::git::refguard::delete(repo, name, None).git_context(format!("deleting {name}"))
 }
 
 impl Drop for Queue<'_> {

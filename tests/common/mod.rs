@@ -146,14 +146,6 @@ pub fn waits_for_flock(pid: u32, path: &Path) -> bool {
     })
 }
 
-/// Is the thread whose `/proc` directory is `task` (`/proc/<pid>` for a
-/// process's main thread, `/proc/<pid>/task/<tid>` for another) asleep in
-/// `nanosleep` (`std::thread::sleep`, `sleep(1)`), not running or blocked
-/// elsewhere?
-pub fn in_nanosleep(task: &Path) -> bool {
-    std::fs::read_to_string(task.join("wchan")).is_ok_and(|w| w.contains("nanosleep"))
-}
-
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_git-arbiter"))
 }
