@@ -1200,3 +1200,96 @@ fn a_setup_that_writes_tracked_or_unignored_files_is_a_setup_failure() {
         "a.txt\n"
     );
 }
+
+/// Orders that wait in the merge queue do not hold worktrees a build needs:
+/// with builds faster than the landings, a build that finds the pool full
+/// takes back the worktree of an order waiting to land (its branch kept)
+/// rather than check out a new one, so every build after the pool filled
+/// finds a warm worktree (its build cache there). Every order lands.
+#[test]
+fn a_build_takes_back_the_worktree_of_an_order_waiting_to_land() {
+    let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let env = repo(&ids);
+    env.git(&["config", "arbiter.poolSize", "2"]);
+    let build = r#"if test -e target/warm; then echo warm; else echo fresh; fi >> "$ARBITER_REPO/../builds"
+mkdir -p target && touch target/warm
+echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
+    // The gates run again on the merged tip: each landing takes longer
+    // than a build, so orders wait in the queue.
+    let gate = r#"test -n "$ARBITER_WO" || sleep 0.4"#;
+    env.run(&[
+        "round",
+        "--json",
+        "--max",
+        "2",
+        "--max-total",
+        "2",
+        "--build",
+        build,
+        "--gate",
+        gate,
+    ])
+    .success();
+    for x in ids {
+        assert_eq!(
+            env.merges_in(&env.repo, "main", &format!("wo-{x}")),
+            1,
+            "wo-{x}"
+        );
+    }
+    let builds = std::fs::read_to_string(env.root.join("builds")).expect("builds ran");
+    let fresh = builds.lines().filter(|l| *l == "fresh").count();
+    assert!(fresh <= 3, "builds in new worktrees:\n{builds}");
+    assert!(env.git(&["for-each-ref", "refs/heads/arbiter/"]).is_empty());
+    env.fsck();
+}
+
+/// An order that halts in the merge queue after a build took its worktree
+/// back still leaves its branch checked out for the user to look at.
+#[test]
+fn an_order_halted_after_its_worktree_was_taken_back_is_checked_out_again() {
+    let ids = ["a", "b", "c", "d", "e", "f"];
+    let env = repo(&ids);
+    env.git(&["config", "arbiter.poolSize", "2"]);
+    // wo-a touches an undeclared file: it halts when it lands.
+    let build = r#"echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt"
+if [ "$ARBITER_WO" = wo-a ]; then echo oops > README; fi"#;
+    let gate = r#"test -n "$ARBITER_WO" || sleep 0.4"#;
+    env.run(&[
+        "round",
+        "--json",
+        "--max",
+        "2",
+        "--max-total",
+        "2",
+        "--build",
+        build,
+        "--gate",
+        gate,
+    ])
+    .code(1);
+    for x in &ids[1..] {
+        assert_eq!(
+            env.merges_in(&env.repo, "main", &format!("wo-{x}")),
+            1,
+            "wo-{x}"
+        );
+    }
+    let list = env.git(&["worktree", "list", "--porcelain"]);
+    let kept = list
+        .split("\n\n")
+        .find(|w| w.contains("branch refs/heads/arbiter/wo-a"))
+        .unwrap_or_else(|| panic!("wo-a's branch is checked out somewhere:\n{list}"));
+    let path = kept
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("worktree "))
+        .expect("path");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(path).join("README")).expect("README"),
+        "oops\n"
+    );
+    env.run(&["clear", "wo-a"]).success();
+    assert!(!env.git(&["worktree", "list"]).contains("arbiter/wo-a"));
+    env.fsck();
+}

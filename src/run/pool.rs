@@ -139,6 +139,9 @@ struct Lease {
     path: PathBuf,
     common: PathBuf,
     opts: Options,
+    /// Its order's work is committed and waits in the merge queue, which
+    /// needs only the branch: a take may have the worktree back.
+    waits_to_land: bool,
     _lock: crate::sys::flock::Held,
 }
 
@@ -176,6 +179,31 @@ pub fn take(
     branch: &str,
     base: ObjectId,
 ) -> Result<Taken> {
+    take_as(ctx, opts, name, branch, base, false)
+}
+
+/// [`take`] for a round's build: when no pooled worktree is free and the
+/// pool is full, the worktree of an order waiting in the merge queue is
+/// taken back first ([`waits_to_land`]), so that a long queue does not
+/// make the pool check out new worktrees and remove them again.
+pub fn take_for_build(
+    ctx: &Context,
+    opts: &Options,
+    name: &str,
+    branch: &str,
+    base: ObjectId,
+) -> Result<Taken> {
+    take_as(ctx, opts, name, branch, base, true)
+}
+
+fn take_as(
+    ctx: &Context,
+    opts: &Options,
+    name: &str,
+    branch: &str,
+    base: ObjectId,
+    may_reclaim: bool,
+) -> Result<Taken> {
     worktree::remove(ctx, name, branch)?;
     if !opts.enabled {
         return Ok(Taken {
@@ -184,7 +212,10 @@ pub fn take(
         });
     }
     let common = ctx.repo.common_dir().to_owned();
-    let best = warmest_free(ctx, &common)?;
+    let mut best = warmest_free(ctx, &common)?;
+    if best.is_none() && may_reclaim && reclaim_from_the_queue(ctx, opts.size)? {
+        best = warmest_free(ctx, &common)?;
+    }
     let mut cleaned = Dirt::default();
     let leased = match best {
         Some((info, entry, lock)) => {
@@ -208,9 +239,47 @@ pub fn take(
         path: path.clone(),
         common,
         opts: opts.clone(),
+        waits_to_land: false,
         _lock: lock,
     });
     Ok(Taken { path, cleaned })
+}
+
+/// Say that the order on `branch` waits in the merge queue: its worktree
+/// (if pooled and held here) may go back to the pool, its branch kept,
+/// when a take finds the pool full. Otherwise every order waiting to land
+/// would hold a worktree, and takes would check out new ones meanwhile,
+/// each a write of every file of the tree, only to remove them again.
+pub fn waits_to_land(ctx: &Context, branch: &str) {
+    let leases = leases(&ctx.caches);
+    let mut all = leases.lock();
+    // Moved to the end: those waiting stand in the order they entered the queue.
+    if let Some(i) = all.iter().position(|l| l.branch == branch) {
+        let mut lease = all.remove(i);
+        lease.waits_to_land = true;
+        all.push(lease);
+    }
+}
+
+/// Give back, its branch kept, the worktree of the order that entered the
+/// merge queue first of those held here, when the pool holds `size`
+/// worktrees or more; `false` when there is none such.
+fn reclaim_from_the_queue(ctx: &Context, size: usize) -> Result<bool> {
+    if crate::state::ledger::numbers(ctx.repo.common_dir()).len() < size {
+        return Ok(false);
+    }
+    let lease = {
+        let leases = leases(&ctx.caches);
+        let mut all = leases.lock();
+        match all.iter().position(|l| l.waits_to_land) {
+            Some(i) => all.remove(i),
+            None => return Ok(false),
+        }
+    };
+    crate::state::ledger::release(&ctx.caches, &lease.branch);
+    let name = worktree::name_of_branch(&lease.branch).unwrap_or_default();
+    give_back_lease(ctx, &name, lease, Keep::Branch)?;
+    Ok(true)
 }
 
 /// The free pooled worktree to take, locked: the most recently used (its
@@ -545,6 +614,12 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
             Keep::Nothing => worktree::remove(ctx, name, branch),
         };
     };
+    give_back_lease(ctx, name, lease, keep)
+}
+
+/// [`give_back_as`] of the ended `lease` of the attempt `name`.
+fn give_back_lease(ctx: &Context, name: &str, lease: Lease, keep: Keep) -> Result<()> {
+    let branch = lease.branch.as_str();
     let settled = crate::run::exec::take_settled(&ctx.caches, &lease.path);
     crate::git::stamps::forget(&ctx.caches, &lease.path);
     let mut entry = read_entry(&lease.common, &lease.n).unwrap_or_default();

@@ -1167,6 +1167,9 @@ impl<'a> Run<'a> {
                 (source, None)
             }
         };
+        // The merge queue needs only the branch: a take that finds the
+        // pool full may have this worktree back (see `pool::waits_to_land`).
+        crate::run::pool::waits_to_land(ctx, &branch_of(id));
         self.progress.phase(id, Phase::Queued);
         self.progress.event(&Event::Queued {
             wo: id.clone(),
@@ -1386,15 +1389,20 @@ enum GivenBack {
 /// pool. A halted attempt's worktree and branch stay for inspection until
 /// `clear`; a withdrawn or interrupted one is settled by its conductor.
 fn give_back_landed(ctx: &Context, id: &str, fate: &Fate) -> Result<()> {
-    let keep = match fate {
-        Fate::Landed { .. } | Fate::UpToDate | Fate::GateFailed { .. } => false,
-        Fate::Halted { .. } => true,
-        Fate::Waiting { .. } => {
-            return crate::run::pool::give_back_keeping_branch(ctx, id, &branch_of(id))
+    let branch = branch_of(id);
+    match fate {
+        Fate::Landed { .. } | Fate::UpToDate | Fate::GateFailed { .. } => {
+            crate::run::pool::give_back(ctx, id, &branch, false)
         }
-        Fate::Withdrawn { .. } | Fate::Interrupted => return Ok(()),
-    };
-    crate::run::pool::give_back(ctx, id, &branch_of(id), keep)
+        // Its worktree stays; if the pool took it back while the order
+        // waited to land, the branch is checked out again for the user.
+        Fate::Halted { .. } => {
+            crate::run::pool::give_back(ctx, id, &branch, true)?;
+            crate::run::worktree::check_out_kept(ctx, id, &branch).map(drop)
+        }
+        Fate::Waiting { .. } => crate::run::pool::give_back_keeping_branch(ctx, id, &branch),
+        Fate::Withdrawn { .. } | Fate::Interrupted => Ok(()),
+    }
 }
 
 fn lander_gone() -> Error {
@@ -1683,7 +1691,7 @@ fn dispatch<'a>(
 fn make_worktree(shared: &Shared<'_>, job: &mut Job<'_>) -> bool {
     let ctx = shared.ctx.local();
     let (id, branch) = (&job.wo.id, branch_of(&job.wo.id));
-    let made = crate::run::pool::take(&ctx, &shared.opts.pool, id, &branch, job.base);
+    let made = crate::run::pool::take_for_build(&ctx, &shared.opts.pool, id, &branch, job.base);
     match made {
         Ok(taken) => {
             job.worktree = taken.path;

@@ -334,6 +334,28 @@ pub(crate) fn add_under(
     Ok(dest)
 }
 
+/// A worktree `<root_dir>/<name>` with the existing `branch` checked out,
+/// for the user to look at the work of an order that halted after its
+/// worktree went back to the pool; none is made when a worktree has the
+/// branch checked out already. Returns where the branch is checked out.
+pub fn check_out_kept(ctx: &Context, name: &str, branch: &str) -> Result<PathBuf> {
+    check_name(name)?;
+    let full = branch_name(branch)?;
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    let listed = Registrations::read(&ctx.repo)?;
+    if let Some(elsewhere) = checked_out_at(ctx, &full, listed.left())? {
+        return Ok(elsewhere);
+    }
+    prune_unlisted_registrations(ctx)?;
+    let root = root_dir(ctx)?;
+    let dest = root.join(name);
+    check_destination(&root, &dest)?;
+    std::fs::create_dir_all(&root).map_err(Error::io(format!("creating {}", root.display())))?;
+    check_destination(&root, &dest)?;
+    check_out_new(ctx, &dest, &full)?;
+    Ok(dest)
+}
+
 /// Create the new worktree's branch `full` at `base`, refusing one that
 /// exists (another process may have made it just now) or is locked.
 fn create_branch(ctx: &Context, full: &FullName, name: &str, base: ObjectId) -> Result<()> {
