@@ -14,7 +14,52 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::state::context::Context;
-use crate::sys::error::{Error, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("creating {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("locking {}: {source}", path.display())]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("installing the signal handler: {source}")]
+    Signals {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("removing {}: {source}", path.display())]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {}: {source}", dir.display())]
+    List {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Disk space each conductor keeps in a file while it runs, freed when the
 /// disk fills so its own state transitions can still be written.
@@ -37,7 +82,10 @@ impl Conductor {
     /// can stop in good order.
     pub fn register(ctx: &Context) -> Result<Conductor> {
         let dir = dir(ctx);
-        std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        std::fs::create_dir_all(&dir).map_err(|source| Error::Create {
+            path: dir.clone(),
+            source,
+        })?;
         let name = format!("{}-{}", std::process::id(), crate::sys::clock::now_nanos());
         let path = dir.join(format!("{name}.lock"));
         let mut lock = OpenOptions::new()
@@ -45,10 +93,16 @@ impl Conductor {
             .truncate(true)
             .write(true)
             .open(&path)
-            .map_err(Error::io(format!("creating {}", path.display())))?;
+            .map_err(|source| Error::Create {
+                path: path.clone(),
+                source,
+            })?;
         // Waits, at most for a probe: the name is this process's alone, but
         // `stop` may be looking at every lock file at this moment.
-        fs4::FileExt::lock(&lock).map_err(Error::io(format!("locking {}", path.display())))?;
+        fs4::FileExt::lock(&lock).map_err(|source| Error::Lock {
+            path: path.clone(),
+            source,
+        })?;
         let _ = writeln!(lock, "{}", std::process::id());
         // Best effort: on a disk already full there is no reserve to keep.
         let reserve = dir.join(format!("{name}.reserve"));
@@ -62,7 +116,7 @@ impl Conductor {
             signal_hook::consts::SIGHUP,
         ] {
             signal_hook::flag::register(signal, Arc::clone(&interrupt))
-                .map_err(Error::io("installing the signal handler"))?;
+                .map_err(|source| Error::Signals { source })?;
         }
         Ok(Conductor {
             name,
@@ -167,7 +221,10 @@ pub fn end_orphans(ctx: &Context) -> Result<Vec<String>> {
         match std::fs::remove_dir_all(&groups) {
             // Another conductor starting now ended them first.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            other => other.map_err(Error::io(format!("removing {}", groups.display())))?,
+            other => other.map_err(|source| Error::Remove {
+                path: groups.clone(),
+                source,
+            })?,
         }
     }
     report.sort();
@@ -244,7 +301,7 @@ fn entries(ctx: &Context, suffix: &str) -> Result<Vec<(String, PathBuf)>> {
     let listing = match std::fs::read_dir(&dir) {
         Ok(listing) => listing,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(format!("reading {}", dir.display()))(e)),
+        Err(source) => return Err(Error::List { dir, source }.into()),
     };
     Ok(listing
         .flatten()
@@ -264,8 +321,10 @@ pub fn request_stop_all(ctx: &Context) -> Result<Vec<String>> {
     for (name, path) in entries(ctx, ".lock")? {
         if lock_is_held(&path) {
             let stop = dir(ctx).join(format!("{name}.stop"));
-            std::fs::write(&stop, b"stop\n")
-                .map_err(Error::io(format!("writing {}", stop.display())))?;
+            std::fs::write(&stop, b"stop\n").map_err(|source| Error::Write {
+                path: stop.clone(),
+                source,
+            })?;
             stopped.push(name);
         }
     }

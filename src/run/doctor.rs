@@ -20,7 +20,63 @@ use crate::run::worktree::{self, BRANCH_PREFIX, INITIALIZING, RACE_BRANCH_PREFIX
 use crate::state::context::Context;
 use crate::state::orders::Orders;
 use crate::state::{Record, Status, Store, NOTES_REF};
-use crate::sys::error::{Error, GitContext, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading HEAD: {source}")]
+    ReadHead {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("removing {}: {source}", path.display())]
+    RemoveLock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening the main repository: {source}")]
+    OpenMain {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing linked worktrees: {source}")]
+    ListWorktrees {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing references: {source}")]
+    ListRefs {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing arbiter branches: {source}")]
+    ListBranches {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading a reference: {source}")]
+    ReadAReference {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading {NOTES_REF}: {source}")]
+    ReadNotes {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("resolving {NOTES_REF}: {source}")]
+    ResolveNotes {
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 use crate::{run::merge, run::reconcile};
 
 #[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -166,7 +222,10 @@ struct Setup {
 pub fn run(ctx: &Context, opts: &Options<'_>) -> Result<Report> {
     let branch = match opts.into {
         Some(into) => Some(ctx.integration_branch(Some(into))?),
-        None => ctx.repo.head_name().git_context("reading HEAD")?,
+        None => ctx
+            .repo
+            .head_name()
+            .map_err(|source| Error::ReadHead { source })?,
     };
     let missing = ctx.orders_dir(opts.orders).is_ok_and(|dir| !dir.exists());
     let (orders, orders_error) = match ctx.load_orders(opts.orders) {
@@ -488,7 +547,13 @@ fn clear_stale_notes_locks(ctx: &Context) -> Result<Vec<String>> {
             )),
             // Another cleaner was first.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(format!("removing {}", lock.path.display()))(e)),
+            Err(source) => {
+                return Err(Error::RemoveLock {
+                    path: lock.path.clone(),
+                    source,
+                }
+                .into())
+            }
         }
     }
     Ok(report)
@@ -580,7 +645,7 @@ fn index_locks(ctx: &Context) -> Result<Vec<Finding>> {
     let main = ctx
         .repo
         .main_repo()
-        .git_context("opening the main repository")?;
+        .map_err(|source| Error::OpenMain { source })?;
     let mut places = Vec::new();
     if let Some(top) = main.workdir() {
         places.push((common.clone(), top.to_owned()));
@@ -588,7 +653,7 @@ fn index_locks(ctx: &Context) -> Result<Vec<Finding>> {
     for proxy in ctx
         .repo
         .worktrees()
-        .git_context("listing linked worktrees")?
+        .map_err(|source| Error::ListWorktrees { source })?
     {
         let base = proxy.base().unwrap_or_else(|_| proxy.git_dir().to_owned());
         places.push((proxy.git_dir().to_owned(), base));
@@ -702,7 +767,7 @@ fn worktree_locks(
     for proxy in ctx
         .repo
         .worktrees()
-        .git_context("listing linked worktrees")?
+        .map_err(|source| Error::ListWorktrees { source })?
     {
         let reason = match proxy.lock_reason() {
             Some(r) if r == INITIALIZING => r.to_string(),
@@ -766,7 +831,7 @@ fn leftovers(
     let locked: BTreeMap<PathBuf, String> = ctx
         .repo
         .worktrees()
-        .git_context("listing linked worktrees")?
+        .map_err(|source| Error::ListWorktrees { source })?
         .into_iter()
         .filter_map(|p| Some((p.base().ok()?, p.lock_reason()?.to_string())))
         .collect();
@@ -838,13 +903,16 @@ fn short(full: &str) -> String {
 
 /// Full names of the local branches under `prefix`.
 fn branches(ctx: &Context, prefix: &str) -> Result<Vec<String>> {
-    let refs = ctx.repo.references().git_context("listing references")?;
+    let refs = ctx
+        .repo
+        .references()
+        .map_err(|source| Error::ListRefs { source })?;
     let mut out = Vec::new();
     for r in refs
         .prefixed(prefix)
-        .git_context("listing arbiter branches")?
+        .map_err(|source| Error::ListBranches { source })?
     {
-        let r = r.git_context("reading a reference")?;
+        let r = r.map_err(|source| Error::ReadAReference { source })?;
         out.push(r.name().as_bstr().to_string());
     }
     Ok(out)
@@ -1092,11 +1160,11 @@ fn notes_sharing(ctx: &Context) -> Result<Vec<Finding>> {
     let local = match ctx
         .repo
         .try_find_reference(NOTES_REF)
-        .git_context(format!("reading {NOTES_REF}"))?
+        .map_err(|source| Error::ReadNotes { source })?
     {
         Some(mut r) => Some(
             r.peel_to_id()
-                .git_context(format!("resolving {NOTES_REF}"))?
+                .map_err(|source| Error::ResolveNotes { source })?
                 .detach(),
         ),
         None => None,

@@ -20,7 +20,35 @@ use crate::run::worktree::{self, branch_of};
 use crate::state::context::Context;
 use crate::state::orders::{Orders, WorkOrder};
 use crate::state::{Record, Status, Store, Verdict};
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading {branch}: {source}")]
+    ReadBranch {
+        branch: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("resolving {branch}: {source}")]
+    ResolveBranch {
+        branch: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading {commit}: {source}")]
+    ReadMerge {
+        commit: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Which command lands the kept work: what it may take up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,14 +238,17 @@ fn branch_commit(ctx: &Context, id: &str) -> Result<Option<ObjectId>> {
     let Some(mut found) = ctx
         .repo
         .try_find_reference(branch.as_str())
-        .git_context(format!("reading {branch}"))?
+        .map_err(|source| Error::ReadBranch {
+            branch: branch.clone(),
+            source,
+        })?
     else {
         return Ok(None);
     };
     Ok(Some(
         found
             .peel_to_id()
-            .git_context(format!("resolving {branch}"))?
+            .map_err(|source| Error::ResolveBranch { branch, source })?
             .detach(),
     ))
 }
@@ -303,7 +334,10 @@ fn what_the_merge_changed(ctx: &Context, sha: ObjectId) -> Result<(Option<Object
     let merge = ctx
         .repo
         .find_commit(sha)
-        .map_err(|e| Error::git(format!("reading {sha}"))(Box::new(e)))?;
+        .map_err(|source| Error::ReadMerge {
+            commit: sha,
+            source,
+        })?;
     let Some(parent) = merge.parent_ids().next().map(|p| p.detach()) else {
         return Ok((None, Vec::new()));
     };

@@ -16,7 +16,36 @@ use crate::run::reconcile::Row;
 use crate::state::context::Context;
 use crate::state::orders::{self, Orders, WorkOrder};
 use crate::state::scope::Entry;
-use crate::sys::error::{GitContext, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
+
+/// What failed reading the repository for a lint (its findings are no errors).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading commit {commit}: {source}")]
+    ReadCommit {
+        commit: gix::ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading the tree of {commit}: {source}")]
+    ReadTree {
+        commit: gix::ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing the files of {commit}: {source}")]
+    ListFiles {
+        commit: gix::ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -255,14 +284,23 @@ fn tracked_files(ctx: &Context, tip: gix::ObjectId) -> Result<Vec<String>> {
     let tree = ctx
         .repo
         .find_commit(tip)
-        .git_context(format!("reading commit {tip}"))?
+        .map_err(|source| Error::ReadCommit {
+            commit: tip,
+            source,
+        })?
         .tree()
-        .git_context(format!("reading the tree of {tip}"))?;
+        .map_err(|source| Error::ReadTree {
+            commit: tip,
+            source,
+        })?;
     let entries = tree
         .traverse()
         .breadthfirst
         .files()
-        .git_context(format!("listing the files of {tip}"))?;
+        .map_err(|source| Error::ListFiles {
+            commit: tip,
+            source,
+        })?;
     let mut paths: Vec<String> = entries
         .into_iter()
         .filter(|e| !e.mode.is_tree())

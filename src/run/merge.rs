@@ -41,7 +41,40 @@ use crate::run::user_checkout;
 use crate::state::context::Context;
 use crate::state::orders::WorkOrder;
 use crate::state::{Store, Verdict};
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading merge options: {source}")]
+    Options {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("merging {commit} into {into}: {source}")]
+    Merge {
+        commit: ObjectId,
+        into: gix::bstr::BString,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("writing the merged tree: {source}")]
+    WriteTree {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("moving {branch}: {source}")]
+    MoveBranch {
+        branch: gix::bstr::BString,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// How often in a row the branch's lock may be found taken before it is
 /// reported as stale.
@@ -297,7 +330,7 @@ fn compute(
     let repo = &ctx.repo;
     let options = repo
         .tree_merge_options()
-        .git_context("reading merge options")?;
+        .map_err(|source| Error::Options { source })?;
     let labels = gix::merge::blob::builtin_driver::text::Labels {
         ancestor: None,
         current: Some(req.into.shorten()),
@@ -307,10 +340,12 @@ fn compute(
     // what to merge against? which round base to name?
     // Merged blobs and trees are written fresh: see `odb::write_fresh`.
     let objects = crate::git::odb::Fresh(repo);
-    let mut outcome =
-        merge_commits(ctx, caches, onto, req.source, labels, options, &objects).git_context(
-            format!("merging {} into {}", req.source, req.into.shorten()),
-        )?;
+    let mut outcome = merge_commits(ctx, caches, onto, req.source, labels, options, &objects)
+        .map_err(|source| Error::Merge {
+            commit: req.source,
+            into: req.into.shorten().to_owned(),
+            source,
+        })?;
     let merge_base = outcome.merge_bases.as_ref().map(|b| *b.first());
     if req.source == onto
         || outcome
@@ -348,7 +383,7 @@ fn compute(
         .tree_merge
         .tree
         .write(|tree| crate::git::odb::write_fresh(repo, tree))
-        .git_context("writing the merged tree")?;
+        .map_err(|source| Error::WriteTree { source })?;
     let onto_tree = ctx.tree_of(onto)?;
     let changed = crate::git::diff::changed_paths(repo, onto_tree, tree)?;
     let uncovered = drift::uncovered(req.wo, &req.scope, &changed);
@@ -656,7 +691,7 @@ enum Cas {
     /// Its lock file stays (the path): perhaps left by a killed writer.
     Locked(std::path::PathBuf),
     /// The edit failed otherwise: tried again a few times, then reported.
-    Failed(Error),
+    Failed(crate::sys::error::Error),
 }
 
 fn move_branch(
@@ -685,10 +720,13 @@ fn move_branch(
         Err(e) if e.is_conflict() => Ok(Cas::Lost),
         // Most likely a race with `git pack-refs` moving the ref into
         // `packed-refs` as we read it: tried again a few times.
-        Err(e) => Ok(Cas::Failed(Error::git(format!(
-            "moving {}",
-            into.as_bstr()
-        ))(Box::new(e)))),
+        Err(source) => Ok(Cas::Failed(
+            Error::MoveBranch {
+                branch: into.as_bstr().to_owned(),
+                source,
+            }
+            .into(),
+        )),
     }
 }
 
@@ -761,7 +799,7 @@ pub fn record_up_to_date(store: &Store, req: &Request, tip: ObjectId) -> Result<
 
 /// The integration branch's lock file is held for longer than gix waits: name
 /// it, since a writer killed between locking and renaming leaves it behind.
-fn branch_locked(branch: &FullName, lock: &std::path::Path) -> Error {
+fn branch_locked(branch: &FullName, lock: &std::path::Path) -> crate::sys::error::Error {
     InputError::new(format!(
         "{} is locked by another process: {} exists",
         branch.shorten(),

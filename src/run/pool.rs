@@ -27,7 +27,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use gix::bstr::ByteSlice;
+use gix::bstr::{BString, ByteSlice};
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 use gix::refs::Target;
 use gix::ObjectId;
@@ -39,7 +39,89 @@ pub(crate) use crate::state::ledger::{forget, hold};
 use crate::state::ledger::{read_entry, write_entry};
 pub use crate::state::ledger::{Entry, State};
 use crate::sys::caches::Caches;
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("creating branch {branch}: {source}")]
+    CreateBranch {
+        branch: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("moving HEAD of {}: {source}", dir.display())]
+    MoveHead {
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading HEAD of {}: {source}", dir.display())]
+    ReadHead {
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading the status of {}: {source}", dir.display())]
+    Status {
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    /// A path of the index or of a directory walk that is no path here.
+    #[error("the path '{path}': {source}")]
+    Path {
+        path: BString,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading the index of {}: {source}", dir.display())]
+    ReadIndex {
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("preparing a directory walk: {source}")]
+    WalkOptions {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing the untracked files of {}: {source}", dir.display())]
+    Untracked {
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("removing {}: {source}", path.display())]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening the pooled worktree {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading commit {commit}: {source}")]
+    ReadCommit {
+        commit: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading the tree of {commit}: {source}")]
+    ReadTree {
+        commit: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// How a run uses the pool (`--no-pool`, `--setup`, `arbiter.pool*`, `arbiter.setup*`).
 #[derive(Debug, Clone, Default)]
@@ -444,7 +526,10 @@ fn switch(
             format!("arbiter: pooled worktree {}", info.name),
         )
     })
-    .git_context(format!("creating branch {branch}"))?;
+    .map_err(|source| Error::CreateBranch {
+        branch: branch.to_owned(),
+        source,
+    })?;
     let wt = open(ctx, &info.path)?;
     let found = hold_exactly(ctx, &wt, &entry, base_tree, keep_ignored)?;
     attach_head(&wt, &full)?;
@@ -544,10 +629,10 @@ fn set_head(wt: &gix::Repository, new: Target, message: String) -> Result<()> {
             deref: false,
         })
     })
-    .git_context(format!(
-        "moving HEAD of {}",
-        wt.workdir().unwrap_or(wt.git_dir()).display()
-    ))?;
+    .map_err(|source| Error::MoveHead {
+        dir: wt.workdir().unwrap_or(wt.git_dir()).to_owned(),
+        source,
+    })?;
     Ok(())
 }
 
@@ -633,7 +718,10 @@ fn give_back_lease(ctx: &Context, name: &str, lease: Lease, keep: Keep) -> Resul
     let wt = open(ctx, &lease.path)?;
     let tip = wt
         .head_id()
-        .git_context(format!("reading HEAD of {}", lease.path.display()))?
+        .map_err(|source| Error::ReadHead {
+            dir: lease.path.clone(),
+            source,
+        })?
         .detach();
     set_head(
         &wt,
@@ -721,7 +809,7 @@ fn clean_for_the_pool(
         let walk = scope.spawn(move || untracked(&walker));
         let reset = crate::git::reset::reset_to(&ctx.caches, wt, tree);
         let listing = walk.join().unwrap_or_else(|_| {
-            Err(Error::Input(InputError::new(
+            Err(crate::sys::error::Error::Input(InputError::new(
                 "listing the untracked files of a pooled worktree failed",
             )))
         });
@@ -813,9 +901,9 @@ fn enforce_budget(ctx: &Context, max: u64) -> Result<()> {
 
 /// The top folder of the pooled worktree `wt`.
 fn files_of(wt: &gix::Repository) -> Result<PathBuf> {
-    wt.workdir()
-        .map(Path::to_owned)
-        .ok_or_else(|| Error::Input(InputError::new("a pooled worktree without files")))
+    wt.workdir().map(Path::to_owned).ok_or_else(|| {
+        crate::sys::error::Error::Input(InputError::new("a pooled worktree without files"))
+    })
 }
 
 /// Remove the untracked files of `wt` (and its ignored ones unless
@@ -881,17 +969,20 @@ pub fn dirt(caches: &Caches, wt: &gix::Repository) -> Result<Dirt> {
         });
     }
     let dir = files_of(wt)?;
-    let context = || format!("reading the status of {}", dir.display());
+    let status = |source| Error::Status {
+        dir: dir.clone(),
+        source,
+    };
     let iter = wt
         .status(gix::progress::Discard)
-        .git_context(context())?
+        .map_err(status)?
         .untracked_files(gix::status::UntrackedFiles::Collapsed)
         .index_worktree_rewrites(None)
         .into_index_worktree_iter(Vec::new())
-        .git_context(context())?;
+        .map_err(status)?;
     let mut found = Dirt::default();
     for item in iter {
-        let item = item.git_context(context())?;
+        let item = item.map_err(status)?;
         if !crate::git::status::is_edit(&item) {
             continue;
         }
@@ -922,8 +1013,10 @@ fn ignored_size(ctx: &Context, path: &Path) -> Result<u64> {
     let mut bytes = 0;
     for (rela_path, ignored) in untracked(&wt)? {
         if ignored {
-            let rel = gix::path::from_bstr(rela_path.as_bstr())
-                .git_context(format!("the path '{rela_path}'"))?;
+            let rel = gix::path::from_bstr(rela_path.as_bstr()).map_err(|source| Error::Path {
+                path: rela_path.clone(),
+                source,
+            })?;
             bytes += size_of(&top.join(rel));
         }
     }
@@ -943,10 +1036,13 @@ fn untracked(wt: &gix::Repository) -> Result<Vec<(gix::bstr::BString, bool)>> {
         true,
         Default::default(),
     )
-    .git_context(format!("reading the index of {}", dir.display()))?;
+    .map_err(|source| Error::ReadIndex {
+        dir: dir.clone(),
+        source,
+    })?;
     let options = wt
         .dirwalk_options()
-        .git_context("preparing a directory walk")?
+        .map_err(|source| Error::WalkOptions { source })?
         .emit_untracked(EmissionMode::CollapseDirectory)
         .emit_ignored(Some(EmissionMode::CollapseDirectory))
         .for_deletion(Some(Default::default()))
@@ -959,7 +1055,7 @@ fn untracked(wt: &gix::Repository) -> Result<Vec<(gix::bstr::BString, bool)>> {
         options,
         &mut found,
     )
-    .git_context(format!("listing the untracked files of {}", dir.display()))?;
+    .map_err(|source| Error::Untracked { dir, source })?;
     let mut listing = Vec::new();
     for (entry, _) in found.unorded_entries {
         let ignored = matches!(entry.status, Status::Ignored(_));
@@ -991,8 +1087,11 @@ fn remove_listed(
         }) {
             continue;
         }
-        let path = dir
-            .join(gix::path::from_bstr(repo_path).git_context(format!("the path '{rela_path}'"))?);
+        let rel = gix::path::from_bstr(repo_path).map_err(|source| Error::Path {
+            path: rela_path.clone(),
+            source,
+        })?;
+        let path = dir.join(rel);
         if ignored && keep_ignored {
             if measure {
                 kept += size_of(&path);
@@ -1008,7 +1107,7 @@ fn remove_listed(
         } else {
             std::fs::remove_file(&path)
         };
-        removed.map_err(Error::io(format!("removing {}", path.display())))?;
+        removed.map_err(|source| Error::Remove { path, source })?;
     }
     Ok(measure.then_some(kept))
 }
@@ -1065,15 +1164,21 @@ pub fn setup_needed(
 /// The repository of `worktree` and the tree of commit `base`.
 fn base_tree(worktree: &Path, base: ObjectId) -> Result<(gix::Repository, ObjectId)> {
     // Objects only: what a hook's `GIT_INDEX_FILE` says does not matter here.
-    let repo = gix::open(worktree).git_context(format!(
-        "opening the pooled worktree {}",
-        worktree.display()
-    ))?;
+    let repo = gix::open(worktree).map_err(|source| Error::Open {
+        path: worktree.to_owned(),
+        source,
+    })?;
     let tree = repo
         .find_commit(base)
-        .git_context(format!("reading commit {base}"))?
+        .map_err(|source| Error::ReadCommit {
+            commit: base,
+            source,
+        })?
         .tree_id()
-        .git_context(format!("reading the tree of {base}"))?
+        .map_err(|source| Error::ReadTree {
+            commit: base,
+            source,
+        })?
         .detach();
     Ok((repo, tree))
 }

@@ -30,7 +30,59 @@ use crate::run::progress::{Event, Phase, Progress};
 use crate::run::worktree::{self, VERIFY_PREFIX};
 use crate::state::context::Context;
 use crate::state::{Store, Verdict};
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("keeping {commit} on {name}: {source}")]
+    KeepChain {
+        commit: ObjectId,
+        name: String,
+        #[source]
+        source: gix::Error,
+    },
+    /// A verification command that could not be started or waited for.
+    #[error("running {kind} '{command}' on the merged result: {source}")]
+    RunCheck {
+        kind: &'static str,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("removing {}: {source}", path.display())]
+    RemoveLock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("listing references: {source}")]
+    ListRefs {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing verification branches: {source}")]
+    ListVerifyBranches {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing merge chain refs: {source}")]
+    ListChainRefs {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("deleting {name}: {source}")]
+    DeleteRef {
+        name: String,
+        #[source]
+        source: crate::git::refguard::DeleteError,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 pub use crate::run::merge::MERGED_GATE_FAILED;
 
@@ -480,7 +532,11 @@ impl<'a> Queue<'a> {
                 "arbiter: keep a merge chain until it lands",
             )
         })
-        .git_context(format!("keeping {sha} on {name}"))?;
+        .map_err(|source| Error::KeepChain {
+            commit: sha,
+            name: name.clone(),
+            source,
+        })?;
         Ok(())
     }
 
@@ -626,9 +682,11 @@ impl<'a> Queue<'a> {
             },
             &stop,
         )
-        .map_err(Error::io(format!(
-            "running {kind} '{cmd}' on the merged result"
-        )))?;
+        .map_err(|source| Error::RunCheck {
+            kind,
+            command: cmd.to_owned(),
+            source,
+        })?;
         if exit == Exit::Interrupted {
             return Ok(None);
         }
@@ -772,8 +830,10 @@ pub fn remove_dead_verifiers(ctx: &Context) -> Result<Vec<String>> {
         // Only that conductor edits its branch: a lock on it is its own.
         let lock = locks.join(format!("{conductor}.lock"));
         if lock.exists() {
-            std::fs::remove_file(&lock)
-                .map_err(Error::io(format!("removing {}", lock.display())))?;
+            std::fs::remove_file(&lock).map_err(|source| Error::RemoveLock {
+                path: lock.clone(),
+                source,
+            })?;
         }
         worktree::remove(ctx, &name, &worktree::verify_branch(conductor))?;
         report.push(format!(
@@ -819,9 +879,9 @@ fn verifier_names(
     let branches = ctx
         .repo
         .references()
-        .git_context("listing references")?
+        .map_err(|source| Error::ListRefs { source })?
         .prefixed(worktree::VERIFY_BRANCH_PREFIX)
-        .git_context("listing verification branches")?
+        .map_err(|source| Error::ListVerifyBranches { source })?
         .filter_map(|r| r.ok())
         .filter_map(|r| {
             let full = r.name().as_bstr().to_string();
@@ -850,15 +910,20 @@ fn drop_dead_chain_refs(ctx: &Context) -> Result<()> {
             let name = entry.file_name().to_string_lossy().into_owned();
             if let Some(conductor) = name.strip_suffix(".lock") {
                 if !conductor::is_live(ctx, conductor) {
-                    std::fs::remove_file(entry.path())
-                        .map_err(Error::io(format!("removing {}", entry.path().display())))?;
+                    std::fs::remove_file(entry.path()).map_err(|source| Error::RemoveLock {
+                        path: entry.path(),
+                        source,
+                    })?;
                 }
             }
         }
-        let refs = ctx.repo.references().git_context("listing references")?;
+        let refs = ctx
+            .repo
+            .references()
+            .map_err(|source| Error::ListRefs { source })?;
         let dead: Vec<String> = refs
             .prefixed(prefix)
-            .git_context("listing merge chain refs")?
+            .map_err(|source| Error::ListChainRefs { source })?
             .filter_map(|r| r.ok())
             .map(|r| r.name().as_bstr().to_string())
             .filter(|name| {
@@ -875,7 +940,13 @@ fn drop_dead_chain_refs(ctx: &Context) -> Result<()> {
 
 /// Delete the ref `name`, whatever it points at.
 fn drop_ref(repo: &gix::Repository, name: &str) -> Result<()> {
-    crate::git::refguard::delete(repo, name, None).git_context(format!("deleting {name}"))
+    crate::git::refguard::delete(repo, name, None).map_err(|source| {
+        Error::DeleteRef {
+            name: name.to_owned(),
+            source,
+        }
+        .into()
+    })
 }
 
 impl Drop for Queue<'_> {
@@ -899,7 +970,7 @@ impl Drop for Queue<'_> {
 }
 
 /// An `InputError` for a bad `--verify` / `arbiter.verify`.
-pub fn bad_verify(what: &str, why: String) -> Error {
+pub fn bad_verify(what: &str, why: String) -> crate::sys::error::Error {
     InputError::new(format!("{what}: {why}"))
         .hint("use 'merged' (gates run on the merged result before it lands) or 'none'")
         .into()

@@ -11,7 +11,60 @@ use crate::run::worktree::branch_of;
 use crate::state::context::Context;
 use crate::state::orders::Orders;
 use crate::state::{PastAttempt, Record, Snapshot, Status};
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading the merge {merge}: {source}")]
+    ReadMerge {
+        merge: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading {branch}: {source}")]
+    ReadBranch {
+        branch: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("resolving {branch}: {source}")]
+    ResolveBranch {
+        branch: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading commit {commit}: {source}")]
+    ReadCommit {
+        commit: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading the tree of {commit}: {source}")]
+    ReadTree {
+        commit: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("running git diff: {source}")]
+    RunDiff {
+        #[source]
+        source: std::io::Error,
+    },
+    /// git diff ran and failed: what it said, then how it exited.
+    #[error("git diff {from}..{to}: {stderr}: {status}")]
+    Diff {
+        from: String,
+        to: String,
+        stderr: String,
+        status: std::process::ExitStatus,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Every work order id the state or the orders directory knows, sorted.
 /// The state alone suffices: records written by git-arbiter keep a key
@@ -216,7 +269,7 @@ fn merge_evidence(
         true => ctx
             .repo
             .find_commit(merge)
-            .git_context(format!("reading the merge {merge}"))?
+            .map_err(|source| Error::ReadMerge { merge, source })?
             .parent_ids()
             .next()
             .map(|p| p.detach()),
@@ -255,7 +308,10 @@ fn kept_evidence(ctx: &Context, record: &Record, patch: bool, ev: &mut Evidence)
     let kept = ctx
         .repo
         .try_find_reference(format!("refs/heads/{}", branch_of(id)).as_str())
-        .git_context(format!("reading {}", branch_of(id)))?;
+        .map_err(|source| Error::ReadBranch {
+            branch: branch_of(id),
+            source,
+        })?;
     let base = record
         .checkpoint_before
         .as_deref()
@@ -263,7 +319,10 @@ fn kept_evidence(ctx: &Context, record: &Record, patch: bool, ev: &mut Evidence)
     if let (Some(mut kept), Some(base)) = (kept, base) {
         let tip = kept
             .peel_to_id()
-            .git_context(format!("resolving {}", branch_of(id)))?
+            .map_err(|source| Error::ResolveBranch {
+                branch: branch_of(id),
+                source,
+            })?
             .detach();
         match ctx.repo.has_object(base) {
             true => ev.changes = Some(changes(ctx, "kept_branch", base, tip, patch)?),
@@ -291,9 +350,9 @@ fn changes(
         Ok(ctx
             .repo
             .find_commit(id)
-            .git_context(format!("reading commit {id}"))?
+            .map_err(|source| Error::ReadCommit { commit: id, source })?
             .tree_id()
-            .git_context(format!("reading the tree of {id}"))?
+            .map_err(|source| Error::ReadTree { commit: id, source })?
             .detach())
     };
     let changed = crate::git::diff::changed_paths(&ctx.repo, tree(from)?, tree(to)?)?;
@@ -345,14 +404,15 @@ fn git_diff(ctx: &Context, args: &[&str], range: &[String; 2]) -> Result<String>
         .args(range)
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(Error::io("running git diff"))?;
+        .map_err(|source| Error::RunDiff { source })?;
     if !out.status.success() {
-        return Err(Error::io(format!(
-            "git diff {}..{}: {}",
-            range[0],
-            range[1],
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))(std::io::Error::other(out.status.to_string())));
+        return Err(Error::Diff {
+            from: range[0].clone(),
+            to: range[1].clone(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            status: out.status,
+        }
+        .into());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

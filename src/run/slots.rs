@@ -40,8 +40,78 @@ use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::state::context::{defaults, Context};
-use crate::sys::error::{Error, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
 use crate::sys::flock::{free_now, try_lock};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("creating the slot directory {}: {source}", dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("creating {}: {source}", dir.display())]
+    CreateQueue {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("making the slot directory {} private: {source}", dir.display())]
+    MakePrivate {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("listing {}: {source}", dir.display())]
+    List {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("locking {}: {source}", path.display())]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("probing {}: {source}", path.display())]
+    Probe {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("taking a slot in {}: every slot file is locked by something outside git-arbiter", dir.display())]
+    AllLocked { dir: PathBuf },
+    #[error("waiting in {}: our queue ticket disappeared", dir.display())]
+    TicketGone { dir: PathBuf },
+    #[error("locking {}: a fresh ticket is locked by someone else", path.display())]
+    TicketTaken { path: PathBuf },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// The largest cap accepted; more slots than this is a typo, not a machine.
 pub const MAX_CAP: u32 = 1024;
@@ -272,17 +342,22 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
             return Err(not_a_directory(dir))
         }
         Err(e) => {
-            return Err(Error::io(format!(
-                "creating the slot directory {}",
-                dir.display()
-            ))(e))
+            return Err(Error::CreateDir {
+                dir: dir.to_owned(),
+                source: e,
+            }
+            .into())
         }
     }
     check_private(dir, true)?;
     let queue = dir.join(QUEUE);
     match fs::DirBuilder::new().mode(0o700).create(&queue) {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-            return Err(Error::io(format!("creating {}", queue.display()))(e))
+            return Err(Error::CreateQueue {
+                dir: queue,
+                source: e,
+            }
+            .into())
         }
         _ => {}
     }
@@ -291,7 +366,7 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
 
 const OWN_DIR_HINT: &str = "point ARBITER_SLOT_DIR or arbiter.slotDir at a directory of your own";
 
-fn not_a_directory(dir: &Path) -> Error {
+fn not_a_directory(dir: &Path) -> crate::sys::error::Error {
     InputError::new(format!(
         "slot directory {} is not a directory",
         dir.display()
@@ -312,7 +387,10 @@ fn check_private(dir: &Path, top: bool) -> Result<()> {
     } else {
         fs::symlink_metadata(dir)
     }
-    .map_err(Error::io(format!("reading {}", dir.display())))?;
+    .map_err(|source| Error::Read {
+        path: dir.to_owned(),
+        source,
+    })?;
     let hint = OWN_DIR_HINT;
     if !meta.is_dir() {
         return Err(not_a_directory(dir));
@@ -354,10 +432,13 @@ fn check_private(dir: &Path, top: bool) -> Result<()> {
         ))
         .into());
     }
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(Error::io(format!(
-        "making the slot directory {} private",
-        dir.display()
-    )))
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|source| {
+        Error::MakePrivate {
+            dir: dir.to_owned(),
+            source,
+        }
+    })?;
+    Ok(())
 }
 
 fn only_slot_entries(dir: &Path) -> Result<bool> {
@@ -374,7 +455,13 @@ fn only_slot_entries(dir: &Path) -> Result<bool> {
 fn read_dir(dir: &Path) -> Result<Vec<fs::DirEntry>> {
     fs::read_dir(dir)
         .and_then(|entries| entries.collect::<std::io::Result<Vec<_>>>())
-        .map_err(Error::io(format!("listing {}", dir.display())))
+        .map_err(|source| {
+            Error::List {
+                dir: dir.to_owned(),
+                source,
+            }
+            .into()
+        })
 }
 
 /// `slot-<k>` with `k` in canonical decimal.
@@ -425,11 +512,18 @@ fn open_entry(path: &Path, create: Create) -> Result<File> {
         Err(e) if Errno::from_io_error(&e) == Some(Errno::ISDIR) => {
             return Err(foreign_entry(path, "is not a regular file"))
         }
-        Err(e) => return Err(Error::io(format!("opening {}", path.display()))(e)),
+        Err(source) => {
+            return Err(Error::Open {
+                path: path.to_owned(),
+                source,
+            }
+            .into())
+        }
     };
-    let meta = file
-        .metadata()
-        .map_err(Error::io(format!("reading {}", path.display())))?;
+    let meta = file.metadata().map_err(|source| Error::Read {
+        path: path.to_owned(),
+        source,
+    })?;
     check_entry(path, &meta, euid())?;
     Ok(file)
 }
@@ -448,7 +542,7 @@ fn check_entry(path: &Path, meta: &fs::Metadata, me: u32) -> Result<()> {
     Ok(())
 }
 
-fn foreign_entry(path: &Path, what: &str) -> Error {
+fn foreign_entry(path: &Path, what: &str) -> crate::sys::error::Error {
     InputError::new(format!("{} {what}", path.display()))
         .hint(
             "only git-arbiter's own files belong in the slot directory: \
@@ -458,8 +552,16 @@ fn foreign_entry(path: &Path, what: &str) -> Error {
 }
 
 /// An entry that vanished since the directory was listed (a waiter left).
-fn is_gone(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+fn is_gone(e: &crate::sys::error::Error) -> bool {
+    let crate::sys::error::Error::Kernel(kernel) = e else {
+        return false;
+    };
+    let kernel: &dyn std::error::Error = &**kernel;
+    matches!(
+        kernel.downcast_ref::<Error>(),
+        Some(Error::Open { source, .. } | Error::Read { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound
+    )
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(file: &mut File) -> Option<T> {
@@ -479,13 +581,15 @@ impl DirLock {
         let path = dir.join(MUTEX);
         loop {
             let file = open_entry(&path, Create::IfMissing)?;
-            let locked = crate::sys::flock::Held::try_take(file)
-                .map_err(Error::io(format!("locking {}", path.display())))?;
+            let locked = crate::sys::flock::Held::try_take(file).map_err(|source| Error::Lock {
+                path: path.clone(),
+                source,
+            })?;
             if let Some(lock) = locked {
                 return Ok(DirLock { _lock: lock });
             }
             if interrupt.load(Ordering::SeqCst) {
-                return Err(Error::Interrupted);
+                return Err(crate::sys::error::Error::Interrupted);
             }
             std::thread::sleep(MUTEX_POLL);
         }
@@ -522,7 +626,10 @@ fn probe_holders(dir: &Path) -> Result<Vec<Held>> {
             Err(e) if is_gone(&e) => continue,
             Err(e) => return Err(e),
         };
-        if !free_now(&file).map_err(Error::io(format!("probing {}", path.display())))? {
+        if !free_now(&file).map_err(|source| Error::Probe {
+            path: path.clone(),
+            source,
+        })? {
             let body: Option<SlotBody> = read_json(&mut file);
             held.push(Held {
                 slot,
@@ -567,7 +674,10 @@ fn probe_queue(dir: &Path, reap: bool) -> Result<(Vec<Queued>, u64)> {
             Err(e) if is_gone(&e) => continue,
             Err(e) => return Err(e),
         };
-        if free_now(&file).map_err(Error::io(format!("probing {}", path.display())))? {
+        if free_now(&file).map_err(|source| Error::Probe {
+            path: path.clone(),
+            source,
+        })? {
             if reap {
                 let _ = fs::remove_file(&path);
             }
@@ -603,8 +713,10 @@ fn take_slot(dir: &Path, held: &[Held], cap: u32, info: &HolderInfo) -> Result<S
         let path = dir.join(format!("slot-{index}"));
         let file = open_entry(&path, Create::IfMissing)?;
         // Only a process outside the protocol can hold it here; skip it.
-        let locked = crate::sys::flock::Held::try_take(file)
-            .map_err(Error::io(format!("locking {}", path.display())))?;
+        let locked = crate::sys::flock::Held::try_take(file).map_err(|source| Error::Lock {
+            path: path.clone(),
+            source,
+        })?;
         let Some(lock) = locked else {
             continue;
         };
@@ -617,12 +729,16 @@ fn take_slot(dir: &Path, held: &[Held], cap: u32, info: &HolderInfo) -> Result<S
         let mut file = lock.file();
         file.set_len(0)
             .and_then(|_| file.write_all(text.as_bytes()))
-            .map_err(Error::io(format!("writing {}", path.display())))?;
+            .map_err(|source| Error::Write {
+                path: path.clone(),
+                source,
+            })?;
         return Ok(Slot { _lock: lock, index });
     }
-    Err(Error::io(format!("taking a slot in {}", dir.display()))(
-        std::io::Error::other("every slot file is locked by something outside git-arbiter"),
-    ))
+    Err(Error::AllLocked {
+        dir: dir.to_owned(),
+    }
+    .into())
 }
 
 /// Take one slot of `cap` in `dir`.
@@ -645,20 +761,21 @@ pub fn acquire(
     let mut reported: Option<WaitState> = None;
     loop {
         if interrupt.load(Ordering::SeqCst) {
-            return Err(Error::Interrupted);
+            return Err(crate::sys::error::Error::Interrupted);
         }
         let mutex = DirLock::take(dir, interrupt)?;
         let held = probe_holders(dir)?;
         let (queue, next) = probe_queue(dir, true)?;
         // Our position: at our ticket, or (no ticket yet) after everyone.
-        let position = match &ticket {
-            Some(t) => queue.iter().position(|q| q.name == t.name).ok_or_else(|| {
-                Error::io(format!("waiting in {}", dir.display()))(std::io::Error::other(
-                    "our queue ticket disappeared",
-                ))
-            })?,
-            None => queue.len(),
-        };
+        let position =
+            match &ticket {
+                Some(t) => queue.iter().position(|q| q.name == t.name).ok_or_else(|| {
+                    Error::TicketGone {
+                        dir: dir.to_owned(),
+                    }
+                })?,
+                None => queue.len(),
+            };
         let caps = queue
             .iter()
             .take(position)
@@ -701,11 +818,15 @@ fn create_ticket(dir: &Path, number: u64, cap: u32, info: &HolderInfo) -> Result
     // From here on the file is removed again if anything fails.
     let ticket = Ticket { file, path, name };
     // Lock before writing: an unlocked ticket reads as a dead waiter's.
-    let context = || format!("locking {}", ticket.path.display());
-    if !try_lock(&ticket.file).map_err(Error::io(context()))? {
-        return Err(Error::io(context())(std::io::Error::other(
-            "a fresh ticket is locked by someone else",
-        )));
+    let locked = try_lock(&ticket.file).map_err(|source| Error::Lock {
+        path: ticket.path.clone(),
+        source,
+    })?;
+    if !locked {
+        return Err(Error::TicketTaken {
+            path: ticket.path.clone(),
+        }
+        .into());
     }
     let body = serde_json::to_string(&TicketBody {
         cap,
@@ -714,7 +835,10 @@ fn create_ticket(dir: &Path, number: u64, cap: u32, info: &HolderInfo) -> Result
     .expect("ticket always serializes");
     (&ticket.file)
         .write_all(body.as_bytes())
-        .map_err(Error::io(format!("writing {}", ticket.path.display())))?;
+        .map_err(|source| Error::Write {
+            path: ticket.path.clone(),
+            source,
+        })?;
     Ok(ticket)
 }
 
@@ -745,6 +869,7 @@ pub fn occupancy(dir: &Path) -> Result<Occupancy> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::error::Error;
     use std::sync::{Arc, Mutex};
 
     /// The holders of slots in `dir` (those whose info is readable), by slot index.

@@ -33,7 +33,56 @@ use crate::git::checkout;
 use crate::git::diff::Changed;
 use crate::git::index_lock::IndexLock;
 use crate::state::context::Context;
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading tree {tree}: {source}")]
+    ReadTree {
+        tree: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading core.checkStat: {source}")]
+    StatOptions {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("hashing {}: {source}", path.display())]
+    Hash {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("applying {}: {source}", file.display())]
+    Sparse {
+        file: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("writing {}: {source}", path.display())]
+    WriteJournal {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening the main worktree: {source}")]
+    OpenMain {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing linked worktrees: {source}")]
+    ListWorktrees {
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// How long a landing waits for someone else's `index.lock` on a checkout
 /// before the checkout is reported blocked (`arbiter.indexLockWait`).
@@ -114,7 +163,7 @@ impl Blocked {
     }
 
     /// The refusal as an error, for a command that stops on it.
-    pub fn error(&self) -> Error {
+    pub fn error(&self) -> crate::sys::error::Error {
         InputError::new(self.describe()).hint(self.hint()).into()
     }
 }
@@ -302,13 +351,16 @@ fn entries_at(
 ) -> Result<Vec<Option<(Mode, ObjectId)>>> {
     let tree = wt
         .find_tree(tree)
-        .git_context(format!("reading tree {tree}"))?;
+        .map_err(|source| Error::ReadTree { tree, source })?;
     changed
         .iter()
         .map(|c| {
             let entry = tree
                 .lookup_entry(c.path.split(|b| *b == b'/'))
-                .git_context(format!("reading tree {}", tree.id))?;
+                .map_err(|source| Error::ReadTree {
+                    tree: tree.id,
+                    source,
+                })?;
             Ok(entry
                 .filter(|e| !e.mode().is_tree())
                 .map(|e| (crate::git::index_memo::index_mode(e.mode()), e.object_id())))
@@ -373,7 +425,9 @@ impl<'a> Files<'a> {
             wt,
             index,
             dir,
-            stat: wt.stat_options().git_context("reading core.checkStat")?,
+            stat: wt
+                .stat_options()
+                .map_err(|source| Error::StatOptions { source })?,
             file_mode: config.boolean("core.fileMode") != Some(false),
             symlinks: config.boolean("core.symlinks") != Some(false),
             to_git: None,
@@ -435,7 +489,13 @@ impl<'a> Files<'a> {
             };
             return gix::objs::compute_hash(self.wt.object_hash(), gix::objs::Kind::Blob, &target)
                 .map(Some)
-                .git_context(format!("hashing {}", abs.display()));
+                .map_err(|source| {
+                    Error::Hash {
+                        path: abs.to_owned(),
+                        source,
+                    }
+                    .into()
+                });
         }
         let to_git = match &mut self.to_git {
             Some(to_git) => to_git,
@@ -473,7 +533,10 @@ fn update(
             sparse.cone,
             sparse.case,
         )
-        .git_context(format!("applying {}", sparse.source.display()))?;
+        .map_err(|source| Error::Sparse {
+            file: sparse.source.clone(),
+            source,
+        })?;
     }
     index.remove_entries(|_, path, _| checkout::is_one_of(changed, path));
     for e in writes.entries() {
@@ -500,13 +563,15 @@ fn update(
 fn write_journal(path: &Path, from: ObjectId, to: ObjectId) -> Result<()> {
     use std::io::Write;
     let parent = path.parent().unwrap_or(Path::new("."));
-    let mut file = tempfile::NamedTempFile::new_in(parent)
-        .map_err(Error::io(format!("writing {}", path.display())))?;
+    let failed = |source| Error::WriteJournal {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = tempfile::NamedTempFile::new_in(parent).map_err(failed)?;
     writeln!(file, "from {from}\nto {to}")
         .and_then(|()| file.as_file().sync_all())
-        .map_err(Error::io(format!("writing {}", path.display())))?;
-    file.persist(path)
-        .map_err(|e| Error::io(format!("writing {}", path.display()))(e.error))?;
+        .map_err(failed)?;
+    file.persist(path).map_err(|e| failed(e.error))?;
     Ok(())
 }
 
@@ -704,7 +769,7 @@ pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix
         let main = ctx
             .repo
             .main_repo()
-            .git_context("opening the main worktree")?;
+            .map_err(|source| Error::OpenMain { source })?;
         if main.workdir().is_some() && main.head_name().ok().flatten().as_ref() == Some(branch) {
             out.push(crate::state::context::cached(&ctx.caches, main));
         }
@@ -712,7 +777,7 @@ pub fn worktrees_with_branch(ctx: &Context, branch: &FullName) -> Result<Vec<gix
     for proxy in ctx
         .repo
         .worktrees()
-        .git_context("listing linked worktrees")?
+        .map_err(|source| Error::ListWorktrees { source })?
     {
         if !crate::run::worktree::head_may_name(proxy.git_dir(), branch) {
             continue;

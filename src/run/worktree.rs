@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use gix::bstr::BString;
 use gix::refs::transaction::PreviousValue;
 use gix::refs::{FullName, Target};
 use gix::ObjectId;
@@ -18,7 +19,181 @@ use crate::state::context::Context;
 use crate::state::orders::Orders;
 use crate::state::{Record, Status, Store};
 use crate::sys::caches::Caches;
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("opening the main repository: {source}")]
+    OpenMain {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("opening the main worktree: {source}")]
+    OpenMainWorktree {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading {name}: {source}")]
+    ReadRef {
+        name: BString,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("resolving {name}: {source}")]
+    ResolveRef {
+        name: BString,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("creating {}: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("creating branch {branch}: {source}")]
+    CreateBranch {
+        branch: BString,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("configuring the new worktree: {source}")]
+    Configure {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("adding worktree {}: {source}", path.display())]
+    Add {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading the index of {}: {source}", dir.display())]
+    ReadIndex {
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("writing the index of {}: {source}", dir.display())]
+    WriteIndex {
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading {}: {source}", path.display())]
+    ReadConfig {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("editing {}: {source}", path.display())]
+    EditConfig {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("writing {}: {source}", path.display())]
+    WriteConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("keeping {commit} on {branch}: {source}")]
+    Keep {
+        commit: ObjectId,
+        branch: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("deleting {name}: {source}")]
+    DeleteBranch {
+        name: String,
+        #[source]
+        source: crate::git::refguard::DeleteError,
+    },
+    #[error("removing the stale registration {}: {source}", path.display())]
+    RemoveRegistration {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("removing {}: {source}", path.display())]
+    Remove {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("removing the half-made worktree {}: {source}", path.display())]
+    RemoveHalfMade {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("unlocking the half-made worktree {}: {source}", path.display())]
+    Unlock {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("removing worktree {}: {source}", path.display())]
+    RemoveWorktree {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing linked worktrees: {source}")]
+    ListWorktrees {
+        #[source]
+        source: gix::Error,
+    },
+    /// The worktree's folder could not be resolved.
+    #[error("opening the worktree {}: {source}", path.display())]
+    Locate {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Listing the registrations to find the worktree's among them.
+    #[error("opening the worktree {}: {source}", path.display())]
+    ListForOpen {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("opening the worktree {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing references: {source}")]
+    ListRefs {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("listing arbiter branches: {source}")]
+    ListBranches {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading a reference: {source}")]
+    ReadAReference {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("removing the stale lock file {}: {source}", path.display())]
+    RemoveStaleLock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Branches git-arbiter owns: `refs/heads/arbiter/*`.
 pub const BRANCH_PREFIX: &str = "refs/heads/arbiter/";
@@ -105,7 +280,7 @@ pub fn main_top(ctx: &Context) -> Result<PathBuf> {
     let main = ctx
         .repo
         .main_repo()
-        .git_context("opening the main repository")?;
+        .map_err(|source| Error::OpenMain { source })?;
     let top = match (main.workdir(), &ctx.workdir) {
         (Some(w), _) => normalize(&absolute(ctx, w)),
         (None, Some(here)) => normalize(&absolute(ctx, here)),
@@ -307,7 +482,10 @@ pub(crate) fn add_under(
     if ctx
         .repo
         .try_find_reference(full.as_ref())
-        .git_context(format!("reading {}", full.as_bstr()))?
+        .map_err(|source| Error::ReadRef {
+            name: full.as_bstr().to_owned(),
+            source,
+        })?
         .is_some()
     {
         return Err(InputError::new(format!("branch '{branch}' already exists"))
@@ -316,7 +494,10 @@ pub(crate) fn add_under(
             ))
             .into());
     }
-    std::fs::create_dir_all(&root).map_err(Error::io(format!("creating {}", root.display())))?;
+    std::fs::create_dir_all(&root).map_err(|source| Error::CreateDir {
+        path: root.clone(),
+        source,
+    })?;
     // Re-check after creating the root: it must still resolve where we expect.
     check_destination(&root, &dest)?;
 
@@ -379,7 +560,11 @@ fn create_branch(ctx: &Context, full: &FullName, name: &str, base: ObjectId) -> 
                     .hint("another process created it just now")
                     .into());
             }
-            Err(e).git_context(format!("creating branch {branch}"))
+            Err(Error::CreateBranch {
+                branch: branch.to_owned(),
+                source: e,
+            }
+            .into())
         }
     }
 }
@@ -395,7 +580,7 @@ fn check_out_new(ctx: &Context, dest: &Path, full: &FullName) -> Result<()> {
     full_repo
         .config_snapshot_mut()
         .set_value(&gix::config::tree::Core::SPARSE_CHECKOUT, "false")
-        .git_context("configuring the new worktree")?;
+        .map_err(|source| Error::Configure { source })?;
     let add = || {
         full_repo
             .add_worktree(
@@ -404,7 +589,12 @@ fn check_out_new(ctx: &Context, dest: &Path, full: &FullName) -> Result<()> {
                 gix::progress::Discard,
                 &interrupt,
             )
-            .git_context(format!("adding worktree {}", dest.display()))
+            .map_err(|source| {
+                crate::sys::error::Error::from(Error::Add {
+                    path: dest.to_owned(),
+                    source,
+                })
+            })
     };
     // `git gc` runs `git worktree prune`, which may remove a registration
     // being made (it has no `gitdir` file yet), and `git pack-refs` may move
@@ -434,9 +624,10 @@ fn as_git_writes_them(made: &gix::Repository) -> Result<()> {
     let Some(dir) = made.workdir() else {
         return Ok(());
     };
-    let mut index = made
-        .open_index()
-        .git_context(format!("reading the index of {}", dir.display()))?;
+    let mut index = made.open_index().map_err(|source| Error::ReadIndex {
+        dir: dir.to_owned(),
+        source,
+    })?;
     let before = index.entries().iter().map(|e| e.stat).collect::<Vec<_>>();
     crate::git::encoding::as_git_writes_it(made, &mut index, dir)?;
     if index.entries().iter().map(|e| e.stat).eq(before) {
@@ -444,7 +635,11 @@ fn as_git_writes_them(made: &gix::Repository) -> Result<()> {
     }
     index
         .write(gix::index::write::Options::default())
-        .git_context(format!("writing the index of {}", dir.display()))
+        .map_err(|source| Error::WriteIndex {
+            dir: dir.to_owned(),
+            source,
+        })?;
+    Ok(())
 }
 
 /// How often a worktree whose making failed is made again.
@@ -460,18 +655,28 @@ fn not_sparse(made: &gix::Repository) -> Result<()> {
     }
     let mut config =
         gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Worktree)
-            .git_context(format!("reading {}", path.display()))?;
+            .map_err(|source| Error::ReadConfig {
+                path: path.clone(),
+                source,
+            })?;
     if config.boolean("core.sparseCheckout").ok().flatten() != Some(true) {
         return Ok(());
     }
     config
         .set_raw_value_by("core", None, "sparseCheckout", "false")
-        .git_context(format!("editing {}", path.display()))?;
+        .map_err(|source| Error::EditConfig {
+            path: path.clone(),
+            source,
+        })?;
     let mut out = Vec::new();
     config
         .write_to(&mut out)
-        .map_err(Error::io(format!("writing {}", path.display())))?;
-    std::fs::write(&path, out).map_err(Error::io(format!("writing {}", path.display())))
+        .map_err(|source| Error::WriteConfig {
+            path: path.clone(),
+            source,
+        })?;
+    std::fs::write(&path, out).map_err(|source| Error::WriteConfig { path, source })?;
+    Ok(())
 }
 
 /// The destination must not exist in any form (file, folder, dangling
@@ -514,10 +719,16 @@ pub fn keep_on_branch(ctx: &Context, id: &str, source: ObjectId) -> Result<()> {
     let current = ctx
         .repo
         .try_find_reference(full.as_ref())
-        .git_context(format!("reading {}", full.as_bstr()))?
+        .map_err(|source| Error::ReadRef {
+            name: full.as_bstr().to_owned(),
+            source,
+        })?
         .map(|mut r| r.peel_to_id().map(|id| id.detach()))
         .transpose()
-        .git_context(format!("resolving {}", full.as_bstr()))?;
+        .map_err(|source| Error::ResolveRef {
+            name: full.as_bstr().to_owned(),
+            source,
+        })?;
     if current == Some(source) {
         return Ok(());
     }
@@ -543,12 +754,16 @@ pub fn keep_on_branch(ctx: &Context, id: &str, source: ObjectId) -> Result<()> {
             format!("arbiter: keep the work of {id}, waiting to land"),
         )
     })
-    .git_context(format!("keeping {source} on {}", branch_of(id)))?;
+    .map_err(|e| Error::Keep {
+        commit: source,
+        branch: branch_of(id),
+        source: e,
+    })?;
     Ok(())
 }
 
 /// A ref edit stopped by a lock file that is not ours to remove.
-fn ref_locked(what: &str, lock: &Path) -> Error {
+fn ref_locked(what: &str, lock: &Path) -> crate::sys::error::Error {
     InputError::new(format!("cannot {what}: {} exists", lock.display()))
         .hint(format!(
             "a git process holds it, or was killed holding it: if none is running, remove {}",
@@ -570,14 +785,14 @@ pub fn verify_branch(conductor: &str) -> String {
 
 fn delete_branch(repo: &gix::Repository, full: &FullName, expect: Option<ObjectId>) -> Result<()> {
     let name = full.as_bstr().to_string();
-    crate::git::refguard::delete(repo, &name, expect).or_else(|e| {
+    crate::git::refguard::delete(repo, &name, expect).map_err(|source| {
         // git waited for the lock as long as its configuration says: one
         // that is still there is someone's, reported rather than waited on.
         let lock = crate::git::refguard::blocking_lock(repo, &name);
         if lock.exists() {
-            return Err(ref_locked(&format!("delete {name}"), &lock));
+            return ref_locked(&format!("delete {name}"), &lock);
         }
-        Err(e).git_context(format!("deleting {name}"))
+        Error::DeleteBranch { name, source }.into()
     })
 }
 
@@ -596,10 +811,11 @@ fn prune_registration(ctx: &Context, name: &str) -> Result<()> {
     if points_at_a_worktree {
         return Ok(());
     }
-    std::fs::remove_dir_all(&registration).map_err(Error::io(format!(
-        "removing the stale registration {}",
-        registration.display()
-    )))
+    std::fs::remove_dir_all(&registration).map_err(|source| Error::RemoveRegistration {
+        path: registration.clone(),
+        source,
+    })?;
+    Ok(())
 }
 
 /// Drop each `<git-common-dir>/worktrees/<name>` without a `gitdir` (or
@@ -626,10 +842,10 @@ fn prune_unlisted_registrations(ctx: &Context) -> Result<Vec<String>> {
         if !registration.is_dir() || gitdir.is_ok_and(|g| !g.trim().is_empty()) || locked_by_hand {
             continue;
         }
-        std::fs::remove_dir_all(&registration).map_err(Error::io(format!(
-            "removing the stale registration {}",
-            registration.display()
-        )))?;
+        std::fs::remove_dir_all(&registration).map_err(|source| Error::RemoveRegistration {
+            path: registration.clone(),
+            source,
+        })?;
         report.push(format!(
             "removed {}, a worktree registration without its gitdir (a removal was killed midway)",
             registration.display()
@@ -670,7 +886,13 @@ fn remove_broken(registration: Option<&Path>, path: &Path) -> Result<()> {
         match std::fs::remove_dir_all(dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(format!("removing {}", dir.display()))(e)),
+            Err(source) => {
+                return Err(Error::Remove {
+                    path: dir.to_owned(),
+                    source,
+                }
+                .into())
+            }
         }
     }
     Ok(())
@@ -707,7 +929,10 @@ fn find_registered<'r>(
 ) -> Result<Option<gix::worktree::Proxy<'r>>> {
     let mut resolver = Resolver::default();
     let want = resolver.resolve(path);
-    for proxy in repo.worktrees().git_context("listing linked worktrees")? {
+    for proxy in repo
+        .worktrees()
+        .map_err(|source| Error::ListWorktrees { source })?
+    {
         let Ok(base) = proxy.base() else { continue };
         if base == path || resolver.resolve(&base) == want {
             return Ok(Some(proxy));
@@ -731,7 +956,7 @@ impl<'r> Registrations<'r> {
         let mut resolver = Resolver::default();
         let listed = repo
             .worktrees()
-            .git_context("listing linked worktrees")?
+            .map_err(|source| Error::ListWorktrees { source })?
             .into_iter()
             .map(|proxy| {
                 let base = proxy.base().ok().map(|base| {
@@ -852,10 +1077,10 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str, keep_branch: bool) ->
     }
     prune_registration(ctx, name)?;
     if half_made(ctx, &dest) {
-        std::fs::remove_dir_all(&dest).map_err(Error::io(format!(
-            "removing the half-made worktree {}",
-            dest.display()
-        )))?;
+        std::fs::remove_dir_all(&dest).map_err(|source| Error::RemoveHalfMade {
+            path: dest.clone(),
+            source,
+        })?;
     }
     if keep_branch {
         return Ok(());
@@ -863,7 +1088,10 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str, keep_branch: bool) ->
     if ctx
         .repo
         .try_find_reference(full.as_ref())
-        .git_context(format!("reading {}", full.as_bstr()))?
+        .map_err(|source| Error::ReadRef {
+            name: full.as_bstr().to_owned(),
+            source,
+        })?
         .is_none()
     {
         return Ok(());
@@ -912,10 +1140,10 @@ fn remove_registration(dest: &Path, proxy: gix::worktree::Proxy<'_>) -> Result<(
     // Creating an arbiter worktree takes the turn we hold: so no one is
     // creating this one, and the lock is what a killed `add` left.
     if proxy.lock_reason().is_some_and(|r| r == INITIALIZING) {
-        proxy.set_lock(None).git_context(format!(
-            "unlocking the half-made worktree {}",
-            dest.display()
-        ))?;
+        proxy.set_lock(None).map_err(|source| Error::Unlock {
+            path: dest.to_owned(),
+            source,
+        })?;
     }
     if proxy.is_locked() {
         return Err(
@@ -936,7 +1164,10 @@ fn remove_registration(dest: &Path, proxy: gix::worktree::Proxy<'_>) -> Result<(
     let backlink = std::fs::read_to_string(&dot_git)
         .is_ok_and(|text| text.starts_with("gitdir: ") && text.ends_with('\n'));
     if dest.is_dir() && !backlink {
-        std::fs::remove_dir_all(dest).map_err(Error::io(format!("removing {}", dest.display())))?;
+        std::fs::remove_dir_all(dest).map_err(|source| Error::Remove {
+            path: dest.to_owned(),
+            source,
+        })?;
     }
     crate::sys::crash::point("worktree-remove.before");
     proxy
@@ -944,7 +1175,10 @@ fn remove_registration(dest: &Path, proxy: gix::worktree::Proxy<'_>) -> Result<(
             gix::worktree::remove::Force::DiscardChanges,
             gix::progress::Discard,
         )
-        .git_context(format!("removing worktree {}", dest.display()))?;
+        .map_err(|source| Error::RemoveWorktree {
+            path: dest.to_owned(),
+            source,
+        })?;
     crate::sys::crash::point("worktree-remove.after");
     Ok(())
 }
@@ -1009,10 +1243,10 @@ fn clear_half_made_in_turn(ctx: &Context, n: &str, path: &Path) -> Result<()> {
     remove_registered(ctx, path)?;
     prune_registration(ctx, n)?;
     if path.exists() {
-        std::fs::remove_dir_all(path).map_err(Error::io(format!(
-            "removing the half-made worktree {}",
-            path.display()
-        )))?;
+        std::fs::remove_dir_all(path).map_err(|source| Error::RemoveHalfMade {
+            path: path.to_owned(),
+            source,
+        })?;
     }
     Ok(())
 }
@@ -1087,22 +1321,32 @@ pub(crate) fn open_linked(
     repo: &gix::Repository,
     path: &Path,
 ) -> Result<gix::Repository> {
-    let context = || format!("opening the worktree {}", path.display());
-    let want = std::fs::canonicalize(path).map_err(Error::io(context()))?;
+    let want = std::fs::canonicalize(path).map_err(|source| Error::Locate {
+        path: path.to_owned(),
+        source,
+    })?;
+    let open = |source| Error::Open {
+        path: path.to_owned(),
+        source,
+    };
     if let Some(proxy) = named_registration(repo, &want) {
         return proxy
             .into_repo()
             .map(|repo| crate::state::context::cached(caches, repo))
-            .git_context(context());
+            .map_err(|source| open(source).into());
     }
     let mut resolver = Resolver::default();
-    for proxy in repo.worktrees().git_context(context())? {
+    let listed = repo.worktrees().map_err(|source| Error::ListForOpen {
+        path: path.to_owned(),
+        source,
+    })?;
+    for proxy in listed {
         let here = proxy.base().ok().map(|b| resolver.resolve(&b));
         if here.as_deref() == Some(want.as_path()) {
             return proxy
                 .into_repo()
                 .map(|repo| crate::state::context::cached(caches, repo))
-                .git_context(context());
+                .map_err(|source| open(source).into());
         }
     }
     Err(
@@ -1160,7 +1404,7 @@ fn checked_out_at<'r>(
         let main = ctx
             .repo
             .main_repo()
-            .git_context("opening the main worktree")?;
+            .map_err(|source| Error::OpenMainWorktree { source })?;
         return Ok(Some(
             main.workdir()
                 .map(Path::to_owned)
@@ -1251,7 +1495,7 @@ fn registered_under(ctx: &Context, dir: &Path, heads: bool) -> Result<Vec<Info>>
     for proxy in ctx
         .repo
         .worktrees()
-        .git_context("listing linked worktrees")?
+        .map_err(|source| Error::ListWorktrees { source })?
     {
         let Ok(base) = proxy.base() else { continue };
         let resolved = resolver.resolve(&base);
@@ -1328,19 +1572,25 @@ const LIST_TRIES: u32 = 5;
 
 fn read_branch_tips(ctx: &Context) -> Result<BranchTips> {
     let mut tips = BranchTips::new();
-    let refs = ctx.repo.references().git_context("listing references")?;
+    let refs = ctx
+        .repo
+        .references()
+        .map_err(|source| Error::ListRefs { source })?;
     for r in refs
         .prefixed(BRANCH_PREFIX)
-        .git_context("listing arbiter branches")?
+        .map_err(|source| Error::ListBranches { source })?
     {
-        let mut r = r.git_context("reading a reference")?;
+        let mut r = r.map_err(|source| Error::ReadAReference { source })?;
         let name = r.name().as_bstr().to_string();
         let Some(id) = name.strip_prefix(BRANCH_PREFIX).map(str::to_owned) else {
             continue;
         };
         let head = r
             .peel_to_id()
-            .git_context(format!("resolving {name}"))?
+            .map_err(|source| Error::ResolveRef {
+                name: name.as_str().into(),
+                source,
+            })?
             .detach();
         tips.insert(id, head);
     }
@@ -1488,13 +1738,16 @@ fn leftover_names(ctx: &Context) -> Result<Names> {
         }
         names.entry(name).or_default().0.get_or_insert(info);
     }
-    let refs = ctx.repo.references().git_context("listing references")?;
+    let refs = ctx
+        .repo
+        .references()
+        .map_err(|source| Error::ListRefs { source })?;
     for prefix in [BRANCH_PREFIX, RACE_BRANCH_PREFIX] {
         for r in refs
             .prefixed(prefix)
-            .git_context("listing arbiter branches")?
+            .map_err(|source| Error::ListBranches { source })?
         {
-            let r = r.git_context("reading a reference")?;
+            let r = r.map_err(|source| Error::ReadAReference { source })?;
             let full = r.name().as_bstr().to_string();
             let Some(suffix) = full.strip_prefix(prefix) else {
                 continue;
@@ -1700,12 +1953,7 @@ pub(crate) fn clear_stale_branch_locks(
                 match std::fs::remove_file(&path) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                    Err(e) => {
-                        return Err(Error::io(format!(
-                            "removing the stale lock file {}",
-                            path.display()
-                        ))(e))
-                    }
+                    Err(e) => return Err(Error::RemoveStaleLock { path, source: e }.into()),
                 }
                 report.push(format!("removed stale lock file {}", path.display()));
             }

@@ -7,7 +7,108 @@ use gix::refs::FullName;
 
 use crate::state::orders::{self, Orders};
 use crate::sys::caches::Caches;
-use crate::sys::error::{Error, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading the first-parent history of {tip}: {source}")]
+    History {
+        tip: gix::ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("creating {}: {source}", dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening {}: {source}", path.display())]
+    OpenTurn {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("locking {}: {source}", path.display())]
+    LockTurn {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("using {} as the worktree: {source}", dir.display())]
+    SetWorktree {
+        dir: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("opening the repository at {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reloading configuration: {source}")]
+    Reload {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("restoring the worktree: {source}")]
+    RestoreWorktree {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading branch: {source}")]
+    ReadBranch {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading HEAD: {source}")]
+    ReadHead {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("resolving the detached HEAD: {source}")]
+    DetachedHead {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading the integration branch: {source}")]
+    ReadIntegration {
+        #[source]
+        source: gix::Error,
+    },
+    #[error("resolving {branch}: {source}")]
+    Resolve {
+        branch: gix::bstr::BString,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading commit {commit}: {source}")]
+    ReadCommit {
+        commit: gix::ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("reading the tree of {commit}: {source}")]
+    ReadTree {
+        commit: gix::ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("finding the merge base of {ancestor} and {tip}: {source}")]
+    MergeBase {
+        ancestor: gix::ObjectId,
+        tip: gix::ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Defaults of every `arbiter.*` key, in one place.
 pub mod defaults {
@@ -267,7 +368,7 @@ impl Context {
         self.history
             .borrow_mut()
             .update(&self.repo, tip)
-            .git_context(format!("reading the first-parent history of {tip}"))?;
+            .map_err(|source| Error::History { tip, source })?;
         Ok(self.history.borrow())
     }
 
@@ -277,16 +378,23 @@ impl Context {
     /// releases it at once, so nothing can be wedged by a crash.
     pub fn take_turn(&self, what: &str) -> Result<crate::sys::flock::Held> {
         let dir = crate::git::layout::dir(&self.repo);
-        std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        std::fs::create_dir_all(&dir).map_err(|source| Error::CreateDir {
+            dir: dir.clone(),
+            source,
+        })?;
         let path = crate::git::layout::turn(&self.repo, what);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(Error::io(format!("opening {}", path.display())))?;
-        crate::sys::flock::Held::wait(file)
-            .map_err(Error::io(format!("locking {}", path.display())))
+            .map_err(|source| Error::OpenTurn {
+                path: path.clone(),
+                source,
+            })?;
+        let held = crate::sys::flock::Held::wait(file)
+            .map_err(|source| Error::LockTurn { path, source })?;
+        Ok(held)
     }
 
     /// Discover the repository from `cwd`, honouring `GIT_DIR`, `GIT_WORK_TREE`
@@ -318,8 +426,10 @@ impl Context {
             return Err(refused.into());
         }
         if let Some(top) = worktree_of_explicit_git_dir(&repo, cwd) {
-            repo.set_workdir(top)
-                .git_context(format!("using {} as the worktree", cwd.display()))?;
+            repo.set_workdir(top).map_err(|source| Error::SetWorktree {
+                dir: cwd.to_owned(),
+                source,
+            })?;
         }
         // A round merges many work orders into one branch: the trees and
         // commits near its tip are read again by every merge-back.
@@ -341,8 +451,10 @@ impl Context {
     /// and embedders that must not see the user's settings.
     pub fn isolated(path: &Path, overrides: &[&str]) -> Result<Context> {
         let options = gix::open::Options::isolated().config_overrides(overrides.iter().copied());
-        let mut repo = gix::open_opts(path, options)
-            .git_context(format!("opening the repository at {}", path.display()))?;
+        let mut repo = gix::open_opts(path, options).map_err(|source| Error::Open {
+            path: path.to_owned(),
+            source,
+        })?;
         let caches = Caches::default();
         share_objects(&caches, &mut repo);
         Ok(Context {
@@ -367,12 +479,14 @@ impl Context {
 
     /// Re-read configuration written by other processes.
     pub fn reload(&mut self) -> Result<()> {
-        self.repo.reload().git_context("reloading configuration")?;
+        self.repo
+            .reload()
+            .map_err(|source| Error::Reload { source })?;
         // Reopening infers the worktree from the git dir alone; keep the one found at discovery.
         if self.repo.workdir() != self.workdir.as_deref() {
             self.repo
                 .set_workdir(self.workdir.clone())
-                .git_context("restoring the worktree")?;
+                .map_err(|source| Error::RestoreWorktree { source })?;
         }
         Ok(())
     }
@@ -525,7 +639,7 @@ impl Context {
                 if self
                     .repo
                     .try_find_reference(full.as_ref())
-                    .git_context("reading branch")?
+                    .map_err(|source| Error::ReadBranch { source })?
                     .is_none()
                 {
                     return Err(InputError::new(format!("branch '{name}' does not exist"))
@@ -537,7 +651,7 @@ impl Context {
             None => self
                 .repo
                 .head_name()
-                .git_context("reading HEAD")?
+                .map_err(|source| Error::ReadHead { source })?
                 .ok_or_else(|| {
                     InputError::new(
                         "HEAD is detached: there is no current branch to integrate into",
@@ -553,11 +667,17 @@ impl Context {
     /// HEAD, the checked-out commit: looking needs no branch to integrate into.
     /// `None` for a branch without commits.
     pub fn view_tip(&self, into: Option<&str>) -> Result<Option<gix::ObjectId>> {
-        if into.is_none() && self.repo.head_name().git_context("reading HEAD")?.is_none() {
+        if into.is_none()
+            && self
+                .repo
+                .head_name()
+                .map_err(|source| Error::ReadHead { source })?
+                .is_none()
+        {
             let head = self
                 .repo
                 .head_id()
-                .git_context("resolving the detached HEAD")?;
+                .map_err(|source| Error::DetachedHead { source })?;
             return Ok(Some(head.detach()));
         }
         let branch = self.integration_branch(into)?;
@@ -569,15 +689,18 @@ impl Context {
         let mut reference = self
             .repo
             .try_find_reference(branch.as_ref())
-            .git_context("reading the integration branch")?
-            .ok_or_else(|| -> Error {
+            .map_err(|source| Error::ReadIntegration { source })?
+            .ok_or_else(|| -> crate::sys::error::Error {
                 InputError::new(format!("branch '{}' has no commits yet", branch.shorten()))
                     .hint("make a first commit on it")
                     .into()
             })?;
         Ok(reference
             .peel_to_id()
-            .git_context(format!("resolving {}", branch.as_bstr()))?
+            .map_err(|source| Error::Resolve {
+                branch: branch.as_bstr().to_owned(),
+                source,
+            })?
             .detach())
     }
 
@@ -586,9 +709,9 @@ impl Context {
         Ok(self
             .repo
             .find_commit(commit)
-            .git_context(format!("reading commit {commit}"))?
+            .map_err(|source| Error::ReadCommit { commit, source })?
             .tree_id()
-            .git_context(format!("reading the tree of {commit}"))?
+            .map_err(|source| Error::ReadTree { commit, source })?
             .detach())
     }
 
@@ -608,10 +731,17 @@ pub(crate) fn is_ancestor(
         return Ok(true);
     }
     repo.find_commit(ancestor)
-        .git_context(format!("reading commit {ancestor}"))?;
+        .map_err(|source| Error::ReadCommit {
+            commit: ancestor,
+            source,
+        })?;
     let base = repo
         .merge_base(ancestor, tip)
-        .git_context(format!("finding the merge base of {ancestor} and {tip}"))?;
+        .map_err(|source| Error::MergeBase {
+            ancestor,
+            tip,
+            source,
+        })?;
     Ok(base.is_some_and(|b| b.detach() == ancestor))
 }
 

@@ -11,8 +11,49 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::context::Context;
 use crate::sys::caches::Caches;
-use crate::sys::error::{Error, Result};
+use crate::sys::error::{Diagnosis, ExitCode, Result};
 use crate::sys::flock::Held;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Serializing, writing or renaming a pooled worktree's entry into place.
+    #[error("writing {}: {source}", path.display())]
+    WriteEntry {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("creating {}: {source}", dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening {}: {source}", path.display())]
+    OpenLock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("locking {}: {source}", path.display())]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("removing {}: {source}", path.display())]
+    RemoveEntry {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Where a pooled worktree is in its life.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,14 +129,16 @@ pub(crate) fn read_entry(common: &Path, n: &str) -> Option<Entry> {
 pub(crate) fn write_entry(common: &Path, n: &str, entry: &Entry) -> Result<()> {
     let dir = meta_dir(common);
     let path = entry_path(common, n);
-    let context = || format!("writing {}", path.display());
+    let failed = |source| Error::WriteEntry {
+        path: path.clone(),
+        source,
+    };
     // Serialized first, then written at once: the file is unbuffered, and
     // the serializer writes token by token.
-    let text = serde_json::to_vec_pretty(entry).map_err(|e| Error::io(context())(e.into()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(Error::io(context()))?;
-    tmp.write_all(&text).map_err(Error::io(context()))?;
-    tmp.persist(&path)
-        .map_err(|e| Error::io(context())(e.error))?;
+    let text = serde_json::to_vec_pretty(entry).map_err(|e| failed(e.into()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(failed)?;
+    tmp.write_all(&text).map_err(failed)?;
+    tmp.persist(&path).map_err(|e| failed(e.error))?;
     Ok(())
 }
 
@@ -103,15 +146,22 @@ pub(crate) fn write_entry(common: &Path, n: &str, entry: &Entry) -> Result<()> {
 /// one does. The lock lasts until the returned guard is dropped.
 pub(crate) fn hold(ctx: &Context, n: &str) -> Result<Option<Held>> {
     let dir = meta_dir(ctx.repo.common_dir());
-    std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+    std::fs::create_dir_all(&dir).map_err(|source| Error::CreateDir {
+        dir: dir.clone(),
+        source,
+    })?;
     let path = dir.join(format!("{n}.lock"));
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(Error::io(format!("opening {}", path.display())))?;
-    Held::try_take(file).map_err(Error::io(format!("locking {}", path.display())))
+        .map_err(|source| Error::OpenLock {
+            path: path.clone(),
+            source,
+        })?;
+    let held = Held::try_take(file).map_err(|source| Error::Lock { path, source })?;
+    Ok(held)
 }
 
 /// Drop the bookkeeping of pooled worktree `n` (its worktree is gone). The
@@ -121,7 +171,7 @@ pub(crate) fn forget(ctx: &Context, n: &str) -> Result<()> {
     match std::fs::remove_file(&path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(format!("removing {}", path.display()))(e)),
+        Err(source) => Err(Error::RemoveEntry { path, source }.into()),
     }
 }
 

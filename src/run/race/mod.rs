@@ -30,8 +30,37 @@ use crate::state::context::Context;
 use crate::state::orders::{Orders, WorkOrder};
 use crate::state::select::{self, Candidate, InstanceVerdict};
 use crate::state::{self, Status, Store};
-use crate::sys::error::{GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
 use crate::{run::slots, run::worktree};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A builder ran out of disk space: the machine's fault, not the builders'.
+    #[error("{reason}: {source}")]
+    DiskFull {
+        reason: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {branch}: {source}")]
+    ReadBranch {
+        branch: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("resolving {branch}: {source}")]
+    ResolveBranch {
+        branch: String,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+impl Diagnosis for Error {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 mod instance;
 mod pick;
@@ -383,9 +412,11 @@ impl<'r> Race<'r> {
             self.me.release_reserve();
             self.give_back("disk_full", &why)?;
             self.end(false)?;
-            return Err(crate::Error::io(why)(std::io::Error::from_raw_os_error(
-                rustix::io::Errno::NOSPC.raw_os_error(),
-            )));
+            return Err(Error::DiskFull {
+                reason: why,
+                source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()),
+            }
+            .into());
         }
         // Before the stop: an interrupted race removes its worktrees, and these
         // hold work that exists nowhere else.
@@ -651,9 +682,15 @@ impl<'r> Race<'r> {
             .ctx
             .repo
             .find_reference(format!("refs/heads/{}", job.branch).as_str())
-            .git_context(format!("reading {}", job.branch))?
+            .map_err(|source| Error::ReadBranch {
+                branch: job.branch.clone(),
+                source,
+            })?
             .peel_to_id()
-            .git_context(format!("resolving {}", job.branch))?
+            .map_err(|source| Error::ResolveBranch {
+                branch: job.branch.clone(),
+                source,
+            })?
             .detach();
         Ok(merge::Request {
             wo: self.wo,
