@@ -531,7 +531,10 @@ pub fn check_out_kept(ctx: &Context, name: &str, branch: &str) -> Result<PathBuf
     let root = root_dir(ctx)?;
     let dest = root.join(name);
     check_destination(&root, &dest)?;
-    std::fs::create_dir_all(&root).map_err(Error::io(format!("creating {}", root.display())))?;
+    std::fs::create_dir_all(&root).map_err(|source| Error::CreateDir {
+        path: root.clone(),
+        source,
+    })?;
     check_destination(&root, &dest)?;
     check_out_new(ctx, &dest, &full)?;
     Ok(dest)
