@@ -35,8 +35,54 @@ use crate::run::worktree::{self, branch_of};
 use crate::state::context::{Context, SharedContext};
 use crate::state::orders::{Orders, WorkOrder};
 use crate::state::{Record, Status, Store, Verdict};
-use crate::sys::error::{Error, ExitCode, GitContext, InputError, Result};
+use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
+
+type Error = crate::sys::error::Error;
 use crate::{run::batch, run::slots};
+
+/// What a round failed at, besides what the kernels it drives report.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error("running --budget-cmd '{cmd}': {source}")]
+    BudgetCmd {
+        cmd: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("running --final-gate '{cmd}': {source}")]
+    FinalGate {
+        cmd: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {branch}: {source}")]
+    ReadBranch {
+        branch: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("resolving {branch}: {source}")]
+    ResolveBranch {
+        branch: String,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("handing work to the merge queue: its thread is gone")]
+    LanderGone,
+    /// An attempt's work could not be written for want of disk space.
+    #[error("{why}: {source}")]
+    DiskFull {
+        why: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Diagnosis for Failure {
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Fatal
+    }
+}
 
 /// Everything `git arbiter round` can be told.
 #[derive(Debug, Clone, Default)]
@@ -508,7 +554,10 @@ impl<'a> Run<'a> {
             &[],
         )
         .status()
-        .map_err(Error::io(format!("running --budget-cmd '{cmd}'")))?;
+        .map_err(|source| Failure::BudgetCmd {
+            cmd: cmd.to_owned(),
+            source,
+        })?;
         if status.success() {
             return Ok(false);
         }
@@ -1138,9 +1187,15 @@ impl<'a> Run<'a> {
                 let source = ctx
                     .repo
                     .find_reference(format!("refs/heads/{wo_branch}").as_str())
-                    .git_context(format!("reading {wo_branch}"))?
+                    .map_err(|source| Failure::ReadBranch {
+                        branch: wo_branch.clone(),
+                        source,
+                    })?
                     .peel_to_id()
-                    .git_context(format!("resolving {wo_branch}"))?
+                    .map_err(|source| Failure::ResolveBranch {
+                        branch: wo_branch.clone(),
+                        source,
+                    })?
                     .detach();
                 let verdicts = job.verdicts.clone();
                 let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
@@ -1406,7 +1461,7 @@ fn give_back_landed(ctx: &Context, id: &str, fate: &Fate) -> Result<()> {
 }
 
 fn lander_gone() -> Error {
-    Error::io("handing work to the merge queue")(std::io::Error::other("its thread is gone"))
+    Failure::LanderGone.into()
 }
 
 fn checks(opts: &Options) -> queue::Checks<'_> {
@@ -1543,9 +1598,11 @@ fn stop_error(jobs: &mut [Job<'_>], me: &Conductor, host: &Host) -> Result<()> {
         .find(|o| matches!(o, JobOutcome::DiskFull(_)))
     {
         me.release_reserve();
-        return Err(Error::io(why.clone())(std::io::Error::from_raw_os_error(
-            rustix::io::Errno::NOSPC.raw_os_error(),
-        )));
+        return Err(Failure::DiskFull {
+            why: why.clone(),
+            source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()),
+        }
+        .into());
     }
     let kept: Vec<KeptWork> = jobs.iter().filter_map(kept_work).collect();
     if !kept.is_empty() {
@@ -2323,7 +2380,10 @@ fn final_gate(
         &stop,
     );
     worktree::remove(ctx, &name, &wt_branch)?;
-    let exit = exit.map_err(Error::io(format!("running --final-gate '{cmd}'")))?;
+    let exit = exit.map_err(|source| Failure::FinalGate {
+        cmd: cmd.to_owned(),
+        source,
+    })?;
     progress.event(&Event::FinalGate {
         result: exit.clone(),
         log: log.clone(),

@@ -1,0 +1,138 @@
+//! Per-order conductor overhead as the work grows (issue 35): one round of
+//! N trivial orders (each writes one file) for N = 50, 500 and 5,000, and
+//! 50 new orders in a repository where 0, 1,000 and 10,000 orders are
+//! settled already (landed by earlier rounds, their records in the notes).
+//! Each is timed as a user runs it (the release binary, a fresh process),
+//! on tmpfs when there is one, and printed as milliseconds per order with
+//! the ratio to the smallest case measured in the same run. Never asserts
+//! a time: machines are noisy.
+//!
+//! Run: `cargo bench --bench scale` (`-- --orders 50,500 --settled 0,1000`
+//! to choose the sizes). Without `--bench` (as `cargo test --all-targets`
+//! runs it) it does one small smoke run, so the suite checks it still works.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+mod support;
+use support::{git, ms};
+
+/// A repository with `n` orders `wo-<prefix><i>`, each declaring
+/// `f/<prefix><i>.txt`, committed on `main`.
+fn repo_with_orders(dir: &Path, prefix: &str, n: usize) -> PathBuf {
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        git(dir, &["init", "-q", "-b", "main"]);
+        git(dir, &["config", "user.name", "bench"]);
+        git(dir, &["config", "user.email", "bench@example.com"]);
+        std::fs::write(dir.join("README"), "base\n").expect("write");
+    }
+    std::fs::create_dir_all(dir.join("work-orders")).expect("mkdir");
+    for i in 0..n {
+        std::fs::write(
+            dir.join(format!("work-orders/wo-{prefix}{i}.md")),
+            format!("# Order {prefix}{i}\n\n## Files to touch\n- f/{prefix}{i}.txt\n\n## Task\nWrite it.\n"),
+        )
+        .expect("write");
+    }
+    git(dir, &["add", "-A"]);
+    git(
+        dir,
+        &["commit", "-q", "-m", &format!("{n} orders {prefix}")],
+    );
+    dir.to_owned()
+}
+
+/// One round over every eligible order: its wall time.
+fn round(repo: &Path, slots: &Path) -> Duration {
+    let start = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_git-arbiter"))
+        .current_dir(repo)
+        .env("ARBITER_SLOT_DIR", slots)
+        .args([
+            "round",
+            "--build",
+            "mkdir -p f && echo done > f/${ARBITER_WO#wo-}.txt",
+        ])
+        .output()
+        .expect("git-arbiter runs");
+    let elapsed = start.elapsed();
+    assert!(
+        output.status.success(),
+        "round failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    elapsed
+}
+
+fn sizes(flag: &str, default: &[usize]) -> Vec<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .map(|list| {
+            list.split(',')
+                .map(|n| n.trim().parse().expect("a number"))
+                .collect()
+        })
+        .unwrap_or_else(|| default.to_vec())
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let (orders, settled, new) = if bench {
+        (
+            sizes("--orders", &[50, 500, 5000]),
+            sizes("--settled", &[0, 1000, 10_000]),
+            50,
+        )
+    } else {
+        (vec![10, 30], vec![0, 20], 10)
+    };
+    let shm = Path::new("/dev/shm");
+    let base = if shm.is_dir() {
+        shm.to_owned()
+    } else {
+        std::env::temp_dir()
+    };
+    let root = tempfile::Builder::new()
+        .prefix("arbiter-scale")
+        .tempdir_in(&base)
+        .expect("temp dir");
+    let slots = root.path().join("slots");
+    println!("file system: {}", base.display());
+
+    println!("one round of N trivial orders:");
+    let mut first = None;
+    for n in orders {
+        let repo = repo_with_orders(&root.path().join(format!("run-{n}")), "", n);
+        let per_order = ms(round(&repo, &slots)) / n as f64;
+        let baseline = *first.get_or_insert(per_order);
+        println!(
+            "  {n:>6} orders  {per_order:8.2} ms/order  {:5.2}x the first",
+            per_order / baseline
+        );
+        let _ = std::fs::remove_dir_all(&repo);
+        let _ = std::fs::remove_dir_all(repo.with_extension("arbiter"));
+    }
+
+    println!("{new} new orders after S settled ones (their setup rounds untimed):");
+    let mut first = None;
+    for s in settled {
+        let dir = root.path().join(format!("settled-{s}"));
+        if s > 0 {
+            let repo = repo_with_orders(&dir, "old", s);
+            round(&repo, &slots);
+        }
+        let repo = repo_with_orders(&dir, "new", new);
+        let per_order = ms(round(&repo, &slots)) / new as f64;
+        let baseline = *first.get_or_insert(per_order);
+        println!(
+            "  {s:>6} settled  {per_order:8.2} ms/order  {:5.2}x the first",
+            per_order / baseline
+        );
+        let _ = std::fs::remove_dir_all(&repo);
+        let _ = std::fs::remove_dir_all(repo.with_extension("arbiter"));
+    }
+}
