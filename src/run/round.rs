@@ -370,7 +370,7 @@ pub fn run(
             .into());
     }
     let branch = ctx.integration_branch(opts.into.as_deref())?;
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?).remembering(&ctx.caches);
     let mut summary = Summary {
         version: crate::JSON_VERSION,
         ..Summary::default()

@@ -540,12 +540,42 @@ pub struct Snapshot<'repo> {
     repo: &'repo gix::Repository,
     pub tip: Option<ObjectId>,
     notes: gix::note::plumbing::State,
+    parsed: Option<std::sync::Arc<ParsedRecords>>,
+}
+
+/// Records parsed already, by their note blob and key (a [`Caches`] entry):
+/// a note is named by its content, so a record that did not change since
+/// it was last read costs a lookup, not a read, an inflate and a parse.
+/// Every transition reads the records it decides on, and most of them
+/// (settled orders above all) are the same from one transition to the next.
+///
+/// [`Caches`]: crate::sys::caches::Caches
+#[derive(Default)]
+pub struct ParsedRecords(std::sync::Mutex<std::collections::HashMap<(ObjectId, ObjectId), Record>>);
+
+/// Above this many parsed records the memory starts again: a long run
+/// writes a new blob for every change of a record.
+const PARSED_RECORDS_MAX: usize = 100_000;
+
+impl ParsedRecords {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(ObjectId, ObjectId), Record>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl<'repo> Snapshot<'repo> {
     pub fn read(repo: &'repo gix::Repository) -> Result<Self, Error> {
         let (tip, notes) = read_notes(repo, NOTES_REF)?;
-        Ok(Snapshot { repo, tip, notes })
+        Ok(Snapshot {
+            repo,
+            tip,
+            notes,
+            parsed: None,
+        })
     }
 
     /// The raw note attached to `object`, if any.
@@ -613,6 +643,20 @@ impl<'repo> Snapshot<'repo> {
                 }
             }
         }
+        // Records parsed before (same blob) are taken from memory; only the
+        // others are read.
+        let mut records: Vec<Option<Option<Record>>> = vec![None; found.len()];
+        if let Some(parsed) = &self.parsed {
+            let parsed = parsed.lock();
+            for (slot, (_, key, blob)) in records.iter_mut().zip(&found) {
+                if let Some(blob) = blob {
+                    *slot = parsed.get(&(*blob, *key)).cloned().map(Some);
+                }
+            }
+        }
+        let to_read: Vec<usize> = (0..found.len()).filter(|&i| records[i].is_none()).collect();
+        let unread: Vec<(&str, ObjectId, Option<ObjectId>)> =
+            to_read.iter().map(|&i| found[i]).collect();
         let objects_dir = self.repo.objects.store_ref().path().to_owned();
         let read = |repo: &gix::Repository, chunk: &[(&str, ObjectId, Option<ObjectId>)]| {
             let mut out = Vec::with_capacity(chunk.len());
@@ -638,16 +682,27 @@ impl<'repo> Snapshot<'repo> {
         };
         // A repository handle per thread: one is not shared across threads.
         let shared = self.repo.clone().into_sync();
-        let parts = crate::sys::parallel::read_in_chunks(&found, MIN_NOTES_PER_READER, |chunk| {
+        let parts = crate::sys::parallel::read_in_chunks(&unread, MIN_NOTES_PER_READER, |chunk| {
             read(&shared.to_thread_local(), chunk)
         });
-        let mut records = Vec::with_capacity(wos.len());
-        for record in parts.into_iter().flatten() {
-            records.push(record?);
+        let mut fresh = Vec::with_capacity(unread.len());
+        for (&i, record) in to_read.iter().zip(parts.into_iter().flatten()) {
+            let record = record?;
+            if let (Some(blob), Some(record)) = (found[i].2, &record) {
+                fresh.push(((blob, found[i].1), record.clone()));
+            }
+            records[i] = Some(record);
+        }
+        if let Some(parsed) = &self.parsed {
+            let mut parsed = parsed.lock();
+            if parsed.len() + fresh.len() > PARSED_RECORDS_MAX {
+                parsed.clear();
+            }
+            parsed.extend(fresh);
         }
         match lookup_error {
             Some(e) => Err(e),
-            None => Ok(records),
+            None => Ok(records.into_iter().flatten().collect()),
         }
     }
 }
@@ -721,15 +776,30 @@ impl Txn<'_, '_> {
 pub struct Store<'repo> {
     pub repo: &'repo gix::Repository,
     pub default_cap: u32,
+    parsed: Option<std::sync::Arc<ParsedRecords>>,
 }
 
 impl<'repo> Store<'repo> {
     pub fn new(repo: &'repo gix::Repository, default_cap: u32) -> Self {
-        Store { repo, default_cap }
+        Store {
+            repo,
+            default_cap,
+            parsed: None,
+        }
+    }
+
+    /// This store, its snapshots keeping the records they parse in
+    /// `caches` ([`ParsedRecords`]) for the next: for a process that reads
+    /// the state again at every transition.
+    pub fn remembering(mut self, caches: &crate::sys::caches::Caches) -> Self {
+        self.parsed = Some(caches.get::<ParsedRecords>());
+        self
     }
 
     pub fn snapshot(&self) -> Result<Snapshot<'repo>, Error> {
-        Snapshot::read(self.repo)
+        let mut snapshot = Snapshot::read(self.repo)?;
+        snapshot.parsed = self.parsed.clone();
+        Ok(snapshot)
     }
 
     /// Apply `change` as one compare-and-swap commit on the notes ref.
@@ -1155,6 +1225,43 @@ mod tests {
                 "merged"
             ]
         );
+    }
+
+    /// A store that remembers parsed records reads what changed since, and
+    /// gives the same records as one that reads every note.
+    #[test]
+    fn remembered_records_follow_every_change() {
+        let repo = crate::testutil::TestRepo::new();
+        let caches = crate::sys::caches::Caches::default();
+        let remembering = Store::new(&repo.ctx.repo, 3).remembering(&caches);
+        let plain = Store::new(&repo.ctx.repo, 3);
+        let ids = ["wo-a", "wo-b", "wo-c"];
+        let put = |wo: &str, event: &str| {
+            remembering
+                .transact::<_, Error>("test", |txn| {
+                    let mut r = txn.record(wo, false)?;
+                    r.log(event, None);
+                    txn.put(r);
+                    Ok(())
+                })
+                .expect("transact");
+        };
+        for wo in ids {
+            put(wo, "first");
+        }
+        let read = |store: &Store| {
+            store
+                .snapshot()
+                .and_then(|mut s| s.records(&ids))
+                .expect("read")
+        };
+        assert_eq!(read(&remembering), read(&plain));
+        put("wo-b", "second");
+        let after = read(&remembering);
+        assert_eq!(after, read(&plain));
+        let b = after[1].as_ref().expect("wo-b");
+        assert_eq!(b.history.last().map(|e| e.event.as_str()), Some("second"));
+        assert_eq!(caches.get::<ParsedRecords>().lock().len(), 4);
     }
 
     #[test]
