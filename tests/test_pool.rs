@@ -1201,21 +1201,11 @@ fn a_setup_that_writes_tracked_or_unignored_files_is_a_setup_failure() {
     );
 }
 
-/// Orders that wait in the merge queue do not hold worktrees a build needs:
-/// with builds faster than the landings, a build that finds the pool full
-/// takes back the worktree of an order waiting to land (its branch kept)
-/// rather than check out a new one, so every build after the pool filled
-/// finds a warm worktree (its build cache there). Every order lands.
-#[test]
-fn a_build_takes_back_the_worktree_of_an_order_waiting_to_land() {
-    let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
-    let env = repo(&ids);
+/// A round with two slots and a pool of two worktrees whose landings are
+/// slower than its builds: the gates run again on the merged tip, and
+/// there they sleep, so orders wait in the merge queue.
+fn behind_a_slow_queue(env: &TestEnv, build: &str) -> Run {
     env.git(&["config", "arbiter.poolSize", "2"]);
-    let build = r#"if test -e target/warm; then echo warm; else echo fresh; fi >> "$ARBITER_REPO/../builds"
-mkdir -p target && touch target/warm
-echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
-    // The gates run again on the merged tip: each landing takes longer
-    // than a build, so orders wait in the queue.
     let gate = r#"test -n "$ARBITER_WO" || sleep 0.4"#;
     env.run(&[
         "round",
@@ -1229,7 +1219,21 @@ echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
         "--gate",
         gate,
     ])
-    .success();
+}
+
+/// Orders that wait in the merge queue do not hold worktrees a build needs:
+/// with builds faster than the landings, a build that finds the pool full
+/// takes back the worktree of an order waiting to land (its branch kept)
+/// rather than check out a new one, so every build after the pool filled
+/// finds a warm worktree (its build cache there). Every order lands.
+#[test]
+fn a_build_takes_back_the_worktree_of_an_order_waiting_to_land() {
+    let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let env = repo(&ids);
+    let build = r#"if test -e target/warm; then echo warm; else echo fresh; fi >> "$ARBITER_REPO/../builds"
+mkdir -p target && touch target/warm
+echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
+    behind_a_slow_queue(&env, build).success();
     for x in ids {
         assert_eq!(
             env.merges_in(&env.repo, "main", &format!("wo-{x}")),
@@ -1250,24 +1254,10 @@ echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt""#;
 fn an_order_halted_after_its_worktree_was_taken_back_is_checked_out_again() {
     let ids = ["a", "b", "c", "d", "e", "f"];
     let env = repo(&ids);
-    env.git(&["config", "arbiter.poolSize", "2"]);
     // wo-a touches an undeclared file: it halts when it lands.
     let build = r#"echo "$ARBITER_WO" > "${ARBITER_WO#wo-}.txt"
 if [ "$ARBITER_WO" = wo-a ]; then echo oops > README; fi"#;
-    let gate = r#"test -n "$ARBITER_WO" || sleep 0.4"#;
-    env.run(&[
-        "round",
-        "--json",
-        "--max",
-        "2",
-        "--max-total",
-        "2",
-        "--build",
-        build,
-        "--gate",
-        gate,
-    ])
-    .code(1);
+    behind_a_slow_queue(&env, build).code(1);
     for x in &ids[1..] {
         assert_eq!(
             env.merges_in(&env.repo, "main", &format!("wo-{x}")),
