@@ -350,18 +350,47 @@ fn reclaim_from_the_queue(ctx: &Context, size: usize) -> Result<bool> {
     if crate::state::ledger::numbers(ctx.repo.common_dir()).len() < size {
         return Ok(false);
     }
+    let reclaiming = ctx.caches.get::<Reclaiming>();
     let lease = {
         let leases = leases(&ctx.caches);
         let mut all = leases.lock();
-        match all.iter().position(|l| l.waits_to_land) {
-            Some(i) => all.remove(i),
-            None => return Ok(false),
-        }
+        let Some(i) = all.iter().position(|l| l.waits_to_land) else {
+            return Ok(false);
+        };
+        // Said before the lease goes: a give-back of this order that finds
+        // no lease waits until the worktree is back in the pool.
+        reclaiming.lock().insert(all[i].branch.clone());
+        all.remove(i)
     };
-    crate::state::ledger::release(&ctx.caches, &lease.branch);
-    let name = worktree::name_of_branch(&lease.branch).unwrap_or_default();
-    give_back_lease(ctx, &name, lease, Keep::Branch)?;
-    Ok(true)
+    let branch = lease.branch.clone();
+    crate::state::ledger::release(&ctx.caches, &branch);
+    let name = worktree::name_of_branch(&branch).unwrap_or_default();
+    let given = give_back_lease(ctx, &name, lease, Keep::Branch);
+    reclaiming.lock().remove(&branch);
+    given.map(|()| true)
+}
+
+/// The branches whose worktree [`reclaim_from_the_queue`] is handing back
+/// (a [`Caches`] entry).
+#[derive(Default)]
+struct Reclaiming(Mutex<std::collections::BTreeSet<String>>);
+
+impl Reclaiming {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Wait until no take is handing back the worktree of `branch`: the order
+/// left the merge queue while its worktree went back to the pool, and what
+/// its fate does next (delete the branch, check it out for the user) must
+/// find the worktree off the branch.
+fn wait_for_reclaim(ctx: &Context, branch: &str) {
+    let reclaiming = ctx.caches.get::<Reclaiming>();
+    while reclaiming.lock().contains(branch) {
+        // A reset takes milliseconds: polled rather than signalled.
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 /// The free pooled worktree to take, locked: the most recently used (its
@@ -693,6 +722,7 @@ fn end_lease(ctx: &Context, branch: &str) -> Option<Lease> {
 fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<()> {
     let lease = end_lease(ctx, branch);
     let Some(lease) = lease else {
+        wait_for_reclaim(ctx, branch);
         return match keep {
             Keep::All => Ok(()),
             Keep::Branch => worktree::remove_keeping_branch(ctx, name, branch),
