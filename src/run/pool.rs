@@ -332,8 +332,8 @@ fn take_as(
 /// when a take finds the pool full. Otherwise every order waiting to land
 /// would hold a worktree, and takes would check out new ones meanwhile,
 /// each a write of every file of the tree, only to remove them again.
-pub fn waits_to_land(ctx: &Context, branch: &str) {
-    let leases = leases(&ctx.caches);
+pub fn waits_to_land(caches: &Caches, branch: &str) {
+    let leases = leases(caches);
     let mut all = leases.lock();
     // Moved to the end: those waiting stand in the order they entered the queue.
     if let Some(i) = all.iter().position(|l| l.branch == branch) {

@@ -1222,9 +1222,6 @@ impl<'a> Run<'a> {
                 (source, None)
             }
         };
-        // The merge queue needs only the branch: a take that finds the
-        // pool full may have this worktree back (see `pool::waits_to_land`).
-        crate::run::pool::waits_to_land(ctx, &branch_of(id));
         self.progress.phase(id, Phase::Queued);
         self.progress.event(&Event::Queued {
             wo: id.clone(),
@@ -1802,6 +1799,11 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
         exec::note(&job.log, cleaned);
     }
     job.outcome = JobOutcome::from(run_attempt(shared, job));
+    if job.outcome == JobOutcome::Clean {
+        // Its work is committed on its branch, all the merge queue needs: a
+        // take that finds the pool full may have this worktree back.
+        crate::run::pool::waits_to_land(shared.ctx.caches(), &branch_of(&id));
+    }
     exec::note(
         &job.log,
         &attempt_footer(job.attempt, &job.outcome.describe(), started.elapsed()),

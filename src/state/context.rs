@@ -329,6 +329,11 @@ pub struct SharedContext {
 }
 
 impl SharedContext {
+    /// The caches of this context family.
+    pub fn caches(&self) -> &Caches {
+        &self.caches
+    }
+
     pub fn local(&self) -> Context {
         // A thread's handle starts without the cache that spares a reread
         // (a loose object is mapped and unmapped at each read).
