@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{fresh, git, median};
+use support::{fresh, git, median, timed_arbiter};
 
 const ORDERS: usize = 8;
 
@@ -56,11 +56,10 @@ fn children_max_rss() -> i64 {
 }
 
 fn arbiter_round(repo: &Path, slots: &Path) -> Duration {
-    let start = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_git-arbiter"))
-        .current_dir(repo)
-        .env("ARBITER_SLOT_DIR", slots)
-        .args([
+    timed_arbiter(
+        repo,
+        slots,
+        &[
             "round",
             "--max",
             "8",
@@ -68,16 +67,8 @@ fn arbiter_round(repo: &Path, slots: &Path) -> Duration {
             "8",
             "--build",
             "mkdir -p out && echo done > out/$ARBITER_WO.txt",
-        ])
-        .output()
-        .expect("git-arbiter runs");
-    let elapsed = start.elapsed();
-    assert!(
-        output.status.success(),
-        "round failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    elapsed
+        ],
+    )
 }
 
 fn by_hand(repo: &Path) -> Duration {

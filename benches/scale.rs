@@ -12,11 +12,10 @@
 //! runs it) it does one small smoke run, so the suite checks it still works.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod support;
-use support::{git, ms};
+use support::{git, ms, timed_arbiter};
 
 /// A repository with `n` orders `wo-<prefix><i>`, each declaring
 /// `f/<prefix><i>.txt`, committed on `main`.
@@ -46,24 +45,15 @@ fn repo_with_orders(dir: &Path, prefix: &str, n: usize) -> PathBuf {
 
 /// One round over every eligible order: its wall time.
 fn round(repo: &Path, slots: &Path) -> Duration {
-    let start = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_git-arbiter"))
-        .current_dir(repo)
-        .env("ARBITER_SLOT_DIR", slots)
-        .args([
+    timed_arbiter(
+        repo,
+        slots,
+        &[
             "round",
             "--build",
             "mkdir -p f && echo done > f/${ARBITER_WO#wo-}.txt",
-        ])
-        .output()
-        .expect("git-arbiter runs");
-    let elapsed = start.elapsed();
-    assert!(
-        output.status.success(),
-        "round failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    elapsed
+        ],
+    )
 }
 
 fn sizes(flag: &str, default: &[usize]) -> Vec<usize> {

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Run `git args` in `dir` and return its stdout; panics when it fails.
 pub fn git(dir: &Path, args: &[&str]) -> String {
@@ -46,4 +46,24 @@ pub fn median(mut v: Vec<Duration>) -> Duration {
 
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// `git arbiter args…` in `repo`, its machine-wide slots under `slots`, run
+/// as a user runs it (the release binary, a fresh process): its wall time.
+/// Panics when it fails.
+pub fn timed_arbiter(repo: &Path, slots: &Path, args: &[&str]) -> Duration {
+    let start = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_git-arbiter"))
+        .current_dir(repo)
+        .env("ARBITER_SLOT_DIR", slots)
+        .args(args)
+        .output()
+        .expect("git-arbiter runs");
+    let elapsed = start.elapsed();
+    assert!(
+        output.status.success(),
+        "git arbiter {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    elapsed
 }
