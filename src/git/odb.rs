@@ -374,6 +374,32 @@ mod tests {
 
     const DATE: &str = "1700000000 +0100";
 
+    /// An object a ref or tree names but the packs do not hold (yet: `git
+    /// repack` swapping them) is looked up again; a miss that lasts is
+    /// reported after the retries, with gix's error.
+    #[test]
+    fn a_missing_object_is_looked_up_again_then_reported() {
+        let fixture = Fixture::new(&[]);
+        let repo = gix::open_opts(&fixture.dir, gix::open::Options::isolated()).expect("open");
+        let missing =
+            gix::ObjectId::from_hex(b"1111111111111111111111111111111111111111").expect("id");
+        let mut tries = 0;
+        let found = super::retry_transient(|| {
+            tries += 1;
+            repo.find_object(if tries < 3 { missing } else { fixture.tree })
+                .map(|o| o.id)
+        });
+        assert_eq!(found.expect("found on the third try"), fixture.tree);
+        assert_eq!(tries, 3);
+        let mut tries = 0;
+        let lasting = super::retry_transient(|| {
+            tries += 1;
+            repo.find_object(missing).map(|o| o.id)
+        });
+        assert!(lasting.is_err_and(|e| e.to_string().contains("could not be found")));
+        assert_eq!(tries, super::TRANSIENT_RETRIES + 1);
+    }
+
     /// A repository with `config` set, and the empty tree in it.
     struct Fixture {
         _tmp: tempfile::TempDir,

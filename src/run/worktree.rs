@@ -494,12 +494,7 @@ pub(crate) fn add_under(
             ))
             .into());
     }
-    std::fs::create_dir_all(&root).map_err(|source| Error::CreateDir {
-        path: root.clone(),
-        source,
-    })?;
-    // Re-check after creating the root: it must still resolve where we expect.
-    check_destination(&root, &dest)?;
+    make_root(&root, &dest)?;
 
     create_branch(ctx, &full, name, base)?;
     crate::sys::crash::point("worktree-add.before");
@@ -531,13 +526,19 @@ pub fn check_out_kept(ctx: &Context, name: &str, branch: &str) -> Result<PathBuf
     let root = root_dir(ctx)?;
     let dest = root.join(name);
     check_destination(&root, &dest)?;
-    std::fs::create_dir_all(&root).map_err(|source| Error::CreateDir {
-        path: root.clone(),
-        source,
-    })?;
-    check_destination(&root, &dest)?;
+    make_root(&root, &dest)?;
     check_out_new(ctx, &dest, &full)?;
     Ok(dest)
+}
+
+/// Create the worktree folder `root` that will hold `dest`, and check
+/// again that `dest` resolves where expected (a link may have appeared).
+fn make_root(root: &Path, dest: &Path) -> Result<()> {
+    std::fs::create_dir_all(root).map_err(|source| Error::CreateDir {
+        path: root.to_owned(),
+        source,
+    })?;
+    check_destination(root, dest)
 }
 
 /// Create the new worktree's branch `full` at `base`, refusing one that
