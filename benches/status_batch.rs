@@ -1,5 +1,5 @@
-//! `status` and `batch --max 64` over 10,000 work orders (issue 2's targets:
-//! batch < 200 ms, status < 300 ms), timed as a user runs them: the release
+//! `status` and `batch --max 64` over 10,000 work orders (targets: both
+//! under 150 ms, issue 35; issue 2 asked 200 and 300 ms), timed as a user runs them: the release
 //! binary as a fresh process, median of several runs, next to baselines
 //! measured in the same run on the same repository, so the numbers can be
 //! compared across machines. Then the overlap check of two work orders with
@@ -56,6 +56,10 @@ fn main() {
         notes_time.as_secs_f64()
     );
 
+    // A user's work orders were written a while before they run `status`:
+    // files younger than a few seconds are always read again (their time
+    // stamps cannot yet prove them unchanged; see `state::read_cache`).
+    std::thread::sleep(Duration::from_millis(3500));
     let bin = env!("CARGO_BIN_EXE_git-arbiter");
     // Sanity: both commands succeed and see every work order, or the timings mean nothing.
     let status = run(&repo, bin, &["status", "--json"]);
@@ -106,9 +110,9 @@ fn main() {
     row(
         "git arbiter batch --max 64",
         batch_time,
-        bench.then_some(200),
+        bench.then_some(150),
     );
-    row("git arbiter status", status_time, bench.then_some(300));
+    row("git arbiter status", status_time, bench.then_some(150));
     if !bench {
         println!("(smoke run over {n} work orders; `cargo bench --bench status_batch` measures {ORDERS})");
     }

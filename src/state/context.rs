@@ -625,7 +625,8 @@ impl Context {
     }
 
     pub fn load_orders(&self, flag: Option<&Path>) -> Result<Orders> {
-        Ok(orders::load(&self.orders_dir(flag)?)?)
+        let cache = crate::git::layout::dir(&self.repo).join("orders.cache");
+        Ok(orders::load_cached(&self.orders_dir(flag)?, &cache)?)
     }
 
     /// The integration branch: `--into BRANCH`, else the branch checked out here.

@@ -14,10 +14,12 @@
 pub mod context;
 pub mod ledger;
 pub mod orders;
+pub mod read_cache;
 pub mod scope;
 pub mod select;
 
 use std::collections::BTreeMap;
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use gix::hash::ObjectId;
@@ -541,7 +543,30 @@ pub struct Snapshot<'repo> {
     pub tip: Option<ObjectId>,
     notes: gix::note::plumbing::State,
     parsed: Option<std::sync::Arc<ParsedRecords>>,
+    disk: DiskNotes,
 }
+
+/// The notes an earlier process read ([`read_cache::Notes`]), loaded on the
+/// first read of many records: a `status` or a conductor's start-up. A
+/// process that remembers what it parsed ([`Store::remembering`]) uses them
+/// only for that first read, then keeps its own memory.
+#[derive(Clone, Default)]
+struct DiskNotes(std::sync::Arc<std::sync::Mutex<DiskState>>);
+
+#[derive(Default)]
+enum DiskState {
+    #[default]
+    Unloaded,
+    Loaded(read_cache::Notes),
+    Unused,
+}
+
+/// Reads of fewer records than this leave the disk cache alone: a few notes
+/// cost less to read than the cache file.
+const DISK_CACHE_MIN: usize = 256;
+
+/// A cache that misses this many notes is written again.
+const DISK_CACHE_STALE: usize = 64;
 
 /// Records parsed already, by their note blob and key (a [`Caches`] entry):
 /// a note is named by its content, so a record that did not change since
@@ -575,6 +600,7 @@ impl<'repo> Snapshot<'repo> {
             tip,
             notes,
             parsed: None,
+            disk: DiskNotes::default(),
         })
     }
 
@@ -657,19 +683,36 @@ impl<'repo> Snapshot<'repo> {
         let to_read: Vec<usize> = (0..found.len()).filter(|&i| records[i].is_none()).collect();
         let unread: Vec<(&str, ObjectId, Option<ObjectId>)> =
             to_read.iter().map(|&i| found[i]).collect();
+        let mut disk = self.disk.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if unread.len() >= DISK_CACHE_MIN && matches!(*disk, DiskState::Unloaded) {
+            *disk = DiskState::Loaded(read_cache::Notes::load(
+                crate::git::layout::dir(self.repo).join("notes.cache"),
+            ));
+        }
+        let cached = match &*disk {
+            DiskState::Loaded(notes) => Some(notes),
+            _ => None,
+        };
         let objects_dir = self.repo.objects.store_ref().path().to_owned();
+        // Each record, and the note's bytes when they were read from the
+        // objects (for the disk cache).
         let read = |repo: &gix::Repository, chunk: &[(&str, ObjectId, Option<ObjectId>)]| {
             let mut out = Vec::with_capacity(chunk.len());
             let mut loose = LooseReader::default();
             for (wo, key, blob) in chunk {
                 let record = match blob {
-                    None => Ok(None),
-                    Some(blob) => match loose.read_blob(&objects_dir, blob) {
-                        Some(bytes) => parse_record(wo, key, bytes).map(Some),
-                        None => repo
-                            .find_blob(*blob)
-                            .map_err(git_err)
-                            .and_then(|b| parse_record(wo, key, &b.data).map(Some)),
+                    None => Ok((None, None)),
+                    Some(blob) => match cached.and_then(|c| c.get(blob)) {
+                        Some(bytes) => parse_record(wo, key, bytes).map(|r| (Some(r), None)),
+                        None => match loose.read_blob(&objects_dir, blob) {
+                            Some(bytes) => parse_record(wo, key, bytes)
+                                .map(|r| (Some(r), cached.map(|_| bytes.to_vec()))),
+                            None => repo.find_blob(*blob).map_err(git_err).and_then(|b| {
+                                let bytes = b.detach().data;
+                                parse_record(wo, key, &bytes)
+                                    .map(|r| (Some(r), cached.map(|_| bytes)))
+                            }),
+                        },
                     },
                 };
                 let failed = record.is_err();
@@ -686,13 +729,33 @@ impl<'repo> Snapshot<'repo> {
             read(&shared.to_thread_local(), chunk)
         });
         let mut fresh = Vec::with_capacity(unread.len());
-        for (&i, record) in to_read.iter().zip(parts.into_iter().flatten()) {
-            let record = record?;
+        let mut read_anew = Vec::new();
+        for (&i, read) in to_read.iter().zip(parts.into_iter().flatten()) {
+            let (record, bytes) = read?;
             if let (Some(blob), Some(record)) = (found[i].2, &record) {
                 fresh.push(((blob, found[i].1), record.clone()));
+                if let Some(bytes) = bytes {
+                    read_anew.push((blob, bytes));
+                }
             }
             records[i] = Some(record);
         }
+        if let DiskState::Loaded(notes) = &mut *disk {
+            for (blob, bytes) in &read_anew {
+                notes.insert(*blob, bytes);
+            }
+            // Only a read of every record knows which notes are current.
+            if self.parsed.is_none()
+                && lookup_error.is_none()
+                && read_anew.len() >= DISK_CACHE_STALE
+            {
+                notes.keep_and_save(&found.iter().filter_map(|(_, _, blob)| *blob).collect());
+            }
+            if self.parsed.is_some() {
+                *disk = DiskState::Unused;
+            }
+        }
+        drop(disk);
         if let Some(parsed) = &self.parsed {
             let mut parsed = parsed.lock();
             if parsed.len() + fresh.len() > PARSED_RECORDS_MAX {
@@ -777,6 +840,7 @@ pub struct Store<'repo> {
     pub repo: &'repo gix::Repository,
     pub default_cap: u32,
     parsed: Option<std::sync::Arc<ParsedRecords>>,
+    disk: DiskNotes,
 }
 
 impl<'repo> Store<'repo> {
@@ -785,6 +849,7 @@ impl<'repo> Store<'repo> {
             repo,
             default_cap,
             parsed: None,
+            disk: DiskNotes::default(),
         }
     }
 
@@ -799,6 +864,7 @@ impl<'repo> Store<'repo> {
     pub fn snapshot(&self) -> Result<Snapshot<'repo>, Error> {
         let mut snapshot = Snapshot::read(self.repo)?;
         snapshot.parsed = self.parsed.clone();
+        snapshot.disk = self.disk.clone();
         Ok(snapshot)
     }
 
@@ -1262,6 +1328,68 @@ mod tests {
         let b = after[1].as_ref().expect("wo-b");
         assert_eq!(b.history.last().map(|e| e.event.as_str()), Some("second"));
         assert_eq!(caches.get::<ParsedRecords>().lock().len(), 4);
+    }
+
+    /// Records read through the disk cache are the records in the notes,
+    /// whatever changed since the cache was written, and whatever became
+    /// of the cache file.
+    #[test]
+    fn records_read_through_the_disk_cache_are_the_notes() {
+        let repo = crate::testutil::TestRepo::new();
+        let store = Store::new(&repo.ctx.repo, 3);
+        let ids: Vec<String> = (0..DISK_CACHE_MIN + 10)
+            .map(|i| format!("wo-{i}"))
+            .collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let put = |wos: &[&str], event: &str| {
+            store
+                .transact::<_, Error>("test", |txn| {
+                    for wo in wos {
+                        let mut r = txn.record(wo, false)?;
+                        r.log(event, None);
+                        txn.put(r);
+                    }
+                    Ok(())
+                })
+                .expect("transact");
+        };
+        put(&ids, "first");
+        let read = || {
+            Store::new(&repo.ctx.repo, 3)
+                .snapshot()
+                .and_then(|mut s| s.records(&ids))
+                .expect("read")
+        };
+        let first = read();
+        let cache = crate::git::layout::dir(&repo.ctx.repo).join("notes.cache");
+        assert_eq!(
+            read_cache::Notes::load(cache.clone()).len(),
+            ids.len(),
+            "a read of every record writes the cache"
+        );
+        assert_eq!(read(), first);
+
+        put(&ids[..3], "second");
+        let after = read();
+        let events = |r: &Option<Record>| {
+            r.as_ref()
+                .and_then(|r| r.history.last())
+                .map(|e| e.event.clone())
+        };
+        assert_eq!(events(&after[0]).as_deref(), Some("second"));
+        assert_eq!(after[3..], first[3..]);
+
+        // Garbled, or the notes of another state: the notes still win.
+        std::fs::write(&cache, b"git-arbiter read cache 1\n\x05").expect("write");
+        assert_eq!(read(), after);
+        let mut other = read_cache::Notes::load(cache.clone());
+        other.insert(ObjectId::null(gix::hash::Kind::Sha1), b"{}");
+        other.keep_and_save(
+            &[ObjectId::null(gix::hash::Kind::Sha1)]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(read(), after);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::state::read_cache;
 use crate::state::scope::Entry;
 
 /// One parsed, validated work order.
@@ -716,21 +717,47 @@ const MIN_FILES_PER_READER: usize = 256;
 /// Read and parse `paths` on a few threads, in the order of `paths`. With
 /// `first_only`, the results end at the first file with an error (the first
 /// in that order), which holds that error only; otherwise every file is read
-/// and each failed one holds all of its errors.
-fn read_and_parse(paths: &[PathBuf], first_only: bool) -> Vec<Result<WorkOrder, Vec<Error>>> {
+/// and each failed one holds all of its errors. With `cache`, a file whose
+/// stamp is the one it had when an earlier process read it is not read
+/// again, and the cache is written again when many were.
+fn read_and_parse(
+    paths: &[PathBuf],
+    first_only: bool,
+    cache: Option<&read_cache::Files>,
+) -> Vec<Result<WorkOrder, Vec<Error>>> {
+    let read_at = std::time::SystemTime::now();
+    let cannot_read = |path: &Path, e: std::io::Error| {
+        vec![invalid(
+            path,
+            1,
+            format!("cannot read: {e}"),
+            "work orders must be readable UTF-8 Markdown",
+        )]
+    };
+    // The text of `path` and its stamp before it was read, and whether the
+    // cache held it.
+    type Text<'c> = std::borrow::Cow<'c, str>;
+    let text_of = |path: &Path| -> Result<(Text<'_>, Option<read_cache::Stamp>), Vec<Error>> {
+        let Some(cache) = cache else {
+            let text = std::fs::read_to_string(path).map_err(|e| cannot_read(path, e))?;
+            return Ok((Text::Owned(text), None));
+        };
+        let stamp = std::fs::metadata(path)
+            .map(|meta| read_cache::Stamp::of(&meta))
+            .map_err(|e| cannot_read(path, e))?;
+        if let Some(text) = cache.get(path, &stamp) {
+            return Ok((Text::Borrowed(text), Some(stamp)));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| cannot_read(path, e))?;
+        Ok((Text::Owned(text), Some(stamp)))
+    };
     let read = |paths: &[PathBuf]| {
         let mut out = Vec::with_capacity(paths.len());
         for path in paths {
-            let result = std::fs::read_to_string(path)
-                .map_err(|e| {
-                    vec![invalid(
-                        path,
-                        1,
-                        format!("cannot read: {e}"),
-                        "work orders must be readable UTF-8 Markdown",
-                    )]
-                })
-                .and_then(|text| parse_all(file_stem(path), path, &text));
+            let result = text_of(path).and_then(|(text, stamp)| {
+                let order = parse_all(file_stem(path), path, &text)?;
+                Ok((order, stamp.map(|stamp| (stamp, text))))
+            });
             let failed = result.is_err();
             out.push(result);
             if failed && first_only {
@@ -741,15 +768,39 @@ fn read_and_parse(paths: &[PathBuf], first_only: bool) -> Vec<Result<WorkOrder, 
     };
     let parts = crate::sys::parallel::read_in_chunks(paths, MIN_FILES_PER_READER, read);
     let mut out = Vec::with_capacity(paths.len());
+    let mut texts = Vec::new();
+    let mut misses = 0;
     for part in parts {
         let failed = part.last().is_some_and(Result::is_err);
-        out.extend(part);
+        for result in part {
+            out.push(result.map(|(order, read)| {
+                if let Some((stamp, text)) = read {
+                    misses += usize::from(matches!(text, std::borrow::Cow::Owned(_)));
+                    texts.push((order.path.clone(), stamp, text));
+                }
+                order
+            }));
+        }
         if failed && first_only {
             break;
         }
     }
+    if let Some(cache) = cache {
+        // Only a read of every file knows which are current.
+        if misses >= CACHE_STALE && out.len() == paths.len() && out.iter().all(Result::is_ok) {
+            cache.save(
+                texts
+                    .iter()
+                    .map(|(path, stamp, text)| (path.as_path(), *stamp, text.as_ref())),
+                read_at,
+            );
+        }
+    }
     out
 }
+
+/// A cache that missed this many work orders is written again.
+const CACHE_STALE: usize = 32;
 
 /// The work-order files of `dir` ([`is_order_file`]), sorted. A missing
 /// directory is an error: the user pointed us somewhere that holds no work orders.
@@ -817,13 +868,22 @@ fn duplicates(paths: &[PathBuf], first_only: bool) -> Vec<(usize, Error)> {
 
 /// Read and validate every work order in `dir`; the first error ends it.
 pub fn load(dir: &Path) -> Result<Orders, Error> {
+    load_through(dir, None)
+}
+
+/// [`load`], reading only the files that changed since `cache` ([`read_cache::Files`]) was written.
+pub fn load_cached(dir: &Path, cache: &Path) -> Result<Orders, Error> {
+    load_through(dir, Some(&read_cache::Files::load(cache.to_owned())))
+}
+
+fn load_through(dir: &Path, cache: Option<&read_cache::Files>) -> Result<Orders, Error> {
     let paths = order_files(dir)?;
     // Duplicate ids are found from the names alone, before anything is read;
     // such an error still only wins over the errors of the files before it.
     let duplicate = duplicates(&paths, true).into_iter().next();
     let readable = duplicate.as_ref().map_or(paths.len(), |(i, _)| *i);
     let mut list = Vec::with_capacity(readable);
-    for read in read_and_parse(&paths[..readable], true) {
+    for read in read_and_parse(&paths[..readable], true, cache) {
         list.push(
             read.map_err(|errors| errors.into_iter().next().expect("an Err holds an error"))?,
         );
@@ -859,7 +919,7 @@ pub fn check(dir: &Path) -> Result<Checked, Error> {
         }
     }
     let mut list = Vec::with_capacity(readable.len());
-    for read in read_and_parse(&readable, false) {
+    for read in read_and_parse(&readable, false, None) {
         match read {
             Ok(wo) => list.push(wo),
             Err(e) => errors.extend(e),
@@ -874,6 +934,58 @@ pub fn check(dir: &Path) -> Result<Checked, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Work orders read through the cache are the files on disk: an edit
+    /// that keeps the size is read, a file written just before the read is
+    /// not entered, and a garbled cache is no cache.
+    #[test]
+    fn orders_read_through_the_cache_are_the_files() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let orders = dir.path().join("work-orders");
+        std::fs::create_dir(&orders).expect("mkdir");
+        let write = |i: usize, title: &str| {
+            std::fs::write(
+                orders.join(format!("wo-{i:02}.md")),
+                format!("# {title}\n## Files to touch\n- f/{i}.txt\n"),
+            )
+            .expect("write");
+        };
+        for i in 0..CACHE_STALE + 1 {
+            write(i, "Old");
+        }
+        let cache = dir.path().join("orders.cache");
+        let titles = || -> Vec<String> {
+            load_cached(&orders, &cache)
+                .expect("load")
+                .iter()
+                .map(|wo| wo.title.clone())
+                .collect()
+        };
+        assert!(titles().iter().all(|t| t == "Old"));
+        let stamp = |i: usize| {
+            read_cache::Stamp::of(
+                &std::fs::metadata(orders.join(format!("wo-{i:02}.md"))).expect("stat"),
+            )
+        };
+        let cached = |i: usize| {
+            read_cache::Files::load(cache.clone())
+                .get(&orders.join(format!("wo-{i:02}.md")), &stamp(i))
+                .map(str::to_owned)
+        };
+        assert_eq!(cached(0), None, "files written just now are not entered");
+
+        // A change time cannot be set back: wait for the files to settle.
+        std::thread::sleep(read_cache::SETTLED + std::time::Duration::from_millis(200));
+        assert!(titles().iter().all(|t| t == "Old"));
+        assert!(cached(0).is_some_and(|t| t.starts_with("# Old")));
+
+        write(0, "New");
+        assert_eq!(titles()[0], "New", "same size, new stamp: read again");
+        assert!(titles()[1..].iter().all(|t| t == "Old"));
+
+        std::fs::write(&cache, b"git-arbiter read cache 1\n\x01").expect("write");
+        assert_eq!(titles()[0], "New");
+    }
 
     fn p(text: &str) -> Result<WorkOrder, Error> {
         parse("wo-01", Path::new("work-orders/wo-01.md"), text)
