@@ -10,13 +10,13 @@
 //! the merged result, or waiting to land (then `land_verified` queues it
 //! again).
 //!
-//! Its bar is the time it held a machine-wide slot. Records written since
-//! the settling event carries the slot ([`crate::state::SlotHeld`]) draw
-//! it exactly. Older records do not say: the bar then ends at the settling
-//! event and is as long as its setup, build, gate and critic commands ran
-//! (their `wall_ms`), and lanes are assigned greedily (each bar to the
-//! lowest lane free at its start, in order of start), so that bars of one
-//! lane never overlap but need not be the slot the attempt held.
+//! Its bar is the time it held a machine-wide slot, drawn exactly where the
+//! settling event records the slot ([`crate::state::SlotHeld`]). Older
+//! records (and a race's instances) do not say: the bar then ends at the
+//! settling event and is as long as its setup, build, gate and critic
+//! commands ran (their `wall_ms`), and lanes are assigned greedily (each
+//! bar to the lowest lane free at its start, in order of start), so that
+//! bars of one lane never overlap but need not be the slot it held.
 
 pub mod load;
 pub mod render;
@@ -356,58 +356,96 @@ fn segments(held: Span, [setup, build, checks]: [u64; 3]) -> Vec<Segment> {
     .collect()
 }
 
-/// Each span's lane: the lowest lane free at its start, spans taken in
-/// order of start (then end, then position), so that no two spans of one
-/// lane overlap. Returns the lanes and how many there are.
+/// The lowest of `lanes` that `span` overlaps nothing on (a new one when
+/// there is none), `span` now on it.
+fn first_fit(lanes: &mut Vec<Vec<Span>>, span: Span) -> usize {
+    let lane = match lanes
+        .iter()
+        .position(|l| l.iter().all(|s| !s.overlaps(&span)))
+    {
+        Some(lane) => lane,
+        None => {
+            lanes.push(Vec::new());
+            lanes.len() - 1
+        }
+    };
+    lanes[lane].push(span);
+    lane
+}
+
+/// Each span's lane, spans taken in order of start (then end, then
+/// position), each to the lowest lane it overlaps nothing on: no two spans
+/// of one lane overlap, and no fewer lanes would do. Returns the lanes and
+/// how many there are.
 pub fn assign_lanes(spans: &[Span]) -> (Vec<usize>, usize) {
     let mut order: Vec<usize> = (0..spans.len()).collect();
     order.sort_by_key(|&i| (spans[i].from_ms, spans[i].to_ms, i));
-    let mut free_at: Vec<u64> = Vec::new();
+    let mut taken = Vec::new();
     let mut lanes = vec![0; spans.len()];
     for i in order {
-        let lane = match free_at.iter().position(|&t| t <= spans[i].from_ms) {
-            Some(lane) => lane,
-            None => {
-                free_at.push(0);
-                free_at.len() - 1
-            }
-        };
-        free_at[lane] = spans[i].to_ms;
-        lanes[i] = lane;
+        lanes[i] = first_fit(&mut taken, spans[i]);
     }
-    (lanes, free_at.len())
+    (lanes, taken.len())
 }
 
-/// The lanes of the slots the attempts recorded, when every attempt
-/// recorded one and no two on one slot overlap (a slot of another machine
-/// sharing the state has the same number): the slot numbers, and each
-/// attempt's lane among them.
-fn recorded_lanes(attempts: &[Attempt]) -> Option<(Vec<usize>, Vec<u32>)> {
-    let slots: Vec<u32> = attempts.iter().map(|a| a.slot).collect::<Option<_>>()?;
-    let names: Vec<u32> = slots
+/// Can the slots the attempts recorded be their lanes? Not when two on one
+/// slot overlap: a slot of another machine sharing the state has the same
+/// number.
+fn slots_agree(attempts: &[Attempt]) -> bool {
+    let mut on_slots: Vec<(u32, Span)> = attempts
         .iter()
-        .copied()
-        .collect::<BTreeSet<u32>>()
-        .into_iter()
+        .filter_map(|a| a.slot.map(|s| (s, a.held)))
         .collect();
-    let lanes: Vec<usize> = slots
-        .iter()
-        .map(|s| names.binary_search(s).unwrap_or_default())
-        .collect();
-    let mut by_lane: Vec<usize> = (0..attempts.len()).collect();
-    by_lane.sort_by_key(|&i| (lanes[i], attempts[i].held.from_ms));
-    let mut busy_until: Option<(usize, u64)> = None;
-    for i in by_lane {
-        let held = attempts[i].held;
-        match busy_until {
-            Some((lane, until)) if lane == lanes[i] && held.from_ms < until => return None,
-            Some((lane, until)) if lane == lanes[i] => {
-                busy_until = Some((lane, until.max(held.to_ms)))
+    on_slots.sort_by_key(|&(slot, held)| (slot, held.from_ms));
+    let mut busy_until: Option<(u32, u64)> = None;
+    for (slot, held) in on_slots {
+        busy_until = match busy_until {
+            Some((on, until)) if on == slot && held.from_ms < until => return false,
+            Some((on, until)) if on == slot => Some((on, until.max(held.to_ms))),
+            _ => Some((slot, held.to_ms)),
+        };
+    }
+    true
+}
+
+/// Each attempt's lane (`attempts` in order of start), the lanes' names,
+/// and how many of them are slots: `slot N` for the slots the attempts recorded, when they agree
+/// ([`slots_agree`]), then `lane N` for the attempts placed by
+/// [`first_fit`], those that recorded none (or all, when the slots do not
+/// agree), in gaps of the slots' lanes or on lanes of their own.
+fn place(attempts: &[Attempt]) -> (Vec<usize>, Vec<String>, usize) {
+    let trusted = slots_agree(attempts);
+    let slots: Vec<u32> = match trusted {
+        true => attempts
+            .iter()
+            .filter_map(|a| a.slot)
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
+            .collect(),
+        false => Vec::new(),
+    };
+    let mut taken: Vec<Vec<Span>> = vec![Vec::new(); slots.len()];
+    let mut lanes = vec![0; attempts.len()];
+    let mut unplaced = Vec::new();
+    for (i, a) in attempts.iter().enumerate() {
+        match a.slot.and_then(|s| slots.binary_search(&s).ok()) {
+            Some(lane) => {
+                taken[lane].push(a.held);
+                lanes[i] = lane;
             }
-            _ => busy_until = Some((lanes[i], held.to_ms)),
+            None => unplaced.push(i),
         }
     }
-    Some((lanes, names))
+    for i in unplaced {
+        lanes[i] = first_fit(&mut taken, attempts[i].held);
+    }
+    let names = (0..taken.len())
+        .map(|lane| match slots.get(lane) {
+            Some(slot) => format!("slot {slot}"),
+            None => format!("lane {}", lane - slots.len() + 1),
+        })
+        .collect();
+    (lanes, names, slots.len())
 }
 
 /// The attempts of a run on their lanes, and the merge queue's spans on theirs.
@@ -417,10 +455,11 @@ pub struct Timeline {
     pub attempts: Vec<Attempt>,
     /// The lane of each attempt.
     pub lanes: Vec<usize>,
-    /// Each lane's name: `slot N` when the slots were recorded, else `lane N`.
+    /// Each lane's name: `slot N`, the slot its attempts recorded, or
+    /// `lane N`, assigned (see [`place`]).
     pub lane_names: Vec<String>,
-    /// Whether the lanes are the slots the attempts recorded.
-    pub lanes_recorded: bool,
+    /// How many lanes, the first ones, are slots the attempts recorded.
+    pub slot_lanes: usize,
     /// The merge queue's spans: the attempt (an index into `attempts`), the
     /// span, and its queue lane.
     pub queue: Vec<(usize, Span, usize)>,
@@ -439,18 +478,7 @@ impl Timeline {
                 b.attempt,
             ))
         });
-        let (lanes, lane_names, lanes_recorded) = match recorded_lanes(&attempts) {
-            Some((lanes, slots)) => (
-                lanes,
-                slots.iter().map(|s| format!("slot {s}")).collect(),
-                true,
-            ),
-            None => {
-                let spans: Vec<Span> = attempts.iter().map(|a| a.held).collect();
-                let (lanes, n) = assign_lanes(&spans);
-                (lanes, (1..=n).map(|n| format!("lane {n}")).collect(), false)
-            }
-        };
+        let (lanes, lane_names, slot_lanes) = place(&attempts);
         let queued: Vec<(usize, Span)> = attempts
             .iter()
             .enumerate()
@@ -483,7 +511,7 @@ impl Timeline {
             attempts,
             lanes,
             lane_names,
-            lanes_recorded,
+            slot_lanes,
             queue,
             queue_lanes: queue_lane_count,
             span,

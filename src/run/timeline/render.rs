@@ -248,10 +248,10 @@ pub fn svg(t: &Timeline) -> String {
         "<text class=\"stats\" x=\"10\" y=\"46\">{}</text>",
         escape(&stats(t))
     ));
-    let lanes_note = if t.lanes_recorded {
-        "one lane per machine-wide slot, as recorded"
-    } else {
-        "lanes assigned in order of start: the records do not say which slot each attempt held"
+    let lanes_note = match (t.slot_lanes, t.lane_names.len()) {
+        (0, _) => "lanes assigned in order of start: the records do not say which slot each attempt held",
+        (slots, lanes) if slots == lanes => "one lane per machine-wide slot, as recorded",
+        _ => "slots as recorded; lanes for the attempts that recorded none, assigned in order of start",
     };
     let from = match t.attempts.is_empty() {
         true => "no attempts recorded".to_owned(),

@@ -200,8 +200,10 @@ fn recorded_slots_are_the_lanes_and_utilisation_is_held_over_lanes_times_makespa
         attempt("b", 1_000, 3_000, Some(2)),
         attempt("c", 4_000, 8_000, Some(5)),
     ]);
-    assert!(t.lanes_recorded);
-    assert_eq!(t.lane_names, ["slot 2", "slot 5"]);
+    assert_eq!(
+        (t.lane_names.as_slice(), t.slot_lanes),
+        (&["slot 2".to_owned(), "slot 5".to_owned()][..], 2)
+    );
     let lane_of = |wo: &str| t.lanes[t.attempts.iter().position(|a| a.wo == wo).unwrap()];
     assert_eq!((lane_of("a"), lane_of("b"), lane_of("c")), (1, 0, 1));
     assert_eq!(t.makespan_ms(), 8_000);
@@ -211,20 +213,36 @@ fn recorded_slots_are_the_lanes_and_utilisation_is_held_over_lanes_times_makespa
 }
 
 #[test]
-fn slots_overlapping_on_one_number_or_missing_fall_back_to_assigned_lanes() {
+fn attempts_without_a_slot_fill_gaps_of_the_slots_or_lanes_of_their_own() {
+    let t = Timeline::new(vec![
+        attempt("a", 0, 4_000, Some(0)),
+        attempt("b", 5_000, 6_000, None),
+        attempt("c", 5_000, 9_000, Some(0)),
+    ]);
+    assert_eq!(t.lane_names, ["slot 0", "lane 1"]);
+    assert_eq!(t.slot_lanes, 1);
+    let lane_of = |wo: &str| t.lanes[t.attempts.iter().position(|a| a.wo == wo).unwrap()];
+    assert_eq!((lane_of("a"), lane_of("b"), lane_of("c")), (0, 1, 0));
+    let t = Timeline::new(vec![
+        attempt("a", 0, 4_000, Some(0)),
+        attempt("b", 4_000, 5_000, None),
+        attempt("c", 5_000, 9_000, Some(0)),
+    ]);
+    assert_eq!(
+        (t.lane_names.len(), t.lanes.as_slice()),
+        (1, &[0, 0, 0][..])
+    );
+}
+
+#[test]
+fn slots_overlapping_on_one_number_are_not_trusted() {
     // Two machines' slot 0 at once.
     let t = Timeline::new(vec![
         attempt("a", 0, 4_000, Some(0)),
         attempt("b", 1_000, 3_000, Some(0)),
     ]);
-    assert!(!t.lanes_recorded);
     assert_eq!(t.lane_names, ["lane 1", "lane 2"]);
-    let t = Timeline::new(vec![
-        attempt("a", 0, 4_000, Some(0)),
-        attempt("b", 5_000, 6_000, None),
-    ]);
-    assert!(!t.lanes_recorded);
-    assert_eq!(t.lanes, [0, 0]);
+    assert_eq!(t.slot_lanes, 0);
 }
 
 #[test]
