@@ -55,6 +55,9 @@ _git__arbiter() {
             git__arbiter,race)
                 cmd="git__arbiter__subcmd__race"
                 ;;
+            git__arbiter,report)
+                cmd="git__arbiter__subcmd__report"
+                ;;
             git__arbiter,retry)
                 cmd="git__arbiter__subcmd__retry"
                 ;;
@@ -114,6 +117,9 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help,race)
                 cmd="git__arbiter__subcmd__help__subcmd__race"
+                ;;
+            git__arbiter__subcmd__help,report)
+                cmd="git__arbiter__subcmd__help__subcmd__report"
                 ;;
             git__arbiter__subcmd__help,retry)
                 cmd="git__arbiter__subcmd__help__subcmd__retry"
@@ -224,7 +230,7 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool install-docs help"
+            opts="-h -V --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show report doctor pool install-docs help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -340,7 +346,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show doctor pool install-docs help"
+            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show report doctor pool install-docs help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -550,6 +556,20 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__race)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__report)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -999,6 +1019,40 @@ _git__arbiter() {
                     ;;
             esac
             COMPREPLY=( $(compgen -W "${opts} $(__git_arbiter_ids)" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__report)
+            opts="-h --html --svg --run --since --orders --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --html)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --svg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --run)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --orders)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
         git__arbiter__subcmd__retry)

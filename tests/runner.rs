@@ -20,6 +20,7 @@ mod test_reliability;
 mod test_repo_checkout;
 mod test_repo_commit;
 mod test_repo_config;
+mod test_report;
 mod test_retry;
 mod test_review;
 mod test_round;

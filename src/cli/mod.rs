@@ -33,6 +33,7 @@ mod pick;
 mod pool;
 mod progress;
 mod race;
+mod report;
 mod retry;
 mod round;
 mod show;
@@ -150,6 +151,7 @@ pub enum Command {
     Stop(stop::StopArgs),
     Log(log::LogArgs),
     Show(show::ShowArgs),
+    Report(report::ReportArgs),
     Doctor(doctor::DoctorArgs),
     #[command(subcommand)]
     Pool(pool::PoolCommand),
@@ -176,6 +178,7 @@ impl Command {
             Command::Halt(a) => Some(&a.orders),
             Command::Log(a) => Some(&a.orders),
             Command::Show(a) => Some(&a.orders),
+            Command::Report(a) => Some(&a.orders),
             Command::Doctor(a) => Some(&a.orders),
             Command::CompleteIds(a) => Some(&a.orders),
             // demo writes its own orders into a temporary repository.
@@ -319,6 +322,7 @@ pub fn run() -> i32 {
         Command::Stop(args) => stop::cmd_stop(&env, args),
         Command::Log(args) => log::cmd_log(&env, args),
         Command::Show(args) => show::cmd_show(&env, args),
+        Command::Report(args) => report::cmd_report(&env, args),
         Command::Doctor(args) => doctor::cmd_doctor(&env, args),
         Command::Pool(cmd) => pool::cmd_pool(&env, cmd),
         Command::Generate(args) => generate::cmd_generate(args),

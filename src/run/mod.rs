@@ -20,5 +20,6 @@ pub mod reconcile;
 pub mod review;
 pub mod round;
 pub mod slots;
+pub mod timeline;
 pub mod user_checkout;
 pub mod worktree;

@@ -34,7 +34,7 @@ use crate::run::reconcile::{self, Recovery};
 use crate::run::worktree::{self, branch_of};
 use crate::state::context::{Context, SharedContext};
 use crate::state::orders::{Orders, WorkOrder};
-use crate::state::{Record, Status, Store, Verdict};
+use crate::state::{Record, SlotHeld, Status, Store, Verdict};
 use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
 
 type Error = crate::sys::error::Error;
@@ -252,6 +252,8 @@ struct Job<'a> {
     queue_wait: Option<Duration>,
     /// How long it held its slot.
     busy: Duration,
+    /// Which slot it held, and when: recorded for `report`.
+    slot: Option<SlotHeld>,
     /// Set when the order is halted while in flight: stops this build only.
     halted: Arc<AtomicBool>,
     outcome: JobOutcome,
@@ -993,6 +995,7 @@ impl<'a> Run<'a> {
                 verdicts: record.verdicts,
                 queue_wait: None,
                 busy: Duration::ZERO,
+                slot: None,
                 halted: Arc::default(),
                 outcome: JobOutcome::Clean,
                 error: None,
@@ -1041,6 +1044,7 @@ impl<'a> Run<'a> {
                 verdicts: Vec::new(),
                 queue_wait: None,
                 busy: Duration::ZERO,
+                slot: None,
                 halted: Arc::default(),
                 outcome: JobOutcome::Pending,
                 error: None,
@@ -1210,6 +1214,7 @@ impl<'a> Run<'a> {
                         record.verdicts = verdicts.clone();
                         record.queue_wait_ms = queue_wait_ms;
                         record.log("built", Some(log.clone()));
+                        record.held_slot(job.slot);
                         // From here its work waits to land rather than be rebuilt.
                         record.queue_to_land(source.to_string());
                     },
@@ -1782,6 +1787,7 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
         return;
     }
     let holding = Instant::now();
+    let from_ms = crate::sys::clock::now_millis();
     let in_use = shared.running.fetch_add(1, Ordering::SeqCst) + 1;
     progress.slots(in_use, cap);
     progress.event(&Event::BuildStarted {
@@ -1808,8 +1814,14 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
         &job.log,
         &attempt_footer(job.attempt, &job.outcome.describe(), started.elapsed()),
     );
+    let index = slot.index().try_into().unwrap_or(u32::MAX);
     drop(slot);
     job.busy = holding.elapsed();
+    job.slot = Some(SlotHeld {
+        index,
+        from_ms,
+        to_ms: crate::sys::clock::now_millis(),
+    });
     progress.slots(shared.running.fetch_sub(1, Ordering::SeqCst) - 1, cap);
 }
 
@@ -2018,6 +2030,7 @@ impl Run<'_> {
                         record.log(FAILED_EVENT, Some(event.clone()));
                     }
                 }
+                record.held_slot(job.slot);
                 txn.put(record);
                 Ok(true)
             })?;

@@ -130,6 +130,24 @@ pub struct Event {
     pub attempt: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// On the event that dispatched an attempt: the conductor that took it,
+    /// the run's id (`claim … conductor=<id>`); absent in older notes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// On the event that settled an attempt: the machine-wide slot its
+    /// build held, and when; absent in older notes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<SlotHeld>,
+}
+
+/// The machine-wide slot an attempt held (the slot file `slot-<index>`)
+/// from `from_ms` to `to_ms`, in milliseconds since the Unix epoch: what
+/// `report` draws an attempt's bar from.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotHeld {
+    pub index: u32,
+    pub from_ms: u64,
+    pub to_ms: u64,
 }
 
 /// The history events of an attempt that failed, its reason as detail:
@@ -252,7 +270,17 @@ impl Record {
             event: event.into(),
             attempt: (self.attempts > 0).then_some(self.attempts),
             detail,
+            run: None,
+            slot: None,
         });
+    }
+
+    /// The slot the current attempt's build held, said on the event just
+    /// logged (the one that settled the attempt).
+    pub fn held_slot(&mut self, slot: Option<SlotHeld>) {
+        if let Some(event) = self.history.last_mut() {
+            event.slot = slot;
+        }
     }
 
     /// Is this still attempt `attempt` of conductor `owner`, in progress and
@@ -334,6 +362,9 @@ impl Record {
         self.checkpoint_after = None;
         self.landing = None;
         self.log(event, Some(detail));
+        if let Some(dispatched) = self.history.last_mut() {
+            dispatched.run = Some(owner.to_owned());
+        }
     }
 
     /// The current attempt ended without landing: the order is to be built
@@ -601,6 +632,19 @@ impl<'repo> Snapshot<'repo> {
             notes,
             parsed: None,
             disk: DiskNotes::default(),
+        })
+    }
+
+    /// The notes ref as it was at its commit `commit`, a past state of it
+    /// (`report --since`); the caller has checked that it is one.
+    pub fn read_at(repo: &'repo gix::Repository, commit: ObjectId) -> Result<Self, Error> {
+        let (tip, notes) =
+            crate::git::odb::retry_transient(|| notes_at(repo, NOTES_REF, Some(commit)))?;
+        Ok(Snapshot {
+            repo,
+            tip,
+            notes,
+            parsed: None,
         })
     }
 
@@ -1144,6 +1188,15 @@ fn read_notes_once(
         Some(mut r) => Some(r.peel_to_id().map_err(git_err)?.detach()),
         None => None,
     };
+    notes_at(repo, notes_ref, tip)
+}
+
+/// The notes of `notes_ref` as its commit `tip` holds them (none: no notes).
+fn notes_at(
+    repo: &gix::Repository,
+    notes_ref: &str,
+    tip: Option<ObjectId>,
+) -> Result<(Option<ObjectId>, gix::note::plumbing::State), Error> {
     let tree = match tip {
         Some(tip) => {
             let object = repo.find_object(tip).map_err(git_err)?;
@@ -1409,7 +1462,27 @@ mod tests {
         assert_eq!(r.verdicts[0].wall_ms, None);
         assert_eq!(r.queue_wait_ms, None);
         assert_eq!(r.history[0].ms, None);
-        assert!(!serde_json::to_string(&r).expect("json").contains("wall_ms"));
+        assert_eq!((&r.history[0].run, r.history[0].slot), (&None, None));
+        let json = serde_json::to_string(&r).expect("json");
+        assert!(!json.contains("wall_ms") && !json.contains("\"run\"") && !json.contains("slot"));
+    }
+
+    #[test]
+    fn a_dispatch_names_its_run_and_the_settling_event_its_slot() {
+        let mut r = Record::new("wo-01", false, 3);
+        r.dispatch("c1", "base".into(), "dispatch", String::new());
+        assert_eq!(r.history[0].run.as_deref(), Some("c1"));
+        r.log("built", None);
+        let held = SlotHeld {
+            index: 2,
+            from_ms: 10,
+            to_ms: 20,
+        };
+        r.held_slot(Some(held));
+        assert_eq!((r.history[1].slot, &r.history[1].run), (Some(held), &None));
+        let back: Record =
+            serde_json::from_str(&serde_json::to_string(&r).expect("json")).expect("parses");
+        assert_eq!(back, r);
     }
 
     #[test]

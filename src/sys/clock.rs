@@ -21,6 +21,11 @@ pub fn now_ms() -> (i64, u32) {
     (now.as_secs() as i64, now.subsec_millis())
 }
 
+/// Milliseconds since the Unix epoch.
+pub fn now_millis() -> u64 {
+    since_epoch().as_millis().try_into().unwrap_or(u64::MAX)
+}
+
 /// Nanoseconds since the Unix epoch.
 pub fn now_nanos() -> u64 {
     since_epoch().as_nanos() as u64
