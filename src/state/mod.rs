@@ -645,6 +645,7 @@ impl<'repo> Snapshot<'repo> {
             tip,
             notes,
             parsed: None,
+            disk: DiskNotes::default(),
         })
     }
 
