@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{fresh, git, median, timed_arbiter};
+use support::{children_max_rss, fresh, git, median, timed_arbiter};
 
 const ORDERS: usize = 8;
 
@@ -43,16 +43,6 @@ fn template(root: &Path, files: usize) -> PathBuf {
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "init"]);
     repo
-}
-
-/// Peak RSS (KiB) of waited-for children so far, from getrusage(2).
-fn children_max_rss() -> i64 {
-    // SAFETY: getrusage fills the struct we pass; RUSAGE_CHILDREN is always valid.
-    unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
-        usage.ru_maxrss
-    }
 }
 
 fn arbiter_round(repo: &Path, slots: &Path) -> Duration {

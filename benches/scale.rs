@@ -2,6 +2,12 @@
 //! N trivial orders (each writes one file) for N = 50, 500 and 5,000, and
 //! 50 new orders in a repository where 0, 1,000 and 10,000 orders are
 //! settled already (landed by earlier rounds, their records in the notes).
+//! In both, each landed order adds a file, so the tree grows with the work
+//! and every check of a worktree (what a builder changed, that a pooled
+//! worktree is clean) stats more files, as `git status` would. A third
+//! part keeps the tree fixed (10,000 files, each order edits one of them,
+//! the pool warmed by an untimed round) so that what grows with N is the
+//! state alone. The peak RSS of any run so far is printed beside each.
 //! Each is timed as a user runs it (the release binary, a fresh process),
 //! on tmpfs when there is one, and printed as milliseconds per order with
 //! the ratio to the smallest case measured in the same run. Never asserts
@@ -15,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod support;
-use support::{git, ms, timed_arbiter};
+use support::{children_max_rss, git, ms, timed_arbiter};
 
 /// A repository with `n` orders `wo-<prefix><i>`, each declaring
 /// `f/<prefix><i>.txt`, committed on `main`.
@@ -56,6 +62,40 @@ fn round(repo: &Path, slots: &Path) -> Duration {
     )
 }
 
+/// A repository whose `f/` holds `files` files `f/<i>.txt`, with `n` orders
+/// `wo-<prefix><i>` each declaring `f/<prefix><i>.txt` (one of those files
+/// when `prefix` is empty).
+fn repo_editing_files(dir: &Path, prefix: &str, n: usize, files: usize) -> PathBuf {
+    if !dir.exists() {
+        std::fs::create_dir_all(dir.join("f")).expect("mkdir");
+        git(dir, &["init", "-q", "-b", "main"]);
+        git(dir, &["config", "user.name", "bench"]);
+        git(dir, &["config", "user.email", "bench@example.com"]);
+        for i in 0..files {
+            std::fs::write(dir.join(format!("f/{i}.txt")), "base\n").expect("write");
+        }
+    }
+    std::fs::create_dir_all(dir.join("work-orders")).expect("mkdir");
+    for i in 0..n {
+        std::fs::write(
+            dir.join(format!("work-orders/wo-{prefix}{i}.md")),
+            format!("# Order {prefix}{i}\n\n## Files to touch\n- f/{prefix}{i}.txt\n\n## Task\nEdit it.\n"),
+        )
+        .expect("write");
+    }
+    git(dir, &["add", "-A"]);
+    git(
+        dir,
+        &["commit", "-q", "-m", &format!("{n} orders {prefix}")],
+    );
+    dir.to_owned()
+}
+
+/// Peak RSS so far, for a column.
+fn rss() -> String {
+    format!("peak RSS {:4} MiB", children_max_rss() / 1024)
+}
+
 fn sizes(flag: &str, default: &[usize]) -> Vec<usize> {
     let args: Vec<String> = std::env::args().collect();
     args.iter()
@@ -71,14 +111,15 @@ fn sizes(flag: &str, default: &[usize]) -> Vec<usize> {
 
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
-    let (orders, settled, new) = if bench {
+    let (orders, settled, new, files) = if bench {
         (
             sizes("--orders", &[50, 500, 5000]),
             sizes("--settled", &[0, 1000, 10_000]),
             50,
+            10_000,
         )
     } else {
-        (vec![10, 30], vec![0, 20], 10)
+        (vec![10, 30], vec![0, 20], 10, 100)
     };
     let shm = Path::new("/dev/shm");
     let base = if shm.is_dir() {
@@ -95,13 +136,14 @@ fn main() {
 
     println!("one round of N trivial orders:");
     let mut first = None;
-    for n in orders {
+    for &n in &orders {
         let repo = repo_with_orders(&root.path().join(format!("run-{n}")), "", n);
         let per_order = ms(round(&repo, &slots)) / n as f64;
         let baseline = *first.get_or_insert(per_order);
         println!(
-            "  {n:>6} orders  {per_order:8.2} ms/order  {:5.2}x the first",
-            per_order / baseline
+            "  {n:>6} orders  {per_order:8.2} ms/order  {:5.2}x the first  {}",
+            per_order / baseline,
+            rss()
         );
         let _ = std::fs::remove_dir_all(&repo);
         let _ = std::fs::remove_dir_all(repo.with_extension("arbiter"));
@@ -119,8 +161,28 @@ fn main() {
         let per_order = ms(round(&repo, &slots)) / new as f64;
         let baseline = *first.get_or_insert(per_order);
         println!(
-            "  {s:>6} settled  {per_order:8.2} ms/order  {:5.2}x the first",
-            per_order / baseline
+            "  {s:>6} settled  {per_order:8.2} ms/order  {:5.2}x the first  {}",
+            per_order / baseline,
+            rss()
+        );
+        let _ = std::fs::remove_dir_all(&repo);
+        let _ = std::fs::remove_dir_all(repo.with_extension("arbiter"));
+    }
+
+    println!("one round of N orders, each editing one of {files} files (pool warmed, untimed):");
+    let mut first = None;
+    for &n in &orders {
+        let dir = root.path().join(format!("fixed-{n}"));
+        let warm = repo_editing_files(&dir, "warm", 1, files);
+        round(&warm, &slots);
+        let repo = repo_editing_files(&dir, "", n.min(files), files);
+        let n = n.min(files);
+        let per_order = ms(round(&repo, &slots)) / n as f64;
+        let baseline = *first.get_or_insert(per_order);
+        println!(
+            "  {n:>6} orders  {per_order:8.2} ms/order  {:5.2}x the first  {}",
+            per_order / baseline,
+            rss()
         );
         let _ = std::fs::remove_dir_all(&repo);
         let _ = std::fs::remove_dir_all(repo.with_extension("arbiter"));

@@ -67,3 +67,13 @@ pub fn timed_arbiter(repo: &Path, slots: &Path, args: &[&str]) -> Duration {
     );
     elapsed
 }
+
+/// Peak RSS (KiB) of the largest waited-for child so far, from getrusage(2).
+pub fn children_max_rss() -> i64 {
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_CHILDREN is always valid.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage.ru_maxrss
+    }
+}
