@@ -609,9 +609,9 @@ const DISK_CACHE_STALE: usize = 64;
 #[derive(Default)]
 pub struct ParsedRecords(std::sync::Mutex<std::collections::HashMap<(ObjectId, ObjectId), Record>>);
 
-/// Above this many parsed records the memory starts again: a long run
-/// writes a new blob for every change of a record.
-const PARSED_RECORDS_MAX: usize = 100_000;
+/// Above this many parsed records the memory starts again (a run that
+/// never reads many records at once keeps every version it read).
+const PARSED_RECORDS_MAX: usize = 50_000;
 
 impl ParsedRecords {
     fn lock(
@@ -803,10 +803,20 @@ impl<'repo> Snapshot<'repo> {
         drop(disk);
         if let Some(parsed) = &self.parsed {
             let mut parsed = parsed.lock();
-            if parsed.len() + fresh.len() > PARSED_RECORDS_MAX {
+            parsed.extend(fresh);
+            // Every change of a record is a new blob: what an earlier
+            // version parsed to is dropped once a read of many records
+            // shows it is no longer current, or when memory is full anyway.
+            if parsed.len() > 2 * found.len().max(DISK_CACHE_MIN) && wos.len() >= DISK_CACHE_MIN {
+                let current: std::collections::HashSet<(ObjectId, ObjectId)> = found
+                    .iter()
+                    .filter_map(|(_, key, blob)| blob.map(|blob| (blob, *key)))
+                    .collect();
+                parsed.retain(|entry, _| current.contains(entry));
+            }
+            if parsed.len() > PARSED_RECORDS_MAX {
                 parsed.clear();
             }
-            parsed.extend(fresh);
         }
         match lookup_error {
             Some(e) => Err(e),
@@ -1382,6 +1392,42 @@ mod tests {
         let b = after[1].as_ref().expect("wo-b");
         assert_eq!(b.history.last().map(|e| e.event.as_str()), Some("second"));
         assert_eq!(caches.get::<ParsedRecords>().lock().len(), 4);
+    }
+
+    /// A conductor that reads every record at each step keeps the versions
+    /// that are current, not every version it ever parsed.
+    #[test]
+    fn remembered_records_keep_what_is_current() {
+        let repo = crate::testutil::TestRepo::new();
+        let caches = crate::sys::caches::Caches::default();
+        let store = Store::new(&repo.ctx.repo, 3).remembering(&caches);
+        let ids: Vec<String> = (0..DISK_CACHE_MIN + 10)
+            .map(|i| format!("wo-{i}"))
+            .collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        for round in 0..3 {
+            store
+                .transact::<_, Error>("test", |txn| {
+                    for wo in &ids {
+                        let mut r = txn.record(wo, false)?;
+                        r.log(format!("round-{round}"), None);
+                        txn.put(r);
+                    }
+                    Ok(())
+                })
+                .expect("transact");
+            let read = store
+                .snapshot()
+                .and_then(|mut s| s.records(&ids))
+                .expect("read");
+            assert_eq!(read.len(), ids.len());
+        }
+        let remembered = caches.get::<ParsedRecords>().lock().len();
+        assert!(
+            remembered <= 2 * ids.len(),
+            "{remembered} remembered for {} orders",
+            ids.len()
+        );
     }
 
     /// Records read through the disk cache are the records in the notes,
