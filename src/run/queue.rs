@@ -768,6 +768,7 @@ impl<'a> Queue<'a> {
                     exit_code: None,
                     wall_ms: None,
                     log: Some(verify_log.display().to_string()),
+                    report: None,
                     detail: Some(detail.clone()),
                 });
                 r.release();
