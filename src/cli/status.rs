@@ -1,5 +1,6 @@
 use clap::Args;
 use git_arbiter::run::reconcile::{self, Recovery};
+use git_arbiter::state::cost::format_usd;
 use git_arbiter::{Error, ExitCode};
 use serde::Serialize;
 
@@ -55,6 +56,8 @@ fn render(rows: &[reconcile::Row]) -> String {
     if rows.is_empty() {
         return "no work orders\n".into();
     }
+    // A cost column only when some builder reported one.
+    let costs = rows.iter().any(|r| r.spent.is_some());
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -75,7 +78,7 @@ fn render(rows: &[reconcile::Row]) -> String {
             if r.may_have_landed_before.is_some() {
                 status.push_str(" (landed?)");
             }
-            vec![
+            let mut row = vec![
                 r.id.clone(),
                 status,
                 format!("{}/{}", r.attempts, r.cap),
@@ -87,14 +90,20 @@ fn render(rows: &[reconcile::Row]) -> String {
                 r.checkpoint_after
                     .as_deref()
                     .map_or("-".into(), |s| s[..s.len().min(12)].to_owned()),
-                r.title.clone(),
-            ]
+            ];
+            if costs {
+                row.push(cost_cell(r));
+            }
+            row.push(r.title.clone());
+            row
         })
         .collect();
-    let mut text = super::table(
-        &["ID", "STATUS", "ATTEMPTS", "DEPS", "MERGED", "TITLE"],
-        &cells,
-    );
+    let mut header = vec!["ID", "STATUS", "ATTEMPTS", "DEPS", "MERGED"];
+    if costs {
+        header.push("COST");
+    }
+    header.push("TITLE");
+    let mut text = super::table(&header, &cells);
     if let Some(warning) = git_arbiter::run::batch::shallow_warning(rows) {
         text.push_str(&format!("warning: {warning}\n"));
     }
@@ -119,4 +128,17 @@ fn render(rows: &[reconcile::Row]) -> String {
         }
     }
     text
+}
+
+/// An order's reported cost in the table: the sum, `+?` when some attempt
+/// reported none (unknown, not free), `?` when none reported a cost.
+fn cost_cell(row: &reconcile::Row) -> String {
+    let Some(spent) = &row.spent else {
+        return if row.attempts > 0 { "?" } else { "-" }.into();
+    };
+    match (spent.cost_usd, spent.attempts_without_cost) {
+        (Some(usd), 0) => format_usd(usd),
+        (Some(usd), _) => format!("{}+?", format_usd(usd)),
+        (None, _) => "?".into(),
+    }
 }

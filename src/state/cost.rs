@@ -115,18 +115,24 @@ impl Spent {
     pub fn of_attempt(verdicts: &[Verdict]) -> Spent {
         let mut spent = Spent::default();
         for report in verdicts.iter().filter_map(|v| v.report.as_ref()) {
-            if let Some(cost) = report.cost_usd {
-                spent.cost_usd = Some(add_usd(spent.cost_usd.unwrap_or(0.0), cost));
-            }
-            for (kind, n) in &report.tokens {
-                let sum = spent.tokens.entry(kind.clone()).or_default();
-                *sum = sum.saturating_add(*n);
-            }
+            spent.add_report(report);
         }
         if spent.cost_usd.is_none() {
             spent.attempts_without_cost = 1;
         }
         spent
+    }
+
+    /// Add what one command reported; no attempt is counted (a command
+    /// outside any attempt, such as a gate run on a merged result).
+    pub fn add_report(&mut self, report: &Report) {
+        if let Some(cost) = report.cost_usd {
+            self.cost_usd = Some(add_usd(self.cost_usd.unwrap_or(0.0), cost));
+        }
+        for (kind, n) in &report.tokens {
+            let sum = self.tokens.entry(kind.clone()).or_default();
+            *sum = sum.saturating_add(*n);
+        }
     }
 
     /// What every attempt of `record` that ran a command reported.
