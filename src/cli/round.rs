@@ -3,6 +3,7 @@ use std::time::Duration;
 use clap::Args;
 use git_arbiter::run::queue::{self, Verify};
 use git_arbiter::run::round::{self, Options, Schedule, Summary};
+use git_arbiter::state::cost::{format_usd, COST_CAP_EXCEEDED};
 use git_arbiter::state::orders::Orders;
 use git_arbiter::sys::clock::format_ms;
 use git_arbiter::sys::error::InputError;
@@ -64,6 +65,9 @@ pub struct RoundArgs {
     /// Checked once per round; exit ≠ 0 stops with an escalation [default: `arbiter.budgetCmd`]
     #[arg(long, value_name = "CMD")]
     budget_cmd: Option<String>,
+    /// Dispatch nothing new once the cost the run's builders reported (`$ARBITER_REPORT`) reaches USD; running builds finish, the run stops with `cost_budget` [default: `arbiter.maxCost`]
+    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_negative_numbers = true)]
+    max_cost: Option<f64>,
     /// The integration branch [default: the current branch]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
@@ -105,6 +109,10 @@ pub struct RoundArgs {
 }
 
 pub use git_arbiter::sys::duration::parse as parse_duration;
+
+fn parse_usd(text: &str) -> Result<f64, String> {
+    git_arbiter::state::cost::parse_usd(text)
+}
 
 /// `--timeout` if given, else `arbiter.timeout`, else none.
 pub fn timeout_or_config(
@@ -203,6 +211,11 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         timeout,
         retry_delay: retry_delay(&ctx)?,
         drift_batch_scope: args.drift_scope == "batch",
+        max_cost: match args.max_cost {
+            Some(flag) => Some(flag),
+            None => ctx.config_usd("arbiter.maxCost")?,
+        },
+        max_cost_per_order: ctx.config_usd("arbiter.maxCostPerOrder")?,
         schedule,
         verify,
         pool: git_arbiter::run::pool::Options::resolve(&ctx, args.no_pool, args.setup, max_total)?,
@@ -311,6 +324,15 @@ pub fn render(
     if let Some(busy) = summary.slot_utilisation {
         s.push_str(&format!("slots busy: {:.0}%\n", busy * 100.0));
     }
+    if let Some(spent) = &summary.spent {
+        s.push_str(&format!("cost: {}\n", spent.describe()));
+        if let Some(verification) = &summary.verification {
+            s.push_str(&format!(
+                "      of it, gates on merged results: {}\n",
+                verification.describe()
+            ));
+        }
+    }
     s.push_str(&orders_table(summary));
     if let Some(why) = &summary.stopped {
         s.push_str(&format!("stopped: {why}\n"));
@@ -348,11 +370,13 @@ fn orders_table(summary: &Summary) -> String {
         return String::new();
     }
     let ms = |v: Option<u64>| v.map_or("-".to_owned(), format_ms);
+    // A cost column only when some builder reported one.
+    let costs = summary.orders.iter().any(|o| o.spent.is_some());
     let rows: Vec<Vec<String>> = summary
         .orders
         .iter()
         .map(|o| {
-            vec![
+            let mut row = vec![
                 o.wo_id.clone(),
                 o.outcome.clone(),
                 o.attempts.to_string(),
@@ -362,16 +386,25 @@ fn orders_table(summary: &Summary) -> String {
                 ms(o.critic_ms),
                 ms(o.merge_wait_ms),
                 o.changed.map_or("-".to_owned(), |c| c.to_string()),
-            ]
+            ];
+            if costs {
+                row.push(
+                    o.spent
+                        .as_ref()
+                        .and_then(|s| s.cost_usd)
+                        .map_or("-".to_owned(), format_usd),
+                );
+            }
+            row
         })
         .collect();
-    let table = super::table(
-        &[
-            "order", "outcome", "attempts", "wait", "build", "gates", "critics", "queued",
-            "changed",
-        ],
-        &rows,
-    );
+    let mut header = vec![
+        "order", "outcome", "attempts", "wait", "build", "gates", "critics", "queued", "changed",
+    ];
+    if costs {
+        header.push("cost");
+    }
+    let table = super::table(&header, &rows);
     format!("\n{table}\n")
 }
 
@@ -452,6 +485,9 @@ fn next_step(reason: &str, id: &str) -> String {
         ),
         merge::HALT_CHECKOUT_BLOCKED => format!(
             "move those untracked files out of the checkout, then `git arbiter retry {id}`"
+        ),
+        COST_CAP_EXCEEDED => format!(
+            "its attempts cost more than arbiter.maxCostPerOrder allows (every attempt on record counts): look at its kept work and log; to spend more, raise the cap, then `git arbiter retry --rebuild {id}`"
         ),
         queue::MERGED_GATE_FAILED => format!(
             "its kept work fails the gates once merged: fix it on its branch (or fix the integration branch), then `git arbiter retry {id}`; or `git arbiter retry --rebuild {id}`"
