@@ -1323,6 +1323,28 @@ mod tests {
         });
     }
 
+    /// A report is read when there is one; what is no report (or too large
+    /// to be one) says why, for the attempt's log.
+    #[test]
+    fn a_report_is_read_beside_the_log_and_a_bad_one_says_why() {
+        let (_tmp, root) = crate::testutil::scratch();
+        let log = root.join("attempt-2.log");
+        let path = super::report_path(&log, 3, "gate");
+        assert_eq!(path, root.join("attempt-2.3-gate.report.json"));
+        assert_eq!(super::read_report(&path), Ok(None));
+        std::fs::write(&path, r#"{"cost_usd":1.5,"tokens":{"output":3}}"#).expect("write");
+        let report = super::read_report(&path).expect("read").expect("a report");
+        assert_eq!(report.cost_usd, Some(1.5));
+        std::fs::write(&path, "{").expect("write");
+        assert!(super::read_report(&path).is_err());
+        let huge = format!(r#"{{"cost_usd":1,"pad":"{}"}}"#, "x".repeat(70 << 10));
+        std::fs::write(&path, huge).expect("write");
+        assert_eq!(
+            super::read_report(&path),
+            Err("larger than 64 KiB".to_owned())
+        );
+    }
+
     /// Cleaned as `git stripspace` cleans it, which is what `git commit -m` does.
     #[test]
     fn messages_are_cleaned_as_git_cleans_them() {
