@@ -212,7 +212,7 @@ fn as_text(lines: &[Line<'_>]) -> String {
             line.push_str(&format!("  {}", t.human()));
         }
         if let Some(s) = &l.spent {
-            line.push_str(&format!("  [{}]", s.describe()));
+            line.push_str(&format!("  [cost {}]", s.describe()));
         }
         text.push_str(line.trim_end());
         text.push('\n');

@@ -117,7 +117,7 @@ fn attempts(ev: &Evidence) -> String {
         });
         let cost = spent
             .as_ref()
-            .map_or(String::new(), |c| format!(", {}", c.describe()));
+            .map_or(String::new(), |c| format!(", cost {}", c.describe()));
         s.push_str(&format!("\nattempt {}{waited}{cost}\n", run.attempt));
         let rows: Vec<Vec<String>> = run
             .verdicts

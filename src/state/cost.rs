@@ -71,10 +71,10 @@ pub fn parse_usd(text: &str) -> Result<f64, String> {
     usd(value).map_err(|_| format!("'{text}' is not an amount in USD (a number ≥ 0, e.g. 2.50)"))
 }
 
-/// `a + b`, to the millionth of a dollar: sums of reported amounts read as
+/// `a + b`, to the billionth of a dollar: sums of reported amounts read as
 /// they were written (0.1 + 0.2 is 0.3, not 0.30000000000000004).
 fn add_usd(a: f64, b: f64) -> f64 {
-    ((a + b) * 1e6).round() / 1e6
+    ((a + b) * 1e9).round() / 1e9
 }
 
 /// What attempts reported they cost, summed (an attempt, an order, a run).
@@ -175,10 +175,10 @@ impl Spent {
         (self.reported() || (budget && self.attempts_without_cost > 0)).then_some(self)
     }
 
-    /// One line for people: `$0.42, tokens input=1200 output=800`, and the
-    /// attempts whose cost is unknown.
+    /// One line for people: `$0.42, tokens input=1200 output=800` (or
+    /// `unknown, tokens …`), and the attempts whose cost is unknown.
     pub fn describe(&self) -> String {
-        let mut parts = vec![self.cost_usd.map_or("cost unknown".to_owned(), format_usd)];
+        let mut parts = vec![self.cost_usd.map_or("unknown".to_owned(), format_usd)];
         if !self.tokens.is_empty() {
             let tokens: Vec<String> = self
                 .tokens
@@ -257,13 +257,18 @@ mod tests {
     }
 
     #[test]
-    fn sums_are_exact_to_the_millionth_and_no_report_is_unknown_not_zero() {
+    fn sums_are_exact_and_no_report_is_unknown_not_zero() {
         let a = Spent::of_attempt(&[
             verdict(Some(r#"{"cost_usd":0.1,"tokens":{"input":10}}"#)),
             verdict(Some(r#"{"cost_usd":0.2,"tokens":{"input":5,"output":1}}"#)),
         ]);
         assert_eq!(a.cost_usd, Some(0.3));
         assert_eq!(a.attempts_without_cost, 0);
+        let fine = Spent::of_attempt(&[
+            verdict(Some(r#"{"cost_usd":0.0079825}"#)),
+            verdict(Some(r#"{"cost_usd":0.0000001}"#)),
+        ]);
+        assert_eq!(fine.cost_usd, Some(0.0079826));
         let none = Spent::of_attempt(&[verdict(None)]);
         assert_eq!((none.cost_usd, none.attempts_without_cost), (None, 1));
         assert!(!none.reported());
@@ -284,10 +289,7 @@ mod tests {
             total.describe(),
             "$0.30, tokens input=15 output=8 (+ 2 attempt(s) that reported no cost: unknown)"
         );
-        assert_eq!(
-            none.describe(),
-            "cost unknown (1 attempt(s) reported no cost)"
-        );
+        assert_eq!(none.describe(), "unknown (1 attempt(s) reported no cost)");
         assert_eq!(none.clone().shown_under(false), None);
         assert!(none.shown_under(true).is_some());
     }
