@@ -2084,54 +2084,55 @@ impl Run<'_> {
         let kept = kept_work(job).map(|k| k.describe(&ctx.repo));
         let gives_back = outcome.gives_back();
         let cost_cap = self.opts.max_cost_per_order;
+        // Why the attempt's order is past its cost cap, as the transaction found.
+        let mut capped = None;
         crate::sys::crash::point("verdict.before");
-        let held =
-            self.store
-                .transact(&format!("verdict {id}"), |txn| -> Result<Option<bool>> {
-                    let Some(mut record) = txn.stored(id)? else {
-                        return Ok(None);
-                    };
-                    if !record.held_by(owner, job.attempt) {
-                        return Ok(None);
+        let held = self
+            .store
+            .transact(&format!("verdict {id}"), |txn| -> Result<bool> {
+                capped = None;
+                let Some(mut record) = txn.stored(id)? else {
+                    return Ok(false);
+                };
+                if !record.held_by(owner, job.attempt) {
+                    return Ok(false);
+                }
+                record.verdicts = verdicts.clone();
+                record.queue_wait_ms = queue_wait_ms;
+                // A failed attempt that took the order's reported cost past
+                // its cap is its last: it halts, its work kept.
+                capped = match (halt, cost_cap) {
+                    (None, Some(cap)) if !gives_back => over_cost_cap(&record, cap),
+                    _ => None,
+                };
+                match (halt, &capped) {
+                    (Some(reason), _) => {
+                        record.release();
+                        record.halt(reason, vec![event.clone()]);
                     }
-                    record.verdicts = verdicts.clone();
-                    record.queue_wait_ms = queue_wait_ms;
-                    // A failed attempt that took the order's reported cost past
-                    // its cap is its last: it halts, its work kept.
-                    let over_cap = match (halt, cost_cap) {
-                        (None, Some(cap)) if !gives_back => over_cost_cap(&record, cap),
-                        _ => None,
-                    };
-                    if let Some(over) = over_cap {
+                    (None, Some(over)) => {
                         record.release();
                         record.log(FAILED_EVENT, Some(event.clone()));
-                        record.halt(COST_CAP_EXCEEDED, vec![over]);
-                        txn.put(record);
-                        return Ok(Some(true));
+                        record.halt(COST_CAP_EXCEEDED, vec![over.clone()]);
                     }
-                    match halt {
-                        Some(reason) => {
-                            record.release();
-                            record.halt(reason, vec![event.clone()]);
-                        }
-                        None if gives_back => {
-                            record.give_back();
-                            let (name, detail) = outcome.given_back(&event, kept.as_ref(), &log);
-                            record.log(name, Some(detail));
-                        }
-                        None => {
-                            record.release();
-                            record.log(FAILED_EVENT, Some(event.clone()));
-                        }
+                    (None, None) if gives_back => {
+                        record.give_back();
+                        let (name, detail) = outcome.given_back(&event, kept.as_ref(), &log);
+                        record.log(name, Some(detail));
                     }
-                    txn.put(record);
-                    Ok(Some(false))
-                })?;
+                    (None, None) => {
+                        record.release();
+                        record.log(FAILED_EVENT, Some(event.clone()));
+                    }
+                }
+                txn.put(record);
+                Ok(true)
+            })?;
         crate::sys::crash::point("verdict.after");
-        let Some(over_cap) = held else {
+        if !held {
             return let_go(self.host, self.store, job, owner, self.progress);
-        };
-        let halt = halt.or(over_cap.then_some(COST_CAP_EXCEEDED));
+        }
+        let halt = halt.or(capped.map(|_| COST_CAP_EXCEEDED));
         let keep_branch = halt.is_some() || kept.is_some();
         self.progress
             .event(&settled_event(job, halt, kept.is_some(), event));
