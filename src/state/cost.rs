@@ -126,10 +126,14 @@ impl Spent {
     /// Add what one command reported; no attempt is counted (a command
     /// outside any attempt, such as a gate run on a merged result).
     pub fn add_report(&mut self, report: &Report) {
-        if let Some(cost) = report.cost_usd {
+        self.add_amounts(report.cost_usd, &report.tokens);
+    }
+
+    fn add_amounts(&mut self, cost_usd: Option<f64>, tokens: &BTreeMap<String, u64>) {
+        if let Some(cost) = cost_usd {
             self.cost_usd = Some(add_usd(self.cost_usd.unwrap_or(0.0), cost));
         }
-        for (kind, n) in &report.tokens {
+        for (kind, n) in tokens {
             let sum = self.tokens.entry(kind.clone()).or_default();
             *sum = sum.saturating_add(*n);
         }
@@ -148,13 +152,7 @@ impl Spent {
     }
 
     pub fn add(&mut self, other: &Spent) {
-        if let Some(cost) = other.cost_usd {
-            self.cost_usd = Some(add_usd(self.cost_usd.unwrap_or(0.0), cost));
-        }
-        for (kind, n) in &other.tokens {
-            let sum = self.tokens.entry(kind.clone()).or_default();
-            *sum = sum.saturating_add(*n);
-        }
+        self.add_amounts(other.cost_usd, &other.tokens);
         self.attempts_without_cost += other.attempts_without_cost;
     }
 
@@ -199,8 +197,8 @@ impl Spent {
     }
 }
 
-/// An amount for people: `$0.42`, `$1.30`, `$0.0042` (cents at least,
-/// never rounded away).
+/// An amount for people, to the millionth of a dollar and cents at
+/// least: `$0.42`, `$1.30`, `$0.0042`.
 pub fn format_usd(value: f64) -> String {
     let six = format!("{value:.6}");
     let (whole, frac) = six.split_once('.').unwrap_or((&six, ""));
