@@ -121,7 +121,9 @@ fn a_malformed_report_is_a_warning_in_the_log_and_the_attempt_still_lands() {
     // said to be unknown, not taken as free.
     assert_eq!(summary["cost_usd"], json!(0.5));
     assert_eq!(summary["attempts_without_cost"], json!(1));
-    assert_eq!(row(&summary, "orders", "wo-01").get("cost_usd"), None);
+    let unreported = row(&summary, "orders", "wo-01");
+    assert_eq!(unreported.get("cost_usd"), None);
+    assert_eq!(unreported["attempts_without_cost"], json!(1));
     assert_eq!(row(&summary, "orders", "wo-02")["cost_usd"], json!(0.5));
     let log = std::fs::read_to_string(env.repo.join(".git/arbiter/logs/wo-01/attempt-1.log"))
         .expect("attempt log");

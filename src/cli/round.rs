@@ -3,7 +3,7 @@ use std::time::Duration;
 use clap::Args;
 use git_arbiter::run::queue::{self, Verify};
 use git_arbiter::run::round::{self, Options, Schedule, Summary};
-use git_arbiter::state::cost::{format_usd, COST_CAP_EXCEEDED};
+use git_arbiter::state::cost::COST_CAP_EXCEEDED;
 use git_arbiter::state::orders::Orders;
 use git_arbiter::sys::clock::format_ms;
 use git_arbiter::sys::error::InputError;
@@ -388,12 +388,7 @@ fn orders_table(summary: &Summary) -> String {
                 o.changed.map_or("-".to_owned(), |c| c.to_string()),
             ];
             if costs {
-                row.push(
-                    o.spent
-                        .as_ref()
-                        .and_then(|s| s.cost_usd)
-                        .map_or("-".to_owned(), format_usd),
-                );
+                row.push(super::cost_cell(o.spent.as_ref(), false));
             }
             row
         })

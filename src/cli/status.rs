@@ -1,6 +1,5 @@
 use clap::Args;
 use git_arbiter::run::reconcile::{self, Recovery};
-use git_arbiter::state::cost::format_usd;
 use git_arbiter::{Error, ExitCode};
 use serde::Serialize;
 
@@ -92,7 +91,7 @@ fn render(rows: &[reconcile::Row]) -> String {
                     .map_or("-".into(), |s| s[..s.len().min(12)].to_owned()),
             ];
             if costs {
-                row.push(cost_cell(r));
+                row.push(super::cost_cell(r.spent.as_ref(), r.attempts > 0));
             }
             row.push(r.title.clone());
             row
@@ -128,17 +127,4 @@ fn render(rows: &[reconcile::Row]) -> String {
         }
     }
     text
-}
-
-/// An order's reported cost in the table: the sum, `+?` when some attempt
-/// reported none (unknown, not free), `?` when none reported a cost.
-fn cost_cell(row: &reconcile::Row) -> String {
-    let Some(spent) = &row.spent else {
-        return if row.attempts > 0 { "?" } else { "-" }.into();
-    };
-    match (spent.cost_usd, spent.attempts_without_cost) {
-        (Some(usd), 0) => format_usd(usd),
-        (Some(usd), _) => format!("{}+?", format_usd(usd)),
-        (None, _) => "?".into(),
-    }
 }

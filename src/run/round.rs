@@ -1396,13 +1396,16 @@ impl<'a> Run<'a> {
             &self.me.name,
             &mut summary,
         )?;
+        // Once anything reported, an order that built without a report
+        // says so (`attempts_without_cost`) rather than look free.
+        let reported = self.total_spent().reported();
         for row in &mut summary.orders {
             row.merge_wait_ms = self.merge_waits.get(&row.wo_id).copied();
             row.spent = self
                 .spent_by_order
                 .get(&row.wo_id)
                 .cloned()
-                .and_then(Spent::shown);
+                .and_then(|s| s.shown_under(reported));
         }
         let budget = opts.max_cost.is_some() || opts.max_cost_per_order.is_some();
         summary.spent = self.total_spent().shown_under(budget);
