@@ -183,6 +183,37 @@ fn max_cost_stops_dispatch_once_the_reported_cost_reaches_it() {
 }
 
 #[test]
+fn a_build_running_when_the_budget_is_reached_finishes_and_lands() {
+    let env = repo(&["wo-02", "wo-03", "wo-04"]);
+    // wo-02 reaches the budget alone; wo-03, dispatched with it, ends only
+    // once wo-02 landed, which is after the run saw the budget reached.
+    let build = r#"mkdir -p src && echo x > "src/$ARBITER_WO.txt" && case $ARBITER_WO in wo-02) c=0.5;; *) c=0.25; until git -C "$ARBITER_REPO" log --format=%B main | grep -q "Arbiter-WO: wo-02"; do sleep 0.05; done;; esac && echo "{\"cost_usd\":$c}" > "$ARBITER_REPORT""#;
+    let run = round(
+        &env,
+        &[
+            "--build",
+            build,
+            "--max",
+            "2",
+            "--max-cost",
+            "0.5",
+            "--timeout",
+            "60s",
+            "--json",
+        ],
+    )
+    .code(1);
+    let summary = run.json();
+    assert_eq!(summary["done"], json!(["wo-02", "wo-03"]), "{}", run.stderr);
+    assert_eq!(summary["pending"], json!(["wo-04"]));
+    // What was running when the budget was reached is spent too.
+    assert_eq!(summary["cost_usd"], json!(0.75));
+    assert!(summary["stopped"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("cost_budget: the reported cost $0.50 reached")));
+}
+
+#[test]
 fn max_cost_per_order_halts_the_order_that_passes_it_and_keeps_its_branch() {
     let env = repo(&["wo-01", "wo-02"]);
     env.git(&["config", "arbiter.maxCostPerOrder", "0.5"]);
