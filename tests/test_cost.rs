@@ -29,6 +29,23 @@ fn round(env: &TestEnv, extra: &[&str]) -> Run {
     env.run(&args)
 }
 
+/// Wall times (`0.0s`) vary from run to run.
+fn redact_seconds(text: &str) -> String {
+    text.split(' ')
+        .map(|w| {
+            let secs = w
+                .strip_suffix('s')
+                .is_some_and(|n| n.parse::<f64>().is_ok());
+            if secs {
+                "[T]"
+            } else {
+                w
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn row<'a>(json: &'a serde_json::Value, list: &str, id: &str) -> &'a serde_json::Value {
     json[list]
         .as_array()
@@ -89,6 +106,19 @@ fn reported_costs_are_summed_per_order_and_per_run() {
         build["report"]["session"], "s-wo-02",
         "unknown fields are kept"
     );
+
+    let text = env.run(&["show", "wo-02"]).success().stdout;
+    let costs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("cost:") || l.starts_with("attempt ") || l.contains("model:"))
+        .collect();
+    insta::assert_snapshot!(redact_seconds(&costs.join("\n")), @"
+    cost:     $0.625, tokens cache_read=2000 input=220 output=40
+    attempt 1 (waited [T] for a slot), cost $0.3125, tokens cache_read=1000 input=110 output=20
+      build model: test-model
+    attempt 2 (waited [T] for a slot), cost $0.3125, tokens cache_read=1000 input=110 output=20
+      build model: test-model
+    ");
 
     let log = env.run(&["log", "wo-02", "--json"]).success().json();
     let verdicts: Vec<&serde_json::Value> = log["events"]
