@@ -40,14 +40,19 @@ use super::{json, out, progress, Env};
 /// ARBITER_REPO (the main worktree's top, or a bare repository's git dir) set
 /// and git's own variables (GIT_DIR, GIT_INDEX_FILE, …) removed; output goes
 /// to `.git/arbiter/logs/<id>/attempt-<n>.log`. Gates and critics run the
-/// same way. A build, gate or critic command that exits 126 or 127 (not
+/// same way. Every command also gets ARBITER_REPORT, a file beside that log
+/// where it may write what it cost as JSON (`{"cost_usd": 0.42, "tokens":
+/// {"input": 1200, "output": 800}, "model": "…"}`): summed per order and
+/// run, and read by `--max-cost` and `arbiter.maxCostPerOrder` (an order
+/// whose attempts together reported more halts, `cost_cap_exceeded`, once
+/// one fails). A build, gate or critic command that exits 126 or 127 (not
 /// executable, not found; a relative path resolves in the worktree, use
 /// "$ARBITER_REPO/…" for a script in the repository) is a configuration
 /// error: its attempt is given back, nothing more is started, exit 2.
 ///
 /// Exit: 0 all done, 1 escalation (a halted work order remains, the budget
-/// command refused, or the final gate failed), 2 bad input or a command that
-/// cannot run, 130 stopped.
+/// command refused, the cost budget was reached, or the final gate
+/// failed), 2 bad input or a command that cannot run, 130 stopped.
 #[derive(Args, Debug)]
 pub struct RoundArgs {
     /// Builder command, run via `sh -c` in each work order's worktree [default: `arbiter.build`]
