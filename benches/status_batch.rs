@@ -293,6 +293,7 @@ fn write_state(repo_path: &Path, n: usize, seed: &str, unrelated: &str) {
                     detail: None,
                     wall_ms: None,
                     log: None,
+                    report: None,
                 };
                 r.checkpoint_before = Some(seed.to_owned());
                 match i % 10 {

@@ -1090,7 +1090,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__round)
-            opts="-h --build --gate --critic --final-gate --budget-cmd --into --max --max-total --once --schedule --verify --dry-run --json --timeout --drift-scope --no-pool --setup --orders --help"
+            opts="-h --build --gate --critic --final-gate --budget-cmd --max-cost --into --max --max-total --once --schedule --verify --dry-run --json --timeout --drift-scope --no-pool --setup --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1113,6 +1113,10 @@ _git__arbiter() {
                     return 0
                     ;;
                 --budget-cmd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-cost)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

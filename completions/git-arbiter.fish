@@ -52,6 +52,7 @@ complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l gate -
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l critic -d 'Critic command (repeatable): exit ≠ 0 halts the work order (`blocking_critique`) [default: `arbiter.critic`]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l final-gate -d 'Run once on the integration tip when every work order is done; failure escalates [default: `arbiter.finalGate`]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l budget-cmd -d 'Checked once per round; exit ≠ 0 stops with an escalation [default: `arbiter.budgetCmd`]' -r
+complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l max-cost -d 'Dispatch nothing new once the cost the run\'s builders reported (`$ARBITER_REPORT`) reaches USD; running builds finish, the run stops with `cost_budget` [default: `arbiter.maxCost`]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l into -d 'The integration branch [default: the current branch]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l max -d 'At most N work orders in flight for this conductor (per round with `--schedule rounds`) [default: `arbiter.maxBatch`, else 8]' -r
 complete -c git-arbiter -n "__fish_git_arbiter_using_subcommand round" -l max-total -d 'Machine-wide cap on concurrent builds [default: `arbiter.maxTotal`, else 6]' -r

@@ -4,6 +4,7 @@ mod common;
 
 mod test_coexist;
 mod test_config_errors;
+mod test_cost;
 mod test_crash;
 mod test_docs;
 mod test_doctor;

@@ -1,4 +1,5 @@
 use clap::Args;
+use git_arbiter::state::cost::Spent;
 use git_arbiter::state::{read_note, Record, Store};
 use git_arbiter::sys::clock::format_time;
 use git_arbiter::{run::review, Error, ExitCode};
@@ -37,6 +38,10 @@ struct Line<'a> {
     /// a slot and ran each kind of command.
     #[serde(skip_serializing_if = "Option::is_none")]
     times: Option<Times>,
+    /// On the same event: what the attempt's commands reported they cost
+    /// (`cost_usd`, `tokens`), when they reported anything.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    spent: Option<Spent>,
 }
 
 /// Wall times of one attempt, in milliseconds.
@@ -121,6 +126,7 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
                 detail: e.detail.as_deref(),
                 pick: None,
                 times: None,
+                spent: None,
             })
         })
         .collect();
@@ -147,17 +153,30 @@ pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
     Ok(ExitCode::Success)
 }
 
-/// Each verdict event gets the times of its attempt (wait, build, gates).
+/// Each verdict event gets the times of its attempt (wait, build, gates)
+/// and what it reported it cost.
 fn attach_times<'a>(records: &'a [Record], lines: &mut [Line<'a>]) {
-    let mut times: std::collections::BTreeMap<(&str, u32), Times> = Default::default();
+    type Attempt<'a> = (&'a str, u32);
+    let mut times: std::collections::BTreeMap<Attempt<'a>, Times> = Default::default();
+    let mut spent: std::collections::BTreeMap<Attempt<'a>, Spent> = Default::default();
     for r in records {
-        for past in &r.earlier {
-            if let Some(t) = Times::of(past.queue_wait_ms, &past.verdicts) {
-                times.insert((r.wo.as_str(), past.attempt), t);
+        let current = (r.attempts > 0 && !r.verdicts.is_empty()).then_some((
+            r.attempts,
+            r.queue_wait_ms,
+            &r.verdicts,
+        ));
+        let attempts = r
+            .earlier
+            .iter()
+            .map(|p| (p.attempt, p.queue_wait_ms, &p.verdicts))
+            .chain(current);
+        for (attempt, wait, verdicts) in attempts {
+            if let Some(t) = Times::of(wait, verdicts) {
+                times.insert((r.wo.as_str(), attempt), t);
             }
-        }
-        if let Some(t) = Times::of(r.queue_wait_ms, &r.verdicts) {
-            times.insert((r.wo.as_str(), r.attempts), t);
+            if let Some(s) = Spent::of_attempt(verdicts).shown() {
+                spent.insert((r.wo.as_str(), attempt), s);
+            }
         }
     }
     for l in lines
@@ -166,6 +185,7 @@ fn attach_times<'a>(records: &'a [Record], lines: &mut [Line<'a>]) {
     {
         if let Some(attempt) = l.attempt {
             l.times = times.remove(&(l.wo, attempt));
+            l.spent = spent.remove(&(l.wo, attempt));
         }
     }
 }
@@ -190,6 +210,9 @@ fn as_text(lines: &[Line<'_>]) -> String {
         }
         if let Some(t) = &l.times {
             line.push_str(&format!("  {}", t.human()));
+        }
+        if let Some(s) = &l.spent {
+            line.push_str(&format!("  [cost {}]", s.describe()));
         }
         text.push_str(line.trim_end());
         text.push('\n');

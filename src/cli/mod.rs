@@ -235,6 +235,20 @@ fn stdout_failed(e: std::io::Error) -> i32 {
     ExitCode::Fatal.code()
 }
 
+/// An order's reported cost in a table: the sum, `+?` when some attempt
+/// reported none (unknown, not free), `?` when none reported a cost but
+/// some attempt `ran`, `-` when nothing ran.
+pub fn cost_cell(spent: Option<&git_arbiter::state::cost::Spent>, ran: bool) -> String {
+    use git_arbiter::state::cost::format_usd;
+    match spent.map(|s| (s.cost_usd, s.attempts_without_cost)) {
+        Some((Some(usd), 0)) => format_usd(usd),
+        Some((Some(usd), _)) => format!("{}+?", format_usd(usd)),
+        Some((None, _)) => "?".into(),
+        None if ran => "?".into(),
+        None => "-".into(),
+    }
+}
+
 /// Columns padded to their widest cell, two spaces apart; the last is not padded.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();

@@ -26,8 +26,11 @@ impl Progress for Lines {
 pub struct Live {
     multi: MultiProgress,
     bars: Mutex<BTreeMap<String, ProgressBar>>,
-    /// The top line: builds running here and the machine-wide cap.
+    /// The top line: builds running here and the machine-wide cap, and
+    /// what the run's builders reported they cost so far.
     header: ProgressBar,
+    /// The top line's parts: the slots, and the cost once one was reported.
+    top: Mutex<(String, Option<String>)>,
 }
 
 impl Live {
@@ -39,7 +42,20 @@ impl Live {
             multi,
             bars: Mutex::new(BTreeMap::new()),
             header,
+            top: Mutex::new((String::new(), None)),
         }
+    }
+
+    /// Change a part of the top line and draw it again.
+    fn set_top(&self, change: impl FnOnce(&mut (String, Option<String>))) {
+        let mut top = self.top.lock().expect("progress lock");
+        change(&mut top);
+        let line = match &top.1 {
+            Some(cost) if top.0.is_empty() => format!("cost so far: {cost}"),
+            Some(cost) => format!("{}; cost so far: {cost}", top.0),
+            None => top.0.clone(),
+        };
+        self.header.set_message(line);
     }
 }
 
@@ -59,6 +75,10 @@ impl Progress for Live {
                     ));
                 }
                 return;
+            }
+            Event::Cost { total, .. } => {
+                let cost = total.describe();
+                self.set_top(|top| top.1 = Some(cost));
             }
             Event::BuildStarted {
                 wo, in_use, cap, ..
@@ -88,9 +108,8 @@ impl Progress for Live {
     }
 
     fn slots(&self, in_use: usize, cap: u32) {
-        self.header.set_message(format!(
-            "slots held by this round: {in_use}/{cap} (machine-wide cap)"
-        ));
+        let line = format!("slots held by this round: {in_use}/{cap} (machine-wide cap)");
+        self.set_top(|top| top.0 = line);
     }
 
     fn finished(&self, wo: &str) {
@@ -164,6 +183,34 @@ mod tests {
         let bar = bars.get("wo-a").expect("wo-a has a line");
         assert_eq!(bar.prefix(), "slots 1/2");
         assert_eq!(bar.message(), "wo-a  build");
+    }
+
+    #[test]
+    fn the_top_line_shows_the_cost_so_far_once_one_is_reported() {
+        use git_arbiter::state::cost::Spent;
+        let live = live();
+        live.slots(1, 2);
+        let slots = "slots held by this round: 1/2 (machine-wide cap)";
+        assert_eq!(live.header.message(), slots);
+        let reported = |usd: f64| Spent {
+            cost_usd: Some(usd),
+            ..Spent::default()
+        };
+        live.event(&Event::Cost {
+            wo: "wo-a".into(),
+            attempt: 1,
+            spent: reported(0.25),
+            total: reported(0.75),
+        });
+        assert_eq!(
+            live.header.message(),
+            format!("{slots}; cost so far: $0.75")
+        );
+        live.slots(0, 2);
+        assert_eq!(
+            live.header.message(),
+            "slots held by this round: 0/2 (machine-wide cap); cost so far: $0.75"
+        );
     }
 
     #[test]

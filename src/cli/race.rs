@@ -140,10 +140,16 @@ pub fn render(summary: &Summary, orders: &Orders) -> String {
             if let Some(r) = &i.reason {
                 s.push_str(&format!("  ({r})"));
             }
+            if let Some(spent) = &i.spent {
+                s.push_str(&format!("  cost: {}", spent.describe()));
+            }
             if i.kept {
                 s.push_str(&format!("  kept: {}", i.branch));
             }
             s.push_str(&format!("\n      log: {}\n", i.log));
+        }
+        if let Some(spent) = &summary.spent {
+            s.push_str(&format!("cost of the race: {}\n", spent.describe()));
         }
     };
     if let Some(why) = &summary.stopped {

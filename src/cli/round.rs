@@ -3,6 +3,7 @@ use std::time::Duration;
 use clap::Args;
 use git_arbiter::run::queue::{self, Verify};
 use git_arbiter::run::round::{self, Options, Schedule, Summary};
+use git_arbiter::state::cost::COST_CAP_EXCEEDED;
 use git_arbiter::state::orders::Orders;
 use git_arbiter::sys::clock::format_ms;
 use git_arbiter::sys::error::InputError;
@@ -39,14 +40,19 @@ use super::{json, out, progress, Env};
 /// ARBITER_REPO (the main worktree's top, or a bare repository's git dir) set
 /// and git's own variables (GIT_DIR, GIT_INDEX_FILE, …) removed; output goes
 /// to `.git/arbiter/logs/<id>/attempt-<n>.log`. Gates and critics run the
-/// same way. A build, gate or critic command that exits 126 or 127 (not
+/// same way. Every command also gets ARBITER_REPORT, a file beside that log
+/// where it may write what it cost as JSON (`{"cost_usd": 0.42, "tokens":
+/// {"input": 1200, "output": 800}, "model": "…"}`): summed per order and
+/// run, and read by `--max-cost` and `arbiter.maxCostPerOrder` (an order
+/// whose attempts together reported more halts, `cost_cap_exceeded`, once
+/// one fails). A build, gate or critic command that exits 126 or 127 (not
 /// executable, not found; a relative path resolves in the worktree, use
 /// "$ARBITER_REPO/…" for a script in the repository) is a configuration
 /// error: its attempt is given back, nothing more is started, exit 2.
 ///
 /// Exit: 0 all done, 1 escalation (a halted work order remains, the budget
-/// command refused, or the final gate failed), 2 bad input or a command that
-/// cannot run, 130 stopped.
+/// command refused, the cost budget was reached, or the final gate
+/// failed), 2 bad input or a command that cannot run, 130 stopped.
 #[derive(Args, Debug)]
 pub struct RoundArgs {
     /// Builder command, run via `sh -c` in each work order's worktree [default: `arbiter.build`]
@@ -64,6 +70,9 @@ pub struct RoundArgs {
     /// Checked once per round; exit ≠ 0 stops with an escalation [default: `arbiter.budgetCmd`]
     #[arg(long, value_name = "CMD")]
     budget_cmd: Option<String>,
+    /// Dispatch nothing new once the cost the run's builders reported (`$ARBITER_REPORT`) reaches USD; running builds finish, the run stops with `cost_budget` [default: `arbiter.maxCost`]
+    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_negative_numbers = true)]
+    max_cost: Option<f64>,
     /// The integration branch [default: the current branch]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
@@ -105,6 +114,10 @@ pub struct RoundArgs {
 }
 
 pub use git_arbiter::sys::duration::parse as parse_duration;
+
+fn parse_usd(text: &str) -> Result<f64, String> {
+    git_arbiter::state::cost::parse_usd(text)
+}
 
 /// `--timeout` if given, else `arbiter.timeout`, else none.
 pub fn timeout_or_config(
@@ -203,6 +216,11 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         timeout,
         retry_delay: retry_delay(&ctx)?,
         drift_batch_scope: args.drift_scope == "batch",
+        max_cost: match args.max_cost {
+            Some(flag) => Some(flag),
+            None => ctx.config_usd("arbiter.maxCost")?,
+        },
+        max_cost_per_order: ctx.config_usd("arbiter.maxCostPerOrder")?,
         schedule,
         verify,
         pool: git_arbiter::run::pool::Options::resolve(&ctx, args.no_pool, args.setup, max_total)?,
@@ -311,6 +329,15 @@ pub fn render(
     if let Some(busy) = summary.slot_utilisation {
         s.push_str(&format!("slots busy: {:.0}%\n", busy * 100.0));
     }
+    if let Some(spent) = &summary.spent {
+        s.push_str(&format!("cost: {}\n", spent.describe()));
+        if let Some(verification) = &summary.verification {
+            s.push_str(&format!(
+                "      of it, gates on merged results: {}\n",
+                verification.describe()
+            ));
+        }
+    }
     s.push_str(&orders_table(summary));
     if let Some(why) = &summary.stopped {
         s.push_str(&format!("stopped: {why}\n"));
@@ -348,11 +375,13 @@ fn orders_table(summary: &Summary) -> String {
         return String::new();
     }
     let ms = |v: Option<u64>| v.map_or("-".to_owned(), format_ms);
+    // A cost column only when some builder reported one.
+    let costs = summary.orders.iter().any(|o| o.spent.is_some());
     let rows: Vec<Vec<String>> = summary
         .orders
         .iter()
         .map(|o| {
-            vec![
+            let mut row = vec![
                 o.wo_id.clone(),
                 o.outcome.clone(),
                 o.attempts.to_string(),
@@ -362,16 +391,20 @@ fn orders_table(summary: &Summary) -> String {
                 ms(o.critic_ms),
                 ms(o.merge_wait_ms),
                 o.changed.map_or("-".to_owned(), |c| c.to_string()),
-            ]
+            ];
+            if costs {
+                row.push(super::cost_cell(o.spent.as_ref(), false));
+            }
+            row
         })
         .collect();
-    let table = super::table(
-        &[
-            "order", "outcome", "attempts", "wait", "build", "gates", "critics", "queued",
-            "changed",
-        ],
-        &rows,
-    );
+    let mut header = vec![
+        "order", "outcome", "attempts", "wait", "build", "gates", "critics", "queued", "changed",
+    ];
+    if costs {
+        header.push("cost");
+    }
+    let table = super::table(&header, &rows);
     format!("\n{table}\n")
 }
 
@@ -452,6 +485,9 @@ fn next_step(reason: &str, id: &str) -> String {
         ),
         merge::HALT_CHECKOUT_BLOCKED => format!(
             "move those untracked files out of the checkout, then `git arbiter retry {id}`"
+        ),
+        COST_CAP_EXCEEDED => format!(
+            "its attempts cost more than arbiter.maxCostPerOrder allows (every attempt on record counts): look at its kept work and log; to spend more, raise the cap, then `git arbiter retry --rebuild {id}`"
         ),
         queue::MERGED_GATE_FAILED => format!(
             "its kept work fails the gates once merged: fix it on its branch (or fix the integration branch), then `git arbiter retry {id}`; or `git arbiter retry --rebuild {id}`"

@@ -1,5 +1,5 @@
 use clap::Args;
-use git_arbiter::run::review::{self, Evidence};
+use git_arbiter::run::review::{self, AttemptEvidence, Evidence};
 use git_arbiter::sys::clock::format_ms;
 use git_arbiter::{Error, ExitCode};
 
@@ -65,6 +65,9 @@ fn render(ev: &Evidence) -> String {
     if let Some(cap) = ev.cap {
         s.push_str(&format!("attempts: {} of {cap}\n", ev.attempts));
     }
+    if let Some(spent) = &ev.spent {
+        s.push_str(&format!("cost:     {}\n", spent.describe()));
+    }
     if let Some(failure) = &ev.last_failure {
         s.push_str(&format!("last:     {failure}\n"));
         if let Some(log) = &failure.log {
@@ -104,11 +107,18 @@ fn render(ev: &Evidence) -> String {
 /// Each attempt's steps: verdict, exit, wall time, command, and their logs.
 fn attempts(ev: &Evidence) -> String {
     let mut s = String::new();
-    for run in &ev.runs {
+    for AttemptEvidence {
+        attempt: run,
+        spent,
+    } in &ev.runs
+    {
         let waited = run.queue_wait_ms.map_or(String::new(), |w| {
             format!(" (waited {} for a slot)", format_ms(w))
         });
-        s.push_str(&format!("\nattempt {}{waited}\n", run.attempt));
+        let cost = spent
+            .as_ref()
+            .map_or(String::new(), |c| format!(", cost {}", c.describe()));
+        s.push_str(&format!("\nattempt {}{waited}{cost}\n", run.attempt));
         let rows: Vec<Vec<String>> = run
             .verdicts
             .iter()
@@ -129,6 +139,13 @@ fn attempts(ev: &Evidence) -> String {
             &["  step", "verdict", "exit", "wall", "command"],
             &rows,
         ));
+        for (v, model) in run
+            .verdicts
+            .iter()
+            .filter_map(|v| Some((v, v.report.as_ref()?.model.as_deref()?)))
+        {
+            s.push_str(&format!("  {} model: {model}\n", v.kind));
+        }
         for v in run.verdicts.iter().filter(|v| v.log.is_some()) {
             s.push_str(&format!(
                 "  {} log: {}\n",

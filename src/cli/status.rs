@@ -55,6 +55,8 @@ fn render(rows: &[reconcile::Row]) -> String {
     if rows.is_empty() {
         return "no work orders\n".into();
     }
+    // A cost column only when some builder reported one.
+    let costs = rows.iter().any(|r| r.spent.is_some());
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -75,7 +77,7 @@ fn render(rows: &[reconcile::Row]) -> String {
             if r.may_have_landed_before.is_some() {
                 status.push_str(" (landed?)");
             }
-            vec![
+            let mut row = vec![
                 r.id.clone(),
                 status,
                 format!("{}/{}", r.attempts, r.cap),
@@ -87,14 +89,20 @@ fn render(rows: &[reconcile::Row]) -> String {
                 r.checkpoint_after
                     .as_deref()
                     .map_or("-".into(), |s| s[..s.len().min(12)].to_owned()),
-                r.title.clone(),
-            ]
+            ];
+            if costs {
+                row.push(super::cost_cell(r.spent.as_ref(), r.attempts > 0));
+            }
+            row.push(r.title.clone());
+            row
         })
         .collect();
-    let mut text = super::table(
-        &["ID", "STATUS", "ATTEMPTS", "DEPS", "MERGED", "TITLE"],
-        &cells,
-    );
+    let mut header = vec!["ID", "STATUS", "ATTEMPTS", "DEPS", "MERGED"];
+    if costs {
+        header.push("COST");
+    }
+    header.push("TITLE");
+    let mut text = super::table(&header, &cells);
     if let Some(warning) = git_arbiter::run::batch::shallow_warning(rows) {
         text.push_str(&format!("warning: {warning}\n"));
     }

@@ -366,6 +366,7 @@ mod tests {
             waiting: None,
             may_have_landed_before: None,
             last_failure: None,
+            spent: None,
         }
     }
 

@@ -14,6 +14,7 @@ use crate::run::exec::{self, Exit};
 use crate::run::progress::{Check, Event, Phase, Progress};
 use crate::run::slots;
 use crate::state::context::Context;
+use crate::state::cost::{Report, REPORT_MAX_BYTES};
 use crate::state::orders::WorkOrder;
 use crate::state::Verdict;
 use crate::sys::error::{Error, InputError};
@@ -779,7 +780,36 @@ pub fn verdict(kind: &str, command: &str, exit: &Exit, wall: Duration) -> Verdic
         detail: (!exit.success()).then(|| exit.describe()),
         wall_ms: Some(wall.as_millis().try_into().unwrap_or(u64::MAX)),
         log: None,
+        report: None,
     }
+}
+
+/// Where the attempt's `seq`th command, of `kind`, may write its cost
+/// report (`$ARBITER_REPORT`): beside the attempt's `log`, one per command.
+pub fn report_path(log: &Path, seq: usize, kind: &str) -> PathBuf {
+    let stem = log
+        .file_stem()
+        .map_or_else(|| "attempt".into(), |s| s.to_string_lossy());
+    log.with_file_name(format!("{stem}.{seq}-{kind}.report.json"))
+}
+
+/// The cost report a command wrote at `path`: `None` when it wrote none,
+/// `Err` (why) when what it wrote is no report.
+pub fn read_report(path: &Path) -> Result<Option<Report>, String> {
+    use std::io::Read;
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read it: {e}")),
+    };
+    let mut bytes = Vec::new();
+    file.take(REPORT_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > REPORT_MAX_BYTES {
+        return Err(format!("larger than {} KiB", REPORT_MAX_BYTES >> 10));
+    }
+    Report::parse(&bytes).map(Some)
 }
 
 /// The orders a conductor is building, each with the flag that stops its
@@ -1015,14 +1045,24 @@ struct AttemptRun<'a> {
 }
 
 impl AttemptRun<'_> {
-    /// Run the `kind` command `command` in the worktree; its exit and wall time.
-    fn command(&self, kind: &str, command: &str) -> std::io::Result<(Exit, Duration)> {
+    /// Run the `kind` command `command` in the worktree, the attempt's
+    /// `seq`th: its verdict, with the cost it reported at `$ARBITER_REPORT`.
+    fn command(&self, kind: &str, command: &str, seq: usize) -> std::io::Result<(Exit, Verdict)> {
+        let report = report_path(self.at.log, seq, kind);
+        // An attempt number given back is used again: its report is not this one's.
+        if let Err(e) = std::fs::remove_file(&report) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(e);
+            }
+        }
+        let mut env = self.at.env.to_vec();
+        env.push(("ARBITER_REPORT".into(), report.display().to_string()));
         let started = Instant::now();
-        exec::run(
+        let exit = exec::run(
             &exec::Spec {
                 command,
                 cwd: self.at.worktree,
-                env: self.at.env,
+                env: &env,
                 log: self.at.log,
                 kind: Some(kind),
                 stdout_to: None,
@@ -1031,8 +1071,24 @@ impl AttemptRun<'_> {
                 caches: &self.host.caches,
             },
             self.stop,
-        )
-        .map(|exit| (exit, started.elapsed()))
+        )?;
+        let mut v = verdict(kind, command, &exit, started.elapsed());
+        v.report = match read_report(&report) {
+            Ok(report) => report,
+            Err(why) => {
+                let warning = format!(
+                    "warning: the {kind} command's report {} is ignored: {why}",
+                    report.display()
+                );
+                exec::note(self.at.log, &warning);
+                self.progress.event(&Event::Warning {
+                    wo: self.at.label.to_owned(),
+                    detail: warning,
+                });
+                None
+            }
+        };
+        Ok((exit, v))
     }
 
     /// The end of an attempt whose command could not run as a command
@@ -1083,7 +1139,7 @@ impl AttemptRun<'_> {
             return None;
         }
         progress.phase(at.label, Phase::Setup);
-        let (exit, wall) = match self.command("setup", cmd) {
+        let (exit, v) = match self.command("setup", cmd, verdicts.len() + 1) {
             Ok(ran) => ran,
             Err(e) => {
                 return Some(BuildOutcome::Failed {
@@ -1092,7 +1148,7 @@ impl AttemptRun<'_> {
                 })
             }
         };
-        verdicts.push(verdict("setup", cmd, &exit, wall));
+        verdicts.push(v);
         progress.event(&Event::Setup {
             wo: at.label.to_owned(),
             result: exit.clone(),
@@ -1139,9 +1195,9 @@ impl AttemptRun<'_> {
         self.progress.phase(at.label, Phase::Build);
         crate::sys::crash::point("build.started");
         let started = Instant::now();
-        let ran = self.command("build", steps.build);
+        let ran = self.command("build", steps.build, verdicts.len() + 1);
         let committing = Committing::start(at.committing);
-        let (exit, wall) = match ran {
+        let (exit, v) = match ran {
             Ok(ran) => ran,
             Err(e) => {
                 return ControlFlow::Break(BuildOutcome::Failed {
@@ -1150,7 +1206,7 @@ impl AttemptRun<'_> {
                 })
             }
         };
-        verdicts.push(verdict("build", steps.build, &exit, wall));
+        verdicts.push(v);
         report_build(self.progress, at.label, &exit, started);
         match self.ended(Step::Build, "build", steps.build, &exit) {
             Some(end) => ControlFlow::Break(end),
@@ -1211,7 +1267,7 @@ impl AttemptRun<'_> {
             let kind = check.name();
             for cmd in commands {
                 self.progress.phase(at.label, Phase::Check(check));
-                let (exit, wall) = match self.command(kind, cmd) {
+                let (exit, v) = match self.command(kind, cmd, verdicts.len() + 1) {
                     Ok(ran) => ran,
                     Err(e) => {
                         return Some(BuildOutcome::Failed {
@@ -1220,7 +1276,7 @@ impl AttemptRun<'_> {
                         })
                     }
                 };
-                verdicts.push(verdict(kind, cmd, &exit, wall));
+                verdicts.push(v);
                 self.progress.event(&Event::Checked {
                     check,
                     wo: at.label.to_owned(),
@@ -1265,6 +1321,28 @@ mod tests {
                 "the watcher still waits for its next poll"
             );
         });
+    }
+
+    /// A report is read when there is one; what is no report (or too large
+    /// to be one) says why, for the attempt's log.
+    #[test]
+    fn a_report_is_read_beside_the_log_and_a_bad_one_says_why() {
+        let (_tmp, root) = crate::testutil::scratch();
+        let log = root.join("attempt-2.log");
+        let path = super::report_path(&log, 3, "gate");
+        assert_eq!(path, root.join("attempt-2.3-gate.report.json"));
+        assert_eq!(super::read_report(&path), Ok(None));
+        std::fs::write(&path, r#"{"cost_usd":1.5,"tokens":{"output":3}}"#).expect("write");
+        let report = super::read_report(&path).expect("read").expect("a report");
+        assert_eq!(report.cost_usd, Some(1.5));
+        std::fs::write(&path, "{").expect("write");
+        assert!(super::read_report(&path).is_err());
+        let huge = format!(r#"{{"cost_usd":1,"pad":"{}"}}"#, "x".repeat(70 << 10));
+        std::fs::write(&path, huge).expect("write");
+        assert_eq!(
+            super::read_report(&path),
+            Err("larger than 64 KiB".to_owned())
+        );
     }
 
     /// Cleaned as `git stripspace` cleans it, which is what `git commit -m` does.

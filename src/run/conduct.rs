@@ -12,6 +12,7 @@ use crate::run::merge;
 use crate::run::progress::{Event, Progress};
 use crate::run::reconcile;
 use crate::state::context::Context;
+use crate::state::cost::{Usd, COST_BUDGET};
 use crate::state::orders::Orders;
 use crate::state::Store;
 use crate::sys::error::Result;
@@ -23,6 +24,8 @@ pub enum Stopped {
     Requested,
     /// `--budget-cmd` exited non-zero (its status).
     BudgetExhausted(String),
+    /// The cost the run's attempts reported reached `--max-cost`.
+    CostBudget { spent: Usd, max: Usd },
 }
 
 impl std::fmt::Display for Stopped {
@@ -32,6 +35,10 @@ impl std::fmt::Display for Stopped {
                 "interrupted (Ctrl-C, a signal or `git arbiter stop`): nothing started is lost; the next `git arbiter round` resumes",
             ),
             Stopped::BudgetExhausted(status) => write!(f, "--budget-cmd exited with {status}"),
+            Stopped::CostBudget { spent, max } => write!(
+                f,
+                "{COST_BUDGET}: the reported cost {spent} reached --max-cost {max}; builds already running finished"
+            ),
         }
     }
 }

@@ -514,6 +514,7 @@ fn halt_gate_failed(store: &Store<'_>, req: &Request<'_>, me: &str, detail: &str
                 exit_code: None,
                 wall_ms: None,
                 log: None,
+                report: None,
                 detail: Some(detail.to_owned()),
             });
             r.landing = None;

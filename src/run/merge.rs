@@ -763,6 +763,7 @@ fn record_merged(txn: &mut crate::state::Txn<'_, '_>, req: &Request, link: &Link
         exit_code: None,
         wall_ms: None,
         log: None,
+        report: None,
         detail: Some(format!(
             "{} changed paths, all declared",
             changed_text.len()
@@ -914,6 +915,7 @@ fn halt(
                 detail: Some(paths.join("\n")),
                 wall_ms: None,
                 log: None,
+                report: None,
             });
             r.halt_unowned(reason, paths.to_vec());
             txn.put(r);

@@ -13,6 +13,7 @@ use std::time::Duration;
 use gix::ObjectId;
 
 use crate::run::exec::Exit;
+use crate::state::cost::{Spent, Usd};
 use crate::state::select::InstanceVerdict;
 
 /// Where a round or race reports what happens; the CLI renders it (live view on a
@@ -112,6 +113,17 @@ pub enum Event {
     Wait { wo: String, remaining: Duration },
     /// `budget exhausted=true status=<status>`: `--budget-cmd` refused more work.
     BudgetExhausted { status: ExitStatus },
+    /// `budget cost_budget=true spent_usd=<x> max_usd=<x>`: the reported
+    /// cost reached `--max-cost`.
+    CostBudget { spent: Usd, max: Usd },
+    /// `cost wo=<id> attempt=<n> usd=<x>|- total_usd=<x>|- [tokens=<kind>=<n>,…]`:
+    /// what an attempt reported it cost, and the run's total so far.
+    Cost {
+        wo: String,
+        attempt: u32,
+        spent: Spent,
+        total: Spent,
+    },
 
     /// `recover detail=<text>`: what a dead conductor left, now cleaned up.
     /// Free-form: the cleanups (orphaned processes, stale worktrees, dead
@@ -323,6 +335,33 @@ impl fmt::Display for Event {
                 .field("exhausted", true)
                 .field("status", status)
                 .finish(),
+            Event::CostBudget { spent, max } => Line::new(f, "budget")
+                .field(crate::state::cost::COST_BUDGET, true)
+                .field("spent_usd", spent.0)
+                .field("max_usd", max.0)
+                .finish(),
+            Event::Cost {
+                wo,
+                attempt,
+                spent,
+                total,
+            } => {
+                let usd = |s: &Spent| s.cost_usd.map_or("-".to_owned(), |c| c.to_string());
+                let tokens: Vec<String> = spent
+                    .tokens
+                    .iter()
+                    .map(|(k, n)| format!("{k}={n}"))
+                    .collect();
+                let mut line = Line::new(f, "cost");
+                line.field("wo", wo)
+                    .field("attempt", attempt)
+                    .field("usd", usd(spent))
+                    .field("total_usd", usd(total));
+                if !tokens.is_empty() {
+                    line.field("tokens", tokens.join(","));
+                }
+                line.finish()
+            }
             Event::Recovered { detail } => Line::new(f, "recover").field("detail", detail).finish(),
             Event::RecoveredMergeBack { wo, outcome } => Line::new(f, "recover")
                 .field("wo", wo)

@@ -29,6 +29,7 @@ use crate::run::merge::{self, Landed, Link, Linked, Request};
 use crate::run::progress::{Event, Phase, Progress};
 use crate::run::worktree::{self, VERIFY_PREFIX};
 use crate::state::context::Context;
+use crate::state::cost::Spent;
 use crate::state::{Store, Verdict};
 use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
 
@@ -213,6 +214,9 @@ pub struct Queue<'a> {
     pub batches: usize,
     /// Verification runs so far (each runs every gate once).
     pub gate_runs: usize,
+    /// What the setup and gates run on merged results reported they cost,
+    /// since it was last taken ([`Queue::take_spent`]).
+    spent: std::sync::Mutex<Spent>,
     /// A merge that fails the gates goes back for rework; else (a race,
     /// which falls back to its next-best instance) it is only reported.
     rework_culprits: bool,
@@ -252,8 +256,15 @@ impl<'a> Queue<'a> {
             session: merge::Session::default(),
             batches: 0,
             gate_runs: 0,
+            spent: std::sync::Mutex::default(),
             rework_culprits: true,
         })
+    }
+
+    /// What the checks on merged results reported they cost since the last
+    /// call: the run's, not any one order's.
+    pub fn take_spent(&self) -> Spent {
+        std::mem::take(&mut *self.spent.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// A merge that fails the gates is reported ([`Fate::GateFailed`]) and
@@ -636,39 +647,55 @@ impl<'a> Queue<'a> {
             if crate::run::pool::setup_needed(&self.ctx.caches, path, at, &self.pool.setup_inputs)
                 .unwrap_or(true)
             {
-                result = self.run_check(verification, "setup", cmd)?;
+                result = self.run_check(verification, "setup", cmd, 1)?;
                 if result == Some(true) {
                     // Unrecorded, it only costs a setup run next time.
                     let _ = crate::run::pool::setup_done(&self.ctx.caches, path, at);
                 }
             }
         }
-        for cmd in self.gates {
+        for (i, cmd) in self.gates.iter().enumerate() {
             if result != Some(true) {
                 break;
             }
-            result = self.run_check(verification, "gate", cmd)?;
+            result = self.run_check(verification, "gate", cmd, i + 2)?;
         }
         Ok(result)
     }
 
-    /// Run the setup or a gate (`kind`) `cmd` on the merged result: whether
-    /// it passed, `None` when a stop interrupted it. A command that could
-    /// not run at all (or a setup that wrote tracked files, which changes
-    /// what is verified) is an error, the worktree given back first.
+    /// Run the setup or a gate (`kind`) `cmd`, the verification's `seq`th
+    /// command, on the merged result: whether it passed, `None` when a stop
+    /// interrupted it. A command that could not run at all (or a setup that
+    /// wrote tracked files, which changes what is verified) is an error, the
+    /// worktree given back first.
     fn run_check(
         &self,
         verification: &Verification,
         kind: &'static str,
         cmd: &str,
+        seq: usize,
     ) -> Result<Option<bool>> {
         let Verification { path, env, log, .. } = verification;
         let stop = || self.me.should_stop();
+        // As for a build: a gate that reports its cost does so here too.
+        let report = crate::run::builder::report_path(log, seq, kind);
+        if let Err(e) = std::fs::remove_file(&report) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(Error::RunCheck {
+                    kind,
+                    command: cmd.to_owned(),
+                    source: e,
+                }
+                .into());
+            }
+        }
+        let mut env = env.clone();
+        env.push(("ARBITER_REPORT".into(), report.display().to_string()));
         let exit = exec::run(
             &exec::Spec {
                 command: cmd,
                 cwd: path,
-                env,
+                env: &env,
                 log,
                 kind: Some(if kind == "setup" {
                     "verify setup"
@@ -687,6 +714,21 @@ impl<'a> Queue<'a> {
             command: cmd.to_owned(),
             source,
         })?;
+        match crate::run::builder::read_report(&report) {
+            Ok(Some(report)) => self
+                .spent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add_report(&report),
+            Ok(None) => {}
+            Err(why) => exec::note(
+                log,
+                &format!(
+                    "warning: the verify {kind} command's report {} is ignored: {why}",
+                    report.display()
+                ),
+            ),
+        }
         if exit == Exit::Interrupted {
             return Ok(None);
         }
@@ -768,6 +810,7 @@ impl<'a> Queue<'a> {
                     exit_code: None,
                     wall_ms: None,
                     log: Some(verify_log.display().to_string()),
+                    report: None,
                     detail: Some(detail.clone()),
                 });
                 r.release();

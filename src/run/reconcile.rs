@@ -55,6 +55,10 @@ pub struct Row {
     /// halted: the cause behind `retry_cap_exhausted`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<LastFailure>,
+    /// What its attempts reported they cost (`cost_usd`, `tokens`,
+    /// `attempts_without_cost`), when any reported.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<crate::state::cost::Spent>,
 }
 
 /// An order's last failed attempt, the reason recorded for it and its log.
@@ -496,6 +500,7 @@ fn row(
         last_failure: (terminal || status == Status::NeedsRework)
             .then(|| LastFailure::of(ctx, record))
             .flatten(),
+        spent: crate::state::cost::Spent::of_record(record).shown(),
     }
 }
 

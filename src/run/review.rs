@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::git::diff::Kind;
 use crate::run::worktree::branch_of;
 use crate::state::context::Context;
+use crate::state::cost::Spent;
 use crate::state::orders::Orders;
 use crate::state::{PastAttempt, Record, Snapshot, Status};
 use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
@@ -139,7 +140,7 @@ pub struct Evidence {
     pub attempts: u32,
     pub cap: Option<u32>,
     /// Each attempt that left verdicts, oldest first.
-    pub runs: Vec<PastAttempt>,
+    pub runs: Vec<AttemptEvidence>,
     /// What the work changed: the merge against its first parent when done,
     /// the kept branch against its base when halted.
     pub changes: Option<Changes>,
@@ -155,6 +156,19 @@ pub struct Evidence {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<crate::run::reconcile::LastFailure>,
     pub logs: Vec<LogTail>,
+    /// What its attempts reported they cost (`cost_usd`, `tokens`,
+    /// `attempts_without_cost`), when any reported.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Spent>,
+}
+
+/// One attempt as recorded, with what its commands reported they cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptEvidence {
+    #[serde(flatten)]
+    pub attempt: PastAttempt,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Spent>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -217,6 +231,7 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
         missing_commit: None,
         last_failure: None,
         logs: log_tails(ctx, id),
+        spent: None,
     };
     let Some(record) = record else {
         return Ok(ev);
@@ -236,14 +251,22 @@ pub fn evidence(ctx: &Context, orders: Option<&Orders>, id: &str, patch: bool) -
         .as_ref()
         .filter(|_| record.waits_to_land())
         .map(|l| l.blocked.clone().unwrap_or_default());
-    ev.runs = record.earlier.clone();
+    let mut runs = record.earlier.clone();
     if record.attempts > 0 && !record.verdicts.is_empty() {
-        ev.runs.push(PastAttempt {
+        runs.push(PastAttempt {
             attempt: record.attempts,
             verdicts: record.verdicts.clone(),
             queue_wait_ms: record.queue_wait_ms,
         });
     }
+    ev.runs = runs
+        .into_iter()
+        .map(|attempt| AttemptEvidence {
+            spent: Spent::of_attempt(&attempt.verdicts).shown(),
+            attempt,
+        })
+        .collect();
+    ev.spent = Spent::of_record(&record).shown();
     let merged = match (&record.status, &record.checkpoint_after) {
         (Status::Done, Some(sha)) => ObjectId::from_hex(sha.as_bytes()).ok(),
         _ => None,

@@ -33,6 +33,7 @@ use crate::run::queue::{self, Entry, Fate, Queue, Verify};
 use crate::run::reconcile::{self, Recovery};
 use crate::run::worktree::{self, branch_of};
 use crate::state::context::{Context, SharedContext};
+use crate::state::cost::{Spent, Usd, COST_CAP_EXCEEDED};
 use crate::state::orders::{Orders, WorkOrder};
 use crate::state::{Record, SlotHeld, Status, Store, Verdict};
 use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
@@ -102,6 +103,12 @@ pub struct Options {
     /// again (`arbiter.retryDelay`); zero builds it in the next round.
     pub retry_delay: Duration,
     pub drift_batch_scope: bool,
+    /// `--max-cost`: nothing new is dispatched once the cost the run's
+    /// attempts reported reaches it (USD).
+    pub max_cost: Option<f64>,
+    /// `arbiter.maxCostPerOrder`: an order whose attempts together reported
+    /// more halts (USD).
+    pub max_cost_per_order: Option<f64>,
     /// Warm worktrees and the setup hook.
     pub pool: crate::run::pool::Options,
     pub schedule: Schedule,
@@ -205,6 +212,13 @@ pub struct Summary {
     pub slot_utilisation: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wall_ms: Option<u64>,
+    /// What this run's attempts and checks on merged results reported they
+    /// cost (`cost_usd`, `tokens`, `attempts_without_cost`), when any reported.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Spent>,
+    /// Of that, what the setup and gates run on merged results reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Spent>,
 }
 
 /// A work order whose passed work waits to land, and why.
@@ -237,6 +251,9 @@ pub struct OrderRow {
     pub merge_wait_ms: Option<u64>,
     /// Files its merge changed (done orders).
     pub changed: Option<usize>,
+    /// What its attempts in this run reported they cost, when any reported.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Spent>,
 }
 
 /// One work order being built.
@@ -356,6 +373,12 @@ struct Run<'a> {
     /// What a continuous run's lander counted (the lockstep queue counts its own).
     landed_batches: usize,
     gate_runs: usize,
+    /// What the attempts of this run reported they cost, in all and by order.
+    spent: Spent,
+    spent_by_order: BTreeMap<String, Spent>,
+    /// What the checks on merged results reported they cost: the run's,
+    /// not any one order's.
+    verification: Spent,
     summary: Summary,
 }
 
@@ -407,6 +430,9 @@ pub fn run(
         last_waiting: None,
         landed_batches: 0,
         gate_runs: 0,
+        spent: Spent::default(),
+        spent_by_order: BTreeMap::new(),
+        verification: Spent::default(),
         summary,
     };
     let shared = Shared {
@@ -568,6 +594,52 @@ impl<'a> Run<'a> {
         Ok(true)
     }
 
+    /// Has the cost this run's attempts reported reached `--max-cost`? Then
+    /// nothing new is dispatched; what runs finishes.
+    fn cost_budget_reached(&mut self) -> bool {
+        let Some(max) = self.opts.max_cost else {
+            return false;
+        };
+        let spent = self.total_spent().cost_usd.unwrap_or(0.0);
+        if spent < max {
+            return false;
+        }
+        let (spent, max) = (Usd(spent), Usd(max));
+        self.progress.event(&Event::CostBudget { spent, max });
+        self.summary.stopped = Some(Stopped::CostBudget { spent, max });
+        true
+    }
+
+    /// What this run's attempts and checks on merged results reported they cost.
+    fn total_spent(&self) -> Spent {
+        let mut total = self.spent.clone();
+        total.add(&self.verification);
+        total
+    }
+
+    /// Count what a finished build's commands reported they cost, toward
+    /// this run's total and its budget. Work taken up to land was built
+    /// (and counted) before; a build that never started cost nothing.
+    fn account(&mut self, job: &Job<'_>) {
+        if job.adopted.is_some() || job.verdicts.is_empty() {
+            return;
+        }
+        let spent = Spent::of_attempt(&job.verdicts);
+        self.spent.add(&spent);
+        self.spent_by_order
+            .entry(job.wo.id.clone())
+            .or_default()
+            .add(&spent);
+        if spent.reported() {
+            self.progress.event(&Event::Cost {
+                wo: job.wo.id.clone(),
+                attempt: job.attempt,
+                spent,
+                total: self.total_spent(),
+            });
+        }
+    }
+
     /// Lockstep rounds: a batch is built, then landed, then the next batch
     /// starts off the new tip.
     fn rounds(&mut self, shared: &Shared<'_>) -> Result<()> {
@@ -590,6 +662,9 @@ impl<'a> Run<'a> {
                 .filter(|r| !cooling.iter().any(|(id, _)| *id == r.id))
                 .collect();
             let selected = batch::select(self.orders, &rows, opts.max);
+            if !selected.batch.is_empty() && self.cost_budget_reached() {
+                break;
+            }
             report_batch(progress, &selected, opts.max);
             if selected.batch.is_empty() {
                 // Nothing else to do: wait for the first order to cool down
@@ -619,6 +694,9 @@ impl<'a> Run<'a> {
                 return Err(e);
             }
             self.build_round(&mut jobs, shared);
+            for job in &jobs {
+                self.account(job);
+            }
             let union: Vec<crate::state::scope::Entry> = picked
                 .iter()
                 .flat_map(|wo| wo.files.iter().cloned())
@@ -757,9 +835,11 @@ impl<'a> Run<'a> {
                     result,
                     batches,
                     gate_runs,
+                    spent,
                     given_back,
                 } => {
                     (self.landed_batches, self.gate_runs) = (batches, gate_runs);
+                    self.verification.add(&spent);
                     if let Err(e) = self.lander_landed(flow, result, given_back) {
                         flow.fail(e, shared);
                     }
@@ -913,7 +993,7 @@ impl<'a> Run<'a> {
         if shared.misconfigured.load(Ordering::SeqCst) {
             return Ok(());
         }
-        if self.budget_refused()? {
+        if self.cost_budget_reached() || self.budget_refused()? {
             flow.stopping = true;
             return Ok(());
         }
@@ -1058,6 +1138,7 @@ impl<'a> Run<'a> {
     /// A build of the continuous schedule ended: a passed one waits to land
     /// (after the freed slot is filled), any other settles now.
     fn built(&mut self, job: Job<'a>, flow: &mut Flow<'a>) -> Result<()> {
+        self.account(&job);
         if job.outcome == JobOutcome::Clean {
             flow.passed.push(job);
             return Ok(());
@@ -1137,6 +1218,7 @@ impl<'a> Run<'a> {
         let (jobs, entries): (Vec<&Job>, Vec<Entry>) = waiting.into_iter().unzip();
         let entered = entered_at(&entries);
         let result = self.queue.land(entries, self.progress);
+        self.verification.add(&self.queue.take_spent());
         self.landed(&jobs, &entered, result, GivenBack::Here)
     }
 
@@ -1319,9 +1401,20 @@ impl<'a> Run<'a> {
             &self.me.name,
             &mut summary,
         )?;
+        // Once anything reported, an order that built without a report
+        // says so (`attempts_without_cost`) rather than look free.
+        let reported = self.total_spent().reported();
         for row in &mut summary.orders {
             row.merge_wait_ms = self.merge_waits.get(&row.wo_id).copied();
+            row.spent = self
+                .spent_by_order
+                .get(&row.wo_id)
+                .cloned()
+                .and_then(|s| s.shown_under(reported));
         }
+        let budget = opts.max_cost.is_some() || opts.max_cost_per_order.is_some();
+        summary.spent = self.total_spent().shown_under(budget);
+        summary.verification = std::mem::take(&mut self.verification).shown();
         if summary.stopped == Some(Stopped::Requested) {
             summary.exit = ExitCode::Interrupted;
             return Ok(summary);
@@ -1376,6 +1469,7 @@ fn lander<'a>(
                 result: Err(e),
                 batches: 0,
                 gate_runs: 0,
+                spent: Spent::default(),
                 given_back: Ok(()),
             });
             return;
@@ -1392,10 +1486,8 @@ fn lander<'a>(
             entries.extend(batches.try_iter().flatten());
             let result = queue.land(entries, shared.progress);
             // The returner is gone only when the run stopped listening.
-            if to_returner
-                .send((result, queue.batches, queue.gate_runs))
-                .is_err()
-            {
+            let counts = (queue.batches, queue.gate_runs, queue.take_spent());
+            if to_returner.send((result, counts)).is_err() {
                 return;
             }
         }
@@ -1404,8 +1496,9 @@ fn lander<'a>(
     });
 }
 
-/// The lander's fates of one batch, with its counts of batches and gate runs so far.
-type LandedBatch = (Result<Vec<(String, Fate)>>, usize, usize);
+/// The lander's fates of one batch, with its counts of batches and gate
+/// runs so far, and what its checks reported they cost since the last.
+type LandedBatch = (Result<Vec<(String, Fate)>>, (usize, usize, Spent));
 
 /// Give back the worktrees of each batch the lander sends, then report it.
 fn returner<'a>(
@@ -1414,7 +1507,7 @@ fn returner<'a>(
     report: &std::sync::mpsc::Sender<Msg<'a>>,
 ) {
     let ctx = shared.ctx.local();
-    for (result, batches, gate_runs) in landed {
+    for (result, (batches, gate_runs, spent)) in landed {
         let given_back = match &result {
             Ok(fates) => fates
                 .iter()
@@ -1425,6 +1518,7 @@ fn returner<'a>(
             result,
             batches,
             gate_runs,
+            spent,
             given_back,
         });
         if sent.is_err() {
@@ -1499,6 +1593,8 @@ enum Msg<'a> {
         result: Result<Vec<(String, Fate)>>,
         batches: usize,
         gate_runs: usize,
+        /// What the checks on merged results reported they cost, since the last.
+        spent: Spent,
         /// Handing their worktrees back to the pool ([`give_back_landed`]).
         given_back: Result<()>,
     },
@@ -2001,12 +2097,15 @@ impl Run<'_> {
         // The builder's work exists only in its worktree: kept, and
         // recorded, because the next run removes it.
         let kept = kept_work(job).map(|k| k.describe(&ctx.repo));
-        let keep_branch = halt.is_some() || kept.is_some();
         let gives_back = outcome.gives_back();
+        let cost_cap = self.opts.max_cost_per_order;
+        // Why the attempt's order is past its cost cap, as the transaction found.
+        let mut capped = None;
         crate::sys::crash::point("verdict.before");
         let held = self
             .store
             .transact(&format!("verdict {id}"), |txn| -> Result<bool> {
+                capped = None;
                 let Some(mut record) = txn.stored(id)? else {
                     return Ok(false);
                 };
@@ -2015,17 +2114,28 @@ impl Run<'_> {
                 }
                 record.verdicts = verdicts.clone();
                 record.queue_wait_ms = queue_wait_ms;
-                match halt {
-                    Some(reason) => {
+                // A failed attempt that took the order's reported cost past
+                // its cap is its last: it halts, its work kept.
+                capped = match (halt, cost_cap) {
+                    (None, Some(cap)) if !gives_back => over_cost_cap(&record, cap),
+                    _ => None,
+                };
+                match (halt, &capped) {
+                    (Some(reason), _) => {
                         record.release();
                         record.halt(reason, vec![event.clone()]);
                     }
-                    None if gives_back => {
+                    (None, Some(over)) => {
+                        record.release();
+                        record.log(FAILED_EVENT, Some(event.clone()));
+                        record.halt(COST_CAP_EXCEEDED, vec![over.clone()]);
+                    }
+                    (None, None) if gives_back => {
                         record.give_back();
                         let (name, detail) = outcome.given_back(&event, kept.as_ref(), &log);
                         record.log(name, Some(detail));
                     }
-                    None => {
+                    (None, None) => {
                         record.release();
                         record.log(FAILED_EVENT, Some(event.clone()));
                     }
@@ -2038,11 +2148,26 @@ impl Run<'_> {
         if !held {
             return let_go(self.host, self.store, job, owner, self.progress);
         }
+        let halt = halt.or(capped.map(|_| COST_CAP_EXCEEDED));
+        let keep_branch = halt.is_some() || kept.is_some();
         self.progress
             .event(&settled_event(job, halt, kept.is_some(), event));
         // A halted attempt's worktree and branch stay for inspection until `clear`.
         crate::run::pool::give_back(ctx, id, &branch_of(id), keep_branch)
     }
+}
+
+/// Why `record` is past the cost cap `cap` (USD), if its attempts together
+/// reported more.
+fn over_cost_cap(record: &Record, cap: f64) -> Option<String> {
+    let spent = Spent::of_record(record).cost_usd?;
+    (spent > cap).then(|| {
+        format!(
+            "its attempts reported {} in all, more than arbiter.maxCostPerOrder {}",
+            Usd(spent),
+            Usd(cap)
+        )
+    })
 }
 
 /// What progress says of a settled attempt that did not pass: halted
@@ -2356,6 +2481,7 @@ fn order_row(snapshot: &mut crate::state::Snapshot<'_>, record: &Record) -> Resu
         queue_wait_ms: record.queue_wait_ms,
         merge_wait_ms: None,
         changed,
+        spent: None,
     })
 }
 

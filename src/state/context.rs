@@ -543,6 +543,22 @@ impl Context {
         }
     }
 
+    /// An amount in USD from `git config` (a budget: `2.50`); anything but a
+    /// number ≥ 0 is an input error naming the key.
+    pub fn config_usd(&self, key: &str) -> Result<Option<f64>> {
+        self.config_string(key)
+            .map(|v| {
+                crate::state::cost::parse_usd(&v).map_err(|e| {
+                    InputError::new(format!("config {key}: {e}"))
+                        .hint(format!(
+                            "e.g. 'git config {key} 5.00', or unset it for no budget"
+                        ))
+                        .into()
+                })
+            })
+            .transpose()
+    }
+
     /// A duration from `git config` (`90s`, `10m`, `1h30m`, …); a malformed
     /// value is an input error naming the key, with `example` as the fix.
     pub fn config_duration(&self, key: &str, example: &str) -> Result<Option<std::time::Duration>> {

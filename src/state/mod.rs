@@ -12,6 +12,7 @@
 //! compare-and-swap.
 
 pub mod context;
+pub mod cost;
 pub mod ledger;
 pub mod orders;
 pub mod read_cache;
@@ -104,6 +105,9 @@ pub struct Verdict {
     /// the merged result writes to the conductor's verify log).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
+    /// What the command reported it cost (`$ARBITER_REPORT`), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<cost::Report>,
 }
 
 /// The verdicts of an attempt before the current one, kept when the next
@@ -1547,6 +1551,7 @@ mod tests {
             detail: None,
             wall_ms: Some(12),
             log: None,
+            report: None,
         });
         r.start_attempt();
         assert!(r.verdicts.is_empty() && r.queue_wait_ms.is_none());

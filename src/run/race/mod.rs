@@ -27,6 +27,7 @@ use crate::run::merge;
 use crate::run::progress::{Event, Phase, Progress};
 use crate::run::queue::{self, Entry, Fate, Queue, Verify};
 use crate::state::context::Context;
+use crate::state::cost::Spent;
 use crate::state::orders::{Orders, WorkOrder};
 use crate::state::select::{self, Candidate, InstanceVerdict};
 use crate::state::{self, Status, Store};
@@ -101,6 +102,9 @@ pub struct Instance {
     pub log: String,
     /// The worktree and branch are still there.
     pub kept: bool,
+    /// What its commands reported they cost, when they reported anything.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Spent>,
 }
 
 /// One merge-back tried for an instance.
@@ -139,6 +143,13 @@ pub struct Summary {
     pub stopped: Option<crate::run::conduct::Stopped>,
     /// Gate runs spent verifying merged results.
     pub gate_runs: usize,
+    /// What its instances and the checks on merged results reported they
+    /// cost, in all, when any reported.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Spent>,
+    /// Of that, what the setup and gates run on merged results reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Spent>,
 }
 
 impl Summary {
@@ -314,6 +325,19 @@ struct Race<'r> {
 }
 
 impl<'r> Race<'r> {
+    /// What the merge queue spent, into the summary: its gate runs, and
+    /// what its checks on merged results reported they cost.
+    fn count_queue(&mut self, queue: &Queue<'_>) {
+        self.summary.gate_runs = queue.gate_runs;
+        let spent = queue.take_spent();
+        if spent.reported() {
+            self.summary
+                .verification
+                .get_or_insert_with(Spent::default)
+                .add(&spent);
+        }
+    }
+
     /// A worktree (pooled when it can be) per instance; on failure the
     /// attempt is given back and what was made goes.
     fn make_worktrees(&mut self) -> Result<()> {
@@ -507,7 +531,7 @@ impl<'r> Race<'r> {
             }
             match self.try_land(&mut queue, idx, branch)? {
                 Tried::Landed(sha) => {
-                    self.summary.gate_runs = queue.gate_runs;
+                    self.count_queue(&queue);
                     return Ok(Some((idx, sha)));
                 }
                 Tried::Refused(request) => {
@@ -518,7 +542,7 @@ impl<'r> Race<'r> {
                 Tried::Over => return Ok(None),
             }
         }
-        self.summary.gate_runs = queue.gate_runs;
+        self.count_queue(&queue);
         self.none_landed(&queue, unlanded)?;
         Ok(None)
     }
@@ -557,7 +581,7 @@ impl<'r> Race<'r> {
             }
             Some(Fate::Interrupted) | None => {
                 // Stopped while verifying: nothing landed.
-                self.summary.gate_runs = queue.gate_runs;
+                self.count_queue(queue);
                 self.stopped("interrupted while verifying the merged result")?;
                 return Ok(Tried::Over);
             }
@@ -567,7 +591,7 @@ impl<'r> Race<'r> {
                 self.summary.escalation =
                     Some(format!("the work order was {reason}; nothing was merged"));
                 self.summary.exit = crate::ExitCode::Escalation;
-                self.summary.gate_runs = queue.gate_runs;
+                self.count_queue(queue);
                 self.end(true)?;
                 self.release()?;
                 return Ok(Tried::Over);
@@ -605,7 +629,7 @@ impl<'r> Race<'r> {
             paths: Vec::new(),
         });
         self.summary.waiting = Some(why.to_owned());
-        self.summary.gate_runs = queue.gate_runs;
+        self.count_queue(queue);
         self.keep = vec![self.opts.keep_losers; self.jobs.len()];
         self.end_with(false)?;
         Ok(())
@@ -834,7 +858,13 @@ impl<'r> Race<'r> {
 
     fn end_with(&mut self, keep_losers: bool) -> Result<Summary> {
         let id = &self.wo.id;
+        let mut total = Spent::default();
         for (job, &kept) in self.jobs.iter().zip(&self.keep) {
+            // An instance that never ran a command cost nothing.
+            let spent = (!job.verdicts.is_empty()).then(|| Spent::of_attempt(&job.verdicts));
+            if let Some(spent) = &spent {
+                total.add(spent);
+            }
             let kept = kept || keep_losers;
             crate::run::pool::give_back(
                 self.ctx,
@@ -852,8 +882,13 @@ impl<'r> Race<'r> {
                 branch: job.branch.clone(),
                 log: job.log.display().to_string(),
                 kept,
+                spent: spent.and_then(Spent::shown),
             });
         }
+        if let Some(verification) = &self.summary.verification {
+            total.add(verification);
+        }
+        self.summary.spent = total.shown();
         Ok(self.summary.clone())
     }
 }
