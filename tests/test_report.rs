@@ -299,6 +299,12 @@ fn report_of_a_fixed_run_snapshot() {
             {"kind": "gate", "command": "g", "passed": true, "exit_code": 0, "wall_ms": gate},
         ])
     };
+    // The build reported what the attempt cost ($ARBITER_REPORT).
+    let costed = |build: u64, gate: u64, cost_usd: f64| {
+        let mut v = verdicts(build, gate);
+        v[0]["report"] = serde_json::json!({"cost_usd": cost_usd, "model": "m"});
+        v
+    };
     let record = |wo: &str, attempts: u32, extra: serde_json::Value| {
         let mut r = serde_json::json!({
             "version": 1, "wo": wo, "status": "done", "halted": false, "halt_reason": null,
@@ -317,9 +323,8 @@ fn report_of_a_fixed_run_snapshot() {
             "wo-a",
             2,
             serde_json::json!({
-                "verdicts": verdicts(5_000, 2_000),
-                "earlier": [{"attempt": 1, "verdicts": verdicts(3_000, 0), "cost_usd": 0.1}],
-                "cost_usd": 0.32,
+                "verdicts": costed(5_000, 2_000, 0.32),
+                "earlier": [{"attempt": 1, "verdicts": costed(3_000, 0, 0.1)}],
                 "history": [
                     dispatch(0, 1),
                     slot(needs_rework, 0, 1, 4),

@@ -77,12 +77,7 @@ pub fn load(ctx: &Context, orders: Option<&Orders>, select: &Select) -> Result<T
         let Some(record) = snapshot.record(id)? else {
             continue;
         };
-        // The note again, as JSON: what the typed record does not hold
-        // (a builder's reported cost) is read from it.
-        let raw = snapshot
-            .note(&crate::state::key_for(id))?
-            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
-        attempts.extend(attempts_of(&record, raw.as_ref()));
+        attempts.extend(attempts_of(&record));
     }
     let picked: Vec<Attempt> = match select {
         Select::All => attempts,

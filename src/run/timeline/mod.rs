@@ -154,20 +154,10 @@ impl Attempt {
     }
 }
 
-/// The cost a builder reported for an attempt (`cost_usd`) in `raw`, the
-/// record's note as JSON: on the record itself for its `current` attempt,
-/// on its `earlier` entry for a past one. The one place cost is read.
-pub fn reported_cost(raw: &serde_json::Value, attempt: u32, current: bool) -> Option<f64> {
-    let data = if current {
-        raw
-    } else {
-        raw.get("earlier")?
-            .as_array()?
-            .iter()
-            .rev()
-            .find(|p| p.get("attempt").and_then(|a| a.as_u64()) == Some(u64::from(attempt)))?
-    };
-    data.get("cost_usd")?.as_f64().filter(|c| c.is_finite())
+/// What the commands of an attempt (`verdicts`) reported it cost, if any
+/// did: the one place the timeline reads cost.
+fn reported_cost(verdicts: &[crate::state::Verdict]) -> Option<f64> {
+    crate::state::cost::Spent::of_attempt(verdicts).cost_usd
 }
 
 fn at_ms(e: &Event) -> u64 {
@@ -193,9 +183,8 @@ fn walls(verdicts: &[crate::state::Verdict]) -> Option<[u64; 3]> {
     timed.then_some(walls)
 }
 
-/// The attempts `record` tells of, in the order they ran; `raw` is its
-/// note as JSON (for what the typed record does not hold).
-pub fn attempts_of(record: &Record, raw: Option<&serde_json::Value>) -> Vec<Attempt> {
+/// The attempts `record` tells of, in the order they ran.
+pub fn attempts_of(record: &Record) -> Vec<Attempt> {
     let history = &record.history;
     let starts: Vec<usize> = (0..history.len())
         .filter(|&i| DISPATCH_EVENTS.contains(&history[i].event.as_str()))
@@ -219,7 +208,7 @@ pub fn attempts_of(record: &Record, raw: Option<&serde_json::Value>) -> Vec<Atte
                 })
         };
         let mut attempt = read_attempt(record, start, end, walls(verdicts), queue_wait_ms);
-        attempt.cost_usd = raw.and_then(|raw| reported_cost(raw, number, current));
+        attempt.cost_usd = reported_cost(verdicts);
         out.push(attempt);
     }
     out

@@ -32,6 +32,7 @@ fn verdict(kind: &str, wall_ms: u64) -> Verdict {
         detail: None,
         wall_ms: Some(wall_ms),
         log: None,
+        report: None,
     }
 }
 
@@ -68,7 +69,7 @@ fn a_failed_attempt_then_a_landed_one_with_its_slot_recorded() {
         },
         event(T + 18_000, "merged", 2),
     ];
-    let attempts = attempts_of(&r, None);
+    let attempts = attempts_of(&r);
     assert_eq!(attempts.len(), 2);
     let (first, second) = (&attempts[0], &attempts[1]);
     assert_eq!(first.outcome, Outcome::Rework("build exit 1".into()));
@@ -109,7 +110,7 @@ fn outcomes_of_give_backs_halts_waits_and_unsettled_attempts() {
         let mut r = Record::new("wo-1", false, 3);
         r.attempts = 1;
         r.history = events;
-        attempts_of(&r, None).remove(0).outcome
+        attempts_of(&r).remove(0).outcome
     };
     // A give-back logs with the attempt taken back (none left: no number).
     assert_eq!(
@@ -154,7 +155,7 @@ fn the_gates_failing_on_the_merged_result_end_the_queue_with_a_mark() {
             ..event(T + 4_000, MERGED_GATE_FAILED_EVENT, 1)
         },
     ];
-    let a = attempts_of(&r, None).remove(0);
+    let a = attempts_of(&r).remove(0);
     assert_eq!(a.outcome, Outcome::Rework("gate failed".into()));
     assert_eq!(a.queue, [Span::new(T + 1_000, T + 4_000)]);
     assert_eq!(a.marks[0].kind, MarkKind::VerifyFailed);
@@ -162,18 +163,38 @@ fn the_gates_failing_on_the_merged_result_end_the_queue_with_a_mark() {
 
 #[test]
 fn cost_is_read_from_the_attempt_that_reported_it() {
-    let raw = serde_json::json!({
-        "cost_usd": 0.5,
-        "earlier": [{"attempt": 1, "cost_usd": 0.25}, {"attempt": 2}],
-    });
-    assert_eq!(reported_cost(&raw, 3, true), Some(0.5));
-    assert_eq!(reported_cost(&raw, 1, false), Some(0.25));
-    assert_eq!(reported_cost(&raw, 2, false), None);
-    assert_eq!(reported_cost(&serde_json::json!({}), 1, true), None);
-    assert_eq!(
-        reported_cost(&serde_json::json!({"cost_usd": "lots"}), 1, true),
-        None
-    );
+    let reported = |cost: Option<f64>| Verdict {
+        report: Some(crate::state::cost::Report {
+            cost_usd: cost,
+            ..Default::default()
+        }),
+        ..verdict("build", 1_000)
+    };
+    let mut r = Record::new("wo-1", false, 3);
+    r.attempts = 3;
+    r.earlier = vec![
+        PastAttempt {
+            attempt: 1,
+            verdicts: vec![reported(Some(0.25))],
+            queue_wait_ms: None,
+        },
+        PastAttempt {
+            attempt: 2,
+            verdicts: vec![verdict("build", 1_000)],
+            queue_wait_ms: None,
+        },
+    ];
+    r.verdicts = vec![reported(Some(0.5)), reported(None), reported(Some(0.125))];
+    r.history = vec![
+        dispatch(T, 1, "c1"),
+        event(T + 1_000, "needs_rework", 1),
+        dispatch(T + 2_000, 2, "c1"),
+        event(T + 3_000, "needs_rework", 2),
+        dispatch(T + 4_000, 3, "c1"),
+        event(T + 5_000, "merged", 3),
+    ];
+    let costs: Vec<Option<f64>> = attempts_of(&r).iter().map(|a| a.cost_usd).collect();
+    assert_eq!(costs, [Some(0.25), None, Some(0.625)]);
 }
 
 fn attempt(wo: &str, from: u64, to: u64, slot: Option<u32>) -> Attempt {
