@@ -24,14 +24,19 @@ mod support;
 use support::{children_max_rss, git, ms, timed_arbiter};
 
 /// A repository with `n` orders `wo-<prefix><i>`, each declaring
-/// `f/<prefix><i>.txt`, committed on `main`.
-fn repo_with_orders(dir: &Path, prefix: &str, n: usize) -> PathBuf {
+/// `f/<prefix><i>.txt`, committed on `main`; made (if it is not there yet)
+/// with `base_files` files `f/<i>.txt`, so with `prefix` empty each order
+/// edits one of them, and otherwise writes a file of its own.
+fn repo_with_orders(dir: &Path, prefix: &str, n: usize, base_files: usize) -> PathBuf {
     if !dir.exists() {
-        std::fs::create_dir_all(dir).expect("mkdir");
+        std::fs::create_dir_all(dir.join("f")).expect("mkdir");
         git(dir, &["init", "-q", "-b", "main"]);
         git(dir, &["config", "user.name", "bench"]);
         git(dir, &["config", "user.email", "bench@example.com"]);
         std::fs::write(dir.join("README"), "base\n").expect("write");
+        for i in 0..base_files {
+            std::fs::write(dir.join(format!("f/{i}.txt")), "base\n").expect("write");
+        }
     }
     std::fs::create_dir_all(dir.join("work-orders")).expect("mkdir");
     for i in 0..n {
@@ -60,35 +65,6 @@ fn round(repo: &Path, slots: &Path) -> Duration {
             "mkdir -p f && echo done > f/${ARBITER_WO#wo-}.txt",
         ],
     )
-}
-
-/// A repository whose `f/` holds `files` files `f/<i>.txt`, with `n` orders
-/// `wo-<prefix><i>` each declaring `f/<prefix><i>.txt` (one of those files
-/// when `prefix` is empty).
-fn repo_editing_files(dir: &Path, prefix: &str, n: usize, files: usize) -> PathBuf {
-    if !dir.exists() {
-        std::fs::create_dir_all(dir.join("f")).expect("mkdir");
-        git(dir, &["init", "-q", "-b", "main"]);
-        git(dir, &["config", "user.name", "bench"]);
-        git(dir, &["config", "user.email", "bench@example.com"]);
-        for i in 0..files {
-            std::fs::write(dir.join(format!("f/{i}.txt")), "base\n").expect("write");
-        }
-    }
-    std::fs::create_dir_all(dir.join("work-orders")).expect("mkdir");
-    for i in 0..n {
-        std::fs::write(
-            dir.join(format!("work-orders/wo-{prefix}{i}.md")),
-            format!("# Order {prefix}{i}\n\n## Files to touch\n- f/{prefix}{i}.txt\n\n## Task\nEdit it.\n"),
-        )
-        .expect("write");
-    }
-    git(dir, &["add", "-A"]);
-    git(
-        dir,
-        &["commit", "-q", "-m", &format!("{n} orders {prefix}")],
-    );
-    dir.to_owned()
 }
 
 /// Peak RSS so far, for a column.
@@ -137,7 +113,7 @@ fn main() {
     println!("one round of N trivial orders:");
     let mut first = None;
     for &n in &orders {
-        let repo = repo_with_orders(&root.path().join(format!("run-{n}")), "", n);
+        let repo = repo_with_orders(&root.path().join(format!("run-{n}")), "", n, 0);
         let per_order = ms(round(&repo, &slots)) / n as f64;
         let baseline = *first.get_or_insert(per_order);
         println!(
@@ -154,10 +130,10 @@ fn main() {
     for s in settled {
         let dir = root.path().join(format!("settled-{s}"));
         if s > 0 {
-            let repo = repo_with_orders(&dir, "old", s);
+            let repo = repo_with_orders(&dir, "old", s, 0);
             round(&repo, &slots);
         }
-        let repo = repo_with_orders(&dir, "new", new);
+        let repo = repo_with_orders(&dir, "new", new, 0);
         let per_order = ms(round(&repo, &slots)) / new as f64;
         let baseline = *first.get_or_insert(per_order);
         println!(
@@ -173,9 +149,9 @@ fn main() {
     let mut first = None;
     for &n in &orders {
         let dir = root.path().join(format!("fixed-{n}"));
-        let warm = repo_editing_files(&dir, "warm", 1, files);
+        let warm = repo_with_orders(&dir, "warm", 1, files);
         round(&warm, &slots);
-        let repo = repo_editing_files(&dir, "", n.min(files), files);
+        let repo = repo_with_orders(&dir, "", n.min(files), files);
         let n = n.min(files);
         let per_order = ms(round(&repo, &slots)) / n as f64;
         let baseline = *first.get_or_insert(per_order);

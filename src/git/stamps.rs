@@ -51,20 +51,8 @@ impl Stamp {
     }
 }
 
-/// What says a file changed (inode, size, modification and change times),
-/// `None` when it is absent.
-type FileStamp = Option<(u64, u64, (i64, i64), (i64, i64))>;
-
-fn file_stamp(path: &Path) -> FileStamp {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    Some((
-        meta.ino(),
-        meta.size(),
-        (meta.mtime(), meta.mtime_nsec()),
-        (meta.ctime(), meta.ctime_nsec()),
-    ))
-}
+/// What says a file changed, `None` when it is absent.
+type FileStamp = Option<crate::sys::file_stamp::FileStamp>;
 
 /// The files of ignore rules from outside the worktree `wt`: its
 /// repository's `info/exclude` and the user's excludes file, as gix finds
@@ -79,7 +67,7 @@ fn outside_rules(wt: &gix::Repository) -> Vec<(PathBuf, FileStamp)> {
     std::iter::once(wt.common_dir().join("info").join("exclude"))
         .chain(user)
         .map(|path| {
-            let stamp = file_stamp(&path);
+            let stamp = crate::sys::file_stamp::FileStamp::of_path(&path);
             (path, stamp)
         })
         .collect()

@@ -29,66 +29,46 @@ pub(crate) const SETTLED: Duration = Duration::from_secs(3);
 const MAGIC: &[u8] = b"git-arbiter read cache 1\n";
 
 /// The `stat` data that proves a file unchanged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
+pub use crate::sys::file_stamp::FileStamp as Stamp;
+
+/// Were both times of `stamp` at least [`SETTLED`] before `read_at`?
+fn settled_before(stamp: &Stamp, read_at: SystemTime) -> bool {
+    let Ok(since) = read_at.duration_since(SystemTime::UNIX_EPOCH) else {
+        return false;
+    };
+    let Some(limit) = since.checked_sub(SETTLED) else {
+        return false;
+    };
+    let limit = (limit.as_secs() as i64, i64::from(limit.subsec_nanos()));
+    stamp.mtime < limit && stamp.ctime < limit
 }
 
-impl Stamp {
-    pub fn of(meta: &std::fs::Metadata) -> Stamp {
-        use std::os::unix::fs::MetadataExt;
-        Stamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
+fn put_stamp(out: &mut Vec<u8>, stamp: &Stamp) {
+    for n in [stamp.dev, stamp.ino, stamp.size] {
+        out.extend_from_slice(&n.to_le_bytes());
     }
+    for n in [stamp.mtime.0, stamp.mtime.1, stamp.ctime.0, stamp.ctime.1] {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+}
 
-    /// Were both times at least [`SETTLED`] before `read_at`?
-    fn settled_before(&self, read_at: SystemTime) -> bool {
-        let Ok(since) = read_at.duration_since(SystemTime::UNIX_EPOCH) else {
-            return false;
-        };
-        let Some(limit) = since.checked_sub(SETTLED) else {
-            return false;
-        };
-        let limit = (limit.as_secs() as i64, i64::from(limit.subsec_nanos()));
-        self.mtime < limit && self.ctime < limit
+fn take_stamp(input: &mut Reader<'_>) -> Option<Stamp> {
+    let mut unsigned = [0u64; 3];
+    for n in &mut unsigned {
+        *n = input.u64()?;
     }
-
-    fn encode(&self, out: &mut Vec<u8>) {
-        for n in [self.dev, self.ino, self.size] {
-            out.extend_from_slice(&n.to_le_bytes());
-        }
-        for n in [self.mtime.0, self.mtime.1, self.ctime.0, self.ctime.1] {
-            out.extend_from_slice(&n.to_le_bytes());
-        }
+    let mut signed = [0i64; 4];
+    for n in &mut signed {
+        // Written from an i64: the same bits.
+        *n = input.u64()? as i64;
     }
-
-    fn decode(input: &mut Reader<'_>) -> Option<Stamp> {
-        let mut unsigned = [0u64; 3];
-        for n in &mut unsigned {
-            *n = input.u64()?;
-        }
-        let mut signed = [0i64; 4];
-        for n in &mut signed {
-            // Written from an i64: the same bits.
-            *n = input.u64()? as i64;
-        }
-        Some(Stamp {
-            dev: unsigned[0],
-            ino: unsigned[1],
-            size: unsigned[2],
-            mtime: (signed[0], signed[1]),
-            ctime: (signed[2], signed[3]),
-        })
-    }
+    Some(Stamp {
+        dev: unsigned[0],
+        ino: unsigned[1],
+        size: unsigned[2],
+        mtime: (signed[0], signed[1]),
+        ctime: (signed[2], signed[3]),
+    })
 }
 
 /// The bytes of record notes, by blob id.
@@ -218,11 +198,11 @@ impl Files {
         };
         let mut out = MAGIC.to_vec();
         for (file, stamp, text) in entries {
-            if !stamp.settled_before(read_at) {
+            if !settled_before(&stamp, read_at) {
                 continue;
             }
             put_bytes(&mut out, file.as_os_str().as_encoded_bytes());
-            stamp.encode(&mut out);
+            put_stamp(&mut out, &stamp);
             put_bytes(&mut out, text.as_bytes());
         }
         save(path, &out);
@@ -235,7 +215,7 @@ fn decode_files(bytes: &[u8]) -> Option<HashMap<PathBuf, (Stamp, std::ops::Range
     let mut texts = HashMap::new();
     while !input.done() {
         let file = PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[input.bytes()?]));
-        let stamp = Stamp::decode(&mut input)?;
+        let stamp = take_stamp(&mut input)?;
         let text = input.bytes()?;
         std::str::from_utf8(&bytes[text.clone()]).ok()?;
         texts.insert(file, (stamp, text));

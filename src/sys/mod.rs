@@ -7,5 +7,6 @@ pub mod crash;
 pub mod duration;
 pub mod error;
 pub mod failure;
+pub mod file_stamp;
 pub mod flock;
 pub mod parallel;
