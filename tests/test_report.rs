@@ -103,6 +103,32 @@ fn report_svg_draws_every_recorded_attempt_on_lanes_that_never_overlap() {
         1
     );
 
+    // Each landed order's record says how long the gates on the merged
+    // result took (a `verify` verdict); the picture ends its time in the
+    // queue with that verification.
+    let landed: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| events(r).iter().any(|e| e["event"] == "merged"))
+        .collect();
+    assert_eq!(landed.len(), 3, "wo-0, wo-1 and wo-3 landed");
+    for r in &landed {
+        let verify = r["verdicts"]
+            .as_array()
+            .and_then(|v| v.iter().find(|v| v["kind"] == "verify"))
+            .unwrap_or_else(|| panic!("no verify verdict: {r}"));
+        assert_eq!(verify["passed"], true);
+        assert!(verify["wall_ms"].is_u64(), "{verify}");
+        assert!(verify["log"]
+            .as_str()
+            .is_some_and(|l| l.contains("verify-")));
+    }
+    let verifying = doc
+        .descendants()
+        .filter(|n| n.tag_name().name() == "rect" && has_class(n, "verifying"))
+        .count();
+    // One per landed order, and the legend's swatch.
+    assert_eq!(verifying, landed.len() + 1, "{svg}");
+
     // Bars of one lane (one height) never overlap.
     let mut lanes: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for g in &bars {
@@ -315,6 +341,15 @@ fn report_of_a_fixed_run_snapshot() {
         }
         r.to_string()
     };
+    // wo-a's last attempt: the merge queue's gates on the merged result
+    // took the last second before it landed.
+    let mut verified_a = costed(5_000, 2_000, 0.32);
+    verified_a
+        .as_array_mut()
+        .expect("verdicts")
+        .push(serde_json::json!(
+            {"kind": "verify", "command": "g", "passed": true, "exit_code": 0, "wall_ms": 1_000}
+        ));
     let mut needs_rework = event(4, 0, "needs_rework", 1);
     needs_rework["detail"] = "build exit 1".into();
     env.write_record(
@@ -323,7 +358,7 @@ fn report_of_a_fixed_run_snapshot() {
             "wo-a",
             2,
             serde_json::json!({
-                "verdicts": costed(5_000, 2_000, 0.32),
+                "verdicts": verified_a,
                 "earlier": [{"attempt": 1, "verdicts": costed(3_000, 0, 0.1)}],
                 "history": [
                     dispatch(0, 1),
@@ -368,7 +403,7 @@ fn report_of_a_fixed_run_snapshot() {
     parse(&svg);
     insta::assert_snapshot!(svg, @r#"
     <svg xmlns="http://www.w3.org/2000/svg" width="1200" height="242" viewBox="0 0 1200 242">
-    <style>text{font-family:sans-serif;font-size:11px;fill:#222}.title{font-size:16px;font-weight:bold}.stats{font-size:12px}.note{fill:#666}.lane-bg{fill:#f4f5f7}.tick{stroke:#ccc;stroke-width:.5}.bar{fill:#e3e6ea;stroke:#666;stroke-width:.6}.setup{fill:#b9a3d6}.build{fill:#7fa7d9}.gates{fill:#8cc38c}.retry .bar{stroke:#d27b00;stroke-width:1.5;stroke-dasharray:3 2}.outcome-halted .bar{stroke:#c0392b;stroke-width:1.5}.queue{fill:#f2d49b}.outcome-rework .bar{stroke:#d27b00;stroke-width:1.5}.landed{fill:#2e8b57}.halt,.verify-failed{stroke:#c0392b;stroke-width:2}</style>
+    <style>text{font-family:sans-serif;font-size:11px;fill:#222}.title{font-size:16px;font-weight:bold}.stats{font-size:12px}.note{fill:#666}.lane-bg{fill:#f4f5f7}.tick{stroke:#ccc;stroke-width:.5}.bar{fill:#e3e6ea;stroke:#666;stroke-width:.6}.setup{fill:#b9a3d6}.build{fill:#7fa7d9}.gates{fill:#8cc38c}.retry .bar{stroke:#d27b00;stroke-width:1.5;stroke-dasharray:3 2}.outcome-halted .bar{stroke:#c0392b;stroke-width:1.5}.queue{fill:#f2d49b}.verifying{fill:#d9a441}.outcome-rework .bar{stroke:#d27b00;stroke-width:1.5}.landed{fill:#2e8b57}.halt,.verify-failed{stroke:#c0392b;stroke-width:2}</style>
     <text class="title" x="10" y="24">git arbiter report</text>
     <text class="stats" x="10" y="46">makespan 15.5s · slot utilisation 67.7% over 2 lane(s) · 4 attempt(s) · orders landed 2 · halted 1 · cost $0.42 (+ 2 attempt(s) of unknown cost)</text>
     <text class="note" x="10" y="64">from 2026-01-01 00:00:00 UTC · one lane per machine-wide slot, as recorded · dashed: a retry · ◆ landed · ✕ halted, or failed on the merged result</text>
@@ -376,6 +411,7 @@ fn report_of_a_fixed_run_snapshot() {
     <rect class="build" x="70.0" y="74" width="10" height="10"/><text class="note" x="84.0" y="83">build</text>
     <rect class="gates" x="130.0" y="74" width="10" height="10"/><text class="note" x="144.0" y="83">gates and critics</text>
     <rect class="queue" x="262.0" y="74" width="10" height="10"/><text class="note" x="276.0" y="83">in the merge queue</text>
+    <rect class="verifying" x="400.0" y="74" width="10" height="10"/><text class="note" x="414.0" y="83">verifying the merged result</text>
     <line class="tick" x1="110.0" y1="106.0" x2="110.0" y2="226.0"/><text x="110.0" y="104.0" text-anchor="middle">0s</text>
     <line class="tick" x1="248.1" y1="106.0" x2="248.1" y2="226.0"/><text x="248.1" y="104.0" text-anchor="middle">2s</text>
     <line class="tick" x1="386.1" y1="106.0" x2="386.1" y2="226.0"/><text x="386.1" y="104.0" text-anchor="middle">4s</text>
@@ -404,7 +440,7 @@ fn report_of_a_fixed_run_snapshot() {
     run 4242-1767225600000000000</title><clipPath id="clip-3"><rect x="731.3" y="148.0" width="207.1" height="18"/></clipPath><rect class="bar" x="731.3" y="148.0" width="207.1" height="18"/><rect class="build" x="731.3" y="151.0" width="138.1" height="12.0"/><rect class="gates" x="869.4" y="151.0" width="69.0" height="12.0"/><text class="label" x="734.3" y="161.0" clip-path="url(#clip-3)">wo-c</text><path class="halt" d="M934.4 153.0L942.4 161.0M942.4 153.0L934.4 161.0"><title>wo-c: halted: &lt;script&gt;alert(1)&lt;/script&gt;[31m &amp; more</title></path></g>
     <text x="10" y="205.0">merge queue</text>
     <g class="queued"><title>wo-b attempt 1: in the merge queue 7.5s (waiting, verifying on the merged result); landed</title><rect class="queue" x="662.3" y="196.0" width="517.7" height="10"/><path class="landed" d="M1175.0 201.0L1180.0 196.0L1185.0 201.0L1180.0 206.0Z"><title>wo-b landed</title></path></g>
-    <g class="queued"><title>wo-a attempt 2: in the merge queue 2.5s (waiting, verifying on the merged result); landed</title><rect class="queue" x="1007.4" y="210.0" width="172.6" height="10"/><path class="landed" d="M1175.0 215.0L1180.0 210.0L1185.0 215.0L1180.0 220.0Z"><title>wo-a landed</title></path></g>
+    <g class="queued"><title>wo-a attempt 2: in the merge queue 2.5s (verifying the merged result the last 1.0s); landed</title><rect class="queue" x="1007.4" y="210.0" width="172.6" height="10"/><rect class="verifying" x="1111.0" y="210.0" width="69.0" height="10"/><path class="landed" d="M1175.0 215.0L1180.0 210.0L1185.0 215.0L1180.0 220.0Z"><title>wo-a landed</title></path></g>
     </svg>
     "#);
 }

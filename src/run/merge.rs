@@ -411,6 +411,19 @@ pub struct Link {
     pub source: ObjectId,
     /// What the merge changed relative to `onto`.
     pub changed: Vec<Changed>,
+    /// The merge queue's run of the gates on the merged result that let it
+    /// land, when they ran.
+    pub verified: Option<Verified>,
+}
+
+/// A run of the gates on a chain's merged result that passed: recorded as
+/// the `verify` verdict of each order it lets land.
+#[derive(Clone, Debug)]
+pub struct Verified {
+    pub command: String,
+    /// How long the chain's verification took, bisection included.
+    pub wall_ms: u64,
+    pub log: String,
 }
 
 impl Link {
@@ -435,6 +448,7 @@ fn write_link(ctx: &Context, onto: ObjectId, req: &Request, clean: CleanMerge) -
         round_base,
         source: req.source,
         changed: clean.changed,
+        verified: None,
     })
 }
 
@@ -769,6 +783,18 @@ fn record_merged(txn: &mut crate::state::Txn<'_, '_>, req: &Request, link: &Link
             changed_text.len()
         )),
     });
+    if let Some(verified) = &link.verified {
+        r.verdicts.push(Verdict {
+            kind: "verify".into(),
+            command: verified.command.clone(),
+            passed: true,
+            exit_code: Some(0),
+            wall_ms: Some(verified.wall_ms),
+            log: Some(verified.log.clone()),
+            report: None,
+            detail: None,
+        });
+    }
     r.mark_merged(req.into.shorten().to_string(), link.sha.to_string());
     txn.put(r);
     txn.put_note(link.sha, note_bytes);
@@ -1206,6 +1232,7 @@ mod tests {
                     kind: crate::git::diff::Kind::Modified,
                 })
                 .collect(),
+            verified: None,
         };
         let (first, second) = (changed(&["a.txt"]), changed(&["dir/b.txt"]));
         let chain = [(&req, &first), (&req, &second)];

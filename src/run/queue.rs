@@ -303,12 +303,23 @@ impl<'a> Queue<'a> {
                 self.keep(CHAIN_REFS, last.sha)?;
             }
             let links: Vec<(&Request, &Link)> = chain.iter().map(|(e, l)| (&e.req, l)).collect();
-            let Some(decided) = self.decide(&links, &mut known, progress)? else {
+            let (runs_before, verifying) = (self.gate_runs, Instant::now());
+            let Some(mut decided) = self.decide(&links, &mut known, progress)? else {
                 for entry in chain.into_iter().map(|(e, _)| e).chain(later) {
                     fates.push((entry.req.wo.id.clone(), Fate::Interrupted));
                 }
                 break;
             };
+            if self.gate_runs > runs_before {
+                let verified = merge::Verified {
+                    command: self.gates.join(" && "),
+                    wall_ms: u64::try_from(verifying.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    log: self.verify_log().display().to_string(),
+                };
+                for link in &mut decided.links {
+                    link.verified = Some(verified.clone());
+                }
+            }
             let out = self.land_decided(tip, &links, decided, progress)?;
             pending = leave(chain, out, &mut fates).chain(later).collect();
         }

@@ -139,6 +139,10 @@ pub struct Attempt {
     pub segments: Vec<Segment>,
     /// Its times in the merge queue: waiting for a chain and its verification.
     pub queue: Vec<Span>,
+    /// How long the verification that let it land took, at the end of its
+    /// last time in the queue (recorded since the queue's `verify` verdict
+    /// has a wall time).
+    pub verifying_ms: Option<u64>,
     pub outcome: Outcome,
     pub marks: Vec<Mark>,
     /// What its builder reported it cost, when it did.
@@ -209,6 +213,11 @@ pub fn attempts_of(record: &Record) -> Vec<Attempt> {
         };
         let mut attempt = read_attempt(record, start, end, walls(verdicts), queue_wait_ms);
         attempt.cost_usd = reported_cost(verdicts);
+        attempt.verifying_ms = verdicts
+            .iter()
+            .rev()
+            .find(|v| v.kind == "verify" && v.passed)
+            .and_then(|v| v.wall_ms);
         out.push(attempt);
     }
     out
@@ -323,6 +332,7 @@ fn read_attempt(
         outcome,
         marks,
         cost_usd: None,
+        verifying_ms: None,
         events: (start, end - 1),
     }
 }

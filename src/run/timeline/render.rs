@@ -30,7 +30,7 @@ text{font-family:sans-serif;font-size:11px;fill:#222}\
 .setup{fill:#b9a3d6}.build{fill:#7fa7d9}.gates{fill:#8cc38c}\
 .retry .bar{stroke:#d27b00;stroke-width:1.5;stroke-dasharray:3 2}\
 .outcome-halted .bar{stroke:#c0392b;stroke-width:1.5}\
-.queue{fill:#f2d49b}\
+.queue{fill:#f2d49b}.verifying{fill:#d9a441}\
 .outcome-rework .bar{stroke:#d27b00;stroke-width:1.5}\
 .landed{fill:#2e8b57}\
 .halt,.verify-failed{stroke:#c0392b;stroke-width:2}\
@@ -226,6 +226,7 @@ const LEGEND: &[(&str, &str)] = &[
     ("build", "build"),
     ("gates", "gates and critics"),
     ("queue", "in the merge queue"),
+    ("verifying", "verifying the merged result"),
 ];
 
 /// The timeline as a standalone SVG document, one element a line.
@@ -345,16 +346,33 @@ pub fn svg(t: &Timeline) -> String {
         let a = &t.attempts[*i];
         let (x, w) = scale.bar(*span);
         let y = queue_top + *lane as f64 * QUEUE_LANE + (QUEUE_LANE - QUEUE_BAR) / 2.0;
+        // The verification that let it land ends where it landed.
+        let landed_here = a
+            .marks
+            .iter()
+            .any(|m| m.kind == MarkKind::Landed && m.at_ms == span.to_ms);
+        let verifying = a.verifying_ms.filter(|_| landed_here);
+        let parts = match verifying {
+            Some(v) => format!("verifying the merged result the last {}", format_ms(v)),
+            None => "waiting, verifying on the merged result".into(),
+        };
         let mut group = format!(
             "<g class=\"queued\"><title>{}</title><rect class=\"queue\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{QUEUE_BAR}\"/>",
             escape(&format!(
-                "{} attempt {}: in the merge queue {} (waiting, verifying on the merged result); {}",
+                "{} attempt {}: in the merge queue {} ({parts}); {}",
                 a.wo,
                 a.attempt,
                 format_ms(span.ms()),
                 a.outcome.describe()
             ))
         );
+        if let Some(verifying) = verifying {
+            let from = span.to_ms.saturating_sub(verifying).max(span.from_ms);
+            let (vx, vw) = scale.bar(Span::new(from, span.to_ms));
+            group.push_str(&format!(
+                "<rect class=\"verifying\" x=\"{vx:.1}\" y=\"{y:.1}\" width=\"{vw:.1}\" height=\"{QUEUE_BAR}\"/>"
+            ));
+        }
         for m in a.marks.iter().filter(|m| m.at_ms == span.to_ms) {
             mark(&mut group, m.kind, scale.x(m.at_ms), y + QUEUE_BAR / 2.0, a);
         }

@@ -210,6 +210,7 @@ fn attempt(wo: &str, from: u64, to: u64, slot: Option<u32>) -> Attempt {
         outcome: Outcome::Landed,
         marks: Vec::new(),
         cost_usd: None,
+        verifying_ms: None,
         events: (0, 0),
     }
 }
