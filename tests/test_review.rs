@@ -193,10 +193,12 @@ fn show_a_done_order() {
     attempts: 1 of 3
 
     attempt 1 (waited [T] for a slot)
-      step   verdict  exit    wall  command
-      build  passed   exit 0  [T]  echo "$ARBITER_WO" > $(echo $ARBITER_WO | sed 's/wo-01/one/;s/wo-02/two/').txt
-      gate   passed   exit 0  [T]  true
-      drift  passed   -       -     merge-back --drift-scope own (1 changed paths, all declared)
+      step    verdict  exit    wall  command
+      build   passed   exit 0  [T]  echo "$ARBITER_WO" > $(echo $ARBITER_WO | sed 's/wo-01/one/;s/wo-02/two/').txt
+      gate    passed   exit 0  [T]  true
+      drift   passed   -       -     merge-back --drift-scope own (1 changed paths, all declared)
+      verify  passed   exit 0  [T]  true
+      verify log: $TEST_ENV/repo/.git/arbiter/logs/verify-[CONDUCTOR].log
 
     changes: 1 file(s), merge [SHA] against its first parent [SHA]
       one.txt  +1 -0  (added)
@@ -246,6 +248,14 @@ fn show_a_done_order() {
               "command": "merge-back --drift-scope own",
               "passed": true,
               "detail": "1 changed paths, all declared"
+            },
+            {
+              "kind": "verify",
+              "command": "true",
+              "passed": true,
+              "exit_code": 0,
+              "wall_ms": [MS],
+              "log": "$TEST_ENV/repo/.git/arbiter/logs/verify-[CONDUCTOR].log"
             }
           ],
           "queue_wait_ms": [MS]

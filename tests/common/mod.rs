@@ -571,8 +571,32 @@ impl TestEnv {
                 i += c.len_utf8();
             }
         }
-        out
+        redact_conductors(&out)
     }
+}
+
+/// A conductor's name (`<pid>-<nanoseconds>`) in the name of its verify
+/// log becomes `[CONDUCTOR]`.
+fn redact_conductors(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("verify-") {
+        let (before, after) = rest.split_at(at + "verify-".len());
+        out.push_str(before);
+        let name_len = after
+            .find(|c: char| !(c.is_ascii_digit() || c == '-'))
+            .unwrap_or(after.len());
+        let name = &after[..name_len];
+        let is_conductor = name.split('-').count() == 2 && name.split('-').all(|p| !p.is_empty());
+        if is_conductor && after[name_len..].starts_with(".log") {
+            out.push_str("[CONDUCTOR]");
+            rest = &after[name_len..];
+        } else {
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What one finished run of the binary (`Command::output`) produced.
