@@ -1048,6 +1048,18 @@ impl AttemptRun<'_> {
     /// Run the `kind` command `command` in the worktree, the attempt's
     /// `seq`th: its verdict, with the cost it reported at `$ARBITER_REPORT`.
     fn command(&self, kind: &str, command: &str, seq: usize) -> std::io::Result<(Exit, Verdict)> {
+        self.command_telling_exit(kind, command, seq, &mut || {})
+    }
+
+    /// [`Self::command`], calling `exited` once the command exited, before
+    /// its log says so ([`exec::run_telling_exit`]).
+    fn command_telling_exit(
+        &self,
+        kind: &str,
+        command: &str,
+        seq: usize,
+        exited: &mut dyn FnMut(),
+    ) -> std::io::Result<(Exit, Verdict)> {
         let report = report_path(self.at.log, seq, kind);
         // An attempt number given back is used again: its report is not this one's.
         if let Err(e) = std::fs::remove_file(&report) {
@@ -1058,7 +1070,7 @@ impl AttemptRun<'_> {
         let mut env = self.at.env.to_vec();
         env.push(("ARBITER_REPORT".into(), report.display().to_string()));
         let started = Instant::now();
-        let exit = exec::run(
+        let exit = exec::run_telling_exit(
             &exec::Spec {
                 command,
                 cwd: self.at.worktree,
@@ -1071,6 +1083,7 @@ impl AttemptRun<'_> {
                 caches: &self.host.caches,
             },
             self.stop,
+            exited,
         )?;
         let mut v = verdict(kind, command, &exit, started.elapsed());
         v.report = match read_report(&report) {
@@ -1188,15 +1201,21 @@ impl AttemptRun<'_> {
         None
     }
 
-    /// The build; once it ended, the attempt counts as committing until its
-    /// work is committed (the returned guard).
+    /// The build; once its builder exited, the attempt counts as committing
+    /// until its work is committed (the returned guard).
     fn build(&self, verdicts: &mut Vec<Verdict>) -> ControlFlow<BuildOutcome, Committing<'_>> {
         let (at, steps) = (self.at, self.steps);
         self.progress.phase(at.label, Phase::Build);
         crate::sys::crash::point("build.started");
         let started = Instant::now();
-        let ran = self.command("build", steps.build, verdicts.len() + 1);
-        let committing = Committing::start(at.committing);
+        // The attempt counts as committing from the moment its builder
+        // exited: a landing that looks for builds that ended must not miss
+        // one whose log already says it ended.
+        let mut committing = None;
+        let ran = self.command_telling_exit("build", steps.build, verdicts.len() + 1, &mut || {
+            committing.get_or_insert_with(|| Committing::start(at.committing));
+        });
+        let committing = committing.unwrap_or_else(|| Committing::start(at.committing));
         let (exit, v) = match ran {
             Ok(ran) => ran,
             Err(e) => {
@@ -1242,11 +1261,14 @@ impl AttemptRun<'_> {
             });
         }
         crate::sys::crash::point("leftovers.after");
-        drop(committing);
         if host.allow_empty || at.wo.allow_empty {
             return None;
         }
-        let why = match host.changed_anything(at.worktree, at.branch, at.base) {
+        // Still committing while it is told whether the build changed
+        // anything (a diff of everything the builder wrote).
+        let changed = host.changed_anything(at.worktree, at.branch, at.base);
+        drop(committing);
+        let why = match changed {
             Ok(true) => return None,
             Ok(false) => NO_CHANGE_WHY.into(),
             Err(why) => format!("reading the builder's work: {why}"),

@@ -184,6 +184,17 @@ pub fn shell(command: &str, cwd: &Path, env: &[(String, String)]) -> Command {
 
 /// Run to completion, a timeout, or until `stop()` says so.
 pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
+    run_telling_exit(spec, stop, &mut || {})
+}
+
+/// [`run`], calling `exited` as soon as the command has exited, before its
+/// log says it ended: what the caller does next starts before anyone
+/// reading the log can see the end.
+pub fn run_telling_exit(
+    spec: &Spec<'_>,
+    stop: &dyn Fn() -> bool,
+    exited: &mut dyn FnMut(),
+) -> std::io::Result<Exit> {
     unsettle(spec.caches, spec.cwd);
     if let Some(dir) = spec.log.parent() {
         std::fs::create_dir_all(dir)?;
@@ -228,6 +239,7 @@ pub fn run(spec: &Spec<'_>, stop: &dyn Fn() -> bool) -> std::io::Result<Exit> {
         let _ = opener.write_all(b"\n");
     }
     let exit = wait(&mut child, spec.timeout, stop);
+    exited();
     drain.finish();
     if let (Some(kind), Ok(exit)) = (spec.kind, &exit) {
         let how = match (exit, spec.timeout) {
