@@ -76,6 +76,9 @@ _git__arbiter() {
             git__arbiter,stop)
                 cmd="git__arbiter__subcmd__stop"
                 ;;
+            git__arbiter,sync)
+                cmd="git__arbiter__subcmd__sync"
+                ;;
             git__arbiter,worktree)
                 cmd="git__arbiter__subcmd__worktree"
                 ;;
@@ -138,6 +141,9 @@ _git__arbiter() {
                 ;;
             git__arbiter__subcmd__help,stop)
                 cmd="git__arbiter__subcmd__help__subcmd__stop"
+                ;;
+            git__arbiter__subcmd__help,sync)
+                cmd="git__arbiter__subcmd__help__subcmd__sync"
                 ;;
             git__arbiter__subcmd__help,worktree)
                 cmd="git__arbiter__subcmd__help__subcmd__worktree"
@@ -230,7 +236,7 @@ _git__arbiter() {
 
     case "${cmd}" in
         git__arbiter)
-            opts="-h -V --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show report doctor pool install-docs help"
+            opts="-h -V --help --version round race pick demo status worktree merge-back batch lint clear retry halt slot stop sync log show report doctor pool install-docs help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -346,7 +352,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help)
-            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop log show report doctor pool install-docs help"
+            opts="round race pick demo status worktree merge-back batch lint clear retry halt slot stop sync log show report doctor pool install-docs help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -682,6 +688,20 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__help__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__help__subcmd__sync)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1090,7 +1110,7 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__round)
-            opts="-h --build --gate --critic --final-gate --budget-cmd --max-cost --into --max --max-total --once --schedule --verify --dry-run --json --timeout --drift-scope --no-pool --setup --orders --help"
+            opts="-h --build --gate --critic --final-gate --budget-cmd --max-cost --into --max --max-total --once --schedule --verify --remote --dry-run --json --timeout --drift-scope --no-pool --setup --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1138,6 +1158,10 @@ _git__arbiter() {
                     ;;
                 --verify)
                     COMPREPLY=($(compgen -W "merged none" -- "${cur}"))
+                    return 0
+                    ;;
+                --remote)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --timeout)
@@ -1292,13 +1316,17 @@ _git__arbiter() {
             return 0
             ;;
         git__arbiter__subcmd__status)
-            opts="-h --json --into --orders --help"
+            opts="-h --json --into --remote --orders --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --into)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --remote)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1320,6 +1348,24 @@ _git__arbiter() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__arbiter__subcmd__sync)
+            opts="-h --remote --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --remote)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -18,6 +18,7 @@ mod test_queue;
 mod test_race;
 mod test_real_repos;
 mod test_reliability;
+mod test_remote;
 mod test_repo_checkout;
 mod test_repo_commit;
 mod test_repo_config;

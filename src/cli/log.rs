@@ -98,7 +98,7 @@ const VERDICT_EVENTS: &[&str] = &["built", "needs_rework", "halt"];
 pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = review::orders_if_any(&ctx, env.orders_flag());
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?);
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
     let mut snapshot = store.snapshot()?;
     let mut ids = review::known_ids(&snapshot, orders.as_ref())?;
     if let Some(arg) = &args.id {

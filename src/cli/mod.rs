@@ -40,6 +40,7 @@ mod show;
 mod slot;
 mod status;
 mod stop;
+mod sync;
 mod worktree;
 
 /// Conduct parallel builders on one git repository.
@@ -149,6 +150,7 @@ pub enum Command {
     Halt(halt::HaltArgs),
     Slot(slot::SlotArgs),
     Stop(stop::StopArgs),
+    Sync(sync::SyncArgs),
     Log(log::LogArgs),
     Show(show::ShowArgs),
     Report(report::ReportArgs),
@@ -188,6 +190,7 @@ impl Command {
             | Command::Pool(_)
             | Command::Slot(_)
             | Command::Stop(_)
+            | Command::Sync(_)
             | Command::InstallDocs(_)
             | Command::Generate(_) => None,
         }
@@ -334,6 +337,7 @@ pub fn run() -> i32 {
         Command::Halt(args) => halt::cmd_halt(&env, args),
         Command::Slot(args) => slot::cmd_slot(&env, args),
         Command::Stop(args) => stop::cmd_stop(&env, args),
+        Command::Sync(args) => sync::cmd_sync(&env, args),
         Command::Log(args) => log::cmd_log(&env, args),
         Command::Show(args) => show::cmd_show(&env, args),
         Command::Report(args) => report::cmd_report(&env, args),

@@ -91,6 +91,9 @@ pub struct RoundArgs {
     /// `merged` (gates run on the merged result before the branch moves) or `none` [default: `arbiter.verify`, else merged when a gate is configured]
     #[arg(long, value_name = "WHAT", value_parser = ["merged", "none"])]
     verify: Option<String>,
+    /// Coordinate with other machines through this git remote: its notes ref and integration branch are the state, every transition a compare-and-swap push [default: `arbiter.remote`]
+    #[arg(long, value_name = "NAME")]
+    remote: Option<String>,
     /// Print the planned batches; build nothing, change nothing
     #[arg(long)]
     dry_run: bool,
@@ -172,6 +175,14 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
     say_what_is_not_an_order(&orders);
+    if let Some(remote) = args
+        .remote
+        .as_deref()
+        .map(str::to_owned)
+        .or_else(|| ctx.config_string("arbiter.remote"))
+    {
+        ctx.connect_remote(&remote, args.into.as_deref(), false)?;
+    }
     let or_config = |flag: Vec<String>, key: &str| {
         if flag.is_empty() {
             ctx.config_strings(key)
@@ -328,6 +339,12 @@ pub fn render(
     }
     if let Some(busy) = summary.slot_utilisation {
         s.push_str(&format!("slots busy: {:.0}%\n", busy * 100.0));
+    }
+    if let Some(remote) = &summary.remote {
+        s.push_str(&format!(
+            "remote {}: {} push(es), {} lost a race and were retried\n",
+            remote.name, remote.pushes, remote.lost_races
+        ));
     }
     if let Some(spent) = &summary.spent {
         s.push_str(&format!("cost: {}\n", spent.describe()));

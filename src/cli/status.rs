@@ -25,6 +25,9 @@ pub struct StatusArgs {
     /// The integration branch [default: the current branch; on a detached HEAD, the checked-out commit]
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
+    /// Fetch the state and the integration branch from this git remote first (`round --remote`); nothing is pushed
+    #[arg(long, value_name = "NAME")]
+    remote: Option<String>,
     #[command(flatten)]
     pub orders: super::OrdersArgs,
 }
@@ -38,7 +41,12 @@ struct Output<'a> {
 pub fn cmd_status(env: &Env, args: StatusArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
-    let table = reconcile::current(&ctx, &orders, args.into.as_deref())?;
+    let mut into = args.into;
+    if let Some(remote) = &args.remote {
+        ctx.connect_remote(remote, into.as_deref(), true)?;
+        into = ctx.remote().map(|r| r.tracking.as_bstr().to_string());
+    }
+    let table = reconcile::current(&ctx, &orders, into.as_deref())?;
 
     if args.json {
         out(&json(&Output {

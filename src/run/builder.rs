@@ -821,9 +821,20 @@ pub struct HaltWatch {
     /// so a run never waits out a poll interval before it can end.
     stopped: Mutex<bool>,
     wake: std::sync::Condvar,
+    /// Claims are leased (a remote): a claim lost also stops its build.
+    leased: bool,
 }
 
 impl HaltWatch {
+    /// A watch that also stops the builds whose leased claim was lost
+    /// (`leased`: the run coordinates through a remote).
+    pub fn new(leased: bool) -> Self {
+        HaltWatch {
+            leased,
+            ..HaltWatch::default()
+        }
+    }
+
     /// Watch `id` from now on; its flag is set once a halt of it is seen.
     pub fn watch(&self, id: &str) -> Arc<AtomicBool> {
         let flag = Arc::new(AtomicBool::new(false));
@@ -893,10 +904,14 @@ impl HaltWatch {
                 continue;
             };
             for (record, (_, flag)) in records.iter().zip(&watched) {
-                if record
-                    .as_ref()
-                    .is_some_and(|r| r.halted && r.owner.as_deref() == Some(owner))
-                {
+                // Halted by hand; or, with a remote, the claim lost (its
+                // lease lapsed while the remote was out of reach, or
+                // another machine took the order since).
+                if record.as_ref().is_some_and(|r| {
+                    let mine = r.owner.as_deref() == Some(owner);
+                    (r.halted && mine)
+                        || (self.leased && !r.halted && !r.held_by(owner, r.attempts))
+                }) {
                     flag.store(true, Ordering::Relaxed);
                 }
             }

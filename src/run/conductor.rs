@@ -173,11 +173,16 @@ pub fn pid_of(name: &str) -> Option<u32> {
 }
 
 /// Is this work order being worked on by a conductor that is running now?
+/// A claim leased from another clone (`--remote`) is live until its lease
+/// expires: that clone's conductors cannot be seen from here.
 pub fn owns_live(ctx: &Context, record: &crate::state::Record) -> bool {
-    record
-        .owner
-        .as_deref()
-        .is_some_and(|owner| is_live(ctx, owner))
+    let Some(owner) = record.owner.as_deref() else {
+        return false;
+    };
+    match &record.lease {
+        Some(lease) if lease.clone != ctx.clone_id() => !lease.expired(),
+        _ => is_live(ctx, owner),
+    }
 }
 
 /// Is the conductor `name` running now?

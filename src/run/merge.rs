@@ -562,6 +562,9 @@ pub fn land(
 /// branch moves, since a `halt` or a takeover may have come since the merge
 /// was computed, and none of the chain may land then.
 fn withdrawn(store: &Store, chain: &[(&Request, &Link)]) -> Result<Option<Landed>> {
+    if store.remote().is_some() {
+        return renewed(store, chain);
+    }
     let mut snapshot = store.snapshot()?;
     for (index, (req, _)) in chain.iter().enumerate() {
         let record = snapshot.record(&req.wo.id)?;
@@ -570,6 +573,24 @@ fn withdrawn(store: &Store, chain: &[(&Request, &Link)]) -> Result<Option<Landed
         }
     }
     Ok(None)
+}
+
+/// [`withdrawn`] with a remote: the check is a transition, which renews
+/// the chain's leases, so that none can lapse before the branch push that
+/// follows is done; another machine's takeover meanwhile withdraws.
+fn renewed(store: &Store, chain: &[(&Request, &Link)]) -> Result<Option<Landed>> {
+    store.transact("renew leases to land", |txn| -> Result<Option<Landed>> {
+        for (index, (req, _)) in chain.iter().enumerate() {
+            let record = txn.stored(&req.wo.id)?;
+            if let Some(reason) = not_held(record.as_ref(), req.owner, req.attempt) {
+                return Ok(Some(Landed::Withdrawn { index, reason }));
+            }
+            if let Some(record) = record {
+                txn.put(record);
+            }
+        }
+        Ok(None)
+    })
 }
 
 /// Make every checkout of the branch (`worktrees`) ready to follow it from
@@ -716,6 +737,9 @@ fn move_branch(
     what: &str,
 ) -> Result<Cas> {
     let repo = &ctx.repo;
+    if let Some(remote) = ctx.remote().filter(|r| &r.tracking == into) {
+        return Ok(push_branch(repo, &remote, from, to));
+    }
     let moved = crate::git::refguard::guarded(repo, &into.as_bstr().to_string(), || {
         repo.reference(
             into.as_ref(),
@@ -741,6 +765,39 @@ fn move_branch(
             }
             .into(),
         )),
+    }
+}
+
+/// [`move_branch`] of the remote's branch (`--remote`): a push by
+/// compare-and-swap, then the tip seen here follows.
+fn push_branch(
+    repo: &gix::Repository,
+    remote: &crate::state::remote::Remote,
+    from: ObjectId,
+    to: ObjectId,
+) -> Cas {
+    use crate::state::remote::{Error as RemoteError, Pushed, Update};
+    let name = remote.branch.as_bstr().to_string();
+    let update = Update {
+        name: &name,
+        from: Some(from),
+        to,
+    };
+    let failed = |e: RemoteError| Cas::Failed(crate::state::Error::Remote(e).into());
+    // Not waited for when unreachable, unlike a transition: the claims were
+    // renewed just before (see `withdrawn`), and a landing that waited
+    // could outlive them.
+    match remote.push(repo, &[update]) {
+        Ok(Pushed::Accepted) => match remote.landed(repo, to) {
+            Ok(()) => Cas::Moved,
+            Err(e) => failed(e),
+        },
+        // Another machine landed first: merged again on its tip.
+        Ok(Pushed::Stale) => match remote.catch_up(repo) {
+            Ok(()) => Cas::Lost,
+            Err(e) => failed(e),
+        },
+        Err(e) => failed(e),
     }
 }
 

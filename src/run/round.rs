@@ -219,6 +219,18 @@ pub struct Summary {
     /// Of that, what the setup and gates run on merged results reported.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<Spent>,
+    /// With `--remote`: the pushes this run made, and how many lost a race.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemotePushes>,
+}
+
+/// What a run coordinating through a remote pushed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RemotePushes {
+    pub name: String,
+    pub pushes: u64,
+    /// Pushes another machine's came before: fetched, then tried again.
+    pub lost_races: u64,
 }
 
 /// A work order whose passed work waits to land, and why.
@@ -370,6 +382,9 @@ struct Run<'a> {
     /// When passed work last could not land (a checkout of the branch could
     /// not follow): what waits is taken up again only a while later.
     last_waiting: Option<Instant>,
+    /// With a remote: other machines held work when the state was last
+    /// read (building it, or waiting to land it), so more may come.
+    others_busy: bool,
     /// What a continuous run's lander counted (the lockstep queue counts its own).
     landed_batches: usize,
     gate_runs: usize,
@@ -394,8 +409,14 @@ pub fn run(
             .hint("pass --build CMD or set 'git config arbiter.build CMD'")
             .into());
     }
-    let branch = ctx.integration_branch(opts.into.as_deref())?;
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?).remembering(&ctx.caches);
+    // With a remote, the branch merged onto is the remote's, as last fetched.
+    let branch = match ctx.remote() {
+        Some(remote) => remote.tracking.clone(),
+        None => ctx.integration_branch(opts.into.as_deref())?,
+    };
+    let store = Store::new(&ctx.repo, ctx.retry_cap()?)
+        .remembering(&ctx.caches)
+        .with_remote(ctx.remote());
     let mut summary = Summary {
         version: crate::JSON_VERSION,
         ..Summary::default()
@@ -406,6 +427,9 @@ pub fn run(
     }
     merge::settle_checkouts(ctx, &branch, progress)?;
     let me = Conductor::register(ctx)?;
+    if let Some(remote) = store.remote() {
+        remote.set_owner(&me.name);
+    }
     end_the_dead(ctx, progress)?;
     let slot_dir = slots::slot_dir(Some(ctx))?;
     let host = Host::new(ctx)?;
@@ -428,6 +452,7 @@ pub fn run(
         busy: Duration::ZERO,
         reported: BTreeSet::new(),
         last_waiting: None,
+        others_busy: false,
         landed_batches: 0,
         gate_runs: 0,
         spent: Spent::default(),
@@ -456,10 +481,18 @@ pub fn run(
         });
     }
     let started = Instant::now();
-    match opts.schedule {
-        Schedule::Rounds => run.rounds(&shared)?,
-        Schedule::Continuous => run.continuous(&shared)?,
-    }
+    let renewing = LeaseRenewal::default();
+    std::thread::scope(|scope| -> Result<()> {
+        if let Some(remote) = ctx.remote() {
+            let (renewing, repo) = (&renewing, ctx.repo.clone().into_sync());
+            scope.spawn(move || renewing.run(remote, &repo));
+        }
+        let _stop = renewing.stop_on_drop();
+        match opts.schedule {
+            Schedule::Rounds => run.rounds(&shared),
+            Schedule::Continuous => run.continuous(&shared),
+        }
+    })?;
     run.count(started.elapsed(), (cap as usize).min(opts.max.max(1)));
     run.conclude()
 }
@@ -521,6 +554,7 @@ impl<'a> Run<'a> {
             self.summary.stopped = Some(Stopped::Requested);
             return Ok(None);
         }
+        self.follow_remote()?;
         if !full {
             let tip = ctx.branch_tip(self.branch).ok();
             let mut snapshot = self.store.snapshot()?;
@@ -533,6 +567,7 @@ impl<'a> Run<'a> {
                 self.store.default_cap,
                 &live,
             )?;
+            self.others_busy = held_elsewhere(&table.rows);
             return Ok(Some(table.rows));
         }
         // Leftover worktrees go first: that frees disk space for the state writes.
@@ -567,7 +602,30 @@ impl<'a> Run<'a> {
             self.summary.stopped = Some(Stopped::Requested);
             return Ok(None);
         }
+        self.others_busy = held_elsewhere(&rows);
         Ok(Some(rows))
+    }
+
+    /// With a remote: what the other machines did (their claims, landings,
+    /// results), fetched now and then. Out of reach, the run goes on with
+    /// what it saw last; its transitions wait for the remote.
+    fn follow_remote(&mut self) -> Result<()> {
+        let Some(remote) = self.store.remote() else {
+            return Ok(());
+        };
+        match remote.refresh(&self.ctx.repo, REMOTE_REFRESH) {
+            Ok(()) => Ok(()),
+            Err(e @ crate::state::remote::Error::Unreachable { .. }) => {
+                if self.reported.insert("remote unreachable".into()) {
+                    self.progress.event(&Event::Warning {
+                        wo: String::new(),
+                        detail: e.to_string(),
+                    });
+                }
+                Ok(())
+            }
+            Err(e) => Err(crate::state::Error::Remote(e).into()),
+        }
     }
 
     /// Does `--budget-cmd` refuse more work? Then the run stops.
@@ -718,7 +776,7 @@ impl<'a> Run<'a> {
     /// slots, while a watcher looks for a halt by hand (which stops that
     /// order's build only).
     fn build_round(&self, jobs: &mut [Job<'a>], shared: &Shared<'_>) {
-        let watch = HaltWatch::default();
+        let watch = HaltWatch::new(self.ctx.remote().is_some());
         for job in jobs.iter_mut() {
             job.halted = watch.watch(&job.wo.id);
         }
@@ -742,7 +800,7 @@ impl<'a> Run<'a> {
     /// starts off the current tip; an order that passed enters the merge
     /// queue at once, and the queue lands whatever is waiting.
     fn continuous(&mut self, shared: &Shared<'_>) -> Result<()> {
-        let watch = HaltWatch::default();
+        let watch = HaltWatch::new(self.ctx.remote().is_some());
         let shared_repo = self.ctx.repo.clone().into_sync();
         let me = self.me;
         std::thread::scope(|scope| {
@@ -917,6 +975,19 @@ impl<'a> Run<'a> {
             flow.last_pass_full = true;
             return Idle::Again;
         }
+        if self.store.remote().is_some()
+            && self.others_busy
+            && flow.failed.is_none()
+            && !flow.stopping
+            && !flow.dispatched_once
+        {
+            // Another machine's work may fail, lapse or unblock orders here:
+            // every machine runs until nothing is held anywhere.
+            std::thread::sleep(REMOTE_REFRESH);
+            flow.last_pass_full = false;
+            flow.changed = true;
+            return Idle::Again;
+        }
         if flow.failed.is_some() || flow.stopping || flow.dispatched_once || flow.cooling.is_empty()
         {
             return Idle::Done;
@@ -1033,6 +1104,25 @@ impl<'a> Run<'a> {
             h.as_deref()
                 .and_then(|h| gix::ObjectId::from_hex(h.as_bytes()).ok())
         };
+        if let Some(remote) = self.store.remote() {
+            // Another machine's passed work: its commit comes from the remote.
+            let mut snapshot = self.store.snapshot()?;
+            let mut missing = Vec::new();
+            for wo in &waiting {
+                if let Some(r) = snapshot.record(&wo.id)? {
+                    let source = r.landing.as_ref().map(|l| l.source.clone());
+                    if hex(&source).is_some_and(|s| !ctx.repo.has_object(s)) {
+                        missing.push((wo.id.clone(), r.attempts));
+                    }
+                }
+            }
+            if let Err(e) = remote.fetch_results(&ctx.repo, &missing) {
+                self.progress.event(&Event::Warning {
+                    wo: String::new(),
+                    detail: format!("fetching results to land: {e}"),
+                });
+            }
+        }
         let taken = self
             .store
             .transact("land verified work", |txn| -> Result<_> {
@@ -1104,6 +1194,8 @@ impl<'a> Run<'a> {
             self.me,
             progress,
         )?;
+        // Taken by another conductor meanwhile (what selection read was stale).
+        self.others_busy |= dispatched.len() < picked.len();
         self.ran
             .extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
         let root = worktree::root_dir(ctx)?;
@@ -1283,6 +1375,17 @@ impl<'a> Run<'a> {
                         source,
                     })?
                     .detach();
+                if let Some(remote) = self.store.remote() {
+                    // For any machine to land, should this one go away.
+                    if let Err(e) = remote.push_result(&ctx.repo, id, job.attempt, source) {
+                        self.progress.event(&Event::Warning {
+                            wo: id.clone(),
+                            detail: format!(
+                                "publishing the result: {e}; only this machine can land it"
+                            ),
+                        });
+                    }
+                }
                 let verdicts = job.verdicts.clone();
                 let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
                 let log = job.log.display().to_string();
@@ -1392,6 +1495,11 @@ impl<'a> Run<'a> {
     fn conclude(mut self) -> Result<Summary> {
         let (ctx, opts) = (self.ctx, self.opts);
         let mut summary = std::mem::take(&mut self.summary);
+        summary.remote = self.store.remote().map(|r| RemotePushes {
+            name: r.name.clone(),
+            pushes: r.pushes.load(std::sync::atomic::Ordering::Relaxed),
+            lost_races: r.lost.load(std::sync::atomic::Ordering::Relaxed),
+        });
         finish(
             ctx,
             self.orders,
@@ -1460,7 +1568,7 @@ fn lander<'a>(
     report: &std::sync::mpsc::Sender<Msg<'a>>,
 ) {
     let ctx = shared.ctx.local();
-    let store = Store::new(&ctx.repo, retry_cap);
+    let store = Store::new(&ctx.repo, retry_cap).with_remote(ctx.remote());
     let queue = Queue::new(&ctx, &store, branch, checks(opts), shared.me);
     let mut queue = match queue {
         Ok(queue) => queue,
@@ -1635,6 +1743,78 @@ struct Flow<'a> {
 const RECHECK: Duration = Duration::from_secs(1);
 /// How often the continuous schedule runs crash recovery before a dispatch.
 const RECOVERY_EVERY: Duration = Duration::from_secs(2);
+/// With a remote: how often a dispatch pass fetches what other machines did.
+const REMOTE_REFRESH: Duration = Duration::from_secs(1);
+
+/// With a remote: renews the leases of the orders this conductor holds, a
+/// third of the lease before they lapse, in one push; runs until stopped.
+#[derive(Default)]
+struct LeaseRenewal {
+    stopped: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl LeaseRenewal {
+    fn run(
+        &self,
+        remote: std::sync::Arc<crate::state::remote::Remote>,
+        repo: &gix::ThreadSafeRepository,
+    ) {
+        let repo = repo.to_thread_local();
+        let store = Store::new(&repo, 1).with_remote(Some(remote.clone()));
+        let every = remote.lease / 3;
+        loop {
+            let stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+            let (stopped, _) = self
+                .wake
+                .wait_timeout_while(stopped, every, |stopped| !*stopped)
+                .unwrap_or_else(|e| e.into_inner());
+            if *stopped {
+                return;
+            }
+            drop(stopped);
+            let held = remote.held();
+            if held.is_empty() {
+                continue;
+            }
+            // What other machines did meanwhile (a takeover after a
+            // partition): the halt watch stops the builds that lost their claim.
+            let _ = remote.catch_up(&repo);
+            // A failure here is a lease that may lapse: the work it held is
+            // then recorded and discarded when it ends, never landed.
+            let _ = store.transact("renew leases", |txn| -> Result<()> {
+                for id in &held {
+                    match txn.stored(id)? {
+                        Some(record)
+                            if record.status == Status::InProgress
+                                && !record.halted
+                                && record.lease.as_ref().is_some_and(|l| !l.expired())
+                                && record.owner.as_deref() == remote.owner() =>
+                        {
+                            txn.put(record);
+                        }
+                        _ => remote.let_go(id),
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+
+    fn stop_on_drop(&self) -> StopRenewal<'_> {
+        StopRenewal(self)
+    }
+}
+
+/// Ends [`LeaseRenewal::run`] when it goes, by a panic too.
+struct StopRenewal<'a>(&'a LeaseRenewal);
+
+impl Drop for StopRenewal<'_> {
+    fn drop(&mut self) {
+        *self.0.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.0.wake.notify_all();
+    }
+}
 /// How long after passed work could not land it is taken up again.
 const WAITING_RETRY: Duration = Duration::from_secs(10);
 
@@ -1761,6 +1941,13 @@ fn cooling(
         }
     }
     Ok(out)
+}
+
+/// Is any order of `rows` in another conductor's hands (this one's are
+/// all settled when it asks): built, or waiting to land?
+fn held_elsewhere(rows: &[reconcile::Row]) -> bool {
+    rows.iter()
+        .any(|r| !r.terminal && matches!(r.status, Status::InProgress | Status::Verified))
 }
 
 fn owned_by_live(ctx: &Context, record: &Record) -> bool {
@@ -2222,32 +2409,71 @@ fn let_go(
         }
     }
     let log = job.log.display().to_string();
-    let released = store.transact(&format!("let go {id}"), |txn| -> Result<Option<String>> {
+    let late = format!(
+        "attempt {} of {owner} ended after its lease lapsed: its result is discarded, never landed ({log})",
+        job.attempt
+    );
+    let released = store.transact(&format!("let go {id}"), |txn| -> Result<LetGo> {
         let Some(mut record) = txn.stored(id)? else {
-            return Ok(None);
+            return Ok(LetGo::TakenOver);
         };
         if !ours(&record) || record.status != Status::InProgress {
-            return Ok(None);
+            // Taken over after the lease lapsed (a remote): said on the
+            // record, whose new holder is left alone.
+            if store.remote().is_some() {
+                record.log(LATE_RESULT_EVENT, Some(late.clone()));
+                txn.put(record);
+            }
+            return Ok(LetGo::TakenOver);
+        }
+        if !record.halted && record.lease.as_ref().is_some_and(|l| l.expired()) {
+            record.release();
+            record.log(LATE_RESULT_EVENT, Some(late.clone()));
+            txn.put(record);
+            return Ok(LetGo::Lapsed);
         }
         let reason = record.halt_reason.clone().unwrap_or_default();
         record.release();
         record.log("halted_in_flight", Some(log.clone()));
         txn.put(record);
-        Ok(Some(reason))
+        Ok(LetGo::Halted(reason))
     })?;
+    if let Some(remote) = store.remote() {
+        remote.let_go(id);
+    }
     match released {
-        Some(reason) => progress.event(&Event::HaltedInFlight {
+        LetGo::Halted(reason) => progress.event(&Event::HaltedInFlight {
             wo: id.clone(),
             reason,
             kept: branch_of(id),
         }),
-        None => progress.event(&Event::Warning {
+        LetGo::Lapsed => progress.event(&Event::Warning {
+            wo: id.clone(),
+            detail: late,
+        }),
+        LetGo::TakenOver if store.remote().is_some() => progress.event(&Event::Warning {
+            wo: id.clone(),
+            detail: format!("{late}; another conductor holds it now"),
+        }),
+        LetGo::TakenOver => progress.event(&Event::Warning {
             wo: id.clone(),
             detail: "taken over by another conductor; left alone".into(),
         }),
     }
     Ok(())
 }
+
+/// How [`let_go`] found the order it no longer holds.
+enum LetGo {
+    /// Halted by hand while in flight (the reason).
+    Halted(String),
+    /// Its lease lapsed (a remote out of reach) and nobody took it yet.
+    Lapsed,
+    TakenOver,
+}
+
+/// The event on a record whose attempt ended after its lease lapsed.
+pub const LATE_RESULT_EVENT: &str = "late_result_discarded";
 
 /// An order whose settling could not happen: its attempt, and whether its
 /// build passed (its work is committed on its branch).

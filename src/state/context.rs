@@ -349,6 +349,10 @@ impl SharedContext {
     }
 }
 
+/// See [`Context::clone_id`].
+#[derive(Default)]
+struct CloneId(std::sync::OnceLock<String>);
+
 pub struct Context {
     pub repo: gix::Repository,
     /// Top of the worktree we run in, if any (a bare repository has none).
@@ -735,6 +739,63 @@ impl Context {
             .tree_id()
             .map_err(|source| Error::ReadTree { commit, source })?
             .detach())
+    }
+
+    /// The remote this process's run coordinates through (`--remote`), once set.
+    pub fn remote(&self) -> Option<std::sync::Arc<crate::state::remote::Remote>> {
+        self.caches.get::<crate::state::remote::Active>().get()
+    }
+
+    /// Run through `remote` from now on (every context shared from this one too).
+    pub fn use_remote(&self, remote: crate::state::remote::Remote) {
+        self.caches
+            .get::<crate::state::remote::Active>()
+            .set(std::sync::Arc::new(remote));
+    }
+
+    /// Coordinate through the git remote `name` from now on (`--remote`):
+    /// its branch `into` (else the current branch's name) and its notes ref
+    /// are fetched, and this clone's notes ref follows the remote's.
+    /// A run refuses a clone whose notes ref has transitions the remote
+    /// lacks (`git arbiter sync` pushes them); a look (`status`) shows them.
+    pub fn connect_remote(&self, name: &str, into: Option<&str>, looking: bool) -> Result<()> {
+        let branch = match into {
+            // The remote's branch: this clone need not have it.
+            Some(name) if !name.starts_with("refs/") => {
+                FullName::try_from(format!("refs/heads/{name}")).map_err(|_| {
+                    InputError::new(format!("--into '{name}' is not a valid branch name"))
+                        .hint("name the remote's integration branch, e.g. --into main")
+                })?
+            }
+            _ => self.integration_branch(into)?,
+        };
+        let secs = match self.config_u32("arbiter.leaseSeconds")? {
+            Some(secs) => u64::from(secs),
+            None => crate::state::remote::DEFAULT_LEASE_SECS,
+        };
+        let remote = crate::state::remote::Remote::open(
+            &self.repo,
+            name,
+            &branch,
+            std::time::Duration::from_secs(secs),
+        )
+        .map_err(crate::state::Error::Remote)?;
+        let fetched = match looking {
+            true => remote.catch_up(&self.repo),
+            false => remote.fetch(&self.repo),
+        };
+        fetched.map_err(crate::state::Error::Remote)?;
+        self.use_remote(remote);
+        Ok(())
+    }
+
+    /// This clone's id ([`crate::state::remote::clone_id`]), read once.
+    pub fn clone_id(&self) -> String {
+        self.caches
+            .get::<CloneId>()
+            .0
+            .get_or_init(|| crate::state::remote::clone_id(&self.repo))
+            .clone()
     }
 
     /// Is `ancestor` reachable from `tip`? An error (e.g. a missing object) is returned, never guessed.

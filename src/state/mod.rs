@@ -16,6 +16,7 @@ pub mod cost;
 pub mod ledger;
 pub mod orders;
 pub mod read_cache;
+pub mod remote;
 pub mod scope;
 pub mod select;
 
@@ -204,6 +205,10 @@ pub struct Record {
     /// live conductor's work is never "recovered" by another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// With a remote (`--remote`): how long the owner's claim holds
+    /// without renewal, and where it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<remote::Lease>,
     /// The branch its merge landed on (short name), written with `done`;
     /// records from before this field have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -243,6 +248,7 @@ impl Record {
             checkpoint_before: None,
             checkpoint_after: None,
             owner: None,
+            lease: None,
             merged_into: None,
             verdicts: Vec::new(),
             queue_wait_ms: None,
@@ -296,6 +302,8 @@ impl Record {
             && !self.halted
             && self.owner.as_deref() == Some(owner)
             && self.attempts == attempt
+            // A lapsed lease is a claim another machine may take now.
+            && !self.lease.as_ref().is_some_and(remote::Lease::expired)
     }
 
     /// What to do about a done work order, said alike by every command that
@@ -334,6 +342,7 @@ impl Record {
         self.attempts = 0;
         self.cap = cap;
         self.owner = None;
+        self.lease = None;
         self.landing = None;
         self.status = if has_deps {
             Status::Blocked
@@ -350,6 +359,7 @@ impl Record {
         self.status = Status::Done;
         self.checkpoint_after = Some(merge.clone());
         self.owner = None;
+        self.lease = None;
         self.landing = None;
         self.log(event, Some(merge));
     }
@@ -376,6 +386,7 @@ impl Record {
     pub fn release(&mut self) {
         self.status = Status::NeedsRework;
         self.owner = None;
+        self.lease = None;
         self.landing = None;
     }
 
@@ -391,6 +402,7 @@ impl Record {
     pub fn mark_merged(&mut self, into: String, detail: String) {
         self.status = Status::Done;
         self.owner = None;
+        self.lease = None;
         self.landing = None;
         self.merged_into = Some(into);
         self.log("merged", Some(detail));
@@ -414,6 +426,7 @@ impl Record {
     pub fn wait_to_land(&mut self, verified_tree: Option<String>, why: String) {
         self.status = Status::Verified;
         self.owner = None;
+        self.lease = None;
         if let Some(landing) = &mut self.landing {
             if verified_tree.is_some() {
                 landing.verified_tree = verified_tree;
@@ -447,6 +460,7 @@ impl Record {
     /// could not decide, or a merge that conflicted (`paths` say why).
     pub fn halt_unowned(&mut self, reason: &str, paths: Vec<String>) {
         self.owner = None;
+        self.lease = None;
         self.halt(reason, paths);
     }
 
@@ -520,6 +534,8 @@ pub enum Error {
     },
     #[error(transparent)]
     Object(#[from] crate::git::odb::Error),
+    #[error(transparent)]
+    Remote(#[from] remote::Error),
     #[error("reading or writing {NOTES_REF}: {0}")]
     Git(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
 }
@@ -531,6 +547,7 @@ impl Diagnosis for Error {
                 ExitCode::Usage
             }
             Error::Object(e) => e.exit_code(),
+            Error::Remote(e) => e.exit_code(),
             Error::Contended { .. } | Error::Git(_) => ExitCode::Fatal,
         }
     }
@@ -549,6 +566,7 @@ impl Diagnosis for Error {
                 lock.display()
             )),
             Error::Object(e) => e.hint(),
+            Error::Remote(e) => e.hint(),
             Error::Contended { .. } | Error::Git(_) => None,
         }
     }
@@ -900,6 +918,7 @@ pub struct Store<'repo> {
     pub default_cap: u32,
     parsed: Option<std::sync::Arc<ParsedRecords>>,
     disk: DiskNotes,
+    remote: Option<std::sync::Arc<remote::Remote>>,
 }
 
 impl<'repo> Store<'repo> {
@@ -909,7 +928,20 @@ impl<'repo> Store<'repo> {
             default_cap,
             parsed: None,
             disk: DiskNotes::default(),
+            remote: None,
         }
+    }
+
+    /// This store, its transitions pushed to `remote` (if any) by
+    /// compare-and-swap before the local notes ref follows ([`remote`]).
+    pub fn with_remote(mut self, remote: Option<std::sync::Arc<remote::Remote>>) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    /// The remote this store's transitions go to, if any.
+    pub fn remote(&self) -> Option<&remote::Remote> {
+        self.remote.as_deref()
     }
 
     /// This store, its snapshots keeping the records they parse in
@@ -944,6 +976,7 @@ impl<'repo> Store<'repo> {
         let mut backoff = Duration::from_millis(1);
         let mut locked_in_a_row = 0;
         let mut failed_in_a_row = 0;
+        let mut unreachable_since: Option<std::time::Instant> = None;
         for _ in 0..MAX_RETRIES {
             let mut snapshot = self.snapshot()?;
             let mut txn = Txn {
@@ -978,6 +1011,16 @@ impl<'repo> Store<'repo> {
                     if locked_in_a_row >= MAX_LOCKED || crate::git::refguard::is_stale(&lock) {
                         break;
                     }
+                }
+                // A partition: the transition waits for the remote (the
+                // builds go on), up to a point.
+                Attempt::Unreachable(e) => {
+                    let since = *unreachable_since.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() >= remote::PATIENCE {
+                        return Err(Error::Remote(e).into());
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                    continue;
                 }
             }
             std::thread::sleep(backoff + jitter(backoff));
@@ -1054,6 +1097,14 @@ impl<'repo> Store<'repo> {
         message: &str,
     ) -> Result<Attempt, Error> {
         let repo = self.repo;
+        let leased;
+        let records = match &self.remote {
+            Some(remote) => {
+                leased = remote.lease_held(records);
+                &leased
+            }
+            None => records,
+        };
         let mut new_keys = Vec::new();
         for (wo, record) in records {
             let key = key_for(wo);
@@ -1088,6 +1139,9 @@ impl<'repo> Store<'repo> {
         }
         let tree = self.notes_tree(snapshot, &new_keys)?;
         let commit = write_commit(repo, message, tree, snapshot.tip)?;
+        if let Some(remote) = &self.remote {
+            return Self::push(repo, remote, snapshot.tip, commit, records);
+        }
         let expected = match snapshot.tip {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
             None => PreviousValue::MustNotExist,
@@ -1105,6 +1159,49 @@ impl<'repo> Store<'repo> {
             // Most likely a race with `git pack-refs` moving the ref into
             // `packed-refs` as we read it: tried again a few times.
             Err(e) => Ok(Attempt::Failed(e)),
+        }
+    }
+}
+
+impl Store<'_> {
+    /// Push the notes commit `commit` (made on `tip`) to the remote by
+    /// compare-and-swap; once it took it, the local ref follows.
+    fn push(
+        repo: &gix::Repository,
+        remote: &remote::Remote,
+        tip: Option<ObjectId>,
+        commit: ObjectId,
+        records: &BTreeMap<String, Record>,
+    ) -> Result<Attempt, Error> {
+        let update = remote::Update {
+            name: NOTES_REF,
+            from: tip,
+            to: commit,
+        };
+        match remote.push(repo, &[update]) {
+            Ok(remote::Pushed::Accepted) => {
+                remote.wrote(records.iter());
+                let expected = match tip {
+                    Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
+                    None => PreviousValue::MustNotExist,
+                };
+                let moved = crate::git::refguard::guarded(repo, NOTES_REF, || {
+                    repo.reference(NOTES_REF, commit, expected, "arbiter: pushed")
+                });
+                if moved.is_err() {
+                    // Moved meanwhile (a fetch in another thread), or locked:
+                    // the remote has it, so a fetch brings it here.
+                    let _ = remote.catch_up(repo);
+                }
+                Ok(Attempt::Committed)
+            }
+            Ok(remote::Pushed::Stale) => match remote.catch_up(repo) {
+                Ok(()) => Ok(Attempt::Lost),
+                Err(e @ remote::Error::Unreachable { .. }) => Ok(Attempt::Unreachable(e)),
+                Err(e) => Err(e.into()),
+            },
+            Err(e @ remote::Error::Unreachable { .. }) => Ok(Attempt::Unreachable(e)),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -1171,6 +1268,8 @@ enum Attempt {
     Locked,
     /// The edit failed otherwise; it is tried again [`MAX_FAILED`] times.
     Failed(gix::Error),
+    /// The remote could not be reached: tried again until [`remote::PATIENCE`] ran out.
+    Unreachable(remote::Error),
 }
 
 fn contended(repo: &gix::Repository, reference: &str) -> Error {
