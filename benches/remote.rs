@@ -42,8 +42,10 @@ fn main() {
     println!(
         "scale-out: {orders} orders, {SLOTS} slots per conductor, builders sleep {sleep}s, git daemon on loopback"
     );
-    println!("conductors  ideal s  wall s  push ms  limit s  wall/limit  pushes/s  lost share");
+    println!("wall/one: against one machine with as many slots and no remote, same run");
+    println!("conductors  ideal s  one s  wall s  push ms  limit s  wall/limit  wall/one  pushes/s  lost share");
     for &n in &conductors {
+        let one = one_machine(root.path(), orders, n * SLOTS, sleep);
         let dir = root.path().join(format!("c{n}"));
         std::fs::create_dir_all(&dir).expect("mkdir");
         let bare = remote_with_orders(&dir, orders);
@@ -80,17 +82,53 @@ fn main() {
             .count();
         assert_eq!(landed, orders, "every order lands once");
         let ideal = orders as f64 * sleep / (n * SLOTS) as f64;
-        // The ideal plus one push's latency per order landed in sequence.
+        // The ideal plus one push's latency per order: every order's
+        // verdicts are one transition of the one notes ref all machines share.
         let limit = ideal + orders as f64 * latency.as_secs_f64();
         println!(
-            "{n:>10}  {ideal:>7.1}  {:>6.1}  {:>7.1}  {limit:>7.1}  {:>10.2}  {:>8.1}  {:>10.3}",
+            "{n:>10}  {ideal:>7.1}  {:>5.1}  {:>6.1}  {:>7.1}  {limit:>7.1}  {:>10.2}  {:>8.2}  {:>8.1}  {:>10.3}",
+            one.as_secs_f64(),
             wall.as_secs_f64(),
             ms(latency),
             wall.as_secs_f64() / limit.max(f64::EPSILON),
+            wall.as_secs_f64() / one.as_secs_f64(),
             pushes as f64 / wall.as_secs_f64(),
             lost as f64 / (pushes.max(1)) as f64,
         );
     }
+}
+
+/// The same work on one machine with as many slots (`slots`) and no
+/// remote: what the conductor itself costs, measured in the same run.
+fn one_machine(root: &Path, orders: usize, slots: usize, sleep: f64) -> Duration {
+    let dir = root.join(format!("local{slots}"));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    remote_with_orders(&dir, orders);
+    git(&dir, &["clone", "-q", "src", "m"]);
+    let m = dir.join("m");
+    let build = format!("sleep {sleep}; echo x >> \"f/$ARBITER_WO.txt\"");
+    let slots = slots.to_string();
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_git-arbiter"))
+        .current_dir(&m)
+        .env("ARBITER_SLOT_DIR", m.join(".git/slots"))
+        .args([
+            "round",
+            "--build",
+            &build,
+            "--max",
+            &slots,
+            "--max-total",
+            &slots,
+        ])
+        .output()
+        .expect("git-arbiter runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    started.elapsed()
 }
 
 fn tmp() -> PathBuf {

@@ -385,3 +385,72 @@ fn a_partitioned_machines_late_results_are_recorded_and_never_land() {
     let text = std::fs::read_to_string(m2.join("f/wo-01.txt")).expect("file");
     assert_eq!(text, "0\non-time\n", "the late result never lands");
 }
+
+/// Kill-point matrix through a remote: a machine killed at each durable
+/// step (a debug build aborts at `ARBITER_CRASH_AT`, as with SIGKILL), then
+/// another machine runs: every order lands exactly once, every record is
+/// done, and the remote passes `git fsck --strict`. Every broken point is
+/// reported at once.
+#[test]
+fn a_machine_killed_at_any_step_is_finished_by_another_and_nothing_lands_twice() {
+    let points = [
+        "dispatch.before",
+        // Each push the remote took, before the local refs followed: the
+        // dispatch, the verdicts (with the published result), the landing.
+        "remote-push.after",
+        "remote-push.after#2",
+        "remote-push.after#3",
+        "remote-push.after#4",
+        "dispatch.after",
+        "build.started",
+        "verdict.before",
+        "verdict.after",
+        "verify.started",
+        "branch-cas.before",
+        "branch-cas.after",
+    ];
+    let mut broken = Vec::new();
+    for point in points {
+        let env = TestEnv::new();
+        let bare = remote_with_orders(&env, 2);
+        let url = format!("file://{}", bare.display());
+        let (m1, m2) = (machine(&env, &url, "m1"), machine(&env, &url, "m2"));
+        for m in [&m1, &m2] {
+            env.git_in(m, &["config", "arbiter.leaseSeconds", "1"]);
+        }
+        let build = [
+            "--build",
+            "echo x >> \"f/$ARBITER_WO.txt\"",
+            "--gate",
+            "test -d f",
+        ];
+        let mut killed = env.command_in(&m1, &["round", "--remote", "origin"]);
+        killed
+            .args(build)
+            .env("ARBITER_CRASH_AT", point)
+            .env("ARBITER_SLOT_DIR", m1.join(".git/slots"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let killed = killed.output().expect("m1");
+        let name = point.split('#').next().unwrap_or(point);
+        let crashed = String::from_utf8_lossy(&killed.stderr)
+            .contains(&format!("arbiter crash point={name}\n"));
+        if !crashed {
+            broken.push(format!("{point}: never reached"));
+            continue;
+        }
+        let (code, said) = finish(conductor(&env, &m2, &build), Duration::from_secs(60));
+        let landed = landed(&env, &bare);
+        let done = all_ids(2)
+            .iter()
+            .all(|id| record(&env, &bare, id)["status"] == "done");
+        let fsck = env.git_try_in(&bare, &["fsck", "--strict"]).code == 0;
+        if code != 0 || landed != all_ids(2) || !done || !fsck {
+            let tail: Vec<&str> = said.lines().rev().take(4).collect();
+            broken.push(format!(
+                "{point}: exit {code}, landed {landed:?}, all done {done}, fsck {fsck}: {tail:?}"
+            ));
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}

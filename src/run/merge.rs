@@ -509,6 +509,9 @@ pub fn land(
     let Some(&(_, last)) = chain.last() else {
         return Ok(Landed::Landed { sha: tip });
     };
+    if let Some(remote) = ctx.remote().filter(|r| &r.tracking == into) {
+        return land_on_remote(ctx, store, &remote, tip, chain, last);
+    }
     let mut tries = Tries::default();
     loop {
         let turn = take_turn(ctx)?;
@@ -557,14 +560,56 @@ pub fn land(
     }
 }
 
+/// [`land`] onto the remote's branch (`--remote`): the branch's move and
+/// the chain's `done` transitions are one atomic push, so neither happens
+/// without the other, and a takeover of any order of the chain (its lease
+/// lapsed, another machine's transition came first) withdraws the landing
+/// rather than race it. No checkout follows: the remote's branch is not
+/// checked out here (`git pull` brings it in).
+fn land_on_remote(
+    ctx: &Context,
+    store: &Store,
+    remote: &crate::state::remote::Remote,
+    tip: ObjectId,
+    chain: &[(&Request, &Link)],
+    last: &Link,
+) -> Result<Landed> {
+    use crate::state::remote::{Expect, Update};
+    let _turn = take_turn(ctx)?;
+    let ids: Vec<&str> = chain.iter().map(|(req, _)| req.wo.id.as_str()).collect();
+    let message = format!("merge-back {}: merged {}", ids.join(" "), last.sha);
+    crate::sys::crash::point("branch-cas.before");
+    let landed = store.transact(&message, |txn| -> Result<Option<Landed>> {
+        // Re-read after a lost race: another machine landed first.
+        if ctx.branch_tip(&remote.tracking)? != tip {
+            return Ok(Some(Landed::Moved));
+        }
+        for (index, (req, _)) in chain.iter().enumerate() {
+            let record = txn.stored(&req.wo.id)?;
+            if let Some(reason) = not_held(record.as_ref(), req.owner, req.attempt) {
+                return Ok(Some(Landed::Withdrawn { index, reason }));
+            }
+        }
+        for (req, link) in chain {
+            record_merged(txn, req, link)?;
+        }
+        txn.push_ref(Update {
+            name: remote.branch.as_bstr().to_string(),
+            expect: Expect::Is(tip),
+            to: last.sha,
+            local: Some(remote.tracking.as_bstr().to_string()),
+        });
+        Ok(None)
+    })?;
+    crate::sys::crash::point("branch-cas.after");
+    Ok(landed.unwrap_or(Landed::Landed { sha: last.sha }))
+}
+
 /// The first order of `chain` whose owner no longer holds its attempt, as
 /// the landing's outcome: checked under the merge turn, right before the
 /// branch moves, since a `halt` or a takeover may have come since the merge
 /// was computed, and none of the chain may land then.
 fn withdrawn(store: &Store, chain: &[(&Request, &Link)]) -> Result<Option<Landed>> {
-    if store.remote().is_some() {
-        return renewed(store, chain);
-    }
     let mut snapshot = store.snapshot()?;
     for (index, (req, _)) in chain.iter().enumerate() {
         let record = snapshot.record(&req.wo.id)?;
@@ -573,24 +618,6 @@ fn withdrawn(store: &Store, chain: &[(&Request, &Link)]) -> Result<Option<Landed
         }
     }
     Ok(None)
-}
-
-/// [`withdrawn`] with a remote: the check is a transition, which renews
-/// the chain's leases, so that none can lapse before the branch push that
-/// follows is done; another machine's takeover meanwhile withdraws.
-fn renewed(store: &Store, chain: &[(&Request, &Link)]) -> Result<Option<Landed>> {
-    store.transact("renew leases to land", |txn| -> Result<Option<Landed>> {
-        for (index, (req, _)) in chain.iter().enumerate() {
-            let record = txn.stored(&req.wo.id)?;
-            if let Some(reason) = not_held(record.as_ref(), req.owner, req.attempt) {
-                return Ok(Some(Landed::Withdrawn { index, reason }));
-            }
-            if let Some(record) = record {
-                txn.put(record);
-            }
-        }
-        Ok(None)
-    })
 }
 
 /// Make every checkout of the branch (`worktrees`) ready to follow it from
@@ -737,9 +764,6 @@ fn move_branch(
     what: &str,
 ) -> Result<Cas> {
     let repo = &ctx.repo;
-    if let Some(remote) = ctx.remote().filter(|r| &r.tracking == into) {
-        return Ok(push_branch(repo, &remote, from, to));
-    }
     let moved = crate::git::refguard::guarded(repo, &into.as_bstr().to_string(), || {
         repo.reference(
             into.as_ref(),
@@ -765,39 +789,6 @@ fn move_branch(
             }
             .into(),
         )),
-    }
-}
-
-/// [`move_branch`] of the remote's branch (`--remote`): a push by
-/// compare-and-swap, then the tip seen here follows.
-fn push_branch(
-    repo: &gix::Repository,
-    remote: &crate::state::remote::Remote,
-    from: ObjectId,
-    to: ObjectId,
-) -> Cas {
-    use crate::state::remote::{Error as RemoteError, Pushed, Update};
-    let name = remote.branch.as_bstr().to_string();
-    let update = Update {
-        name: &name,
-        from: Some(from),
-        to,
-    };
-    let failed = |e: RemoteError| Cas::Failed(crate::state::Error::Remote(e).into());
-    // Not waited for when unreachable, unlike a transition: the claims were
-    // renewed just before (see `withdrawn`), and a landing that waited
-    // could outlive them.
-    match remote.push(repo, &[update]) {
-        Ok(Pushed::Accepted) => match remote.landed(repo, to) {
-            Ok(()) => Cas::Moved,
-            Err(e) => failed(e),
-        },
-        // Another machine landed first: merged again on its tip.
-        Ok(Pushed::Stale) => match remote.catch_up(repo) {
-            Ok(()) => Cas::Lost,
-            Err(e) => failed(e),
-        },
-        Err(e) => failed(e),
     }
 }
 

@@ -35,6 +35,7 @@ use crate::run::worktree::{self, branch_of};
 use crate::state::context::{Context, SharedContext};
 use crate::state::cost::{Spent, Usd, COST_CAP_EXCEEDED};
 use crate::state::orders::{Orders, WorkOrder};
+use crate::state::remote::{Expect, Update};
 use crate::state::{Record, SlotHeld, Status, Store, Verdict};
 use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
 
@@ -1278,9 +1279,18 @@ impl<'a> Run<'a> {
             DriftScope::Own
         };
         let mut waiting = Vec::new();
+        let recorded = match self.record_passed(jobs) {
+            Ok(recorded) => recorded,
+            Err(e) => {
+                let unsettled: Vec<Unsettled> = jobs.iter().map(Job::unsettled).collect();
+                abandon(self.ctx, self.store, self.branch, &unsettled, self.me, &e)?;
+                return Err(e);
+            }
+        };
         for (i, job) in jobs.iter().enumerate() {
             let settled = if job.outcome == JobOutcome::Clean {
-                self.enqueue(job, scope.clone(), waiting.len() + 1)
+                let passed = recorded.get(&job.wo.id).copied();
+                self.enqueue(job, passed, scope.clone(), waiting.len() + 1)
                     .map(|entry| waiting.extend(entry.map(|e| (job, e))))
             } else {
                 self.settle_failed(job, &job.outcome)
@@ -1349,67 +1359,102 @@ impl<'a> Run<'a> {
 
     /// A passed build's verdicts are recorded and it enters the merge
     /// queue, while this conductor still holds its attempt (else it is let go).
+    /// Record the verdicts of every attempt of `jobs` that passed here (not
+    /// work taken up to land) in one transition: attempts that ended
+    /// together cost one write (with a remote, one push, which publishes
+    /// their results too). Each one's source commit, and whether this
+    /// conductor still held it.
+    fn record_passed(&self, jobs: &[Job<'a>]) -> Result<BTreeMap<String, (gix::ObjectId, bool)>> {
+        let (ctx, owner) = (self.ctx, self.me.name.as_str());
+        let mut passed = Vec::new();
+        for job in jobs {
+            if job.outcome != JobOutcome::Clean || job.adopted.is_some() {
+                continue;
+            }
+            let wo_branch = branch_of(&job.wo.id);
+            let source = ctx
+                .repo
+                .find_reference(format!("refs/heads/{wo_branch}").as_str())
+                .map_err(|source| Failure::ReadBranch {
+                    branch: wo_branch.clone(),
+                    source,
+                })?
+                .peel_to_id()
+                .map_err(|source| Failure::ResolveBranch {
+                    branch: wo_branch.clone(),
+                    source,
+                })?
+                .detach();
+            passed.push((job, source));
+        }
+        if passed.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let ids: Vec<&str> = passed.iter().map(|(j, _)| j.wo.id.as_str()).collect();
+        crate::sys::crash::point("verdict.before");
+        let held = self
+            .store
+            .transact(&format!("verdicts {}", ids.join(" ")), |txn| {
+                let mut held = Vec::with_capacity(passed.len());
+                for (job, source) in &passed {
+                    let id = job.wo.id.as_str();
+                    let mut record = match txn.stored(id)? {
+                        Some(r) if r.held_by(owner, job.attempt) => r,
+                        _ => {
+                            held.push(false);
+                            continue;
+                        }
+                    };
+                    record.verdicts = job.verdicts.clone();
+                    record.queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
+                    record.log("built", Some(job.log.display().to_string()));
+                    record.held_slot(job.slot);
+                    // From here its work waits to land rather than be rebuilt.
+                    record.queue_to_land(source.to_string());
+                    txn.put(record);
+                    // With a remote, the result is published in the same
+                    // push, for any machine to land should this one go away.
+                    if self.store.remote().is_some() {
+                        txn.push_ref(Update {
+                            name: crate::state::remote::result_ref(id, job.attempt),
+                            expect: Expect::Any,
+                            to: *source,
+                            local: None,
+                        });
+                    }
+                    held.push(true);
+                }
+                Ok::<_, Error>(held)
+            })?;
+        crate::sys::crash::point("verdict.after");
+        Ok(passed
+            .iter()
+            .zip(held)
+            .map(|((job, source), held)| (job.wo.id.clone(), (*source, held)))
+            .collect())
+    }
+
+    /// Enter `job` into the merge queue: work taken up to land as it was
+    /// recorded, a passed build as [`Run::record_passed`] recorded it
+    /// (`passed`: its source, and whether it was still held).
     fn enqueue(
         &mut self,
         job: &Job<'a>,
+        passed: Option<(gix::ObjectId, bool)>,
         scope: DriftScope,
         position: usize,
     ) -> Result<Option<Entry<'a>>> {
         let (ctx, id) = (self.ctx, &job.wo.id);
         let owner = self.me.name.as_str();
-        let (source, verified) = match &job.adopted {
+        let (source, verified) = match (&job.adopted, passed) {
             // Taken up from `verified`: its verdicts are recorded already.
-            Some(adopted) => (adopted.source, adopted.verified),
-            None => {
-                let wo_branch = branch_of(id);
-                let source = ctx
-                    .repo
-                    .find_reference(format!("refs/heads/{wo_branch}").as_str())
-                    .map_err(|source| Failure::ReadBranch {
-                        branch: wo_branch.clone(),
-                        source,
-                    })?
-                    .peel_to_id()
-                    .map_err(|source| Failure::ResolveBranch {
-                        branch: wo_branch.clone(),
-                        source,
-                    })?
-                    .detach();
-                if let Some(remote) = self.store.remote() {
-                    // For any machine to land, should this one go away.
-                    if let Err(e) = remote.push_result(&ctx.repo, id, job.attempt, source) {
-                        self.progress.event(&Event::Warning {
-                            wo: id.clone(),
-                            detail: format!(
-                                "publishing the result: {e}; only this machine can land it"
-                            ),
-                        });
-                    }
+            (Some(adopted), _) => (adopted.source, adopted.verified),
+            (None, Some((source, true))) => (source, None),
+            (None, _) => {
+                if let_go(self.host, self.store, job, owner, self.progress)? {
+                    crate::run::pool::give_back(ctx, id, &branch_of(id), false)?;
                 }
-                let verdicts = job.verdicts.clone();
-                let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
-                let log = job.log.display().to_string();
-                crate::sys::crash::point("verdict.before");
-                let held = self.store.update_held(
-                    &format!("verdicts {id}"),
-                    id,
-                    owner,
-                    job.attempt,
-                    |record| {
-                        record.verdicts = verdicts.clone();
-                        record.queue_wait_ms = queue_wait_ms;
-                        record.log("built", Some(log.clone()));
-                        record.held_slot(job.slot);
-                        // From here its work waits to land rather than be rebuilt.
-                        record.queue_to_land(source.to_string());
-                    },
-                )?;
-                crate::sys::crash::point("verdict.after");
-                if !held {
-                    let_go(self.host, self.store, job, owner, self.progress)?;
-                    return Ok(None);
-                }
-                (source, None)
+                return Ok(None);
             }
         };
         self.progress.phase(id, Phase::Queued);
@@ -1454,7 +1499,7 @@ impl<'a> Run<'a> {
                 });
             }
             Fate::Withdrawn { .. } => {
-                return let_go(self.host, self.store, job, &self.me.name, progress)
+                return let_go(self.host, self.store, job, &self.me.name, progress).map(|_| ())
             }
             // Back for rework: the queue recorded it; its work goes like a failed gate's.
             Fate::GateFailed { .. } => {}
@@ -1744,7 +1789,7 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// How often the continuous schedule runs crash recovery before a dispatch.
 const RECOVERY_EVERY: Duration = Duration::from_secs(2);
 /// With a remote: how often a dispatch pass fetches what other machines did.
-const REMOTE_REFRESH: Duration = Duration::from_secs(1);
+const REMOTE_REFRESH: Duration = Duration::from_millis(250);
 
 /// With a remote: renews the leases of the orders this conductor holds, a
 /// third of the lease before they lapse, in one push; runs until stopped.
@@ -2333,7 +2378,10 @@ impl Run<'_> {
             })?;
         crate::sys::crash::point("verdict.after");
         if !held {
-            return let_go(self.host, self.store, job, owner, self.progress);
+            if let_go(self.host, self.store, job, owner, self.progress)? {
+                crate::run::pool::give_back(ctx, id, &branch_of(id), false)?;
+            }
+            return Ok(());
         }
         let halt = halt.or(capped.map(|_| COST_CAP_EXCEEDED));
         let keep_branch = halt.is_some() || kept.is_some();
@@ -2386,14 +2434,16 @@ fn settled_event(job: &Job<'_>, halt: Option<&str>, kept: bool, failure: String)
 /// arbiter halt`): whatever the builder left is committed on its branch, the
 /// worktree and branch are kept for inspection, and the record is let go (not
 /// in progress, no owner; still halted). Taken over by someone else: nothing
-/// of it is touched, the worktree may be theirs now.
+/// of it is touched, the worktree may be theirs now. With a remote, a claim
+/// lost to a lapsed lease is recorded on the order, and `Ok(true)`: the
+/// worktree is this clone's alone, free to go back to the pool.
 fn let_go(
     host: &Host,
     store: &Store<'_>,
     job: &Job<'_>,
     owner: &str,
     progress: &dyn Progress,
-) -> Result<()> {
+) -> Result<bool> {
     let id = &job.wo.id;
     let ours = |r: &Record| r.owner.as_deref() == Some(owner) && r.attempts == job.attempt;
     let halted = store
@@ -2441,26 +2491,32 @@ fn let_go(
     if let Some(remote) = store.remote() {
         remote.let_go(id);
     }
-    match released {
-        LetGo::Halted(reason) => progress.event(&Event::HaltedInFlight {
-            wo: id.clone(),
-            reason,
-            kept: branch_of(id),
-        }),
-        LetGo::Lapsed => progress.event(&Event::Warning {
-            wo: id.clone(),
-            detail: late,
-        }),
-        LetGo::TakenOver if store.remote().is_some() => progress.event(&Event::Warning {
-            wo: id.clone(),
-            detail: format!("{late}; another conductor holds it now"),
-        }),
-        LetGo::TakenOver => progress.event(&Event::Warning {
-            wo: id.clone(),
-            detail: "taken over by another conductor; left alone".into(),
-        }),
-    }
-    Ok(())
+    let detail = match released {
+        LetGo::Halted(reason) => {
+            progress.event(&Event::HaltedInFlight {
+                wo: id.clone(),
+                reason,
+                kept: branch_of(id),
+            });
+            return Ok(false);
+        }
+        LetGo::Lapsed => late,
+        LetGo::TakenOver if store.remote().is_some() => {
+            format!("{late}; another conductor holds it now")
+        }
+        LetGo::TakenOver => {
+            progress.event(&Event::Warning {
+                wo: id.clone(),
+                detail: "taken over by another conductor; left alone".into(),
+            });
+            return Ok(false);
+        }
+    };
+    progress.event(&Event::Warning {
+        wo: id.clone(),
+        detail,
+    });
+    Ok(true)
 }
 
 /// How [`let_go`] found the order it no longer holds.

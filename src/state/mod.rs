@@ -873,9 +873,22 @@ pub struct Txn<'s, 'repo> {
     records: BTreeMap<String, Record>,
     notes: BTreeMap<ObjectId, Vec<u8>>,
     default_cap: u32,
+    /// With a remote: other refs the same atomic push moves.
+    refs: Vec<remote::Update>,
 }
 
 impl Txn<'_, '_> {
+    /// With a remote, also move `update` in the push of this transition:
+    /// both or neither. Without one, nothing.
+    pub fn push_ref(&mut self, update: remote::Update) {
+        self.refs.push(update);
+    }
+
+    /// [`Txn::push_ref`] of `update`, if any.
+    pub fn push_ref_opt(&mut self, update: Option<remote::Update>) {
+        self.refs.extend(update);
+    }
+
     /// The record of `wo`, stored or fresh (`has_deps` decides a fresh one's status).
     pub fn record(&mut self, wo: &str, has_deps: bool) -> Result<Record, Error> {
         if let Some(r) = self.records.get(wo) {
@@ -978,23 +991,28 @@ impl<'repo> Store<'repo> {
         let mut failed_in_a_row = 0;
         let mut unreachable_since: Option<std::time::Instant> = None;
         for _ in 0..MAX_RETRIES {
+            // With a remote, this process's transitions take turns: threads
+            // of one conductor never lose a race to each other.
+            let turn = self.remote.as_deref().map(remote::Remote::turn);
             let mut snapshot = self.snapshot()?;
             let mut txn = Txn {
                 snapshot: &mut snapshot,
                 records: BTreeMap::new(),
                 notes: BTreeMap::new(),
                 default_cap: self.default_cap,
+                refs: Vec::new(),
             };
             let value = change(&mut txn)?;
-            let (records, notes) = (
+            let (records, notes, refs) = (
                 std::mem::take(&mut txn.records),
                 std::mem::take(&mut txn.notes),
+                std::mem::take(&mut txn.refs),
             );
             if records.is_empty() && notes.is_empty() {
                 return Ok(value);
             }
             let committed = crate::git::odb::retry_transient(|| {
-                self.commit(&mut snapshot, &records, &notes, message)
+                self.commit(&mut snapshot, &records, &notes, &refs, message)
             })?;
             match committed {
                 Attempt::Committed => return Ok(value),
@@ -1019,10 +1037,12 @@ impl<'repo> Store<'repo> {
                     if since.elapsed() >= remote::PATIENCE {
                         return Err(Error::Remote(e).into());
                     }
+                    drop(turn);
                     std::thread::sleep(Duration::from_millis(500));
                     continue;
                 }
             }
+            drop(turn);
             std::thread::sleep(backoff + jitter(backoff));
             backoff = (backoff * 2).min(Duration::from_millis(50));
         }
@@ -1094,6 +1114,7 @@ impl<'repo> Store<'repo> {
         snapshot: &mut Snapshot<'repo>,
         records: &BTreeMap<String, Record>,
         notes: &BTreeMap<ObjectId, Vec<u8>>,
+        refs: &[remote::Update],
         message: &str,
     ) -> Result<Attempt, Error> {
         let repo = self.repo;
@@ -1140,7 +1161,7 @@ impl<'repo> Store<'repo> {
         let tree = self.notes_tree(snapshot, &new_keys)?;
         let commit = write_commit(repo, message, tree, snapshot.tip)?;
         if let Some(remote) = &self.remote {
-            return Self::push(repo, remote, snapshot.tip, commit, records);
+            return Self::push(repo, remote, snapshot.tip, commit, records, refs);
         }
         let expected = match snapshot.tip {
             Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
@@ -1164,35 +1185,26 @@ impl<'repo> Store<'repo> {
 }
 
 impl Store<'_> {
-    /// Push the notes commit `commit` (made on `tip`) to the remote by
-    /// compare-and-swap; once it took it, the local ref follows.
+    /// Push the notes commit `commit` (made on `tip`), with `refs`, to the
+    /// remote by compare-and-swap; once it took them, the local refs follow.
     fn push(
         repo: &gix::Repository,
         remote: &remote::Remote,
         tip: Option<ObjectId>,
         commit: ObjectId,
         records: &BTreeMap<String, Record>,
+        refs: &[remote::Update],
     ) -> Result<Attempt, Error> {
-        let update = remote::Update {
-            name: NOTES_REF,
-            from: tip,
+        let mut updates = vec![remote::Update {
+            name: NOTES_REF.into(),
+            expect: remote::Expect::tip(tip),
             to: commit,
-        };
-        match remote.push(repo, &[update]) {
+            local: Some(NOTES_REF.into()),
+        }];
+        updates.extend_from_slice(refs);
+        match remote.push(repo, &updates) {
             Ok(remote::Pushed::Accepted) => {
                 remote.wrote(records.iter());
-                let expected = match tip {
-                    Some(tip) => PreviousValue::MustExistAndMatch(Target::Object(tip)),
-                    None => PreviousValue::MustNotExist,
-                };
-                let moved = crate::git::refguard::guarded(repo, NOTES_REF, || {
-                    repo.reference(NOTES_REF, commit, expected, "arbiter: pushed")
-                });
-                if moved.is_err() {
-                    // Moved meanwhile (a fetch in another thread), or locked:
-                    // the remote has it, so a fetch brings it here.
-                    let _ = remote.catch_up(repo);
-                }
                 Ok(Attempt::Committed)
             }
             Ok(remote::Pushed::Stale) => match remote.catch_up(repo) {

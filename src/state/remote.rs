@@ -125,7 +125,7 @@ impl Diagnosis for Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Who holds a claim, and until when (seconds since the epoch): renewed
+/// Who holds a claim, and until when: renewed
 /// while the work is held, so a machine that vanished lets go by itself.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
@@ -134,21 +134,41 @@ pub struct Lease {
     /// The clone the conductor runs in ([`clone_id`]): its conductors'
     /// liveness is known there without waiting for the expiry.
     pub clone: String,
-    pub expires: i64,
+    /// Milliseconds since the epoch: a lease of a second or two (tests,
+    /// fast failover) must not lapse early by rounding.
+    pub expires_ms: u64,
 }
 
 impl Lease {
     pub fn expired(&self) -> bool {
-        self.expires <= crate::sys::clock::now()
+        self.expires_ms <= crate::sys::clock::now_millis()
     }
 }
 
-/// One ref a push moves: `to` onto `name` on the remote, if it is `from`
-/// there now (`None`: if it does not exist).
-pub struct Update<'a> {
-    pub name: &'a str,
-    pub from: Option<ObjectId>,
+/// One ref a push moves: `to` onto `name` on the remote, if it is as
+/// `expect` says there now; once pushed, `local` (if any) follows here.
+#[derive(Clone, Debug)]
+pub struct Update {
+    pub name: String,
+    pub expect: Expect,
     pub to: ObjectId,
+    pub local: Option<String>,
+}
+
+/// What a pushed ref must be on the remote for the push to go through.
+#[derive(Clone, Copy, Debug)]
+pub enum Expect {
+    Is(ObjectId),
+    Absent,
+    /// Anything: a ref only this attempt writes (its published result).
+    Any,
+}
+
+impl Expect {
+    /// `Is(tip)`, or `Absent` when there is no tip.
+    pub fn tip(tip: Option<ObjectId>) -> Expect {
+        tip.map_or(Expect::Absent, Expect::Is)
+    }
 }
 
 /// What [`Remote::sync`] did.
@@ -192,6 +212,8 @@ pub struct Remote {
     /// The orders this conductor holds, as its own accepted pushes said.
     held: Mutex<BTreeSet<String>>,
     last_fetch: Mutex<Option<Instant>>,
+    /// Held by a transition of this process from its read to its push.
+    turn: Mutex<()>,
     /// Pushes made, and those that lost a race.
     pub pushes: AtomicU64,
     pub lost: AtomicU64,
@@ -249,6 +271,7 @@ impl Remote {
             owner: OnceLock::new(),
             held: Mutex::default(),
             last_fetch: Mutex::default(),
+            turn: Mutex::default(),
             pushes: AtomicU64::new(0),
             lost: AtomicU64::new(0),
         })
@@ -275,6 +298,11 @@ impl Remote {
         let _ = self.owner.set(name.to_owned());
     }
 
+    /// This process's turn at a transition ([`crate::state::Store::transact`]).
+    pub fn turn(&self) -> std::sync::MutexGuard<'_, ()> {
+        lock(&self.turn)
+    }
+
     /// The conductor of this process, once registered.
     pub fn owner(&self) -> Option<&str> {
         self.owner.get().map(String::as_str)
@@ -285,8 +313,8 @@ impl Remote {
         Lease {
             machine: self.machine.clone(),
             clone: self.clone.clone(),
-            expires: crate::sys::clock::now()
-                + i64::try_from(self.lease.as_secs()).unwrap_or(i64::MAX / 2),
+            expires_ms: crate::sys::clock::now_millis()
+                .saturating_add(u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)),
         }
     }
 
@@ -396,9 +424,10 @@ impl Remote {
         let ours = peel(repo, NOTES_REF)?;
         let push = |from: Option<ObjectId>, to: ObjectId| -> Result<Synced> {
             let update = Update {
-                name: NOTES_REF,
-                from,
+                name: NOTES_REF.into(),
+                expect: Expect::tip(from),
                 to,
+                local: None,
             };
             match self.push(repo, &[update])? {
                 Pushed::Accepted => Ok(Synced::Pushed { from, to }),
@@ -484,22 +513,46 @@ impl Remote {
         }
     }
 
-    /// Push `updates` as one atomic compare-and-swap on the remote.
-    pub fn push(&self, repo: &gix::Repository, updates: &[Update<'_>]) -> Result<Pushed> {
+    /// Push `updates` as one atomic compare-and-swap on the remote; once
+    /// it took them, the local refs follow.
+    pub fn push(&self, repo: &gix::Repository, updates: &[Update]) -> Result<Pushed> {
         self.pushes.fetch_add(1, Ordering::Relaxed);
         let out = self.git(repo, "push", |cmd| {
             // State transitions are not the user's pushes: their pre-push hook is not for these.
             cmd.args(["push", "--atomic", "--porcelain", "--no-verify"]);
             for u in updates {
-                let from = u.from.map(|f| f.to_string()).unwrap_or_default();
-                cmd.arg(format!("--force-with-lease={}:{from}", u.name));
+                match u.expect {
+                    Expect::Is(id) => cmd.arg(format!("--force-with-lease={}:{id}", u.name)),
+                    Expect::Absent => cmd.arg(format!("--force-with-lease={}:", u.name)),
+                    Expect::Any => cmd,
+                };
             }
             cmd.arg(&self.name);
             for u in updates {
-                cmd.arg(format!("{}:{}", u.to, u.name));
+                let force = if matches!(u.expect, Expect::Any) {
+                    "+"
+                } else {
+                    ""
+                };
+                cmd.arg(format!("{force}{}:{}", u.to, u.name));
             }
         })?;
         if out.status.success() {
+            crate::sys::crash::point("remote-push.after");
+            for u in updates {
+                if let Some(local) = &u.local {
+                    // Moved meanwhile (a fetch in another thread): past this
+                    // push, since local refs only follow the remote.
+                    let expected = match u.expect {
+                        Expect::Is(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+                        Expect::Absent => PreviousValue::MustNotExist,
+                        Expect::Any => PreviousValue::Any,
+                    };
+                    if set_ref(repo, local, u.to, expected, "pushed").is_err() {
+                        let _ = self.catch_up(repo);
+                    }
+                }
+            }
             return Ok(Pushed::Accepted);
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -529,7 +582,7 @@ impl Remote {
                 remote: self.name.clone(),
                 what: updates
                     .iter()
-                    .map(|u| u.name)
+                    .map(|u| u.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", "),
                 said: rejected.join("; "),
@@ -537,29 +590,6 @@ impl Remote {
         }
         self.lost.fetch_add(1, Ordering::Relaxed);
         Ok(Pushed::Stale)
-    }
-
-    /// Publish attempt `attempt` of `id` (its commit `sha`) for any machine to land.
-    pub fn push_result(
-        &self,
-        repo: &gix::Repository,
-        id: &str,
-        attempt: u32,
-        sha: ObjectId,
-    ) -> Result<()> {
-        let name = result_ref(id, attempt);
-        let out = self.git(repo, "push", |cmd| {
-            cmd.args(["push", "--porcelain", "--no-verify", "--force"])
-                .arg(&self.name)
-                .arg(format!("{sha}:{name}"));
-        })?;
-        if out.status.success() {
-            return Ok(());
-        }
-        Err(Error::Unreachable {
-            remote: self.name.clone(),
-            said: said(&out),
-        })
     }
 
     /// Fetch the published results `(id, attempt)` whose commits this
@@ -589,17 +619,6 @@ impl Remote {
             remote: self.name.clone(),
             said: said(&out),
         })
-    }
-
-    /// The landing's branch push went through: the tip seen here follows.
-    pub fn landed(&self, repo: &gix::Repository, to: ObjectId) -> Result<()> {
-        set_ref(
-            repo,
-            self.tracking.as_bstr().to_string().as_str(),
-            to,
-            PreviousValue::Any,
-            "landed",
-        )
     }
 
     fn git(

@@ -55,6 +55,8 @@ pub const POINTS: &[&str] = &[
     "pick.after",
     // clear
     "clear.recorded",
+    // with a remote: a push taken by the remote, the local refs not yet moved
+    "remote-push.after",
 ];
 
 /// Abort here if `ARBITER_CRASH_AT` names this point (debug builds only).
