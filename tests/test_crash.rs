@@ -474,6 +474,7 @@ fn each_point(points: &[&'static str], each: impl Fn(&'static str, &mut Report) 
 /// nothing and, landing through the merge queue as a conductor, records no
 /// merge start (its dispatch bounds recovery) and removes no worktree.
 const MERGE_BACK_SKIPS: &[&str] = &[
+    "remote-",
     "dispatch.",
     "worktree-add.",
     "pool-switch.",
@@ -494,6 +495,7 @@ const MERGE_BACK_SKIPS: &[&str] = &[
 /// verified by the instances' own gates, and its worktrees go back to the
 /// pool rather than being removed.
 const RACE_SKIPS: &[&str] = &[
+    "remote-",
     "pool-switch.",
     "verdict.",
     "verify.",
@@ -503,6 +505,7 @@ const RACE_SKIPS: &[&str] = &[
 
 /// Points `clear` has no business with: it builds and merges nothing.
 const CLEAR_SKIPS: &[&str] = &[
+    "remote-",
     "dispatch.",
     "worktree-add.",
     "pool-switch.",
@@ -643,8 +646,9 @@ fn order_files(ids: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
 }
 
 /// Points a round never reaches; they have their own matrices (a round's
-/// merge records no start: its dispatch bounds recovery's search).
-const NOT_IN_A_ROUND: &[&str] = &["pick.", "clear.", "merge-start."];
+/// merge records no start: its dispatch bounds recovery's search; a round
+/// through a remote is in test_remote.rs).
+const NOT_IN_A_ROUND: &[&str] = &["pick.", "clear.", "merge-start.", "remote-"];
 
 #[test]
 fn kill_point_matrix_round() {

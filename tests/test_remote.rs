@@ -454,3 +454,35 @@ fn a_machine_killed_at_any_step_is_finished_by_another_and_nothing_lands_twice()
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
+
+/// A halt made on another machine (its `arbiter.remote` set) goes to the
+/// remote, and the machine building the order stops that build.
+#[test]
+fn a_halt_on_another_machine_stops_the_build_through_the_remote() {
+    let env = TestEnv::new();
+    let bare = remote_with_orders(&env, 1);
+    let url = format!("file://{}", bare.display());
+    let (m1, m2) = (machine(&env, &url, "m1"), machine(&env, &url, "m2"));
+    env.git_in(&m2, &["config", "arbiter.remote", "origin"]);
+    let marker = env.root.join("m1-building");
+    let slow = format!(
+        "touch {}; sleep 30; echo slow >> \"f/$ARBITER_WO.txt\"",
+        marker.display()
+    );
+    let building = conductor(&env, &m1, &["--build", &slow]);
+    crate::common::wait_for(&marker);
+    crate::common::poll_until("m1's claim reaches the remote", || {
+        record(&env, &bare, "wo-01")["status"] == "in_progress"
+    });
+    let started = Instant::now();
+    env.run_in(&m2, &["halt", "wo-01", "--reason", "wrong approach"])
+        .success();
+    assert_eq!(record(&env, &bare, "wo-01")["halted"], true);
+    let (code, said) = finish(building, Duration::from_secs(25));
+    assert_eq!(code, 1, "the halt escalates: {said}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the build ran on after the halt"
+    );
+    assert!(landed(&env, &bare).is_empty());
+}

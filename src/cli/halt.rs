@@ -37,6 +37,7 @@ pub fn cmd_halt(env: &Env, mut args: HaltArgs) -> Result<ExitCode, Error> {
         .hint("restore its file to halt it")
         .into());
     };
+    ctx.follow_configured_remote(None)?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
     // Not between a conductor's last ownership check and its merge's record.
     let _turn = git_arbiter::run::merge::take_turn(&ctx)?;

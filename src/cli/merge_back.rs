@@ -57,6 +57,7 @@ enum ScopeArg {
 pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
+    ctx.follow_configured_remote(args.into.as_deref())?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
     let id = review::resolve_order(&ctx, Some(&orders), &args.id)?;
     let gates = args.gates.resolve(&ctx)?;

@@ -48,6 +48,7 @@ pub struct RetryArgs {
 pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
+    ctx.follow_configured_remote(args.into.as_deref())?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
     let mut ids = args
         .ids

@@ -821,16 +821,17 @@ pub struct HaltWatch {
     /// so a run never waits out a poll interval before it can end.
     stopped: Mutex<bool>,
     wake: std::sync::Condvar,
-    /// Claims are leased (a remote): a claim lost also stops its build.
-    leased: bool,
+    /// The remote claims are leased through: a claim lost also stops its
+    /// build, and what other machines did is fetched now and then.
+    remote: Option<std::sync::Arc<crate::state::remote::Remote>>,
 }
 
 impl HaltWatch {
-    /// A watch that also stops the builds whose leased claim was lost
-    /// (`leased`: the run coordinates through a remote).
-    pub fn new(leased: bool) -> Self {
+    /// A watch that also stops the builds whose leased claim was lost,
+    /// when the run coordinates through `remote`.
+    pub fn new(remote: Option<std::sync::Arc<crate::state::remote::Remote>>) -> Self {
         HaltWatch {
-            leased,
+            remote,
             ..HaltWatch::default()
         }
     }
@@ -885,6 +886,11 @@ impl HaltWatch {
                 return;
             }
             drop(stopped);
+            if let Some(remote) = &self.remote {
+                // A halt made on another machine, a takeover: seen within a
+                // second or so. Out of reach, the builds go on.
+                let _ = remote.refresh(&repo, Duration::from_secs(1));
+            }
             let tip = repo
                 .try_find_reference(crate::state::NOTES_REF)
                 .ok()
@@ -910,7 +916,7 @@ impl HaltWatch {
                 if record.as_ref().is_some_and(|r| {
                     let mine = r.owner.as_deref() == Some(owner);
                     (r.halted && mine)
-                        || (self.leased && !r.halted && !r.held_by(owner, r.attempts))
+                        || (self.remote.is_some() && !r.halted && !r.held_by(owner, r.attempts))
                 }) {
                     flag.store(true, Ordering::Relaxed);
                 }

@@ -132,7 +132,7 @@ pub fn land_kept(
     checks: Checks<'_>,
     progress: &dyn Progress,
 ) -> Result<Landing> {
-    let into = ctx.integration_branch(ask.into)?;
+    let into = ctx.landing_branch(ask.into)?;
     let mut kept = Vec::with_capacity(ask.ids.len());
     for id in ask.ids {
         let wo = order_to_land(orders, id, ask.command.restore())?;

@@ -411,10 +411,7 @@ pub fn run(
             .into());
     }
     // With a remote, the branch merged onto is the remote's, as last fetched.
-    let branch = match ctx.remote() {
-        Some(remote) => remote.tracking.clone(),
-        None => ctx.integration_branch(opts.into.as_deref())?,
-    };
+    let branch = ctx.landing_branch(opts.into.as_deref())?;
     let store = Store::new(&ctx.repo, ctx.retry_cap()?)
         .remembering(&ctx.caches)
         .with_remote(ctx.remote());
@@ -777,7 +774,7 @@ impl<'a> Run<'a> {
     /// slots, while a watcher looks for a halt by hand (which stops that
     /// order's build only).
     fn build_round(&self, jobs: &mut [Job<'a>], shared: &Shared<'_>) {
-        let watch = HaltWatch::new(self.ctx.remote().is_some());
+        let watch = HaltWatch::new(self.ctx.remote());
         for job in jobs.iter_mut() {
             job.halted = watch.watch(&job.wo.id);
         }
@@ -801,7 +798,7 @@ impl<'a> Run<'a> {
     /// starts off the current tip; an order that passed enters the merge
     /// queue at once, and the queue lands whatever is waiting.
     fn continuous(&mut self, shared: &Shared<'_>) -> Result<()> {
-        let watch = HaltWatch::new(self.ctx.remote().is_some());
+        let watch = HaltWatch::new(self.ctx.remote());
         let shared_repo = self.ctx.repo.clone().into_sync();
         let me = self.me;
         std::thread::scope(|scope| {

@@ -789,6 +789,24 @@ impl Context {
         Ok(())
     }
 
+    /// The branch work lands on: the remote's (as fetched) when this
+    /// process coordinates through one, else [`Context::integration_branch`].
+    pub fn landing_branch(&self, into: Option<&str>) -> Result<FullName> {
+        match self.remote() {
+            Some(remote) => Ok(remote.tracking.clone()),
+            None => self.integration_branch(into),
+        }
+    }
+
+    /// With `arbiter.remote` set, a command that changes the state makes
+    /// its transitions through that remote, as `round --remote` does.
+    pub fn follow_configured_remote(&self, into: Option<&str>) -> Result<()> {
+        match self.config_string("arbiter.remote") {
+            Some(name) if self.remote().is_none() => self.connect_remote(&name, into, false),
+            _ => Ok(()),
+        }
+    }
+
     /// This clone's id ([`crate::state::remote::clone_id`]), read once.
     pub fn clone_id(&self) -> String {
         self.caches
