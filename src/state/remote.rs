@@ -393,9 +393,15 @@ impl Remote {
                     "--recurse-submodules=no",
                     "--no-auto-gc",
                     "--no-auto-maintenance",
-                ])
-                .arg(&self.name)
-                .arg(&notes);
+                ]);
+            // What is new descends from the tips seen last: offering only
+            // those spares a negotiation over every branch of the clone.
+            for tip in [self.notes_copy(), self.tracking.as_bstr().to_string()] {
+                if repo.try_find_reference(tip.as_str()).ok().flatten().is_some() {
+                    cmd.arg(format!("--negotiation-tip={tip}"));
+                }
+            }
+            cmd.arg(&self.name).arg(&notes);
             if branch {
                 cmd.arg(&tracked);
             }
