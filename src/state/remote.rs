@@ -397,7 +397,12 @@ impl Remote {
             // What is new descends from the tips seen last: offering only
             // those spares a negotiation over every branch of the clone.
             for tip in [self.notes_copy(), self.tracking.as_bstr().to_string()] {
-                if repo.try_find_reference(tip.as_str()).ok().flatten().is_some() {
+                if repo
+                    .try_find_reference(tip.as_str())
+                    .ok()
+                    .flatten()
+                    .is_some()
+                {
                     cmd.arg(format!("--negotiation-tip={tip}"));
                 }
             }
