@@ -279,8 +279,19 @@ fn over_file_urls_a_plain_clone_reads_the_state_and_syncs_it() {
         env.git_in(&bare, &["rev-parse", "refs/notes/arbiter"]),
         env.git_in(&viewer, &["rev-parse", "refs/notes/arbiter"])
     );
+    // Bad input is one error, exit 2, and nothing moves.
+    let notes = env.git_in(&bare, &["rev-parse", "refs/notes/arbiter"]);
     let unknown = env.run_in(&viewer, &["round", "--remote", "nope", "--build", "true"]);
-    unknown.code(2);
+    assert!(unknown.code(2).stderr.contains("remote 'nope' is not configured"));
+    let no_branch = env.run_in(
+        &viewer,
+        &["round", "--remote", "origin", "--into", "nosuch", "--build", "true"],
+    );
+    assert!(no_branch.code(2).stderr.contains("has no branch 'nosuch'"));
+    env.git_in(&viewer, &["config", "arbiter.leaseSeconds", "0"]);
+    let zero = env.run_in(&viewer, &["round", "--remote", "origin", "--build", "true"]);
+    assert!(zero.code(2).stderr.contains("leaseSeconds = 0"));
+    assert_eq!(env.git_in(&bare, &["rev-parse", "refs/notes/arbiter"]), notes);
 }
 
 /// Orders held by a conductor killed mid-build are built elsewhere once
