@@ -282,16 +282,24 @@ fn over_file_urls_a_plain_clone_reads_the_state_and_syncs_it() {
     // Bad input is one error, exit 2, and nothing moves.
     let notes = env.git_in(&bare, &["rev-parse", "refs/notes/arbiter"]);
     let unknown = env.run_in(&viewer, &["round", "--remote", "nope", "--build", "true"]);
-    assert!(unknown.code(2).stderr.contains("remote 'nope' is not configured"));
+    assert!(unknown
+        .code(2)
+        .stderr
+        .contains("remote 'nope' is not configured"));
     let no_branch = env.run_in(
         &viewer,
-        &["round", "--remote", "origin", "--into", "nosuch", "--build", "true"],
+        &[
+            "round", "--remote", "origin", "--into", "nosuch", "--build", "true",
+        ],
     );
     assert!(no_branch.code(2).stderr.contains("has no branch 'nosuch'"));
     env.git_in(&viewer, &["config", "arbiter.leaseSeconds", "0"]);
     let zero = env.run_in(&viewer, &["round", "--remote", "origin", "--build", "true"]);
     assert!(zero.code(2).stderr.contains("leaseSeconds = 0"));
-    assert_eq!(env.git_in(&bare, &["rev-parse", "refs/notes/arbiter"]), notes);
+    assert_eq!(
+        env.git_in(&bare, &["rev-parse", "refs/notes/arbiter"]),
+        notes
+    );
 }
 
 /// Orders held by a conductor killed mid-build are built elsewhere once
@@ -483,6 +491,11 @@ fn a_halt_on_another_machine_stops_the_build_through_the_remote() {
     crate::common::poll_until("m1's claim reaches the remote", || {
         record(&env, &bare, "wo-01")["status"] == "in_progress"
     });
+    // Another machine sees who builds it, and where.
+    let seen = env.run_in(&m2, &["status", "--remote", "origin", "--json"]);
+    let seen = seen.success().json();
+    assert!(seen["orders"][0]["claimed_by"].is_string(), "{seen}");
+    assert!(seen["orders"][0]["claimed_on"].is_string(), "{seen}");
     let started = Instant::now();
     env.run_in(&m2, &["halt", "wo-01", "--reason", "wrong approach"])
         .success();

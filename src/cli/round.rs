@@ -473,16 +473,20 @@ fn escalation(
 /// The orders another conductor holds, by conductor.
 fn held_elsewhere(summary: &Summary) -> String {
     let mut s = String::new();
-    let mut by_conductor: std::collections::BTreeMap<&str, (Option<u32>, Vec<&str>)> =
+    let mut by_conductor: std::collections::BTreeMap<&str, (String, Vec<&str>)> =
         Default::default();
     for held in &summary.held_elsewhere {
+        let at = match (&held.machine, held.pid) {
+            (Some(machine), _) => format!(" on {machine}"),
+            (None, Some(pid)) => format!(", pid {pid}"),
+            (None, None) => String::new(),
+        };
         let entry = by_conductor
             .entry(held.conductor.as_str())
-            .or_insert((held.pid, Vec::new()));
+            .or_insert((at, Vec::new()));
         entry.1.push(&held.wo_id);
     }
     for (conductor, (pid, ids)) in by_conductor {
-        let pid = pid.map_or(String::new(), |p| format!(", pid {p}"));
         s.push_str(&format!(
             "  {} held by another conductor ({conductor}{pid}): it builds and lands them; `git arbiter status` follows them\n",
             ids.join(" ")

@@ -76,8 +76,12 @@ fn render(rows: &[reconcile::Row]) -> String {
             if let Some(into) = &r.merged_into {
                 status.push_str(&format!(" → {into}"));
             }
-            if let Some(conductor) = &r.claimed_by {
-                status.push_str(&format!(" ({conductor})"));
+            match (&r.claimed_by, &r.claimed_on) {
+                (Some(conductor), Some(machine)) => {
+                    status.push_str(&format!(" ({conductor} on {machine})"));
+                }
+                (Some(conductor), None) => status.push_str(&format!(" ({conductor})")),
+                _ => {}
             }
             if let Some(Recovery::Error { .. }) = r.recovery {
                 status.push_str(" (recovery failed)");

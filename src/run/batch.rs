@@ -362,6 +362,7 @@ mod tests {
             recovery: None,
             hand_made_branch: None,
             claimed_by: None,
+            claimed_on: None,
             merged_into: None,
             waiting: None,
             may_have_landed_before: None,

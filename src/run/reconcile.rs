@@ -38,6 +38,9 @@ pub struct Row {
     /// files are claimed until it settles.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claimed_by: Option<String>,
+    /// With a remote (`round --remote`): the machine that conductor runs on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claimed_on: Option<String>,
     /// The branch a `done` order was merged into, when its record says
     /// (records written before this was kept do not).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -482,6 +485,11 @@ fn row(
         claimed_by: record
             .owner
             .clone()
+            .filter(|_| status == Status::InProgress && !record.halted),
+        claimed_on: record
+            .lease
+            .as_ref()
+            .map(|lease| lease.machine.clone())
             .filter(|_| status == Status::InProgress && !record.halted),
         merged_into: record
             .merged_into

@@ -166,7 +166,11 @@ pub struct HeldElsewhere {
     pub wo_id: String,
     /// Its name (`<pid>-<nonce>`).
     pub conductor: String,
+    /// Its process id, when it runs on this machine.
     pub pid: Option<u32>,
+    /// The machine it runs on, with a remote.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
@@ -2690,7 +2694,9 @@ fn finish(
                 summary.held_elsewhere.push(HeldElsewhere {
                     wo_id: row.id.clone(),
                     conductor: conductor.clone(),
-                    pid: crate::run::conductor::pid_of(conductor),
+                    pid: crate::run::conductor::pid_of(conductor)
+                        .filter(|_| row.claimed_on.is_none()),
+                    machine: row.claimed_on.clone(),
                 });
             }
         }
