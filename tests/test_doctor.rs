@@ -652,7 +652,7 @@ fn a_healthy_clone_gets_the_notes_refspec_as_a_note_and_exit_0() {
     insta::assert_snapshot!(env.redact(&notes.join("\n")), @r#"
     notes:
       remote.origin.fetch: fetching from origin does not fetch refs/notes/arbiter (no fetch refspec covers it; git clone never does) [note]
-        hint: if origin has git-arbiter state, fetch it once with 'git fetch origin refs/notes/arbiter:refs/notes/arbiter' (creates it, never overwrites); keep a copy of origin's with "git config --add remote.origin.fetch '+refs/notes/arbiter:refs/notes/remotes/origin/arbiter'"
+        hint: if origin has git-arbiter state, fetch it with 'git arbiter sync --remote origin' (fast-forward only); keep a copy of origin's with "git config --add remote.origin.fetch '+refs/notes/arbiter:refs/notes/remotes/origin/arbiter'"
     1 note (advice, not a problem)
     no problems found
     "#);

@@ -1186,9 +1186,9 @@ fn notes_sharing(ctx: &Context) -> Result<Vec<Finding>> {
         match covered {
             None => {
                 let hint = if local.is_some() {
-                    format!("share it with 'git push {remote} {NOTES_REF}'; keep a copy of {remote}'s with \"{keep_copy}\"")
+                    format!("share it with 'git arbiter sync --remote {remote}' (fast-forward only, either way); keep a copy of {remote}'s with \"{keep_copy}\"")
                 } else {
-                    format!("if {remote} has git-arbiter state, fetch it once with 'git fetch {remote} {NOTES_REF}:{NOTES_REF}' (creates it, never overwrites); keep a copy of {remote}'s with \"{keep_copy}\"")
+                    format!("if {remote} has git-arbiter state, fetch it with 'git arbiter sync --remote {remote}' (fast-forward only); keep a copy of {remote}'s with \"{keep_copy}\"")
                 };
                 findings.push(
                     Finding::new(
@@ -1222,7 +1222,7 @@ fn notes_sharing(ctx: &Context) -> Result<Vec<Finding>> {
                                 NOTES_REF,
                                 format!("{NOTES_REF} has state {remote} did not have at the last fetch ({dst})"),
                             )
-                            .hint(format!("share it with 'git push {remote} {NOTES_REF}'")),
+                            .hint(format!("share it with 'git arbiter sync --remote {remote}'")),
                         );
                     }
                 }
