@@ -388,12 +388,7 @@ impl Remote {
         let notes = format!("+{NOTES_REF}*:{}*", self.notes_copy());
         let tracked = format!("+{}:{}", self.branch.as_bstr(), self.tracking.as_bstr());
         let out = self.git(repo, "fetch", |cmd| {
-            cmd.args(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head"])
-                .args([
-                    "--recurse-submodules=no",
-                    "--no-auto-gc",
-                    "--no-auto-maintenance",
-                ]);
+            cmd.args(FETCH);
             // What is new descends from the tips seen last: offering only
             // those spares a negotiation over every branch of the clone.
             for tip in [self.notes_copy(), self.tracking.as_bstr().to_string()] {
@@ -610,13 +605,7 @@ impl Remote {
             return Ok(());
         }
         let out = self.git(repo, "fetch", |cmd| {
-            cmd.args(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head"])
-                .args([
-                    "--recurse-submodules=no",
-                    "--no-auto-gc",
-                    "--no-auto-maintenance",
-                ])
-                .arg(&self.name);
+            cmd.args(FETCH).arg(&self.name);
             for (id, attempt) in wanted {
                 let name = result_ref(id, *attempt);
                 // A pattern: one the remote lacks is not an error.
@@ -651,6 +640,19 @@ impl Remote {
         cmd.output().map_err(|source| Error::Spawn { what, source })
     }
 }
+
+/// `git fetch` as every fetch here runs it: no tags, no FETCH_HEAD (two
+/// conductors in one clone would write it at once), no submodules, and no
+/// gc or maintenance started from a conductor's fetch.
+const FETCH: [&str; 7] = [
+    "fetch",
+    "--quiet",
+    "--no-tags",
+    "--no-write-fetch-head",
+    "--recurse-submodules=no",
+    "--no-auto-gc",
+    "--no-auto-maintenance",
+];
 
 /// Where attempt `attempt` of `id` is published on the remote.
 pub fn result_ref(id: &str, attempt: u32) -> String {
