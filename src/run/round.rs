@@ -390,6 +390,9 @@ struct Run<'a> {
     /// With a remote: other machines held work when the state was last
     /// read (building it, or waiting to land it), so more may come.
     others_busy: bool,
+    /// Passed attempts whose verdicts a dispatch recorded with its own
+    /// transition, for the merge queue to take up.
+    recorded_early: BTreeMap<String, (gix::ObjectId, bool)>,
     /// What a continuous run's lander counted (the lockstep queue counts its own).
     landed_batches: usize,
     gate_runs: usize,
@@ -455,6 +458,7 @@ pub fn run(
         reported: BTreeSet::new(),
         last_waiting: None,
         others_busy: false,
+        recorded_early: BTreeMap::new(),
         landed_batches: 0,
         gate_runs: 0,
         spent: Spent::default(),
@@ -747,7 +751,7 @@ impl<'a> Run<'a> {
                 .filter_map(|p| self.orders.get(&p.wo_id))
                 .collect();
             let mut jobs = Vec::new();
-            if let Err(e) = self.start(&picked, base, &mut |job| jobs.push(job)) {
+            if let Err(e) = self.start(&picked, base, &[], &mut |job| jobs.push(job)) {
                 // None of them was built: they get their attempts back too.
                 let made: Vec<Unsettled> = jobs.iter().map(|j| (j.wo, j.attempt, false)).collect();
                 abandon(ctx, self.store, self.branch, &made, self.me, &e)?;
@@ -1080,7 +1084,19 @@ impl<'a> Run<'a> {
             .filter_map(|p| self.orders.get(&p.wo_id))
             .collect();
         self.summary.rounds += 1;
-        self.start(&picked, base, launch)
+        // With a remote, what passed since rides on this dispatch's push.
+        let passed = match self.store.remote() {
+            Some(_) => {
+                let waiting: Vec<&Job<'a>> = flow
+                    .passed
+                    .iter()
+                    .filter(|j| !self.recorded_early.contains_key(&j.wo.id))
+                    .collect();
+                passed_attempts(self.ctx, &waiting)?
+            }
+            None => Vec::new(),
+        };
+        self.start(&picked, base, &passed, launch)
     }
 
     /// Take up the orders whose passed work waits to land (`verified`, held
@@ -1184,18 +1200,25 @@ impl<'a> Run<'a> {
         &mut self,
         picked: &[&'a WorkOrder],
         base: gix::ObjectId,
+        passed: &[Passed],
         launch: &mut dyn FnMut(Job<'a>),
     ) -> Result<()> {
         let (ctx, progress) = (self.ctx, self.progress);
-        let dispatched = dispatch(
+        let (dispatched, held) = dispatch(
             ctx,
             self.store,
             self.orders,
-            picked,
-            base,
+            (picked, base),
+            passed,
             self.me,
             progress,
         )?;
+        self.recorded_early.extend(
+            passed
+                .iter()
+                .zip(held)
+                .map(|(p, held)| (p.id.clone(), (p.source, held))),
+        );
         // Taken by another conductor meanwhile (what selection read was stale).
         self.others_busy |= dispatched.len() < picked.len();
         self.ran
@@ -1280,7 +1303,14 @@ impl<'a> Run<'a> {
             DriftScope::Own
         };
         let mut waiting = Vec::new();
-        let recorded = match self.record_passed(jobs) {
+        let early: BTreeMap<String, (gix::ObjectId, bool)> = jobs
+            .iter()
+            .filter_map(|j| {
+                let recorded = self.recorded_early.remove(&j.wo.id)?;
+                Some((j.wo.id.clone(), recorded))
+            })
+            .collect();
+        let recorded = match self.record_passed(jobs, &early) {
             Ok(recorded) => recorded,
             Err(e) => {
                 let unsettled: Vec<Unsettled> = jobs.iter().map(Job::unsettled).collect();
@@ -1361,78 +1391,40 @@ impl<'a> Run<'a> {
     /// A passed build's verdicts are recorded and it enters the merge
     /// queue, while this conductor still holds its attempt (else it is let go).
     /// Record the verdicts of every attempt of `jobs` that passed here (not
-    /// work taken up to land) in one transition: attempts that ended
-    /// together cost one write (with a remote, one push, which publishes
-    /// their results too). Each one's source commit, and whether this
-    /// conductor still held it.
-    fn record_passed(&self, jobs: &[Job<'a>]) -> Result<BTreeMap<String, (gix::ObjectId, bool)>> {
-        let (ctx, owner) = (self.ctx, self.me.name.as_str());
-        let mut passed = Vec::new();
-        for job in jobs {
-            if job.outcome != JobOutcome::Clean || job.adopted.is_some() {
-                continue;
-            }
-            let wo_branch = branch_of(&job.wo.id);
-            let source = ctx
-                .repo
-                .find_reference(format!("refs/heads/{wo_branch}").as_str())
-                .map_err(|source| Failure::ReadBranch {
-                    branch: wo_branch.clone(),
-                    source,
-                })?
-                .peel_to_id()
-                .map_err(|source| Failure::ResolveBranch {
-                    branch: wo_branch.clone(),
-                    source,
-                })?
-                .detach();
-            passed.push((job, source));
-        }
+    /// work taken up to land, nor what `recorded` has already) in one
+    /// transition: attempts that ended together cost one write (with a
+    /// remote, one push, which publishes their results too). Each one's
+    /// source commit, and whether this conductor still held it.
+    fn record_passed(
+        &self,
+        jobs: &[Job<'a>],
+        recorded: &BTreeMap<String, (gix::ObjectId, bool)>,
+    ) -> Result<BTreeMap<String, (gix::ObjectId, bool)>> {
+        let refs: Vec<&Job<'a>> = jobs
+            .iter()
+            .filter(|j| !recorded.contains_key(&j.wo.id))
+            .collect();
+        let passed = passed_attempts(self.ctx, &refs)?;
+        let mut out = recorded.clone();
         if passed.is_empty() {
-            return Ok(BTreeMap::new());
+            return Ok(out);
         }
-        let ids: Vec<&str> = passed.iter().map(|(j, _)| j.wo.id.as_str()).collect();
+        let ids: Vec<&str> = passed.iter().map(|p| p.id.as_str()).collect();
+        let (owner, publish) = (self.me.name.as_str(), self.store.remote().is_some());
         crate::sys::crash::point("verdict.before");
         let held = self
             .store
             .transact(&format!("verdicts {}", ids.join(" ")), |txn| {
-                let mut held = Vec::with_capacity(passed.len());
-                for (job, source) in &passed {
-                    let id = job.wo.id.as_str();
-                    let mut record = match txn.stored(id)? {
-                        Some(r) if r.held_by(owner, job.attempt) => r,
-                        _ => {
-                            held.push(false);
-                            continue;
-                        }
-                    };
-                    record.verdicts = job.verdicts.clone();
-                    record.queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
-                    record.log("built", Some(job.log.display().to_string()));
-                    record.held_slot(job.slot);
-                    // From here its work waits to land rather than be rebuilt.
-                    record.queue_to_land(source.to_string());
-                    txn.put(record);
-                    // With a remote, the result is published in the same
-                    // push, for any machine to land should this one go away.
-                    if self.store.remote().is_some() {
-                        txn.push_ref(Update {
-                            name: crate::state::remote::result_ref(id, job.attempt),
-                            expect: Expect::Any,
-                            to: *source,
-                            local: None,
-                        });
-                    }
-                    held.push(true);
-                }
-                Ok::<_, Error>(held)
+                record_in(txn, &passed, owner, publish)
             })?;
         crate::sys::crash::point("verdict.after");
-        Ok(passed
-            .iter()
-            .zip(held)
-            .map(|((job, source), held)| (job.wo.id.clone(), (*source, held)))
-            .collect())
+        out.extend(
+            passed
+                .iter()
+                .zip(held)
+                .map(|(p, held)| (p.id.clone(), (p.source, held))),
+        );
+        Ok(out)
     }
 
     /// Enter `job` into the merge queue: work taken up to land as it was
@@ -1989,6 +1981,91 @@ fn cooling(
     Ok(out)
 }
 
+/// A passed attempt built here, as its verdicts transition needs it.
+struct Passed {
+    id: String,
+    attempt: u32,
+    source: gix::ObjectId,
+    verdicts: Vec<Verdict>,
+    queue_wait_ms: Option<u64>,
+    log: String,
+    slot: Option<SlotHeld>,
+}
+
+/// The attempts of `jobs` that passed here (not work taken up to land),
+/// each with its branch's tip.
+fn passed_attempts(ctx: &Context, jobs: &[&Job<'_>]) -> Result<Vec<Passed>> {
+    let mut passed = Vec::new();
+    for job in jobs {
+        if job.outcome != JobOutcome::Clean || job.adopted.is_some() {
+            continue;
+        }
+        let wo_branch = branch_of(&job.wo.id);
+        let source = ctx
+            .repo
+            .find_reference(format!("refs/heads/{wo_branch}").as_str())
+            .map_err(|source| Failure::ReadBranch {
+                branch: wo_branch.clone(),
+                source,
+            })?
+            .peel_to_id()
+            .map_err(|source| Failure::ResolveBranch {
+                branch: wo_branch.clone(),
+                source,
+            })?
+            .detach();
+        passed.push(Passed {
+            id: job.wo.id.clone(),
+            attempt: job.attempt,
+            source,
+            verdicts: job.verdicts.clone(),
+            queue_wait_ms: job.queue_wait.map(|w| w.as_millis() as u64),
+            log: job.log.display().to_string(),
+            slot: job.slot,
+        });
+    }
+    Ok(passed)
+}
+
+/// In `txn`: the verdicts of each of `passed` that `owner` still holds,
+/// its work queued to land (with `publish`, its result pushed with the
+/// transition, for any machine to land should this one go away). Whether
+/// each was still held.
+fn record_in(
+    txn: &mut crate::state::Txn<'_, '_>,
+    passed: &[Passed],
+    owner: &str,
+    publish: bool,
+) -> Result<Vec<bool>> {
+    let mut held = Vec::with_capacity(passed.len());
+    for p in passed {
+        let mut record = match txn.stored(&p.id)? {
+            Some(r) if r.held_by(owner, p.attempt) => r,
+            _ => {
+                held.push(false);
+                continue;
+            }
+        };
+        record.verdicts = p.verdicts.clone();
+        record.queue_wait_ms = p.queue_wait_ms;
+        record.log("built", Some(p.log.clone()));
+        record.held_slot(p.slot);
+        // From here its work waits to land rather than be rebuilt.
+        record.queue_to_land(p.source.to_string());
+        txn.put(record);
+        if publish {
+            txn.push_ref(Update {
+                name: crate::state::remote::result_ref(&p.id, p.attempt),
+                expect: Expect::Any,
+                to: p.source,
+                local: None,
+            });
+        }
+        held.push(true);
+    }
+    Ok(held)
+}
+
 /// Is any order of `rows` in another conductor's hands (this one's are
 /// all settled when it asks): built, or waiting to land?
 fn held_elsewhere(rows: &[reconcile::Row]) -> bool {
@@ -2002,18 +2079,26 @@ fn owned_by_live(ctx: &Context, record: &Record) -> bool {
 
 /// Promote, check the cap and record the attempt — before any build starts, so
 /// a crash can never grant an extra attempt. Returns the WOs to build.
+/// `passed` attempts' verdicts go in the same transition ([`record_in`]):
+/// whether each was still held comes back beside the orders to build.
+#[allow(clippy::type_complexity)]
 fn dispatch<'a>(
     ctx: &Context,
     store: &Store<'_>,
     orders: &Orders,
-    picked: &[&'a WorkOrder],
-    round_base: gix::ObjectId,
+    (picked, round_base): (&[&'a WorkOrder], gix::ObjectId),
+    passed: &[Passed],
     me: &Conductor,
     progress: &dyn Progress,
-) -> Result<Vec<(&'a WorkOrder, u32)>> {
+) -> Result<(Vec<(&'a WorkOrder, u32)>, Vec<bool>)> {
     let cap = ctx.retry_cap()?;
+    let publish = store.remote().is_some();
     crate::sys::crash::point("dispatch.before");
-    let (go, capped, claimed) = store.transact("dispatch", |txn| -> Result<_> {
+    if !passed.is_empty() {
+        crate::sys::crash::point("verdict.before");
+    }
+    let (go, capped, claimed, held) = store.transact("dispatch", |txn| -> Result<_> {
+        let held = record_in(txn, passed, &me.name, publish)?;
         let mut go = Vec::new();
         let mut capped = Vec::new();
         let mut claimed = Vec::new();
@@ -2055,8 +2140,11 @@ fn dispatch<'a>(
             go.push((*wo, record.attempts));
             txn.put(record);
         }
-        Ok((go, capped, claimed))
+        Ok((go, capped, claimed, held))
     })?;
+    if !passed.is_empty() {
+        crate::sys::crash::point("verdict.after");
+    }
     crate::sys::crash::point("dispatch.after");
     for id in capped {
         progress.event(&Event::Halt {
@@ -2071,7 +2159,7 @@ fn dispatch<'a>(
             conflicts_with: holder,
         });
     }
-    Ok(go)
+    Ok((go, held))
 }
 
 /// Make the job's worktree and branch, off its base, from this thread's
