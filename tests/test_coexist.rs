@@ -351,7 +351,9 @@ fn a_rolled_back_state_never_lands_anything_twice() {
     let env = repo();
     round(&env, &["--build", &build(&env)]).success();
     let states = env.git(&["rev-list", "refs/notes/arbiter"]);
-    assert!(states.lines().count() > 3, "{states}");
+    // At least the dispatch, the verdicts and the landing (verdicts of
+    // builds that end together are one transition).
+    assert!(states.lines().count() >= 3, "{states}");
     for old in states.lines().skip(1) {
         env.git(&["update-ref", "refs/notes/arbiter", old]);
         round_lands_both_once(&env, &format!("rolled back to {old}"));
