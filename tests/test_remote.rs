@@ -508,3 +508,30 @@ fn a_halt_on_another_machine_stops_the_build_through_the_remote() {
     );
     assert!(landed(&env, &bare).is_empty());
 }
+
+/// A remote named by a path relative to the clone, the run started in a
+/// subfolder: the URL means what it means to git there.
+#[test]
+fn a_relative_remote_url_works_from_a_subfolder() {
+    let env = TestEnv::new();
+    env.write("sub/keep", "x\n");
+    let bare = remote_with_orders(&env, 1);
+    let m1 = machine(&env, &format!("file://{}", bare.display()), "m1");
+    env.git_in(&m1, &["remote", "set-url", "origin", "../remote.git"]);
+    let mut cmd = env.command_in(
+        &m1.join("sub"),
+        &[
+            "round",
+            "--remote",
+            "origin",
+            "--build",
+            "echo x >> \"f/$ARBITER_WO.txt\"",
+        ],
+    );
+    cmd.env("ARBITER_SLOT_DIR", m1.join(".git/slots"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (code, said) = finish(cmd.spawn().expect("round"), Duration::from_secs(60));
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(landed(&env, &bare), all_ids(1));
+}

@@ -631,8 +631,12 @@ impl Remote {
         for var in crate::git::config_env::GIT_ENV {
             cmd.env_remove(var);
         }
+        // From the top of the worktree (the git dir when bare), as git runs
+        // from a subfolder: a relative remote URL means the same thing.
+        let top = repo.workdir().unwrap_or(repo.git_dir());
         // A remote that asks for a password fails instead of waiting for one.
         cmd.env("GIT_TERMINAL_PROMPT", "0")
+            .current_dir(repo.current_dir().join(top))
             .arg("--git-dir")
             .arg(repo.current_dir().join(repo.git_dir()))
             .stdin(Stdio::null());
