@@ -507,6 +507,17 @@ fn a_halt_on_another_machine_stops_the_build_through_the_remote() {
         "the build ran on after the halt"
     );
     assert!(landed(&env, &bare).is_empty());
+    // A race does not run through a remote yet: refused before anything runs.
+    let race = env.run_in(
+        &m2,
+        &[
+            "race", "wo-01", "-n", "2", "--build", "true", "--score", "echo 1",
+        ],
+    );
+    assert!(race
+        .code(2)
+        .stderr
+        .contains("race does not run through a remote"));
 }
 
 /// A remote named by a path relative to the clone, the run started in a

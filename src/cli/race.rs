@@ -80,6 +80,15 @@ pub struct RaceArgs {
 
 pub fn cmd_race(env: &Env, args: RaceArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
+    if let Some(remote) = ctx.configured_remote() {
+        // Its state would be this clone's alone, and the next `round
+        // --remote` would refuse it: said now, before anything is built.
+        return Err(InputError::new(format!(
+            "race does not run through a remote yet, and arbiter.remote is '{remote}'"
+        ))
+        .hint("run it without the remote: 'git -c arbiter.remote= arbiter race …'")
+        .into());
+    }
     let orders = ctx.load_orders(env.orders_flag())?;
     let timeout = timeout_or_config(&ctx, args.timeout)?;
     let min_score = match args.min_score {

@@ -179,7 +179,7 @@ pub fn cmd_round(env: &Env, args: RoundArgs) -> Result<ExitCode, Error> {
         .remote
         .as_deref()
         .map(str::to_owned)
-        .or_else(|| ctx.config_string("arbiter.remote"))
+        .or_else(|| ctx.configured_remote())
     {
         ctx.connect_remote(&remote, args.into.as_deref(), false)?;
     }

@@ -22,7 +22,7 @@ pub fn cmd_sync(env: &Env, args: SyncArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let name = args
         .remote
-        .or_else(|| ctx.config_string("arbiter.remote"))
+        .or_else(|| ctx.configured_remote())
         .unwrap_or_else(|| "origin".into());
     let remote = Remote::for_state(&ctx.repo, &name).map_err(git_arbiter::state::Error::Remote)?;
     let short = |id: Option<gix::ObjectId>| {

@@ -798,10 +798,16 @@ impl Context {
         }
     }
 
+    /// `arbiter.remote`, unless empty (`git -c arbiter.remote= …` turns it off).
+    pub fn configured_remote(&self) -> Option<String> {
+        self.config_string("arbiter.remote")
+            .filter(|name| !name.is_empty())
+    }
+
     /// With `arbiter.remote` set, a command that changes the state makes
     /// its transitions through that remote, as `round --remote` does.
     pub fn follow_configured_remote(&self, into: Option<&str>) -> Result<()> {
-        match self.config_string("arbiter.remote") {
+        match self.configured_remote() {
             Some(name) if self.remote().is_none() => self.connect_remote(&name, into, false),
             _ => Ok(()),
         }
