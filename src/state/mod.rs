@@ -884,11 +884,6 @@ impl Txn<'_, '_> {
         self.refs.push(update);
     }
 
-    /// [`Txn::push_ref`] of `update`, if any.
-    pub fn push_ref_opt(&mut self, update: Option<remote::Update>) {
-        self.refs.extend(update);
-    }
-
     /// The record of `wo`, stored or fresh (`has_deps` decides a fresh one's status).
     pub fn record(&mut self, wo: &str, has_deps: bool) -> Result<Record, Error> {
         if let Some(r) = self.records.get(wo) {

@@ -318,11 +318,6 @@ impl Remote {
         }
     }
 
-    /// Is `lease` one of this clone's (whose conductors' liveness is known here)?
-    pub fn is_ours(&self, lease: &Lease) -> bool {
-        lease.clone == self.clone
-    }
-
     /// The orders this process's conductor holds, as last written.
     pub fn held(&self) -> Vec<String> {
         lock(&self.held).iter().cloned().collect()
