@@ -546,3 +546,46 @@ fn a_relative_remote_url_works_from_a_subfolder() {
     assert_eq!(code, 0, "{said}");
     assert_eq!(landed(&env, &bare), all_ids(1));
 }
+
+/// The remote's state rewritten by someone while a machine runs (a force
+/// push of an older state): reported, never adopted, and nothing lands.
+#[test]
+fn a_remote_state_rewritten_during_a_run_is_reported_and_nothing_lands() {
+    let env = TestEnv::new();
+    let bare = remote_with_orders(&env, 1);
+    let m1 = machine(&env, &format!("file://{}", bare.display()), "m1");
+    let marker = env.root.join("m1-building");
+    let slow = format!(
+        "touch {}; sleep 3; echo x >> \"f/$ARBITER_WO.txt\"",
+        marker.display()
+    );
+    let running = conductor(&env, &m1, &["--build", &slow]);
+    crate::common::wait_for(&marker);
+    crate::common::poll_until("the claim reaches the remote", || {
+        record(&env, &bare, "wo-01")["status"] == "in_progress"
+    });
+    let claimed = env.git_in(&bare, &["rev-parse", "refs/notes/arbiter"]);
+    let rewritten = env.git_in(
+        &bare,
+        &[
+            "commit-tree",
+            "-m",
+            "someone else's state",
+            "refs/notes/arbiter^{tree}",
+        ],
+    );
+    env.git_in(
+        &bare,
+        &["update-ref", "refs/notes/arbiter", rewritten.trim()],
+    );
+    let (code, said) = finish(running, Duration::from_secs(60));
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains("rewritten"), "{said}");
+    assert!(landed(&env, &bare).is_empty(), "{said}");
+    assert_eq!(
+        env.git_in(&bare, &["rev-parse", "refs/notes/arbiter"]),
+        rewritten,
+        "the rewritten state was not pushed over"
+    );
+    assert_ne!(claimed, rewritten);
+}
