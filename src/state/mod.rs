@@ -1202,7 +1202,10 @@ impl Store<'_> {
                 remote.wrote(records.iter());
                 Ok(Attempt::Committed)
             }
-            Ok(remote::Pushed::Stale) => match remote.catch_up(repo) {
+            Ok(remote::Pushed::Stale) => match match refs.is_empty() {
+                true => remote.catch_up_state(repo),
+                false => remote.catch_up(repo),
+            } {
                 Ok(()) => Ok(Attempt::Lost),
                 Err(e @ remote::Error::Unreachable { .. }) => Ok(Attempt::Unreachable(e)),
                 Err(e) => Err(e.into()),

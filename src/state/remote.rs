@@ -466,6 +466,16 @@ impl Remote {
         }
     }
 
+    /// [`Remote::catch_up`] of the state alone: after a transition that
+    /// moved no branch lost its race, only the notes ref is needed again.
+    pub fn catch_up_state(&self, repo: &gix::Repository) -> Result<()> {
+        self.fetch_refs(repo, false)?;
+        match self.follow(repo) {
+            Err(Error::Ahead { .. }) => Ok(()),
+            other => other,
+        }
+    }
+
     /// [`Remote::catch_up`] unless the last fetch was less than `every` ago.
     pub fn refresh(&self, repo: &gix::Repository, every: Duration) -> Result<()> {
         if lock(&self.last_fetch).is_some_and(|at| at.elapsed() < every) {
