@@ -496,6 +496,24 @@ fn a_halt_on_another_machine_stops_the_build_through_the_remote() {
     let seen = seen.success().json();
     assert!(seen["orders"][0]["claimed_by"].is_string(), "{seen}");
     assert!(seen["orders"][0]["claimed_on"].is_string(), "{seen}");
+    // A round there finds nothing to do: the order is another machine's,
+    // named by its machine (its pid means nothing here).
+    let idle = env.run_in(
+        &m2,
+        &[
+            "round",
+            "--once",
+            "--json",
+            "--build",
+            "true",
+            "--max-total",
+            "1",
+        ],
+    );
+    let idle = idle.code(5).json();
+    assert_eq!(idle["held_elsewhere"][0]["id"], "wo-01", "{idle}");
+    assert!(idle["held_elsewhere"][0]["machine"].is_string(), "{idle}");
+    assert!(idle["held_elsewhere"][0]["pid"].is_null(), "{idle}");
     let started = Instant::now();
     env.run_in(&m2, &["halt", "wo-01", "--reason", "wrong approach"])
         .success();

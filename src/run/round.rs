@@ -983,9 +983,9 @@ impl<'a> Run<'a> {
         }
         if self.store.remote().is_some()
             && self.others_busy
+            && !self.opts.once
             && flow.failed.is_none()
             && !flow.stopping
-            && !flow.dispatched_once
         {
             // Another machine's work may fail, lapse or unblock orders here:
             // every machine runs until nothing is held anywhere.
