@@ -104,6 +104,31 @@ fn record(env: &TestEnv, bare: &Path, id: &str) -> serde_json::Value {
     serde_json::from_str(&note).expect("a record is JSON")
 }
 
+/// The file a [`slow_machine`]'s builders touch as they start.
+fn building_marker(env: &TestEnv, dir: &Path) -> PathBuf {
+    let name = dir.file_name().expect("a machine's folder");
+    env.root
+        .join(format!("{}-building", name.to_string_lossy()))
+}
+
+/// `round --remote` in `dir` with builders that sleep `secs` then write
+/// `word`, once all of the remote's `n` orders are claimed in progress.
+fn slow_machine(env: &TestEnv, bare: &Path, dir: &Path, n: usize, secs: u32, word: &str) -> Child {
+    let marker = building_marker(env, dir);
+    let slow = format!(
+        "touch {}; sleep {secs}; echo {word} >> \"f/$ARBITER_WO.txt\"",
+        marker.display()
+    );
+    let child = conductor(env, dir, &["--build", &slow]);
+    crate::common::wait_for(&marker);
+    crate::common::poll_until("the claims reach the remote", || {
+        all_ids(n)
+            .iter()
+            .all(|id| record(env, bare, id)["status"] == "in_progress")
+    });
+    child
+}
+
 fn all_ids(n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("wo-{i:02}")).collect()
 }
@@ -313,16 +338,7 @@ fn a_killed_machines_orders_are_rebuilt_elsewhere_after_its_leases_lapse() {
     for m in [&m1, &m2] {
         env.git_in(m, &["config", "arbiter.leaseSeconds", "2"]);
     }
-    let marker = env.root.join("m1-building");
-    let slow = format!(
-        "touch {}; sleep 30; echo slow >> \"f/$ARBITER_WO.txt\"",
-        marker.display()
-    );
-    let mut killed = conductor(&env, &m1, &["--build", &slow]);
-    crate::common::wait_for(&marker);
-    crate::common::poll_until("m1's claims reach the remote", || {
-        (1..=4).all(|i| record(&env, &bare, &format!("wo-{i:02}"))["status"] == "in_progress")
-    });
+    let mut killed = slow_machine(&env, &bare, &m1, 4, 30, "slow");
     killed.kill().expect("SIGKILL");
     let _ = killed.wait();
     let (code, said) = finish(
@@ -345,7 +361,7 @@ fn a_killed_machines_orders_are_rebuilt_elsewhere_after_its_leases_lapse() {
     }
     // The killed conductor's builders outlive it (their own process groups).
     let _ = std::process::Command::new("pkill")
-        .args(["-f", &marker.display().to_string()])
+        .args(["-f", &building_marker(&env, &m1).display().to_string()])
         .status();
 }
 
@@ -364,16 +380,7 @@ fn a_partitioned_machines_late_results_are_recorded_and_never_land() {
     for m in [&m1, &m2] {
         env.git_in(m, &["config", "arbiter.leaseSeconds", "2"]);
     }
-    let marker = env.root.join("m1-building");
-    let slow = format!(
-        "touch {}; sleep 5; echo late >> \"f/$ARBITER_WO.txt\"",
-        marker.display()
-    );
-    let cut_off = conductor(&env, &m1, &["--build", &slow]);
-    crate::common::wait_for(&marker);
-    crate::common::poll_until("m1's claims reach the remote", || {
-        (1..=3).all(|i| record(&env, &bare, &format!("wo-{i:02}"))["status"] == "in_progress")
-    });
+    let cut_off = slow_machine(&env, &bare, &m1, 3, 5, "late");
     std::fs::remove_file(&link).expect("partition");
     std::thread::sleep(Duration::from_secs(3));
     let (code, said) = finish(
@@ -481,16 +488,7 @@ fn a_halt_on_another_machine_stops_the_build_through_the_remote() {
     let url = format!("file://{}", bare.display());
     let (m1, m2) = (machine(&env, &url, "m1"), machine(&env, &url, "m2"));
     env.git_in(&m2, &["config", "arbiter.remote", "origin"]);
-    let marker = env.root.join("m1-building");
-    let slow = format!(
-        "touch {}; sleep 30; echo slow >> \"f/$ARBITER_WO.txt\"",
-        marker.display()
-    );
-    let building = conductor(&env, &m1, &["--build", &slow]);
-    crate::common::wait_for(&marker);
-    crate::common::poll_until("m1's claim reaches the remote", || {
-        record(&env, &bare, "wo-01")["status"] == "in_progress"
-    });
+    let building = slow_machine(&env, &bare, &m1, 1, 30, "slow");
     // Another machine sees who builds it, and where.
     let seen = env.run_in(&m2, &["status", "--remote", "origin", "--json"]);
     let seen = seen.success().json();
@@ -572,16 +570,7 @@ fn a_remote_state_rewritten_during_a_run_is_reported_and_nothing_lands() {
     let env = TestEnv::new();
     let bare = remote_with_orders(&env, 1);
     let m1 = machine(&env, &format!("file://{}", bare.display()), "m1");
-    let marker = env.root.join("m1-building");
-    let slow = format!(
-        "touch {}; sleep 3; echo x >> \"f/$ARBITER_WO.txt\"",
-        marker.display()
-    );
-    let running = conductor(&env, &m1, &["--build", &slow]);
-    crate::common::wait_for(&marker);
-    crate::common::poll_until("the claim reaches the remote", || {
-        record(&env, &bare, "wo-01")["status"] == "in_progress"
-    });
+    let running = slow_machine(&env, &bare, &m1, 1, 3, "x");
     let claimed = env.git_in(&bare, &["rev-parse", "refs/notes/arbiter"]);
     let rewritten = env.git_in(
         &bare,

@@ -32,7 +32,7 @@ pub fn cmd_clear(env: &Env, args: ClearArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
     ctx.follow_configured_remote(None)?;
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
+    let store = ctx.store()?;
     let ids = if args.all {
         let halted = halted_ids(&store, &orders)?;
         if halted.is_empty() {

@@ -1,6 +1,6 @@
 use clap::Args;
 use git_arbiter::run::conductor;
-use git_arbiter::state::{Status, Store};
+use git_arbiter::state::Status;
 use git_arbiter::sys::error::InputError;
 use git_arbiter::{run::review, Error, ExitCode};
 
@@ -38,7 +38,7 @@ pub fn cmd_halt(env: &Env, mut args: HaltArgs) -> Result<ExitCode, Error> {
         .into());
     };
     ctx.follow_configured_remote(None)?;
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
+    let store = ctx.store()?;
     // Not between a conductor's last ownership check and its merge's record.
     let _turn = git_arbiter::run::merge::take_turn(&ctx)?;
     let owner = store.transact(

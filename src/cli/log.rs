@@ -1,6 +1,6 @@
 use clap::Args;
 use git_arbiter::state::cost::Spent;
-use git_arbiter::state::{read_note, Record, Store};
+use git_arbiter::state::{read_note, Record};
 use git_arbiter::sys::clock::format_time;
 use git_arbiter::{run::review, Error, ExitCode};
 use serde::Serialize;
@@ -98,7 +98,7 @@ const VERDICT_EVENTS: &[&str] = &["built", "needs_rework", "halt"];
 pub fn cmd_log(env: &Env, args: LogArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = review::orders_if_any(&ctx, env.orders_flag());
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
+    let store = ctx.store()?;
     let mut snapshot = store.snapshot()?;
     let mut ids = review::known_ids(&snapshot, orders.as_ref())?;
     if let Some(arg) = &args.id {

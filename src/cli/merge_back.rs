@@ -3,7 +3,6 @@ use git_arbiter::run::kept::{self, Ask, Command, Scope};
 use git_arbiter::run::merge;
 use git_arbiter::run::queue::Fate;
 use git_arbiter::state::orders::WorkOrder;
-use git_arbiter::state::Store;
 use git_arbiter::sys::error::InputError;
 use git_arbiter::{run::drift, run::review, Error, ExitCode};
 use serde_json::json;
@@ -58,7 +57,7 @@ pub fn cmd_merge_back(env: &Env, args: MergeBackArgs) -> Result<ExitCode, Error>
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
     ctx.follow_configured_remote(args.into.as_deref())?;
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
+    let store = ctx.store()?;
     let id = review::resolve_order(&ctx, Some(&orders), &args.id)?;
     let gates = args.gates.resolve(&ctx)?;
     let ask = Ask {

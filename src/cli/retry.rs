@@ -3,7 +3,6 @@ use git_arbiter::run::kept::{self, Ask, Command, Scope};
 use git_arbiter::run::merge;
 use git_arbiter::run::queue::Fate;
 use git_arbiter::state::orders::WorkOrder;
-use git_arbiter::state::Store;
 use git_arbiter::{run::review, Error, ExitCode};
 
 use super::{clear, out, progress, Env};
@@ -49,7 +48,7 @@ pub fn cmd_retry(env: &Env, args: RetryArgs) -> Result<ExitCode, Error> {
     let ctx = env.context()?;
     let orders = ctx.load_orders(env.orders_flag())?;
     ctx.follow_configured_remote(args.into.as_deref())?;
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
+    let store = ctx.store()?;
     let mut ids = args
         .ids
         .iter()

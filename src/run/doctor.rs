@@ -308,7 +308,7 @@ fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
     findings.extend(orphaned_builders(ctx)?);
     let live = live_conductors(ctx);
     let worktrees = arbiter_worktrees(ctx)?;
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
+    let store = ctx.store()?;
     let records = records(&store, setup.orders.as_ref())?;
     // The live conductor working on order `id`, if any.
     let live_owner = |id: &str| {
@@ -372,7 +372,7 @@ fn check(ctx: &Context, setup: &Setup) -> Result<Vec<Finding>> {
 fn fix(ctx: &Context, setup: &Setup, findings: &[Finding]) -> Result<Vec<String>> {
     let wants = |kind: Kind| findings.iter().any(|f| f.kind == kind && f.fixable);
     let mut actions = Vec::new();
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
+    let store = ctx.store()?;
     // First: a builder still running writes into the worktree it would
     // otherwise lose from under it.
     if wants(Kind::OrphanedBuilder) {

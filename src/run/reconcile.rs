@@ -518,7 +518,7 @@ fn row(
 /// in-progress work shown as it is, never "recovered".
 pub fn current(ctx: &Context, orders: &Orders, into: Option<&str>) -> crate::Result<Table> {
     let tip = ctx.view_tip(into)?;
-    let store = crate::state::Store::new(&ctx.repo, ctx.retry_cap()?).with_remote(ctx.remote());
+    let store = ctx.store()?;
     let mut snapshot = store.snapshot()?;
     let table = table(
         ctx,

@@ -419,9 +419,7 @@ pub fn run(
     }
     // With a remote, the branch merged onto is the remote's, as last fetched.
     let branch = ctx.landing_branch(opts.into.as_deref())?;
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?)
-        .remembering(&ctx.caches)
-        .with_remote(ctx.remote());
+    let store = ctx.store()?.remembering(&ctx.caches);
     let mut summary = Summary {
         version: crate::JSON_VERSION,
         ..Summary::default()
@@ -1388,8 +1386,6 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// A passed build's verdicts are recorded and it enters the merge
-    /// queue, while this conductor still holds its attempt (else it is let go).
     /// Record the verdicts of every attempt of `jobs` that passed here (not
     /// work taken up to land, nor what `recorded` has already) in one
     /// transition: attempts that ended together cost one write (with a
@@ -1822,15 +1818,9 @@ impl LeaseRenewal {
             // then recorded and discarded when it ends, never landed.
             let _ = store.transact("renew leases", |txn| -> Result<()> {
                 for id in &held {
+                    let owner = remote.owner().unwrap_or_default();
                     match txn.stored(id)? {
-                        Some(record)
-                            if record.status == Status::InProgress
-                                && !record.halted
-                                && record.lease.as_ref().is_some_and(|l| !l.expired())
-                                && record.owner.as_deref() == remote.owner() =>
-                        {
-                            txn.put(record);
-                        }
+                        Some(record) if record.held_by(owner, record.attempts) => txn.put(record),
                         _ => remote.let_go(id),
                     }
                 }

@@ -789,6 +789,12 @@ impl Context {
         Ok(())
     }
 
+    /// The state's store for this context: the configured retry cap, and the
+    /// remote this process runs through, if any.
+    pub fn store(&self) -> Result<crate::state::Store<'_>> {
+        Ok(crate::state::Store::new(&self.repo, self.retry_cap()?).with_remote(self.remote()))
+    }
+
     /// The branch work lands on: the remote's (as fetched) when this
     /// process coordinates through one, else [`Context::integration_branch`].
     pub fn landing_branch(&self, into: Option<&str>) -> Result<FullName> {

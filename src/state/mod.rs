@@ -1202,14 +1202,18 @@ impl Store<'_> {
                 remote.wrote(records.iter());
                 Ok(Attempt::Committed)
             }
-            Ok(remote::Pushed::Stale) => match match refs.is_empty() {
-                true => remote.catch_up_state(repo),
-                false => remote.catch_up(repo),
-            } {
-                Ok(()) => Ok(Attempt::Lost),
-                Err(e @ remote::Error::Unreachable { .. }) => Ok(Attempt::Unreachable(e)),
-                Err(e) => Err(e.into()),
-            },
+            Ok(remote::Pushed::Stale) => {
+                let caught_up = if refs.is_empty() {
+                    remote.catch_up_state(repo)
+                } else {
+                    remote.catch_up(repo)
+                };
+                match caught_up {
+                    Ok(()) => Ok(Attempt::Lost),
+                    Err(e @ remote::Error::Unreachable { .. }) => Ok(Attempt::Unreachable(e)),
+                    Err(e) => Err(e.into()),
+                }
+            }
             Err(e @ remote::Error::Unreachable { .. }) => Ok(Attempt::Unreachable(e)),
             Err(e) => Err(e.into()),
         }

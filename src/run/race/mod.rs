@@ -187,9 +187,7 @@ pub fn run(
             detail: crate::run::conduct::NO_GATE_TO_VERIFY.into(),
         });
     }
-    let store = Store::new(&ctx.repo, ctx.retry_cap()?)
-        .remembering(&ctx.caches)
-        .with_remote(ctx.remote());
+    let store = ctx.store()?.remembering(&ctx.caches);
     let me = Conductor::register(ctx)?;
     for line in crate::run::conductor::end_orphans(ctx)? {
         progress.event(&Event::Recovered { detail: line });
