@@ -596,3 +596,35 @@ fn a_remote_state_rewritten_during_a_run_is_reported_and_nothing_lands() {
     );
     assert_ne!(claimed, rewritten);
 }
+
+/// A remote that refuses the pushes (a hook, a permission): said once,
+/// with what each machine needs, and the run stops; it is not taken for a
+/// lost race and tried forever.
+#[test]
+fn a_remote_that_refuses_the_pushes_stops_the_run_with_the_reason() {
+    let env = TestEnv::new();
+    let bare = remote_with_orders(&env, 1);
+    let hook = bare.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'no arbiter here' >&2\nexit 1\n").expect("hook");
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let m1 = machine(&env, &format!("file://{}", bare.display()), "m1");
+    let (code, said) = finish(
+        conductor(&env, &m1, &["--build", "echo x >> \"f/$ARBITER_WO.txt\""]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 128, "{said}");
+    assert!(
+        said.contains("remote 'origin' refused refs/notes/arbiter"),
+        "{said}"
+    );
+    assert!(said.contains("the right to push"), "{said}");
+    assert!(landed(&env, &bare).is_empty());
+    assert!(env
+        .git_try_in(
+            &bare,
+            &["rev-parse", "--verify", "-q", "refs/notes/arbiter"]
+        )
+        .stdout
+        .is_empty());
+}

@@ -23,3 +23,4 @@ pub mod stage;
 pub mod stamps;
 pub mod stat;
 pub mod status;
+pub mod transport;

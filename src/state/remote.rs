@@ -21,12 +21,10 @@
 //! remote state that is not a descendant of what this clone saw was
 //! rewritten by someone else, and is reported, never adopted.
 //!
-//! gix 0.90 cannot push, and its fetch has no `--no-write-fetch-head` nor
-//! forced refspecs over every transport: both run the git CLI. Nothing the
-//! remote sends is executed: commands come from local flags and config.
+//! Fetch and push are [`crate::git::transport`]'s. Nothing the remote
+//! sends is executed: commands come from local flags and config.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -36,6 +34,8 @@ use gix::refs::{FullName, Target};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
+use crate::git::transport::{self, RefUpdate};
+pub use crate::git::transport::{Expect, Pushed};
 use crate::state::NOTES_REF;
 use crate::sys::error::{Diagnosis, ExitCode};
 
@@ -155,19 +155,13 @@ pub struct Update {
     pub local: Option<String>,
 }
 
-/// What a pushed ref must be on the remote for the push to go through.
-#[derive(Clone, Copy, Debug)]
-pub enum Expect {
-    Is(ObjectId),
-    Absent,
-    /// Anything: a ref only this attempt writes (its published result).
-    Any,
-}
-
-impl Expect {
-    /// `Is(tip)`, or `Absent` when there is no tip.
-    pub fn tip(tip: Option<ObjectId>) -> Expect {
-        tip.map_or(Expect::Absent, Expect::Is)
+impl Update {
+    fn on_remote(&self) -> RefUpdate {
+        RefUpdate {
+            name: self.name.clone(),
+            expect: self.expect,
+            to: self.to,
+        }
     }
 }
 
@@ -185,15 +179,6 @@ pub enum Synced {
         from: Option<ObjectId>,
         to: ObjectId,
     },
-}
-
-/// How a push went.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Pushed {
-    Accepted,
-    /// A ref was not where the push expected it: another machine's push
-    /// came first. Nothing was changed (the push is atomic).
-    Stale,
 }
 
 /// The remote a run coordinates through, and what this process counted.
@@ -380,41 +365,40 @@ impl Remote {
     fn fetch_refs(&self, repo: &gix::Repository, branch: bool) -> Result<()> {
         // The notes ref may not exist on the remote yet: a missing ref
         // named in a refspec is an error to git, one a pattern matches is not.
-        let notes = format!("+{NOTES_REF}*:{}*", self.notes_copy());
-        let tracked = format!("+{}:{}", self.branch.as_bstr(), self.tracking.as_bstr());
-        let out = self.git(repo, "fetch", |cmd| {
-            cmd.args(FETCH);
-            // What is new descends from the tips seen last: offering only
-            // those spares a negotiation over every branch of the clone.
-            for tip in [self.notes_copy(), self.tracking.as_bstr().to_string()] {
-                if repo
-                    .try_find_reference(tip.as_str())
-                    .ok()
-                    .flatten()
-                    .is_some()
-                {
-                    cmd.arg(format!("--negotiation-tip={tip}"));
-                }
-            }
-            cmd.arg(&self.name).arg(&notes);
-            if branch {
-                cmd.arg(&tracked);
-            }
-        })?;
-        if !out.status.success() {
-            let said = said(&out);
-            if said.contains("couldn't find remote ref") {
-                return Err(Error::NoBranch {
-                    remote: self.name.clone(),
-                    branch: self.branch.shorten().to_string(),
-                });
-            }
-            return Err(Error::Unreachable {
-                remote: self.name.clone(),
-                said,
-            });
+        let mut refspecs = vec![format!("+{NOTES_REF}*:{}*", self.notes_copy())];
+        if branch {
+            refspecs.push(format!(
+                "+{}:{}",
+                self.branch.as_bstr(),
+                self.tracking.as_bstr()
+            ));
         }
-        Ok(())
+        // What is new descends from the tips seen last: offering only those
+        // spares a negotiation over every branch of the clone.
+        let tips = [self.notes_copy(), self.tracking.as_bstr().to_string()];
+        transport::fetch(repo, &self.name, &refspecs, &tips).map_err(|e| match e {
+            transport::Error::NoSuchRef { .. } => Error::NoBranch {
+                remote: self.name.clone(),
+                branch: self.branch.shorten().to_string(),
+            },
+            e => self.transport_error(e, ""),
+        })
+    }
+
+    /// `e`, said of this remote (`what`: the refs a refused push named).
+    fn transport_error(&self, e: transport::Error, what: &str) -> Error {
+        let remote = self.name.clone();
+        match e {
+            transport::Error::Refused { said } => Error::Refused {
+                remote,
+                what: what.to_owned(),
+                said,
+            },
+            transport::Error::Spawn { what, source } => Error::Spawn { what, source },
+            transport::Error::Unreachable { said } | transport::Error::NoSuchRef { said } => {
+                Error::Unreachable { remote, said }
+            }
+        }
     }
 
     /// `git arbiter sync`: bring this clone's notes ref and the remote's
@@ -528,79 +512,31 @@ impl Remote {
     /// it took them, the local refs follow.
     pub fn push(&self, repo: &gix::Repository, updates: &[Update]) -> Result<Pushed> {
         self.pushes.fetch_add(1, Ordering::Relaxed);
-        let out = self.git(repo, "push", |cmd| {
-            // State transitions are not the user's pushes: their pre-push hook is not for these.
-            cmd.args(["push", "--atomic", "--porcelain", "--no-verify"]);
-            for u in updates {
-                match u.expect {
-                    Expect::Is(id) => cmd.arg(format!("--force-with-lease={}:{id}", u.name)),
-                    Expect::Absent => cmd.arg(format!("--force-with-lease={}:", u.name)),
-                    Expect::Any => cmd,
-                };
-            }
-            cmd.arg(&self.name);
-            for u in updates {
-                let force = if matches!(u.expect, Expect::Any) {
-                    "+"
-                } else {
-                    ""
-                };
-                cmd.arg(format!("{force}{}:{}", u.to, u.name));
-            }
+        let on_remote: Vec<RefUpdate> = updates.iter().map(Update::on_remote).collect();
+        let pushed = transport::push(repo, &self.name, &on_remote).map_err(|e| {
+            let names: Vec<&str> = updates.iter().map(|u| u.name.as_str()).collect();
+            self.transport_error(e, &names.join(", "))
         })?;
-        if out.status.success() {
-            crate::sys::crash::point("remote-push.after");
-            for u in updates {
-                if let Some(local) = &u.local {
-                    // Moved meanwhile (a fetch in another thread): past this
-                    // push, since local refs only follow the remote.
-                    let expected = match u.expect {
-                        Expect::Is(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
-                        Expect::Absent => PreviousValue::MustNotExist,
-                        Expect::Any => PreviousValue::Any,
-                    };
-                    if set_ref(repo, local, u.to, expected, "pushed").is_err() {
-                        let _ = self.catch_up(repo);
-                    }
+        if pushed == Pushed::Stale {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            return Ok(Pushed::Stale);
+        }
+        crate::sys::crash::point("remote-push.after");
+        for u in updates {
+            if let Some(local) = &u.local {
+                // Moved meanwhile (a fetch in another thread): past this
+                // push, since local refs only follow the remote.
+                let expected = match u.expect {
+                    Expect::Is(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+                    Expect::Absent => PreviousValue::MustNotExist,
+                    Expect::Any => PreviousValue::Any,
+                };
+                if set_ref(repo, local, u.to, expected, "pushed").is_err() {
+                    let _ = self.catch_up(repo);
                 }
             }
-            return Ok(Pushed::Accepted);
         }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let rejected: Vec<&str> = stdout.lines().filter(|l| l.starts_with('!')).collect();
-        if rejected.is_empty() {
-            return Err(Error::Unreachable {
-                remote: self.name.clone(),
-                said: said(&out),
-            });
-        }
-        // A race lost on the server: the lease did not hold, or another
-        // push held the ref's lock (an atomic push then fails whole).
-        let lost_race = |l: &&str| {
-            [
-                "stale info",
-                "fetch first",
-                "non-fast-forward",
-                "lock",
-                "atomic",
-                "incorrect old value",
-            ]
-            .iter()
-            .any(|why| l.contains(why))
-        };
-        if !rejected.iter().all(lost_race) {
-            return Err(Error::Refused {
-                remote: self.name.clone(),
-                what: updates
-                    .iter()
-                    .map(|u| u.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                said: rejected.join("; "),
-            });
-        }
-        self.lost.fetch_add(1, Ordering::Relaxed);
-        Ok(Pushed::Stale)
+        Ok(Pushed::Accepted)
     }
 
     /// Fetch the published results `(id, attempt)` whose commits this
@@ -609,59 +545,17 @@ impl Remote {
         if wanted.is_empty() {
             return Ok(());
         }
-        let out = self.git(repo, "fetch", |cmd| {
-            cmd.args(FETCH).arg(&self.name);
-            for (id, attempt) in wanted {
+        // Patterns: a result the remote lacks is not an error.
+        let refspecs: Vec<String> = wanted
+            .iter()
+            .map(|(id, attempt)| {
                 let name = result_ref(id, *attempt);
-                // A pattern: one the remote lacks is not an error.
-                cmd.arg(format!("+{name}*:{name}*"));
-            }
-        })?;
-        if out.status.success() {
-            return Ok(());
-        }
-        Err(Error::Unreachable {
-            remote: self.name.clone(),
-            said: said(&out),
-        })
-    }
-
-    fn git(
-        &self,
-        repo: &gix::Repository,
-        what: &'static str,
-        args: impl FnOnce(&mut Command),
-    ) -> Result<Output> {
-        let mut cmd = Command::new("git");
-        for var in crate::git::config_env::GIT_ENV {
-            cmd.env_remove(var);
-        }
-        // From the top of the worktree (the git dir when bare), as git runs
-        // from a subfolder: a relative remote URL means the same thing.
-        let top = repo.workdir().unwrap_or(repo.git_dir());
-        // A remote that asks for a password fails instead of waiting for one.
-        cmd.env("GIT_TERMINAL_PROMPT", "0")
-            .current_dir(repo.current_dir().join(top))
-            .arg("--git-dir")
-            .arg(repo.current_dir().join(repo.git_dir()))
-            .stdin(Stdio::null());
-        args(&mut cmd);
-        cmd.output().map_err(|source| Error::Spawn { what, source })
+                format!("+{name}*:{name}*")
+            })
+            .collect();
+        transport::fetch(repo, &self.name, &refspecs, &[]).map_err(|e| self.transport_error(e, ""))
     }
 }
-
-/// `git fetch` as every fetch here runs it: no tags, no FETCH_HEAD (two
-/// conductors in one clone would write it at once), no submodules, and no
-/// gc or maintenance started from a conductor's fetch.
-const FETCH: [&str; 7] = [
-    "fetch",
-    "--quiet",
-    "--no-tags",
-    "--no-write-fetch-head",
-    "--recurse-submodules=no",
-    "--no-auto-gc",
-    "--no-auto-maintenance",
-];
 
 /// Where attempt `attempt` of `id` is published on the remote.
 pub fn result_ref(id: &str, attempt: u32) -> String {
@@ -670,20 +564,6 @@ pub fn result_ref(id: &str, attempt: u32) -> String {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn said(out: &Output) -> String {
-    let text = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    if lines.is_empty() {
-        format!("git {}", out.status)
-    } else {
-        lines.join(" ")
-    }
 }
 
 fn peel(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>> {

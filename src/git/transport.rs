@@ -1,0 +1,196 @@
+//! Fetch and push through the git CLI, as git does them over any transport
+//! (ssh, https, `git://`, `file://`): gix 0.90 cannot push, and its fetch
+//! has no `--no-write-fetch-head` nor forced refspecs over every transport.
+//! What git says is read here (`--porcelain` push lines, fetch errors);
+//! callers get outcomes, not git's words.
+
+use std::process::{Command, Output, Stdio};
+
+use gix::ObjectId;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Nothing was changed there: the remote could not be reached (or git
+    /// could not talk to it).
+    #[error("{said}")]
+    Unreachable { said: String },
+    /// The remote refused the push (a hook, a permission): `said` names the refs.
+    #[error("{said}")]
+    Refused { said: String },
+    /// A ref named in a fetch refspec (not a pattern) is not on the remote.
+    #[error("{said}")]
+    NoSuchRef { said: String },
+    #[error("running git {what}: {source}")]
+    Spawn {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What a pushed ref must be on the remote for the push to go through.
+#[derive(Clone, Copy, Debug)]
+pub enum Expect {
+    Is(ObjectId),
+    Absent,
+    /// Anything: a ref only its writer moves.
+    Any,
+}
+
+impl Expect {
+    /// `Is(tip)`, or `Absent` when there is no tip.
+    pub fn tip(tip: Option<ObjectId>) -> Expect {
+        tip.map_or(Expect::Absent, Expect::Is)
+    }
+}
+
+/// One ref a push moves: `to` onto `name` on the remote, if it is as
+/// `expect` says there now.
+#[derive(Clone, Debug)]
+pub struct RefUpdate {
+    pub name: String,
+    pub expect: Expect,
+    pub to: ObjectId,
+}
+
+/// How a push went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pushed {
+    Accepted,
+    /// A ref was not as expected there, or another push held its lock: a
+    /// race lost. Nothing was changed (the push is atomic).
+    Stale,
+}
+
+/// Push `updates` to `remote` as one atomic compare-and-swap
+/// (`--force-with-lease` per ref, `--atomic`).
+pub fn push(repo: &gix::Repository, remote: &str, updates: &[RefUpdate]) -> Result<Pushed, Error> {
+    let out = git(repo, "push", |cmd| {
+        // State transitions are not the user's pushes: their pre-push hook is not for these.
+        cmd.args(["push", "--atomic", "--porcelain", "--no-verify"]);
+        for u in updates {
+            match u.expect {
+                Expect::Is(id) => cmd.arg(format!("--force-with-lease={}:{id}", u.name)),
+                Expect::Absent => cmd.arg(format!("--force-with-lease={}:", u.name)),
+                Expect::Any => cmd,
+            };
+        }
+        cmd.arg(remote);
+        for u in updates {
+            let force = if matches!(u.expect, Expect::Any) {
+                "+"
+            } else {
+                ""
+            };
+            cmd.arg(format!("{force}{}:{}", u.to, u.name));
+        }
+    })?;
+    if out.status.success() {
+        return Ok(Pushed::Accepted);
+    }
+    // `--porcelain`: one line per ref, "!" for one not pushed.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rejected: Vec<&str> = stdout.lines().filter(|l| l.starts_with('!')).collect();
+    if rejected.is_empty() {
+        return Err(Error::Unreachable { said: said(&out) });
+    }
+    // A race lost on the server: the lease did not hold, or another push
+    // held the ref's lock (an atomic push then fails whole).
+    let lost_race = |l: &&str| {
+        [
+            "stale info",
+            "fetch first",
+            "non-fast-forward",
+            "lock",
+            "atomic",
+            "incorrect old value",
+        ]
+        .iter()
+        .any(|why| l.contains(why))
+    };
+    if rejected.iter().all(lost_race) {
+        return Ok(Pushed::Stale);
+    }
+    Err(Error::Refused {
+        said: rejected.join("; "),
+    })
+}
+
+/// Fetch `refspecs` from `remote`: no tags, no FETCH_HEAD (two processes in
+/// one clone would write it at once), no submodules, no gc or maintenance
+/// started from the fetch; the negotiation offers only `tips` (those that
+/// exist here) when any is given.
+pub fn fetch(
+    repo: &gix::Repository,
+    remote: &str,
+    refspecs: &[String],
+    tips: &[String],
+) -> Result<(), Error> {
+    let out = git(repo, "fetch", |cmd| {
+        cmd.args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--recurse-submodules=no",
+            "--no-auto-gc",
+            "--no-auto-maintenance",
+        ]);
+        for tip in tips {
+            if repo
+                .try_find_reference(tip.as_str())
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                cmd.arg(format!("--negotiation-tip={tip}"));
+            }
+        }
+        cmd.arg(remote).args(refspecs);
+    })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = said(&out);
+    if said.contains("couldn't find remote ref") {
+        return Err(Error::NoSuchRef { said });
+    }
+    Err(Error::Unreachable { said })
+}
+
+fn git(
+    repo: &gix::Repository,
+    what: &'static str,
+    args: impl FnOnce(&mut Command),
+) -> Result<Output, Error> {
+    let mut cmd = Command::new("git");
+    for var in crate::git::config_env::GIT_ENV {
+        cmd.env_remove(var);
+    }
+    // From the top of the worktree (the git dir when bare), as git runs
+    // from a subfolder: a relative remote URL means the same thing.
+    let top = repo.workdir().unwrap_or(repo.git_dir());
+    // A remote that asks for a password fails instead of waiting for one.
+    cmd.env("GIT_TERMINAL_PROMPT", "0")
+        .current_dir(repo.current_dir().join(top))
+        .arg("--git-dir")
+        .arg(repo.current_dir().join(repo.git_dir()))
+        .stdin(Stdio::null());
+    args(&mut cmd);
+    cmd.output().map_err(|source| Error::Spawn { what, source })
+}
+
+/// What git said on stderr, on one line.
+fn said(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        format!("git {}", out.status)
+    } else {
+        lines.join(" ")
+    }
+}
