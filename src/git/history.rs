@@ -104,6 +104,72 @@ impl Landed {
     }
 }
 
+/// Why [`is_ancestor`] could not tell.
+#[derive(Debug, thiserror::Error)]
+pub enum AncestryError {
+    #[error("reading commit {commit}: {source}")]
+    ReadCommit {
+        commit: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+    #[error("finding the merge base of {ancestor} and {tip}: {source}")]
+    MergeBase {
+        ancestor: ObjectId,
+        tip: ObjectId,
+        #[source]
+        source: gix::Error,
+    },
+}
+
+/// Is `ancestor` reachable from `tip`? An error (e.g. a missing object) is
+/// returned, never guessed.
+pub fn is_ancestor(
+    repo: &gix::Repository,
+    ancestor: ObjectId,
+    tip: ObjectId,
+) -> Result<bool, AncestryError> {
+    if ancestor == tip || near_ancestor(repo, ancestor, tip) {
+        return Ok(true);
+    }
+    repo.find_commit(ancestor)
+        .map_err(|source| AncestryError::ReadCommit {
+            commit: ancestor,
+            source,
+        })?;
+    let base = repo
+        .merge_base(ancestor, tip)
+        .map_err(|source| AncestryError::MergeBase {
+            ancestor,
+            tip,
+            source,
+        })?;
+    Ok(base.is_some_and(|b| b.detach() == ancestor))
+}
+
+/// Is `ancestor` one of the few commits nearest `tip` (`tip` included)? An
+/// order's branch is a commit or two past its base, and the merge base that
+/// settles it otherwise loads the whole commit graph first. `false` says
+/// nothing: not found that near, or a commit that cannot be read.
+pub(crate) fn near_ancestor(repo: &gix::Repository, ancestor: ObjectId, tip: ObjectId) -> bool {
+    const NEAR: usize = 64;
+    let mut seen = HashSet::new();
+    let mut next = std::collections::VecDeque::from([tip]);
+    while let Some(id) = next.pop_front() {
+        if id == ancestor {
+            return true;
+        }
+        if seen.len() == NEAR || !seen.insert(id) {
+            continue;
+        }
+        let Ok(commit) = repo.find_commit(id) else {
+            return false;
+        };
+        next.extend(commit.parent_ids().map(|p| p.detach()));
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::Landed;

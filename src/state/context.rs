@@ -840,45 +840,22 @@ pub(crate) fn is_ancestor(
     ancestor: gix::ObjectId,
     tip: gix::ObjectId,
 ) -> Result<bool> {
-    if ancestor == tip || near_ancestor(repo, ancestor, tip) {
-        return Ok(true);
-    }
-    repo.find_commit(ancestor)
-        .map_err(|source| Error::ReadCommit {
-            commit: ancestor,
-            source,
-        })?;
-    let base = repo
-        .merge_base(ancestor, tip)
-        .map_err(|source| Error::MergeBase {
-            ancestor,
-            tip,
-            source,
-        })?;
-    Ok(base.is_some_and(|b| b.detach() == ancestor))
-}
-
-/// Is `ancestor` one of the few commits nearest `tip` (`tip` included)? An
-/// order's branch is a commit or two past its base, and the merge base that
-/// settles it otherwise loads the whole commit graph first. `false` says
-/// nothing: not found that near, or a commit that cannot be read.
-fn near_ancestor(repo: &gix::Repository, ancestor: gix::ObjectId, tip: gix::ObjectId) -> bool {
-    const NEAR: usize = 64;
-    let mut seen = std::collections::HashSet::new();
-    let mut next = std::collections::VecDeque::from([tip]);
-    while let Some(id) = next.pop_front() {
-        if id == ancestor {
-            return true;
+    use crate::git::history::AncestryError;
+    crate::git::history::is_ancestor(repo, ancestor, tip).map_err(|e| {
+        match e {
+            AncestryError::ReadCommit { commit, source } => Error::ReadCommit { commit, source },
+            AncestryError::MergeBase {
+                ancestor,
+                tip,
+                source,
+            } => Error::MergeBase {
+                ancestor,
+                tip,
+                source,
+            },
         }
-        if seen.len() == NEAR || !seen.insert(id) {
-            continue;
-        }
-        let Ok(commit) = repo.find_commit(id) else {
-            return false;
-        };
-        next.extend(commit.parent_ids().map(|p| p.detach()));
-    }
-    false
+        .into()
+    })
 }
 
 #[cfg(test)]
@@ -993,15 +970,15 @@ mod tests {
         );
         let merge = commit("after the merge");
         let ctx = super::Context::isolated(&dir, &[]).expect("open");
-        assert!(super::near_ancestor(&ctx.repo, side, merge));
-        assert!(super::near_ancestor(&ctx.repo, first, merge));
-        assert!(!super::near_ancestor(&ctx.repo, merge, first));
+        assert!(crate::git::history::near_ancestor(&ctx.repo, side, merge));
+        assert!(crate::git::history::near_ancestor(&ctx.repo, first, merge));
+        assert!(!crate::git::history::near_ancestor(&ctx.repo, merge, first));
         for n in 0..70 {
             commit(&format!("later {n}"));
         }
         let tip = commit("tip");
         assert!(
-            !super::near_ancestor(&ctx.repo, first, tip),
+            !crate::git::history::near_ancestor(&ctx.repo, first, tip),
             "too far to look"
         );
         assert!(ctx.is_ancestor(first, tip).expect("merge base"));

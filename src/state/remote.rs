@@ -580,10 +580,7 @@ fn peel(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>> {
 /// Is `a` reachable from `b`? Unknown (a missing object) counts as no:
 /// the caller then refuses to move anything.
 fn ancestor(repo: &gix::Repository, a: ObjectId, b: ObjectId) -> bool {
-    a == b
-        || repo
-            .merge_base(a, b)
-            .is_ok_and(|base| base.is_some_and(|b| b.detach() == a))
+    crate::git::history::is_ancestor(repo, a, b).unwrap_or(false)
 }
 
 fn set_ref(
