@@ -628,3 +628,33 @@ fn a_remote_that_refuses_the_pushes_stops_the_run_with_the_reason() {
         .stdout
         .is_empty());
 }
+
+/// A lock on this clone's notes ref left by a killed writer: said (exit 2,
+/// the lock named) before anything is pushed, so the remote never takes a
+/// transition this clone could not follow.
+#[test]
+fn a_stale_local_lock_is_reported_before_anything_is_pushed() {
+    let env = TestEnv::new();
+    let bare = remote_with_orders(&env, 1);
+    let m1 = machine(&env, &format!("file://{}", bare.display()), "m1");
+    let lock = m1.join(".git/refs/notes/arbiter.lock");
+    std::fs::create_dir_all(lock.parent().expect("refs/notes")).expect("mkdir");
+    let file = std::fs::File::create(&lock).expect("lock");
+    file.set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
+        .expect("age the lock");
+    let (code, said) = finish(
+        conductor(&env, &m1, &["--build", "echo x >> \"f/$ARBITER_WO.txt\""]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains("arbiter.lock"), "{said}");
+    assert!(said.contains("remove the stale lock file"), "{said}");
+    assert!(env
+        .git_try_in(
+            &bare,
+            &["rev-parse", "--verify", "-q", "refs/notes/arbiter"]
+        )
+        .stdout
+        .is_empty());
+    assert!(landed(&env, &bare).is_empty());
+}

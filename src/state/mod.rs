@@ -1190,6 +1190,16 @@ impl Store<'_> {
         records: &BTreeMap<String, Record>,
         refs: &[remote::Update],
     ) -> Result<Attempt, Error> {
+        // A local ref this push would move, locked by a writer that died:
+        // said now, before the remote takes what this clone then could not follow.
+        let locals =
+            std::iter::once(NOTES_REF).chain(refs.iter().filter_map(|u| u.local.as_deref()));
+        for name in locals {
+            let lock = crate::git::refguard::blocking_lock(repo, name);
+            if crate::git::refguard::is_stale(&lock) {
+                return Err(contended(repo, name));
+            }
+        }
         let mut updates = vec![remote::Update {
             name: NOTES_REF.into(),
             expect: remote::Expect::tip(tip),
