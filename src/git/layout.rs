@@ -19,6 +19,11 @@ pub fn run_log(repo: &gix::Repository, file: &str) -> PathBuf {
     dir(repo).join("logs").join(file)
 }
 
+/// `<dir>/fetch.lock`: held by the fetch of the state in progress.
+pub fn fetch_lock(repo: &gix::Repository) -> PathBuf {
+    dir(repo).join("fetch.lock")
+}
+
 /// `<dir>/conductors`: one locked file per running conductor.
 pub fn conductors(repo: &gix::Repository) -> PathBuf {
     dir(repo).join("conductors")

@@ -197,6 +197,9 @@ pub struct Remote {
     /// The orders this conductor holds, as its own accepted pushes said.
     held: Mutex<BTreeSet<String>>,
     last_fetch: Mutex<Option<Instant>>,
+    /// Held by this process's fetch in progress; when the last one started
+    /// and whether it brought the branch too.
+    fetching: Mutex<Option<(Instant, bool)>>,
     /// Held by a transition of this process from its read to its push.
     turn: Mutex<()>,
     /// Pushes made, and those that lost a race.
@@ -256,6 +259,7 @@ impl Remote {
             owner: OnceLock::new(),
             held: Mutex::default(),
             last_fetch: Mutex::default(),
+            fetching: Mutex::default(),
             turn: Mutex::default(),
             pushes: AtomicU64::new(0),
             lost: AtomicU64::new(0),
@@ -376,13 +380,26 @@ impl Remote {
         // What is new descends from the tips seen last: offering only those
         // spares a negotiation over every branch of the clone.
         let tips = [self.notes_copy(), self.tracking.as_bstr().to_string()];
+        // Threads of this process (a dispatch, the halt watch) fetch one at
+        // a time; one that waited for a fetch begun after it asked has
+        // what it asked for.
+        let asked = Instant::now();
+        let mut fetching = lock(&self.fetching);
+        if let Some((started, with_branch)) = *fetching {
+            if started >= asked && (with_branch || !branch) {
+                return Ok(());
+            }
+        }
+        let started = Instant::now();
         transport::fetch(repo, &self.name, &refspecs, &tips).map_err(|e| match e {
             transport::Error::NoSuchRef { .. } => Error::NoBranch {
                 remote: self.name.clone(),
                 branch: self.branch.shorten().to_string(),
             },
             e => self.transport_error(e, ""),
-        })
+        })?;
+        *fetching = Some((started, branch));
+        Ok(())
     }
 
     /// `e`, said of this remote (`what`: the refs a refused push named).
