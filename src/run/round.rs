@@ -558,7 +558,7 @@ impl<'a> Run<'a> {
             self.summary.stopped = Some(Stopped::Requested);
             return Ok(None);
         }
-        self.follow_remote()?;
+        self.follow_remote(REMOTE_REFRESH)?;
         if !full {
             let tip = ctx.branch_tip(self.branch).ok();
             let mut snapshot = self.store.snapshot()?;
@@ -613,11 +613,11 @@ impl<'a> Run<'a> {
     /// With a remote: what the other machines did (their claims, landings,
     /// results), fetched now and then. Out of reach, the run goes on with
     /// what it saw last; its transitions wait for the remote.
-    fn follow_remote(&mut self) -> Result<()> {
+    fn follow_remote(&mut self, every: Duration) -> Result<()> {
         let Some(remote) = self.store.remote() else {
             return Ok(());
         };
-        match remote.refresh(&self.ctx.repo, REMOTE_REFRESH) {
+        match remote.refresh(&self.ctx.repo, every) {
             Ok(()) => Ok(()),
             Err(e @ crate::state::remote::Error::Unreachable { .. }) => {
                 if self.reported.insert("remote unreachable".into()) {
@@ -823,6 +823,7 @@ impl<'a> Run<'a> {
             let mut flow = Flow::default();
             let result = loop {
                 if flow.should_dispatch(self.opts.max) {
+                    self.fetch_before_dispatch(&mut flow, &rx, &watch, shared);
                     let mut launched = 0;
                     let mut launch = |mut job: Job<'a>| {
                         job.halted = watch.watch(&job.wo.id);
@@ -840,7 +841,11 @@ impl<'a> Run<'a> {
                     }
                 }
                 self.hand_to_lander(&mut flow, &to_lander, shared);
-                if flow.in_flight == 0 && flow.passed.is_empty() && flow.landing.is_empty() {
+                if flow.in_flight == 0
+                    && flow.passed.is_empty()
+                    && flow.landing.is_empty()
+                    && !flow.again
+                {
                     match self.idle(&mut flow, shared) {
                         Idle::Again => continue,
                         Idle::Done => break Ok(()),
@@ -863,6 +868,28 @@ impl<'a> Run<'a> {
         })
     }
 
+    /// With a remote, a dispatch starts with what the other machines did
+    /// (a fetch, a good part of a second under load): builds that ended
+    /// meanwhile are taken in then, so their verdicts and the slots they
+    /// freed go in the dispatch's one push, not in a push each.
+    fn fetch_before_dispatch(
+        &mut self,
+        flow: &mut Flow<'a>,
+        rx: &std::sync::mpsc::Receiver<Msg<'a>>,
+        watch: &HaltWatch,
+        shared: &Shared<'_>,
+    ) {
+        if self.store.remote().is_none() {
+            return;
+        }
+        if let Err(e) = self.follow_remote(FRESH_ENOUGH) {
+            flow.fail(e, shared);
+            return;
+        }
+        let ended: Vec<Msg<'a>> = rx.try_iter().collect();
+        self.take(flow, ended, watch, shared);
+    }
+
     /// Wait for what the builds and the lander report, and take it in.
     fn take_in(
         &mut self,
@@ -874,15 +901,29 @@ impl<'a> Run<'a> {
         let mut messages = Vec::new();
         // What waits for commits in progress is looked at again soon:
         // an attempt may end its commit and go on to its checks.
-        let wait = match self.landing_waits(flow, shared) {
-            true => COMMIT_POLL,
-            false => Duration::from_millis(250),
+        let wait = if std::mem::take(&mut flow.again) {
+            Duration::ZERO
+        } else if self.landing_waits(flow, shared) {
+            COMMIT_POLL
+        } else {
+            Duration::from_millis(250)
         };
         match rx.recv_timeout(wait) {
             Ok(msg) => messages.push(msg),
             Err(_) => flow.poll(self.me),
         }
         messages.extend(rx.try_iter());
+        self.take(flow, messages, watch, shared);
+    }
+
+    /// Take in what the builds and the lander reported.
+    fn take(
+        &mut self,
+        flow: &mut Flow<'a>,
+        messages: Vec<Msg<'a>>,
+        watch: &HaltWatch,
+        shared: &Shared<'_>,
+    ) {
         for msg in messages {
             flow.changed = true;
             match msg {
@@ -1094,7 +1135,15 @@ impl<'a> Run<'a> {
             }
             None => Vec::new(),
         };
-        self.start(&picked, base, &passed, launch)
+        let short = self.start(&picked, base, &passed, launch)?;
+        // A few times in a row at most: a selection that keeps picking what
+        // the claim refuses waits like any other.
+        flow.again_in_a_row = if short { flow.again_in_a_row + 1 } else { 0 };
+        if short && flow.again_in_a_row <= AGAIN_IN_A_ROW {
+            flow.changed = true;
+            flow.again = true;
+        }
+        Ok(())
     }
 
     /// Take up the orders whose passed work waits to land (`verified`, held
@@ -1193,14 +1242,15 @@ impl<'a> Run<'a> {
     }
 
     /// Dispatch `picked` off `base`, handing each job to `launch` (its build
-    /// thread makes its worktree).
+    /// thread makes its worktree). `true`: some of `picked` were taken by
+    /// another conductor first.
     fn start(
         &mut self,
         picked: &[&'a WorkOrder],
         base: gix::ObjectId,
         passed: &[Passed],
         launch: &mut dyn FnMut(Job<'a>),
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let (ctx, progress) = (self.ctx, self.progress);
         let (dispatched, held) = dispatch(
             ctx,
@@ -1217,8 +1267,10 @@ impl<'a> Run<'a> {
                 .zip(held)
                 .map(|(p, held)| (p.id.clone(), (p.source, held))),
         );
-        // Taken by another conductor meanwhile (what selection read was stale).
-        self.others_busy |= dispatched.len() < picked.len();
+        // Taken by another conductor meanwhile (what selection read was
+        // stale): selected again at once, from the state the claim read.
+        let short = dispatched.len() < picked.len();
+        self.others_busy |= short;
         self.ran
             .extend(dispatched.iter().map(|(wo, _)| wo.id.clone()));
         let root = worktree::root_dir(ctx)?;
@@ -1247,7 +1299,7 @@ impl<'a> Run<'a> {
                 cleaned: None,
             });
         }
-        Ok(())
+        Ok(short)
     }
 
     /// A build of the continuous schedule ended: a passed one waits to land
@@ -1754,6 +1806,10 @@ struct Flow<'a> {
     entered: BTreeMap<String, Instant>,
     /// Something changed since the last dispatch (a build ended, an order landed).
     changed: bool,
+    /// The last dispatch lost orders to another conductor: select again
+    /// without waiting.
+    again: bool,
+    again_in_a_row: u32,
     last_dispatch: Option<Instant>,
     last_recovery: Option<Instant>,
     /// The last dispatch pass ran recovery too.
@@ -1777,8 +1833,15 @@ struct Flow<'a> {
 const RECHECK: Duration = Duration::from_secs(1);
 /// How often the continuous schedule runs crash recovery before a dispatch.
 const RECOVERY_EVERY: Duration = Duration::from_secs(2);
+/// How many dispatches in a row that lost orders to other conductors are
+/// followed at once by another.
+const AGAIN_IN_A_ROW: u32 = 3;
 /// With a remote: how often a dispatch pass fetches what other machines did.
 const REMOTE_REFRESH: Duration = Duration::from_millis(250);
+/// With a remote: a dispatch fetches first unless a fetch this recent
+/// (a lost race's) already brought the state: a claim pushed on an older
+/// view mostly loses its race under load.
+const FRESH_ENOUGH: Duration = Duration::from_millis(50);
 
 /// With a remote: renews the leases of the orders this conductor holds, a
 /// third of the lease before they lapse, in one push; runs until stopped.
