@@ -1,7 +1,8 @@
 //! Scale-out (issue 36): 48 orders through one `git daemon` on loopback,
 //! 3 conductors × 4 slots (each in its own clone, as machines are), builders
-//! sleeping 1 s: wall time against the ideal (48 s / 12 slots), plus the
-//! push latency measured in the same run, pushes per second, and the share
+//! sleeping 1 s: wall time against the issue's target, 1.5x the ideal
+//! (48 s / 12 slots) plus the push latency measured in the same run, and
+//! against one machine with 12 slots; pushes per second, and the share
 //! of pushes that lost a race and were retried; then the same with 6
 //! conductors. Never asserts a time: machines are noisy.
 //!
@@ -43,7 +44,7 @@ fn main() {
         "scale-out: {orders} orders, {SLOTS} slots per conductor, builders sleep {sleep}s, git daemon on loopback"
     );
     println!("wall/one: against one machine with as many slots and no remote, same run");
-    println!("conductors  ideal s  one s  wall s  push ms  limit s  wall/limit  wall/one  pushes/s  lost share");
+    println!("conductors  ideal s  one s  wall s  push ms  target s  wall/target  wall/one  pushes/s  lost share");
     for &n in &conductors {
         let one = one_machine(root.path(), orders, n * SLOTS, sleep);
         let dir = root.path().join(format!("c{n}"));
@@ -82,15 +83,14 @@ fn main() {
             .count();
         assert_eq!(landed, orders, "every order lands once");
         let ideal = orders as f64 * sleep / (n * SLOTS) as f64;
-        // The ideal plus one push's latency per order: every order's
-        // verdicts are one transition of the one notes ref all machines share.
-        let limit = ideal + orders as f64 * latency.as_secs_f64();
+        // The issue's target: within 1.5x of the ideal plus one push.
+        let target = 1.5 * (ideal + latency.as_secs_f64());
         println!(
-            "{n:>10}  {ideal:>7.1}  {:>5.1}  {:>6.1}  {:>7.1}  {limit:>7.1}  {:>10.2}  {:>8.2}  {:>8.1}  {:>10.3}",
+            "{n:>10}  {ideal:>7.1}  {:>5.1}  {:>6.1}  {:>7.1}  {target:>8.1}  {:>11.2}  {:>8.2}  {:>8.1}  {:>10.3}",
             one.as_secs_f64(),
             wall.as_secs_f64(),
             ms(latency),
-            wall.as_secs_f64() / limit.max(f64::EPSILON),
+            wall.as_secs_f64() / target.max(f64::EPSILON),
             wall.as_secs_f64() / one.as_secs_f64(),
             pushes as f64 / wall.as_secs_f64(),
             lost as f64 / (pushes.max(1)) as f64,
