@@ -359,14 +359,21 @@ impl Remote {
     /// Fetch the remote's notes ref and branch, then move this clone's
     /// notes ref forward to the remote's.
     pub fn fetch(&self, repo: &gix::Repository) -> Result<()> {
+        self.fetch_since(repo, Instant::now())
+    }
+
+    /// [`Remote::fetch`], where a fetch of this process begun at `since` or
+    /// later will do.
+    fn fetch_since(&self, repo: &gix::Repository, since: Instant) -> Result<()> {
         *lock(&self.last_fetch) = Some(Instant::now());
-        self.fetch_refs(repo, true)?;
+        self.fetch_refs(repo, true, since)?;
         self.follow(repo)
     }
 
     /// Copy the remote's notes ref (to [`Remote::notes_copy`]) and, with
-    /// `branch`, its integration branch (to `tracking`).
-    fn fetch_refs(&self, repo: &gix::Repository, branch: bool) -> Result<()> {
+    /// `branch`, its integration branch (to `tracking`), unless a fetch of
+    /// this process begun at `since` or later brought them.
+    fn fetch_refs(&self, repo: &gix::Repository, branch: bool, since: Instant) -> Result<()> {
         // The notes ref may not exist on the remote yet: a missing ref
         // named in a refspec is an error to git, one a pattern matches is not.
         let mut refspecs = vec![format!("+{NOTES_REF}*:{}*", self.notes_copy())];
@@ -381,12 +388,11 @@ impl Remote {
         // spares a negotiation over every branch of the clone.
         let tips = [self.notes_copy(), self.tracking.as_bstr().to_string()];
         // Threads of this process (a dispatch, the halt watch) fetch one at
-        // a time; one that waited for a fetch begun after it asked has
-        // what it asked for.
-        let asked = Instant::now();
+        // a time; one that waited for a recent enough fetch has what it
+        // asked for.
         let mut fetching = lock(&self.fetching);
         if let Some((started, with_branch)) = *fetching {
-            if started >= asked && (with_branch || !branch) {
+            if started >= since && (with_branch || !branch) {
                 return Ok(());
             }
         }
@@ -421,7 +427,7 @@ impl Remote {
     /// `git arbiter sync`: bring this clone's notes ref and the remote's
     /// together, by fast-forward only, whichever is behind.
     pub fn sync(&self, repo: &gix::Repository) -> Result<Synced> {
-        self.fetch_refs(repo, false)?;
+        self.fetch_refs(repo, false, Instant::now())?;
         let theirs = peel(repo, &self.notes_copy())?;
         let ours = peel(repo, NOTES_REF)?;
         let push = |from: Option<ObjectId>, to: ObjectId| -> Result<Synced> {
@@ -470,7 +476,7 @@ impl Remote {
     /// [`Remote::catch_up`] of the state alone: after a transition that
     /// moved no branch lost its race, only the notes ref is needed again.
     pub fn catch_up_state(&self, repo: &gix::Repository) -> Result<()> {
-        self.fetch_refs(repo, false)?;
+        self.fetch_refs(repo, false, Instant::now())?;
         match self.follow(repo) {
             Err(Error::Ahead { .. }) => Ok(()),
             other => other,
@@ -482,7 +488,13 @@ impl Remote {
         if lock(&self.last_fetch).is_some_and(|at| at.elapsed() < every) {
             return Ok(());
         }
-        self.catch_up(repo)
+        let since = Instant::now()
+            .checked_sub(every)
+            .unwrap_or_else(Instant::now);
+        match self.fetch_since(repo, since) {
+            Err(Error::Ahead { .. }) => Ok(()),
+            other => other,
+        }
     }
 
     /// Move this clone's notes ref to the remote's copy, by fast-forward only.
