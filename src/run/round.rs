@@ -823,7 +823,9 @@ impl<'a> Run<'a> {
             let mut flow = Flow::default();
             let result = loop {
                 if flow.should_dispatch(self.opts.max) {
-                    self.fetch_before_dispatch(&mut flow, &rx, &watch, shared);
+                    if std::mem::take(&mut flow.freed) {
+                        self.fetch_before_dispatch(&mut flow, &rx, &watch, shared);
+                    }
                     let mut launched = 0;
                     let mut launch = |mut job: Job<'a>| {
                         job.halted = watch.watch(&job.wo.id);
@@ -868,10 +870,10 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// With a remote, a dispatch starts with what the other machines did
-    /// (a fetch, a good part of a second under load): builds that ended
-    /// meanwhile are taken in then, so their verdicts and the slots they
-    /// freed go in the dispatch's one push, not in a push each.
+    /// With a remote, a dispatch into slots that builds freed starts with
+    /// what the other machines did (a fetch, a tenth of a second under
+    /// load): builds that ended meanwhile are taken in then, so their
+    /// verdicts and slots go in the dispatch's one push, not in a push each.
     fn fetch_before_dispatch(
         &mut self,
         flow: &mut Flow<'a>,
@@ -928,6 +930,7 @@ impl<'a> Run<'a> {
             flow.changed = true;
             match msg {
                 Msg::Built(job) => {
+                    flow.freed = true;
                     flow.in_flight -= 1;
                     watch.forget(&job.wo.id);
                     if let Err(e) = self.built(*job, flow) {
@@ -1809,6 +1812,8 @@ struct Flow<'a> {
     /// The last dispatch lost orders to another conductor: select again
     /// without waiting.
     again: bool,
+    /// A build ended since the last dispatch: its slot is free.
+    freed: bool,
     again_in_a_row: u32,
     last_dispatch: Option<Instant>,
     last_recovery: Option<Instant>,
