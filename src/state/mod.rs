@@ -1083,21 +1083,34 @@ impl<'repo> Store<'repo> {
         }
         let staging = repo.clone().with_object_memory();
         let notes_only = snapshot.notes.write(&staging.objects).map_err(git_err)?;
-        let mut editor = staging.edit_tree(notes_only).map_err(git_err)?;
+        let root: gix::objs::Tree = staging
+            .find_tree(notes_only)
+            .map_err(git_err)?
+            .decode()
+            .map_err(git_err)?
+            .into();
+        // gix's own tree editor looks up every entry of every tree it
+        // writes: a stat of one loose key per order at each new order's
+        // first transition. These entries were all written here.
+        let mut editor = gix::objs::tree::Editor::new(root, &staging.objects, repo.object_hash());
         for (wo, key) in new_keys {
+            gix::validate::path::component(wo.as_str().into(), None, Default::default())
+                .map_err(git_err)?;
             let written =
                 crate::git::odb::write_fresh_buf(repo, gix::objs::Kind::Blob, &key_bytes(wo))
                     .map_err(git_err)?;
             debug_assert_eq!(written, *key);
             editor
                 .upsert(
-                    format!("{KEYS_DIR}/{wo}"),
+                    [KEYS_DIR, wo.as_str()],
                     gix::object::tree::EntryKind::Blob,
                     written,
                 )
                 .map_err(git_err)?;
         }
-        let tree = editor.write().map_err(git_err)?.detach();
+        let tree = editor
+            .write(|tree| staging.write_object(tree).map(gix::Id::detach))
+            .map_err(git_err)?;
         let staged = staging.objects.reset_object_memory().unwrap_or_default();
         write_reachable(repo, &staged, tree)?;
         Ok(tree)
