@@ -7,7 +7,9 @@
 //! worktree is clean) stats more files, as `git status` would. A third
 //! part keeps the tree fixed (10,000 files, each order edits one of them,
 //! the pool warmed by an untimed round) so that what grows with N is the
-//! state alone. The peak RSS of any run so far is printed beside each.
+//! state alone; a fourth does the same for settled history (every order,
+//! settled or new, edits one of 1,000 files). The peak RSS of any run so
+//! far is printed beside each.
 //! Each is timed as a user runs it (the release binary, a fresh process),
 //! on tmpfs when there is one, and printed as milliseconds per order with
 //! the ratio to the smallest case measured in the same run. Never asserts
@@ -28,6 +30,18 @@ use support::{children_max_rss, git, ms, timed_arbiter};
 /// with `base_files` files `f/<i>.txt`, so with `prefix` empty each order
 /// edits one of them, and otherwise writes a file of its own.
 fn repo_with_orders(dir: &Path, prefix: &str, n: usize, base_files: usize) -> PathBuf {
+    orders_on(dir, prefix, n, base_files, |i| format!("{prefix}{i}"))
+}
+
+/// [`repo_with_orders`] with orders `wo-<prefix><i>` that each declare
+/// `f/<file(i)>.txt`.
+fn orders_on(
+    dir: &Path,
+    prefix: &str,
+    n: usize,
+    base_files: usize,
+    file: impl Fn(usize) -> String,
+) -> PathBuf {
     if !dir.exists() {
         std::fs::create_dir_all(dir.join("f")).expect("mkdir");
         git(dir, &["init", "-q", "-b", "main"]);
@@ -42,7 +56,10 @@ fn repo_with_orders(dir: &Path, prefix: &str, n: usize, base_files: usize) -> Pa
     for i in 0..n {
         std::fs::write(
             dir.join(format!("work-orders/wo-{prefix}{i}.md")),
-            format!("# Order {prefix}{i}\n\n## Files to touch\n- f/{prefix}{i}.txt\n\n## Task\nWrite it.\n"),
+            format!(
+                "# Order {prefix}{i}\n\n## Files to touch\n- f/{}.txt\n\n## Task\nWrite it.\n",
+                file(i)
+            ),
         )
         .expect("write");
     }
@@ -127,7 +144,7 @@ fn main() {
 
     println!("{new} new orders after S settled ones (their setup rounds untimed):");
     let mut first = None;
-    for s in settled {
+    for &s in &settled {
         let dir = root.path().join(format!("settled-{s}"));
         if s > 0 {
             let repo = repo_with_orders(&dir, "old", s, 0);
@@ -135,6 +152,36 @@ fn main() {
         }
         let repo = repo_with_orders(&dir, "new", new, 0);
         let per_order = ms(round(&repo, &slots)) / new as f64;
+        let baseline = *first.get_or_insert(per_order);
+        println!(
+            "  {s:>6} settled  {per_order:8.2} ms/order  {:5.2}x the first  {}",
+            per_order / baseline,
+            rss()
+        );
+        let _ = std::fs::remove_dir_all(&repo);
+        let _ = std::fs::remove_dir_all(repo.with_extension("arbiter"));
+    }
+
+    // What grows here is the state and the history alone: the settled
+    // orders edited files the tree already had.
+    let fixed = files / 10;
+    println!(
+        "{new} new orders after S settled ones, all editing one of {fixed} files (setup untimed):"
+    );
+    let edit = [
+        "round",
+        "--build",
+        "echo done >> \"$(sed -n 's/^- //p' \"work-orders/$ARBITER_WO.md\")\"",
+    ];
+    let mut first = None;
+    for &s in &settled {
+        let dir = root.path().join(format!("history-{s}"));
+        let repo = orders_on(&dir, "old", s, fixed, |i| (i % fixed).to_string());
+        if s > 0 {
+            timed_arbiter(&repo, &slots, &edit);
+        }
+        let repo = orders_on(&dir, "new", new, fixed, |i| (i % fixed).to_string());
+        let per_order = ms(timed_arbiter(&repo, &slots, &edit)) / new as f64;
         let baseline = *first.get_or_insert(per_order);
         println!(
             "  {s:>6} settled  {per_order:8.2} ms/order  {:5.2}x the first  {}",
