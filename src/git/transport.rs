@@ -318,4 +318,60 @@ mod tests {
             }
         });
     }
+
+    /// The user's own `git fetch` (which takes no turn with ours) moving
+    /// the same remote-tracking ref meanwhile: ours is made again.
+    #[test]
+    fn a_fetch_racing_the_users_git_fetch_succeeds() {
+        let (_tmp, root) = scratch();
+        let src = new_repo(&root, "src");
+        git(&root, &src, &["commit", "-q", "--allow-empty", "-m", "0"]);
+        git(
+            &root,
+            &root,
+            &["clone", "-q", "--bare", "src", "remote.git"],
+        );
+        git(&root, &root, &["clone", "-q", "remote.git", "clone"]);
+        let (remote, clone) = (root.join("remote.git"), root.join("clone"));
+        let repo = gix::open(&clone).expect("open");
+        let refspecs = ["+refs/heads/main:refs/remotes/origin/main".to_owned()];
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut i = 0;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    let tree = git(&root, &remote, &["rev-parse", "main^{tree}"]);
+                    let commit = git(
+                        &root,
+                        &remote,
+                        &[
+                            "commit-tree",
+                            tree.trim(),
+                            "-p",
+                            "main",
+                            "-m",
+                            &i.to_string(),
+                        ],
+                    );
+                    git(
+                        &root,
+                        &remote,
+                        &["update-ref", "refs/heads/main", commit.trim()],
+                    );
+                    // Whether the user's fetch loses a race is git's business.
+                    let _ = crate::testutil::git_command(&root, &clone)
+                        .args(["fetch", "-q", "origin", &refspecs[0]])
+                        .output();
+                    i += 1;
+                }
+            });
+            for _ in 0..40 {
+                if let Err(e) = fetch(&repo, "origin", &refspecs, &[]) {
+                    done.store(true, std::sync::atomic::Ordering::SeqCst);
+                    panic!("a fetch failed: {e}");
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
 }
