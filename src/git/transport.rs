@@ -263,6 +263,32 @@ fn said(out: &Output) -> String {
 mod tests {
     use super::*;
     use crate::testutil::{git, new_repo, scratch};
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const MAIN: &str = "+refs/heads/main:refs/remotes/origin/main";
+
+    /// `<root>/remote.git` with one commit on `main`, and `<root>/clone` of it.
+    fn remote_and_clone(root: &Path) -> (PathBuf, PathBuf) {
+        let src = new_repo(root, "src");
+        git(root, &src, &["commit", "-q", "--allow-empty", "-m", "0"]);
+        git(root, root, &["clone", "-q", "--bare", "src", "remote.git"]);
+        git(root, root, &["clone", "-q", "remote.git", "clone"]);
+        (root.join("remote.git"), root.join("clone"))
+    }
+
+    /// Move the remote's `main` to a new commit on it.
+    fn move_main(root: &Path, remote: &Path, i: usize) {
+        let tree = git(root, remote, &["rev-parse", "main^{tree}"]);
+        let message = i.to_string();
+        let args = ["commit-tree", tree.trim(), "-p", "main", "-m", &message];
+        let commit = git(root, remote, &args);
+        git(
+            root,
+            remote,
+            &["update-ref", "refs/heads/main", commit.trim()],
+        );
+    }
 
     /// Two threads of one conductor (the dispatch and the halt watch)
     /// fetch the same refs while the remote moves: git refuses the slower
@@ -271,41 +297,12 @@ mod tests {
     #[test]
     fn fetches_racing_for_the_same_refs_in_one_clone_all_succeed() {
         let (_tmp, root) = scratch();
-        let src = new_repo(&root, "src");
-        git(&root, &src, &["commit", "-q", "--allow-empty", "-m", "0"]);
-        git(
-            &root,
-            &root,
-            &["clone", "-q", "--bare", "src", "remote.git"],
-        );
-        git(&root, &root, &["clone", "-q", "remote.git", "clone"]);
-        let remote = root.join("remote.git");
-        let repo = gix::open(root.join("clone")).expect("open").into_sync();
-        let refspecs = ["+refs/heads/main:refs/remotes/origin/main".to_owned()];
+        let (remote, clone) = remote_and_clone(&root);
+        let repo = gix::open(clone).expect("open").into_sync();
+        let refspecs = [MAIN.to_owned()];
         let tips = ["refs/remotes/origin/main".to_owned()];
         std::thread::scope(|s| {
-            s.spawn(|| {
-                for i in 0..60 {
-                    let tree = git(&root, &remote, &["rev-parse", "main^{tree}"]);
-                    let commit = git(
-                        &root,
-                        &remote,
-                        &[
-                            "commit-tree",
-                            tree.trim(),
-                            "-p",
-                            "main",
-                            "-m",
-                            &i.to_string(),
-                        ],
-                    );
-                    git(
-                        &root,
-                        &remote,
-                        &["update-ref", "refs/heads/main", commit.trim()],
-                    );
-                }
-            });
+            s.spawn(|| (0..60).for_each(|i| move_main(&root, &remote, i)));
             for _ in 0..3 {
                 s.spawn(|| {
                     let repo = repo.to_thread_local();
@@ -324,54 +321,28 @@ mod tests {
     #[test]
     fn a_fetch_racing_the_users_git_fetch_succeeds() {
         let (_tmp, root) = scratch();
-        let src = new_repo(&root, "src");
-        git(&root, &src, &["commit", "-q", "--allow-empty", "-m", "0"]);
-        git(
-            &root,
-            &root,
-            &["clone", "-q", "--bare", "src", "remote.git"],
-        );
-        git(&root, &root, &["clone", "-q", "remote.git", "clone"]);
-        let (remote, clone) = (root.join("remote.git"), root.join("clone"));
+        let (remote, clone) = remote_and_clone(&root);
         let repo = gix::open(&clone).expect("open");
-        let refspecs = ["+refs/heads/main:refs/remotes/origin/main".to_owned()];
-        let done = std::sync::atomic::AtomicBool::new(false);
+        let done = AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
                 let mut i = 0;
-                while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                    let tree = git(&root, &remote, &["rev-parse", "main^{tree}"]);
-                    let commit = git(
-                        &root,
-                        &remote,
-                        &[
-                            "commit-tree",
-                            tree.trim(),
-                            "-p",
-                            "main",
-                            "-m",
-                            &i.to_string(),
-                        ],
-                    );
-                    git(
-                        &root,
-                        &remote,
-                        &["update-ref", "refs/heads/main", commit.trim()],
-                    );
+                while !done.load(Ordering::SeqCst) {
+                    move_main(&root, &remote, i);
                     // Whether the user's fetch loses a race is git's business.
                     let _ = crate::testutil::git_command(&root, &clone)
-                        .args(["fetch", "-q", "origin", &refspecs[0]])
+                        .args(["fetch", "-q", "origin", MAIN])
                         .output();
                     i += 1;
                 }
             });
             for _ in 0..40 {
-                if let Err(e) = fetch(&repo, "origin", &refspecs, &[]) {
-                    done.store(true, std::sync::atomic::Ordering::SeqCst);
+                if let Err(e) = fetch(&repo, "origin", &[MAIN.to_owned()], &[]) {
+                    done.store(true, Ordering::SeqCst);
                     panic!("a fetch failed: {e}");
                 }
             }
-            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            done.store(true, Ordering::SeqCst);
         });
     }
 }
