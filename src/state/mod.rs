@@ -14,6 +14,7 @@
 pub mod context;
 pub mod cost;
 pub mod ledger;
+pub mod notes_index;
 pub mod orders;
 pub mod read_cache;
 pub mod remote;
@@ -595,7 +596,10 @@ pub struct Snapshot<'repo> {
     repo: &'repo gix::Repository,
     pub tip: Option<ObjectId>,
     notes: gix::note::plumbing::State,
+    /// The notes tree at `tip`, as read (`notes` may be edited since).
+    tree: ObjectId,
     parsed: Option<std::sync::Arc<ParsedRecords>>,
+    index: Option<std::sync::Arc<notes_index::NotesIndex>>,
     disk: DiskNotes,
 }
 
@@ -651,8 +655,10 @@ impl<'repo> Snapshot<'repo> {
         Ok(Snapshot {
             repo,
             tip,
+            tree: notes.root_tree_id(),
             notes,
             parsed: None,
+            index: None,
             disk: DiskNotes::default(),
         })
     }
@@ -665,8 +671,10 @@ impl<'repo> Snapshot<'repo> {
         Ok(Snapshot {
             repo,
             tip,
+            tree: notes.root_tree_id(),
             notes,
             parsed: None,
+            index: None,
             disk: DiskNotes::default(),
         })
     }
@@ -709,6 +717,53 @@ impl<'repo> Snapshot<'repo> {
         Ok(ids)
     }
 
+    /// The key and note blob of each of `wos`, in order, up to the first
+    /// that could not be looked up (and that error).
+    #[allow(clippy::type_complexity)]
+    fn note_blobs<'w>(
+        &mut self,
+        wos: &[&'w str],
+    ) -> (Vec<(&'w str, ObjectId, Option<ObjectId>)>, Option<Error>) {
+        // A process that reads the state again and again keeps an index
+        // of the notes, brought up to date by what changed.
+        if let Some(index) = &self.index {
+            if let Ok(found) = index.lookup(self.repo, self.tree, wos) {
+                let found = wos.iter().zip(found);
+                return (
+                    found.map(|(wo, (key, blob))| (*wo, key, blob)).collect(),
+                    None,
+                );
+            }
+        }
+        // Otherwise the notes tree is walked, cheaply and in order; an
+        // index that failed is tried the same way, for its error.
+        let mut found = Vec::with_capacity(wos.len());
+        for wo in wos {
+            let key = key_for(wo);
+            match self.notes.get(&key, &self.repo.objects) {
+                Ok(blob) => found.push((*wo, key, blob)),
+                Err(e) => return (found, Some(git_err(e))),
+            }
+        }
+        (found, None)
+    }
+
+    /// The note blob of each of `wos`, in order: what names each record's
+    /// version, read without parsing any.
+    pub fn blobs(&mut self, wos: &[&str]) -> Result<Vec<Option<ObjectId>>, Error> {
+        let (found, error) = self.note_blobs(wos);
+        match error {
+            Some(e) => Err(e),
+            None => Ok(found.into_iter().map(|(_, _, blob)| blob).collect()),
+        }
+    }
+
+    /// Does this snapshot come from a store that remembers what it read
+    /// ([`Store::remembering`]), for a process that reads again and again?
+    pub fn remembers(&self) -> bool {
+        self.index.is_some()
+    }
+
     /// The stored record of `wo`, or `None` when it has no note yet.
     pub fn record(&mut self, wo: &str) -> Result<Option<Record>, Error> {
         let key = key_for(wo);
@@ -723,19 +778,7 @@ impl<'repo> Snapshot<'repo> {
     /// error is returned: the first in that order), but the notes are read
     /// and parsed on a few threads.
     pub fn records(&mut self, wos: &[&str]) -> Result<Vec<Option<Record>>, Error> {
-        // Finding the note blobs walks the notes tree, cheaply and in order.
-        let mut found = Vec::with_capacity(wos.len());
-        let mut lookup_error = None;
-        for &wo in wos {
-            let key = key_for(wo);
-            match self.notes.get(&key, &self.repo.objects) {
-                Ok(blob) => found.push((wo, key, blob)),
-                Err(e) => {
-                    lookup_error = Some(git_err(e));
-                    break;
-                }
-            }
-        }
+        let (found, lookup_error) = self.note_blobs(wos);
         // Records parsed before (same blob) are taken from memory; only the
         // others are read.
         let mut records: Vec<Option<Option<Record>>> = vec![None; found.len()];
@@ -925,6 +968,7 @@ pub struct Store<'repo> {
     pub repo: &'repo gix::Repository,
     pub default_cap: u32,
     parsed: Option<std::sync::Arc<ParsedRecords>>,
+    index: Option<std::sync::Arc<notes_index::NotesIndex>>,
     disk: DiskNotes,
     remote: Option<std::sync::Arc<remote::Remote>>,
 }
@@ -935,6 +979,7 @@ impl<'repo> Store<'repo> {
             repo,
             default_cap,
             parsed: None,
+            index: None,
             disk: DiskNotes::default(),
             remote: None,
         }
@@ -953,16 +998,19 @@ impl<'repo> Store<'repo> {
     }
 
     /// This store, its snapshots keeping the records they parse in
-    /// `caches` ([`ParsedRecords`]) for the next: for a process that reads
+    /// `caches` ([`ParsedRecords`]), and an index of the notes brought up to
+    /// date by what changed ([`notes_index`]), for the next: for a process that reads
     /// the state again at every transition.
     pub fn remembering(mut self, caches: &crate::sys::caches::Caches) -> Self {
         self.parsed = Some(caches.get::<ParsedRecords>());
+        self.index = Some(caches.get::<notes_index::NotesIndex>());
         self
     }
 
     pub fn snapshot(&self) -> Result<Snapshot<'repo>, Error> {
         let mut snapshot = Snapshot::read(self.repo)?;
         snapshot.parsed = self.parsed.clone();
+        snapshot.index = self.index.clone();
         snapshot.disk = self.disk.clone();
         Ok(snapshot)
     }

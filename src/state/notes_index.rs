@@ -1,0 +1,288 @@
+//! Which note blob annotates each object, for the notes tree a process read
+//! last, brought up to date by a diff of the two trees when the notes ref
+//! moves: a read of every record after a transition then costs the notes
+//! that changed, not a walk of every fanout subtree (an inflate each) and
+//! a lookup of every key in them.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use gix::diff::tree::{recorder::Change, Recorder};
+use gix::hash::ObjectId;
+use gix::objs::TreeRefIter;
+
+/// The index of one process (a [`crate::sys::caches::Caches`] entry).
+#[derive(Default)]
+pub struct NotesIndex(Mutex<Known>);
+
+#[derive(Default)]
+struct Known {
+    notes: Option<Indexed>,
+    /// Each work order's key ([`crate::state::key_for`]), a hash of its id:
+    /// computed once, not at every read of every record.
+    keys: HashMap<String, ObjectId>,
+}
+
+struct Indexed {
+    tree: ObjectId,
+    blobs: HashMap<ObjectId, ObjectId>,
+}
+
+impl NotesIndex {
+    /// The key and note blob of each of the work orders `wos` in the notes
+    /// tree `tree`, in order.
+    pub fn lookup(
+        &self,
+        repo: &gix::Repository,
+        tree: ObjectId,
+        wos: &[&str],
+    ) -> Result<Vec<(ObjectId, Option<ObjectId>)>, IndexError> {
+        let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Known { notes, keys } = &mut *known;
+        let current = match notes.take() {
+            Some(known) if known.tree == tree => known,
+            // A tree read before may be gone (a `gc` after a rewrite of
+            // the notes): then the index is made again from nothing.
+            Some(mut known) => match apply_diff(repo, known.tree, tree, &mut known.blobs) {
+                Ok(()) => Indexed { tree, ..known },
+                Err(_) => full(repo, tree)?,
+            },
+            None => full(repo, tree)?,
+        };
+        let found = wos
+            .iter()
+            .map(|wo| {
+                let key = match keys.get(*wo) {
+                    Some(key) => *key,
+                    None => *keys
+                        .entry((*wo).to_owned())
+                        .or_insert_with(|| crate::state::key_for(wo)),
+                };
+                (key, current.blobs.get(&key).copied())
+            })
+            .collect();
+        *notes = Some(current);
+        Ok(found)
+    }
+}
+
+pub type IndexError = Box<dyn std::error::Error + Send + Sync>;
+
+fn full(repo: &gix::Repository, tree: ObjectId) -> Result<Indexed, IndexError> {
+    let mut blobs = HashMap::new();
+    apply_diff(
+        repo,
+        ObjectId::empty_tree(repo.object_hash()),
+        tree,
+        &mut blobs,
+    )?;
+    Ok(Indexed { tree, blobs })
+}
+
+/// Bring `blobs` (the notes of tree `old`) to the notes of tree `new`.
+fn apply_diff(
+    repo: &gix::Repository,
+    old: ObjectId,
+    new: ObjectId,
+    blobs: &mut HashMap<ObjectId, ObjectId>,
+) -> Result<(), IndexError> {
+    let old = repo.find_tree(old)?;
+    let new = repo.find_tree(new)?;
+    let mut recorder = Recorder::default();
+    gix::diff::tree(
+        TreeRefIter::from_bytes(&old.data, repo.object_hash()),
+        TreeRefIter::from_bytes(&new.data, repo.object_hash()),
+        gix::diff::tree::State::default(),
+        &repo.objects,
+        &mut recorder,
+    )?;
+    // A change of fanout moves a note from one path to another: every
+    // removal goes first, so the addition at the new path is what stays.
+    let mut added = Vec::new();
+    for change in recorder.records {
+        match change {
+            Change::Deletion {
+                path, entry_mode, ..
+            } if entry_mode.is_blob() => {
+                if let Some(key) = note_key(path.as_ref(), repo.object_hash()) {
+                    blobs.remove(&key);
+                }
+            }
+            Change::Addition {
+                path,
+                entry_mode,
+                oid,
+                ..
+            }
+            | Change::Modification {
+                path,
+                entry_mode,
+                oid,
+                ..
+            } if entry_mode.is_blob() => {
+                if let Some(key) = note_key(path.as_ref(), repo.object_hash()) {
+                    added.push((key, oid));
+                }
+            }
+            Change::Modification {
+                path,
+                previous_entry_mode,
+                ..
+            } if previous_entry_mode.is_blob() => {
+                if let Some(key) = note_key(path.as_ref(), repo.object_hash()) {
+                    blobs.remove(&key);
+                }
+            }
+            _ => {}
+        }
+    }
+    blobs.extend(added);
+    Ok(())
+}
+
+/// The object a note at `path` annotates: git's layout is the object's hex
+/// name, its leading bytes possibly split off as two-digit folders. Any
+/// other path (the `wo-keys/` folder) is not a note.
+fn note_key(path: &gix::bstr::BStr, hash: gix::hash::Kind) -> Option<ObjectId> {
+    let mut components: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+    let last = components.pop()?;
+    if components.iter().any(|folder| folder.len() != 2) {
+        return None;
+    }
+    let hex: Vec<u8> = components
+        .into_iter()
+        .flatten()
+        .chain(last)
+        .copied()
+        .collect();
+    if hex.len() != hash.len_in_hex() {
+        return None;
+    }
+    ObjectId::from_hex(&hex).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn note_paths_are_hex_names_with_two_digit_folders() {
+        let sha1 = gix::hash::Kind::Sha1;
+        let hex = "0123456789abcdef0123456789abcdef01234567";
+        let id = ObjectId::from_hex(hex.as_bytes()).expect("hex");
+        assert_eq!(note_key(hex.into(), sha1), Some(id));
+        assert_eq!(
+            note_key(format!("01/{}", &hex[2..]).as_str().into(), sha1),
+            Some(id)
+        );
+        assert_eq!(
+            note_key(format!("01/23/{}", &hex[4..]).as_str().into(), sha1),
+            Some(id)
+        );
+        assert_eq!(
+            note_key(format!("012/{}", &hex[3..]).as_str().into(), sha1),
+            None
+        );
+        assert_eq!(note_key("wo-keys/wo-1".into(), sha1), None);
+        assert_eq!(note_key(hex[1..].into(), sha1), None);
+    }
+
+    /// The note of `key` as a fresh read of the notes ref finds it.
+    fn looked_up(repo: &gix::Repository, key: &ObjectId) -> Option<ObjectId> {
+        let tip = repo
+            .find_reference(crate::state::NOTES_REF)
+            .expect("notes ref")
+            .peel_to_commit()
+            .expect("commit");
+        let tree = tip.tree_id().expect("tree").detach();
+        let mut notes = gix::note::plumbing::State::new(tree, &repo.objects).expect("notes");
+        notes.get(key, &repo.objects).expect("lookup")
+    }
+
+    /// After every kind of change (records added by the hundred so git's
+    /// fanout changes, records edited, a note removed and one added by
+    /// stock git, the ref set back), the index answers as a full read.
+    #[test]
+    fn the_index_follows_every_change_of_the_notes() {
+        let test = crate::testutil::TestRepo::new();
+        let store = test.store();
+        let index = NotesIndex::default();
+        let ids: Vec<String> = (0..700).map(|i| format!("wo-{i}")).collect();
+        let keys: Vec<ObjectId> = ids.iter().map(|wo| crate::state::key_for(wo)).collect();
+        let foreign = ObjectId::from_hex(b"0123456789abcdef0123456789abcdef01234567").expect("hex");
+        let mut all = keys.clone();
+        all.extend([foreign, test.base]);
+        let wos: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let check = |what: &str| {
+            let repo = gix::open(&test.dir).expect("open");
+            let tree = repo
+                .find_reference(crate::state::NOTES_REF)
+                .expect("ref")
+                .peel_to_commit()
+                .expect("commit")
+                .tree_id()
+                .expect("tree")
+                .detach();
+            let found = index.lookup(&repo, tree, &wos).expect("lookup");
+            for (key, (indexed_key, blob)) in keys.iter().zip(found) {
+                assert_eq!(*key, indexed_key);
+                assert_eq!(blob, looked_up(&repo, key), "{what}: note of {key}");
+            }
+            // Notes of other objects are in the index too.
+            let indexed = index.0.lock().expect("lock");
+            let blobs = &indexed.notes.as_ref().expect("indexed").blobs;
+            for key in &all {
+                assert_eq!(
+                    blobs.get(key).copied(),
+                    looked_up(&repo, key),
+                    "{what}: {key}"
+                );
+            }
+        };
+        let put = |range: std::ops::Range<usize>, event: &str| {
+            store
+                .transact::<_, crate::state::Error>("test", |txn| {
+                    for wo in &ids[range.clone()] {
+                        let mut record = txn.record(wo, false)?;
+                        record.log(event, None);
+                        txn.put(record);
+                    }
+                    Ok(())
+                })
+                .expect("transact");
+        };
+        put(0..200, "first");
+        check("200 records");
+        let before_fanout = test
+            .ctx
+            .repo
+            .find_reference(crate::state::NOTES_REF)
+            .expect("ref");
+        let before_fanout = before_fanout.id().detach().to_string();
+        put(200..700, "first");
+        let git = |args: &[&str]| crate::testutil::git(&test.root, &test.dir, args);
+        let top = git(&["ls-tree", crate::state::NOTES_REF]);
+        assert!(
+            top.lines().any(|l| l.contains(" tree ")
+                && l.ends_with(|c: char| c.is_ascii_hexdigit())
+                && l.split('\t').nth(1).is_some_and(|name| name.len() == 2)),
+            "no fanout folders at 700 notes:\n{top}"
+        );
+        check("700 records, in fanout folders");
+        put(100..300, "second");
+        check("200 edited");
+        git(&["notes", "--ref=arbiter", "remove", &keys[5].to_string()]);
+        check("one removed by git");
+        git(&[
+            "notes",
+            "--ref=arbiter",
+            "add",
+            "-m",
+            "hand",
+            &test.base.to_string(),
+        ]);
+        check("one added by git");
+        git(&["update-ref", crate::state::NOTES_REF, &before_fanout]);
+        check("set back");
+    }
+}
