@@ -133,7 +133,34 @@ pub enum Recovery {
 /// A row per WO plus the stored records (fresh ones for WOs without a note).
 pub struct Table {
     pub rows: Vec<Row>,
-    pub records: Vec<Record>,
+    pub records: Vec<std::sync::Arc<Record>>,
+}
+
+/// The rows of settled orders (done, after at least one attempt), by
+/// order, with the note blob they were made from: such a row depends on
+/// the record and the order alone, so a process that makes the table at
+/// every dispatch (a [`crate::sys::caches::Caches`] entry) makes it once
+/// per version of the record, not once per dispatch for every order
+/// ever done.
+#[derive(Default)]
+pub struct SettledRows(std::sync::Mutex<std::collections::HashMap<String, Settled>>);
+
+/// A settled order's row and record, as made from its note blob.
+type Settled = (gix::ObjectId, Row, std::sync::Arc<Record>);
+
+/// A row and its record, once made.
+type Made = (Row, std::sync::Arc<Record>);
+
+impl SettledRows {
+    /// Is `record` settled: its row the same whatever the branches and
+    /// conductors do?
+    fn settles(record: &Record, row: &Row) -> bool {
+        record.status == Status::Done
+            && row.status == Status::Done
+            && record.attempts > 0
+            && !record.halted
+            && row.recovery.is_none()
+    }
 }
 
 /// Why recovered work waits to land.
@@ -292,24 +319,127 @@ pub fn table(
     default_cap: u32,
     in_flight: &dyn Fn(&Record) -> bool,
 ) -> Result<Table, crate::state::Error> {
+    table_of(ctx, orders, snapshot, tip, default_cap, in_flight, true)
+}
+
+/// The rows a dispatch decides on: those of [`table`] but for orders
+/// settled earlier in this process ([`SettledRows`]) that no order depends
+/// on. Such a row changes nothing a dispatch decides (it is not eligible,
+/// claims nothing, waits for nothing), and leaving it out makes a dispatch
+/// cost the open orders, not every order ever done. Rows stay sorted by id.
+pub fn open_rows(
+    ctx: &Context,
+    orders: &Orders,
+    snapshot: &mut Snapshot<'_>,
+    tip: Option<gix::ObjectId>,
+    default_cap: u32,
+    in_flight: &dyn Fn(&Record) -> bool,
+) -> Result<Vec<Row>, crate::state::Error> {
+    Ok(table_of(ctx, orders, snapshot, tip, default_cap, in_flight, false)?.rows)
+}
+
+fn table_of(
+    ctx: &Context,
+    orders: &Orders,
+    snapshot: &mut Snapshot<'_>,
+    tip: Option<gix::ObjectId>,
+    default_cap: u32,
+    in_flight: &dyn Fn(&Record) -> bool,
+    settled_rows: bool,
+) -> Result<Table, crate::state::Error> {
     let mut rows = Vec::with_capacity(orders.len());
     let mut records = Vec::with_capacity(orders.len());
     let ids: Vec<&str> = orders.iter().map(|wo| wo.id.as_str()).collect();
-    let stored = snapshot.records(&ids)?;
+    // A process that reads again and again takes the rows of settled
+    // orders whose note did not change from memory; only the others are read.
+    let settled = snapshot
+        .remembers()
+        .then(|| ctx.caches.get::<SettledRows>());
+    let blobs = match &settled {
+        Some(_) => snapshot.blobs(&ids)?,
+        None => Vec::new(),
+    };
+    // Orders some order depends on: their rows say whether it may run.
+    let depended_on: std::collections::HashSet<&str> = if settled_rows {
+        Default::default()
+    } else {
+        orders
+            .iter()
+            .flat_map(|wo| wo.deps.iter().map(String::as_str))
+            .collect()
+    };
+    let mut kept: Vec<Option<Option<Made>>> = vec![None; ids.len()];
+    if let Some(settled) = &settled {
+        let known = settled
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for ((slot, wo), blob) in kept.iter_mut().zip(orders.iter()).zip(&blobs) {
+            *slot = known
+                .get(&wo.id)
+                .filter(|(at, row, _)| {
+                    Some(*at) == *blob && row.title == wo.title && row.deps == wo.deps
+                })
+                .map(|(_, row, record)| {
+                    (settled_rows || depended_on.contains(wo.id.as_str()))
+                        .then(|| (row.clone(), record.clone()))
+                });
+        }
+    }
+    let unread: Vec<&str> = ids
+        .iter()
+        .zip(&kept)
+        .filter(|(_, kept)| kept.is_none())
+        .map(|(id, _)| *id)
+        .collect();
+    let mut stored = snapshot.records(&unread)?.into_iter();
     // Every order not done by its record is looked up in the branch's
     // history: what landed is done, whatever the notes say.
+    let stored: Vec<Option<Record>> = kept
+        .iter()
+        .map(|kept| match kept {
+            Some(_) => None,
+            None => stored.next().flatten(),
+        })
+        .collect();
     let open: std::collections::BTreeSet<&str> = ids
         .iter()
         .zip(&stored)
-        .filter(|(_, r)| r.as_ref().is_none_or(|r| r.status != Status::Done))
-        .map(|(id, _)| *id)
+        .zip(&kept)
+        .filter(|((_, r), kept)| {
+            kept.is_none() && r.as_ref().is_none_or(|r| r.status != Status::Done)
+        })
+        .map(|((id, _), _)| *id)
         .collect();
     let branch = BranchView::read(ctx, tip, &open)?;
-    for (wo, record) in orders.iter().zip(stored) {
+    let mut newly_settled = Vec::new();
+    for (i, ((wo, record), kept)) in orders.iter().zip(stored).zip(kept).enumerate() {
+        if let Some(kept) = kept {
+            if let Some((row, record)) = kept {
+                rows.push(row);
+                records.push(record);
+            }
+            continue;
+        }
         let marks = branch.marks(ctx, wo, record.as_ref())?;
         let (record, standing) = branch.standing(ctx, wo, record, default_cap, in_flight);
-        rows.push(row(ctx, wo, &record, standing, marks));
+        let made = row(ctx, wo, &record, standing, marks);
+        let record = std::sync::Arc::new(record);
+        if let (Some(blob), true) = (
+            blobs.get(i).copied().flatten(),
+            SettledRows::settles(&record, &made),
+        ) {
+            newly_settled.push((wo.id.clone(), (blob, made.clone(), record.clone())));
+        }
+        rows.push(made);
         records.push(record);
+    }
+    if let Some(settled) = settled.filter(|_| !newly_settled.is_empty()) {
+        let mut known = settled
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        known.extend(newly_settled);
     }
     Ok(Table { rows, records })
 }
@@ -848,6 +978,71 @@ mod tests {
         assert_eq!(rows["wo-3"].status, Status::Done);
         assert_eq!(rows["wo-3"].recovery, Some(reconstructed));
         assert_eq!(rows["wo-3"].checkpoint_after, Some(merges[2].to_string()));
+    }
+
+    /// A process that makes the table again and again, the rows of settled
+    /// orders remembered, sees what a fresh read sees after every change:
+    /// orders settling, a settled record changed by hand, an order's title
+    /// and dependencies edited.
+    #[test]
+    fn remembered_settled_rows_follow_every_change() {
+        let repo = TestRepo::new();
+        let ids = ["wo-1", "wo-2", "wo-3"];
+        let merge = repo.base.to_string();
+        for id in ids {
+            repo.dispatch(id, DEAD);
+            repo.change(id, |r| r.mark_done("merged", merge.clone()));
+        }
+        let remembering = crate::state::Store::new(&repo.ctx.repo, 3).remembering(&repo.ctx.caches);
+        let both = |orders: &Orders| {
+            let tip = repo.ctx.view_tip(Some("main")).expect("tip");
+            let mut snapshot = remembering.snapshot().expect("snapshot");
+            let kept = table(&repo.ctx, orders, &mut snapshot, tip, 3, &|_| false).expect("table");
+            let mut snapshot = crate::state::Store::new(&repo.ctx.repo, 3)
+                .snapshot()
+                .expect("snapshot");
+            let read = table(&repo.ctx, orders, &mut snapshot, tip, 3, &|_| false).expect("table");
+            assert_eq!(kept.rows, read.rows);
+            assert_eq!(kept.records, read.records);
+            kept.rows
+        };
+        let settled = || {
+            repo.ctx
+                .caches
+                .get::<SettledRows>()
+                .0
+                .lock()
+                .expect("lock")
+                .len()
+        };
+        both(&orders(&ids));
+        assert_eq!(settled(), 3);
+        // A dispatch sees only what it decides on: a settled order that
+        // another depends on, not the others.
+        let open = |orders: &Orders| {
+            let tip = repo.ctx.view_tip(Some("main")).expect("tip");
+            let mut snapshot = remembering.snapshot().expect("snapshot");
+            let rows = open_rows(&repo.ctx, orders, &mut snapshot, tip, 3, &|_| false);
+            let ids: Vec<String> = rows.expect("rows").into_iter().map(|r| r.id).collect();
+            ids
+        };
+        assert!(open(&orders(&ids)).is_empty());
+        let mut list: Vec<_> = ids.iter().map(|id| work_order(id, &[])).collect();
+        list[1].deps = vec!["wo-1".into()];
+        let depending = Orders::from_list("orders".into(), list).expect("orders");
+        assert_eq!(open(&depending), ["wo-1", "wo-2"]);
+        repo.change("wo-1", |r| r.status = Status::NeedsRework);
+        repo.change("wo-2", |r| r.halt("by_hand", Vec::new()));
+        let rows = both(&orders(&ids));
+        assert_eq!(rows[0].status, Status::NeedsRework);
+        assert_eq!(rows[1].state, "halted");
+        let mut list: Vec<_> = ids.iter().map(|id| work_order(id, &[])).collect();
+        list[2].title = "a new title".into();
+        list[2].deps = vec!["wo-1".into()];
+        let edited = Orders::from_list("orders".into(), list).expect("orders");
+        let rows = both(&edited);
+        assert_eq!(rows[2].title, "a new title");
+        assert_eq!(rows[2].deps, ["wo-1"]);
     }
 
     /// `arbiter/<id>` with commits the branch lacks, for an order never

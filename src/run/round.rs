@@ -563,7 +563,7 @@ impl<'a> Run<'a> {
             let tip = ctx.branch_tip(self.branch).ok();
             let mut snapshot = self.store.snapshot()?;
             let live = |r: &Record| owned_by_live(ctx, r);
-            let table = reconcile::table(
+            let rows = reconcile::open_rows(
                 ctx,
                 self.orders,
                 &mut snapshot,
@@ -571,8 +571,8 @@ impl<'a> Run<'a> {
                 self.store.default_cap,
                 &live,
             )?;
-            self.others_busy = held_elsewhere(&table.rows);
-            return Ok(Some(table.rows));
+            self.others_busy = held_elsewhere(&rows);
+            return Ok(Some(rows));
         }
         // Leftover worktrees go first: that frees disk space for the state writes.
         for line in worktree::cleanup_stale(
@@ -2820,7 +2820,7 @@ fn finish(
         .records
         .iter()
         .filter(|r| r.halted)
-        .map(|r| (r.wo.as_str(), r))
+        .map(|r| (r.wo.as_str(), &**r))
         .collect();
     for row in &table.rows {
         if let Some(record) = halted.get(row.id.as_str()) {
