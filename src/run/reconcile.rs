@@ -148,8 +148,9 @@ pub struct SettledRows(std::sync::Mutex<std::collections::HashMap<String, Settle
 /// A settled order's row and record, as made from its note blob.
 type Settled = (gix::ObjectId, Row, std::sync::Arc<Record>);
 
-/// A row and its record, once made.
-type Made = (Row, std::sync::Arc<Record>);
+/// A row and its record, once made (boxed: a table of thousands of
+/// orders holds one slot per order, most of them empty).
+type Made = Box<(Row, std::sync::Arc<Record>)>;
 
 impl SettledRows {
     /// Is `record` settled: its row the same whatever the branches and
@@ -382,7 +383,7 @@ fn table_of(
                 })
                 .map(|(_, row, record)| {
                     (settled_rows || depended_on.contains(wo.id.as_str()))
-                        .then(|| (row.clone(), record.clone()))
+                        .then(|| Box::new((row.clone(), record.clone())))
                 });
         }
     }
@@ -415,7 +416,8 @@ fn table_of(
     let mut newly_settled = Vec::new();
     for (i, ((wo, record), kept)) in orders.iter().zip(stored).zip(kept).enumerate() {
         if let Some(kept) = kept {
-            if let Some((row, record)) = kept {
+            if let Some(made) = kept {
+                let (row, record) = *made;
                 rows.push(row);
                 records.push(record);
             }

@@ -25,7 +25,8 @@ struct Known {
 
 struct Indexed {
     tree: ObjectId,
-    blobs: HashMap<ObjectId, ObjectId>,
+    /// By object id, hashed by its leading bytes (it is a hash already).
+    blobs: gix::hashtable::HashMap<ObjectId, ObjectId>,
 }
 
 impl NotesIndex {
@@ -69,7 +70,7 @@ impl NotesIndex {
 pub type IndexError = Box<dyn std::error::Error + Send + Sync>;
 
 fn full(repo: &gix::Repository, tree: ObjectId) -> Result<Indexed, IndexError> {
-    let mut blobs = HashMap::new();
+    let mut blobs = gix::hashtable::HashMap::default();
     apply_diff(
         repo,
         ObjectId::empty_tree(repo.object_hash()),
@@ -84,7 +85,7 @@ fn apply_diff(
     repo: &gix::Repository,
     old: ObjectId,
     new: ObjectId,
-    blobs: &mut HashMap<ObjectId, ObjectId>,
+    blobs: &mut gix::hashtable::HashMap<ObjectId, ObjectId>,
 ) -> Result<(), IndexError> {
     let old = repo.find_tree(old)?;
     let new = repo.find_tree(new)?;
