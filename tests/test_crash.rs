@@ -482,6 +482,7 @@ const MERGE_BACK_SKIPS: &[&str] = &[
     "build.",
     "command.",
     "leftovers",
+    "attempt.",
     "verdict.",
     "verify.",
     "merge-start.",
@@ -491,12 +492,14 @@ const MERGE_BACK_SKIPS: &[&str] = &[
 ];
 
 /// Points `race -n 2` has no business with: its instances start in fresh
-/// pooled worktrees (no switch), its verdicts are picks, its merge is
+/// pooled worktrees (no switch), its attempts end in those instances (not
+/// in a round's build threads), its verdicts are picks, its merge is
 /// verified by the instances' own gates, and its worktrees go back to the
 /// pool rather than being removed.
 const RACE_SKIPS: &[&str] = &[
     "remote-",
     "pool-switch.",
+    "attempt.",
     "verdict.",
     "verify.",
     "merge-start.",
@@ -513,6 +516,7 @@ const CLEAR_SKIPS: &[&str] = &[
     "build.",
     "command.",
     "leftovers",
+    "attempt.",
     "verdict.",
     "verify.",
     "merge-",

@@ -976,7 +976,21 @@ fn the_live_view_says_when_an_order_waits_to_merge() {
 /// wo-02's 5,000 files) rather than land alone before them.
 #[test]
 fn orders_whose_builds_end_together_land_in_one_landing() {
-    let env = TestEnv::new();
+    builds_ending_together_land_once(&mut TestEnv::new());
+}
+
+/// The same with each passed attempt half a second from its build's
+/// thread to the loop that lands: it counts as committing until that loop
+/// has it, and the other order, passed already, waits for it. (A landing
+/// had taken the first alone when it looked in between.)
+#[test]
+fn an_attempt_passed_but_not_yet_taken_in_joins_the_landing() {
+    let mut env = TestEnv::new();
+    env.set_env("ARBITER_SLOW_AT", "attempt.ended");
+    builds_ending_together_land_once(&mut env);
+}
+
+fn builds_ending_together_land_once(env: &mut TestEnv) {
     env.write("README", "base\n");
     env.work_order("wo-01", "Quick", &[], &["quick.txt"]);
     env.work_order("wo-02", "Bulky", &[], &["bulk/**"]);
@@ -1013,7 +1027,7 @@ fn orders_whose_builds_end_together_land_in_one_landing() {
          else mkdir bulk && for i in $(seq 5000); do echo $i > bulk/$i; done; fi",
         log = log.display()
     );
-    let run = round(&env, &["--once", "--build", &build]).success();
+    let run = round(env, &["--once", "--build", &build]).success();
     let landings: Vec<String> = env
         .git(&["reflog", "show", "main", "--format=%gs"])
         .lines()

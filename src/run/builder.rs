@@ -977,7 +977,11 @@ pub struct Attempt<'a> {
     pub trailers: &'a str,
     pub env: &'a [(String, String)],
     /// Counts the attempts between the end of their build and their
-    /// leftovers committed, for a caller that lands several at once.
+    /// leftovers committed, for a caller that lands several at once. An
+    /// attempt with no check to run after that has passed once committed:
+    /// it is still counted when [`Host::run_attempt`] returns `Passed`, and
+    /// the caller takes it off once it has the outcome where it lands
+    /// work, so that a landing never finds it neither committing nor passed.
     pub committing: Option<&'a AtomicUsize>,
 }
 
@@ -990,6 +994,11 @@ impl<'a> Committing<'a> {
             counter.fetch_add(1, Ordering::SeqCst);
         }
         Committing(counter)
+    }
+
+    /// The attempt stays counted: its caller takes it off.
+    fn hand_over(mut self) {
+        self.0 = None;
     }
 }
 
@@ -1046,9 +1055,15 @@ impl Host {
             ControlFlow::Continue(committing) => committing,
             ControlFlow::Break(end) => return end,
         };
-        if let Some(end) = run.commit(committing) {
-            return end;
+        let committing = match run.commit(committing) {
+            ControlFlow::Continue(committing) => committing,
+            ControlFlow::Break(end) => return end,
+        };
+        if steps.gates.is_empty() && steps.critics.is_empty() {
+            committing.hand_over();
+            return BuildOutcome::Passed;
         }
+        drop(committing);
         run.checks(verdicts).unwrap_or(BuildOutcome::Passed)
     }
 }
@@ -1256,11 +1271,12 @@ impl AttemptRun<'_> {
 
     /// Commit what the builder left and move its branch there; a build that
     /// changed nothing ends the attempt unless empty results are allowed.
-    fn commit(&self, committing: Committing<'_>) -> Option<BuildOutcome> {
+    /// Once committed, the attempt is still counted as committing.
+    fn commit<'c>(&self, committing: Committing<'c>) -> ControlFlow<BuildOutcome, Committing<'c>> {
         let (host, at) = (self.host, self.at);
         crate::sys::crash::point("leftovers.before");
         if let Err(e) = host.commit_leftovers(at.worktree, at.wo, at.attempt, at.trailers) {
-            return Some(if e.is_disk_full() {
+            return ControlFlow::Break(if e.is_disk_full() {
                 BuildOutcome::DiskFull(e.to_string())
             } else if e.refused_the_builders_files() {
                 BuildOutcome::Failed {
@@ -1272,7 +1288,7 @@ impl AttemptRun<'_> {
             });
         }
         if let Err(why) = host.adopt_head(at.worktree, at.branch, at.base) {
-            return Some(if crate::sys::error::says_disk_full(&why) {
+            return ControlFlow::Break(if crate::sys::error::says_disk_full(&why) {
                 BuildOutcome::DiskFull(why)
             } else {
                 BuildOutcome::Failed {
@@ -1283,18 +1299,16 @@ impl AttemptRun<'_> {
         }
         crate::sys::crash::point("leftovers.after");
         if host.allow_empty || at.wo.allow_empty {
-            return None;
+            return ControlFlow::Continue(committing);
         }
         // Still committing while it is told whether the build changed
         // anything (a diff of everything the builder wrote).
-        let changed = host.changed_anything(at.worktree, at.branch, at.base);
-        drop(committing);
-        let why = match changed {
-            Ok(true) => return None,
+        let why = match host.changed_anything(at.worktree, at.branch, at.base) {
+            Ok(true) => return ControlFlow::Continue(committing),
             Ok(false) => NO_CHANGE_WHY.into(),
             Err(why) => format!("reading the builder's work: {why}"),
         };
-        Some(BuildOutcome::Failed {
+        ControlFlow::Break(BuildOutcome::Failed {
             step: Step::Build,
             why,
         })

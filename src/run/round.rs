@@ -298,6 +298,19 @@ struct Job<'a> {
     adopted: Option<Adopted>,
     /// What taking its pooled worktree found there and undid, for its log.
     cleaned: Option<String>,
+    /// It passed with no check to run after its commit: it still counts as
+    /// committing ([`Shared::committing`]) until the loop that lands has
+    /// it, so that a landing cannot miss it in between.
+    reporting: Option<Reporting>,
+}
+
+/// One passed attempt counted in [`Shared::committing`] while this lives.
+struct Reporting(Arc<AtomicUsize>);
+
+impl Drop for Reporting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// What a `verified` order brings to the merge queue when it is taken up.
@@ -358,8 +371,9 @@ struct Shared<'a> {
     misconfigured: AtomicBool,
     /// Builds holding a slot now.
     running: AtomicUsize,
-    /// Attempts whose build ended, committing what their builder left.
-    committing: AtomicUsize,
+    /// Attempts whose build ended, committing what their builder left, or
+    /// passed on that and not yet taken in ([`Job::reporting`]).
+    committing: Arc<AtomicUsize>,
     /// The run failed: builds still running stop.
     abort: AtomicBool,
     progress: &'a dyn Progress,
@@ -473,7 +487,7 @@ pub fn run(
         me: &me,
         misconfigured: AtomicBool::new(false),
         running: AtomicUsize::new(0),
-        committing: AtomicUsize::new(0),
+        committing: Arc::default(),
         abort: AtomicBool::new(false),
         progress,
     };
@@ -798,6 +812,9 @@ impl<'a> Run<'a> {
                 let _ = build.join();
             }
         });
+        for job in jobs.iter_mut() {
+            job.reporting = None;
+        }
     }
 
     /// Continuous dispatch: whenever a slot frees, the next eligible order
@@ -929,7 +946,8 @@ impl<'a> Run<'a> {
         for msg in messages {
             flow.changed = true;
             match msg {
-                Msg::Built(job) => {
+                Msg::Built(mut job) => {
+                    job.reporting = None;
                     flow.freed = true;
                     flow.in_flight -= 1;
                     watch.forget(&job.wo.id);
@@ -1239,6 +1257,7 @@ impl<'a> Run<'a> {
                 error: None,
                 adopted: Some(Adopted { source, verified }),
                 cleaned: None,
+                reporting: None,
             });
         }
         Ok(jobs)
@@ -1300,6 +1319,7 @@ impl<'a> Run<'a> {
                 error: None,
                 adopted: None,
                 cleaned: None,
+                reporting: None,
             });
         }
         Ok(short)
@@ -2279,7 +2299,14 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
     if let Some(cleaned) = &job.cleaned {
         exec::note(&job.log, cleaned);
     }
-    job.outcome = JobOutcome::from(run_attempt(shared, job));
+    let outcome = run_attempt(shared, job);
+    let checks = &shared.opts;
+    if outcome == BuildOutcome::Passed && checks.gates.is_empty() && checks.critics.is_empty() {
+        // Still counted as committing (see `Attempt::committing`).
+        job.reporting = Some(Reporting(shared.committing.clone()));
+    }
+    crate::sys::crash::point("attempt.ended");
+    job.outcome = JobOutcome::from(outcome);
     if job.outcome == JobOutcome::Clean {
         // Its work is committed on its branch, all the merge queue needs: a
         // take that finds the pool full may have this worktree back.
@@ -2345,7 +2372,7 @@ fn run_attempt(shared: &Shared<'_>, job: &mut Job<'_>) -> BuildOutcome {
             log: &job.log,
             trailers: "",
             env: &env,
-            committing: Some(&shared.committing),
+            committing: Some(&*shared.committing),
         },
         &Steps {
             setup: opts.pool.setup.as_deref(),

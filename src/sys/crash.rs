@@ -10,6 +10,10 @@
 //! fills the disk there: the file at `<path>` grows until the file system
 //! is full, so that whatever the process writes next fails with ENOSPC as
 //! on a real full disk (the full-disk tests).
+//!
+//! `ARBITER_SLOW_AT=<point>` makes every pass through that point wait half
+//! a second: a window between two threads that load opens only at times,
+//! held open for a test.
 
 /// Every point, in the order a work order meets them. The kill-point matrix
 /// test runs a small round once per point.
@@ -31,6 +35,8 @@ pub const POINTS: &[&str] = &[
     // the leftovers staged (the index written), not yet committed
     "leftovers-index.after",
     "leftovers.after",
+    // the attempt's outcome known to its build thread, not yet to the run
+    "attempt.ended",
     "verdict.before",
     "verdict.after",
     // the merge queue's verification of a chain
@@ -77,6 +83,7 @@ mod armed {
     static HITS: AtomicU32 = AtomicU32::new(0);
     static FILL: OnceLock<Option<(String, u32)>> = OnceLock::new();
     static FILL_HITS: AtomicU32 = AtomicU32::new(0);
+    static SLOW: OnceLock<Option<String>> = OnceLock::new();
 
     /// `<point>[#<n>]` from the variable `var`.
     fn spec(var: &str) -> Option<(String, u32)> {
@@ -89,6 +96,13 @@ mod armed {
 
     pub fn hit(name: &str) {
         debug_assert!(super::POINTS.contains(&name), "unlisted kill point {name}");
+        if SLOW
+            .get_or_init(|| std::env::var("ARBITER_SLOW_AT").ok())
+            .as_deref()
+            == Some(name)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
         if let Some((point, nth)) = FILL.get_or_init(|| spec("ARBITER_FILL_AT")) {
             if point == name && FILL_HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
                 fill_the_disk(name);
