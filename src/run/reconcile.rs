@@ -479,11 +479,13 @@ impl BranchView {
         tip: Option<gix::ObjectId>,
         open: &std::collections::BTreeSet<&str>,
     ) -> Result<BranchView, crate::state::Error> {
+        // With every order done by its record, nothing is looked up: the
+        // history is not walked.
         let landed = match tip {
-            Some(tip) => landed(ctx, tip, open).map_err(|e| {
+            Some(tip) if !open.is_empty() => landed(ctx, tip, open).map_err(|e| {
                 crate::state::Error::Git(format!("looking for landed work orders: {e}").into())
             })?,
-            None => Default::default(),
+            _ => Default::default(),
         };
         let history_start = match tip {
             Some(tip) if !open.is_empty() => ShallowStart::of(ctx, tip).map_err(|e| {
@@ -1045,6 +1047,46 @@ mod tests {
         let rows = both(&edited);
         assert_eq!(rows[2].title, "a new title");
         assert_eq!(rows[2].deps, ["wo-1"]);
+    }
+
+    /// With every order done by its record, the table does not walk the
+    /// branch's history: here a history whose first commit is garbled
+    /// (read, it is an error) does not stop it.
+    #[test]
+    fn orders_all_done_by_their_records_leave_the_history_unread() {
+        let repo = TestRepo::new();
+        let ids = ["wo-1", "wo-2"];
+        for id in ids {
+            land_by_hand(&repo, id);
+            repo.change(id, |r| {
+                r.attempts = 1;
+                r.mark_done("merged", "0".repeat(40));
+            });
+        }
+        let hex = repo.base.to_string();
+        let loose = repo
+            .dir
+            .join(".git/objects")
+            .join(&hex[..2])
+            .join(&hex[2..]);
+        std::fs::remove_file(&loose).expect("the first commit is a loose object");
+        std::fs::write(&loose, b"not zlib").expect("write");
+        let ctx = TestRepo::open(&repo.dir);
+        let rows = rows_in(&ctx, &orders(&ids), &|_| false);
+        assert!(rows.values().all(|r| r.status == Status::Done), "{rows:?}");
+        // An open order makes the table look for its merge: it cannot.
+        let store = crate::state::Store::new(&ctx.repo, 3);
+        let tip = ctx.view_tip(Some("main")).expect("tip");
+        let open = orders(&["wo-1", "wo-2", "wo-3"]);
+        let read = table(
+            &ctx,
+            &open,
+            &mut store.snapshot().expect("snapshot"),
+            tip,
+            3,
+            &|_| false,
+        );
+        assert!(read.is_err());
     }
 
     /// `arbiter/<id>` with commits the branch lacks, for an order never
