@@ -843,7 +843,10 @@ impl<'repo> Snapshot<'repo> {
         for (&i, read) in to_read.iter().zip(parts.into_iter().flatten()) {
             let (record, bytes) = read?;
             if let (Some(blob), Some(record)) = (found[i].2, &record) {
-                fresh.push(((blob, found[i].1), record.clone()));
+                // Kept only by a process that remembers what it parsed.
+                if self.parsed.is_some() {
+                    fresh.push(((blob, found[i].1), record.clone()));
+                }
                 if let Some(bytes) = bytes {
                     read_anew.push((blob, bytes));
                 }
