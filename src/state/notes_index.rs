@@ -4,10 +4,11 @@
 //! that changed, not a walk of every fanout subtree (an inflate each) and
 //! a lookup of every key in them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
-use gix::diff::tree::{recorder::Change, Recorder};
+use gix::bstr::{BStr, BString};
+use gix::diff::tree::visit::Change;
 use gix::hash::ObjectId;
 use gix::objs::TreeRefIter;
 
@@ -89,56 +90,98 @@ fn apply_diff(
 ) -> Result<(), IndexError> {
     let old = repo.find_tree(old)?;
     let new = repo.find_tree(new)?;
-    let mut recorder = Recorder::default();
+    let mut changes = NoteChanges {
+        hash: repo.object_hash(),
+        ..NoteChanges::default()
+    };
     gix::diff::tree(
         TreeRefIter::from_bytes(&old.data, repo.object_hash()),
         TreeRefIter::from_bytes(&new.data, repo.object_hash()),
         gix::diff::tree::State::default(),
         &repo.objects,
-        &mut recorder,
+        &mut changes,
     )?;
     // A change of fanout moves a note from one path to another: every
     // removal goes first, so the addition at the new path is what stays.
-    let mut added = Vec::new();
-    for change in recorder.records {
-        match change {
-            Change::Deletion {
-                path, entry_mode, ..
-            } if entry_mode.is_blob() => {
-                if let Some(key) = note_key(path.as_ref(), repo.object_hash()) {
-                    blobs.remove(&key);
-                }
-            }
-            Change::Addition {
-                path,
-                entry_mode,
-                oid,
-                ..
-            }
-            | Change::Modification {
-                path,
-                entry_mode,
-                oid,
-                ..
-            } if entry_mode.is_blob() => {
-                if let Some(key) = note_key(path.as_ref(), repo.object_hash()) {
-                    added.push((key, oid));
-                }
-            }
-            Change::Modification {
-                path,
-                previous_entry_mode,
-                ..
-            } if previous_entry_mode.is_blob() => {
-                if let Some(key) = note_key(path.as_ref(), repo.object_hash()) {
-                    blobs.remove(&key);
-                }
-            }
-            _ => {}
-        }
+    for key in &changes.removed {
+        blobs.remove(key);
     }
-    blobs.extend(added);
+    blobs.extend(changes.added);
     Ok(())
+}
+
+/// The notes a tree diff adds, changes and removes, by the object they
+/// annotate: no path is kept once read (a whole notes tree, diffed
+/// against the empty tree, is every note).
+#[derive(Default)]
+struct NoteChanges {
+    hash: gix::hash::Kind,
+    path: BString,
+    /// The paths of trees whose entries come later, in the diff's order.
+    queued: VecDeque<BString>,
+    removed: Vec<ObjectId>,
+    added: Vec<(ObjectId, ObjectId)>,
+}
+
+impl NoteChanges {
+    fn push(&mut self, component: &BStr) {
+        if component.is_empty() {
+            return;
+        }
+        if !self.path.is_empty() {
+            self.path.push(b'/');
+        }
+        self.path.extend_from_slice(component);
+    }
+}
+
+impl gix::diff::tree::Visit for NoteChanges {
+    fn pop_front_tracked_path_and_set_current(&mut self) {
+        self.path = self.queued.pop_front().unwrap_or_default();
+    }
+
+    fn push_back_tracked_path_component(&mut self, component: &BStr) {
+        self.push(component);
+        self.queued.push_back(self.path.clone());
+    }
+
+    fn push_path_component(&mut self, component: &BStr) {
+        self.push(component);
+    }
+
+    fn pop_path_component(&mut self) {
+        let end = self.path.iter().rposition(|&b| b == b'/').unwrap_or(0);
+        self.path.truncate(end);
+    }
+
+    fn visit(&mut self, change: Change) -> gix::diff::tree::visit::Action {
+        let (removed, added) = match change {
+            Change::Deletion { entry_mode, .. } => (entry_mode.is_blob(), None),
+            Change::Addition {
+                entry_mode, oid, ..
+            } => (false, Some(oid).filter(|_| entry_mode.is_blob())),
+            Change::Modification {
+                previous_entry_mode,
+                entry_mode,
+                oid,
+                ..
+            } => (
+                previous_entry_mode.is_blob() && !entry_mode.is_blob(),
+                Some(oid).filter(|_| entry_mode.is_blob()),
+            ),
+        };
+        if removed || added.is_some() {
+            if let Some(key) = note_key(self.path.as_ref(), self.hash) {
+                if removed {
+                    self.removed.push(key);
+                }
+                if let Some(blob) = added {
+                    self.added.push((key, blob));
+                }
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    }
 }
 
 /// The object a note at `path` annotates: git's layout is the object's hex
