@@ -138,19 +138,19 @@ pub struct Table {
 
 /// The rows of settled orders (done, after at least one attempt), by
 /// order, with the note blob they were made from: such a row depends on
-/// the record and the order alone, so a process that makes the table at
-/// every dispatch (a [`crate::sys::caches::Caches`] entry) makes it once
-/// per version of the record, not once per dispatch for every order
-/// ever done.
+/// the record and the order alone, so a process that decides a dispatch
+/// at a time (a [`crate::sys::caches::Caches`] entry) reads and makes it
+/// once per version of the record, not once per dispatch for every order
+/// ever done ([`open_rows`]).
 #[derive(Default)]
 pub struct SettledRows(std::sync::Mutex<std::collections::HashMap<String, Settled>>);
 
 /// A settled order's row and record, as made from its note blob.
-type Settled = (gix::ObjectId, Row, std::sync::Arc<Record>);
+type Settled = (gix::ObjectId, Row);
 
-/// A row and its record, once made (boxed: a table of thousands of
-/// orders holds one slot per order, most of them empty).
-type Made = Box<(Row, std::sync::Arc<Record>)>;
+/// A row, once made (boxed: a table of thousands of orders holds one slot
+/// per order, most of them empty).
+type Made = Box<Row>;
 
 impl SettledRows {
     /// Is `record` settled: its row the same whatever the branches and
@@ -356,12 +356,16 @@ fn table_of(
     let settled = snapshot
         .remembers()
         .then(|| ctx.caches.get::<SettledRows>());
+    // Only a dispatch's rows come from memory: a whole table (every few
+    // seconds, and at the end) reads every record, so that what is kept
+    // per settled order is its row alone.
+    let reuse = settled.as_ref().filter(|_| !settled_rows);
     let blobs = match &settled {
         Some(_) => snapshot.blobs(&ids)?,
         None => Vec::new(),
     };
     // Orders some order depends on: their rows say whether it may run.
-    let depended_on: std::collections::HashSet<&str> = if settled_rows {
+    let depended_on: std::collections::HashSet<&str> = if reuse.is_none() {
         Default::default()
     } else {
         orders
@@ -370,7 +374,7 @@ fn table_of(
             .collect()
     };
     let mut kept: Vec<Option<Option<Made>>> = vec![None; ids.len()];
-    if let Some(settled) = &settled {
+    if let Some(settled) = reuse {
         let known = settled
             .0
             .lock()
@@ -378,12 +382,13 @@ fn table_of(
         for ((slot, wo), blob) in kept.iter_mut().zip(orders.iter()).zip(&blobs) {
             *slot = known
                 .get(&wo.id)
-                .filter(|(at, row, _)| {
+                .filter(|(at, row)| {
                     Some(*at) == *blob && row.title == wo.title && row.deps == wo.deps
                 })
-                .map(|(_, row, record)| {
-                    (settled_rows || depended_on.contains(wo.id.as_str()))
-                        .then(|| Box::new((row.clone(), record.clone())))
+                .map(|(_, row)| {
+                    depended_on
+                        .contains(wo.id.as_str())
+                        .then(|| Box::new(row.clone()))
                 });
         }
     }
@@ -415,12 +420,9 @@ fn table_of(
     let branch = BranchView::read(ctx, tip, &open)?;
     let mut newly_settled = Vec::new();
     for (i, ((wo, record), kept)) in orders.iter().zip(stored).zip(kept).enumerate() {
+        // A dispatch's rows only: no record goes with them.
         if let Some(kept) = kept {
-            if let Some(made) = kept {
-                let (row, record) = *made;
-                rows.push(row);
-                records.push(record);
-            }
+            rows.extend(kept.map(|row| *row));
             continue;
         }
         let marks = branch.marks(ctx, wo, record.as_ref())?;
@@ -431,7 +433,7 @@ fn table_of(
             blobs.get(i).copied().flatten(),
             SettledRows::settles(&record, &made),
         ) {
-            newly_settled.push((wo.id.clone(), (blob, made.clone(), record.clone())));
+            newly_settled.push((wo.id.clone(), (blob, made.clone())));
         }
         rows.push(made);
         records.push(record);
@@ -1033,10 +1035,20 @@ mod tests {
         assert!(open(&orders(&ids)).is_empty());
         let mut list: Vec<_> = ids.iter().map(|id| work_order(id, &[])).collect();
         list[1].deps = vec!["wo-1".into()];
-        let depending = Orders::from_list("orders".into(), list).expect("orders");
+        let depending = Orders::from_list("orders".into(), list.clone()).expect("orders");
         assert_eq!(open(&depending), ["wo-1", "wo-2"]);
+        // A row kept for a dispatch follows its order's title.
+        list[0].title = "retitled".into();
+        let retitled = Orders::from_list("orders".into(), list).expect("orders");
+        let tip = repo.ctx.view_tip(Some("main")).expect("tip");
+        let mut snapshot = remembering.snapshot().expect("snapshot");
+        let rows = open_rows(&repo.ctx, &retitled, &mut snapshot, tip, 3, &|_| false);
+        assert_eq!(rows.expect("rows")[0].title, "retitled");
         repo.change("wo-1", |r| r.status = Status::NeedsRework);
         repo.change("wo-2", |r| r.halt("by_hand", Vec::new()));
+        repo.change("wo-3", |r| r.status = Status::NeedsRework);
+        // A settled record changed is read again, for a dispatch too.
+        assert_eq!(open(&orders(&ids)), ids);
         let rows = both(&orders(&ids));
         assert_eq!(rows[0].status, Status::NeedsRework);
         assert_eq!(rows[1].state, "halted");

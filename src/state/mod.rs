@@ -875,7 +875,9 @@ impl<'repo> Snapshot<'repo> {
             // Every change of a record is a new blob: what an earlier
             // version parsed to is dropped once a read of many records
             // shows it is no longer current, or when memory is full anyway.
-            if parsed.len() > 2 * found.len().max(DISK_CACHE_MIN) && wos.len() >= DISK_CACHE_MIN {
+            if parsed.len() > found.len() + found.len() / 4 + DISK_CACHE_MIN
+                && wos.len() >= DISK_CACHE_MIN
+            {
                 let current: std::collections::HashSet<(ObjectId, ObjectId)> = found
                     .iter()
                     .filter_map(|(_, key, blob)| blob.map(|blob| (blob, *key)))
