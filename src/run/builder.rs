@@ -1022,6 +1022,14 @@ pub struct Steps<'a> {
     pub timeout: Option<Duration>,
 }
 
+impl Steps<'_> {
+    /// No gate or critic runs after the commit: an attempt that commits has
+    /// passed (and stays counted as committing, see [`Attempt::committing`]).
+    pub fn checks_nothing(&self) -> bool {
+        self.gates.is_empty() && self.critics.is_empty()
+    }
+}
+
 impl Host {
     /// Run an attempt's pipeline; the caller holds its slot. Every command's
     /// verdict goes into `verdicts`, in order. A command the shell cannot
@@ -1059,7 +1067,7 @@ impl Host {
             ControlFlow::Continue(committing) => committing,
             ControlFlow::Break(end) => return end,
         };
-        if steps.gates.is_empty() && steps.critics.is_empty() {
+        if steps.checks_nothing() {
             committing.hand_over();
             return BuildOutcome::Passed;
         }

@@ -133,7 +133,7 @@ pub enum Recovery {
 /// A row per WO plus the stored records (fresh ones for WOs without a note).
 pub struct Table {
     pub rows: Vec<Row>,
-    pub records: Vec<std::sync::Arc<Record>>,
+    pub records: Vec<Record>,
 }
 
 /// The rows of settled orders (done, after at least one attempt), by
@@ -145,7 +145,7 @@ pub struct Table {
 #[derive(Default)]
 pub struct SettledRows(std::sync::Mutex<std::collections::HashMap<String, Settled>>);
 
-/// A settled order's row and record, as made from its note blob.
+/// A settled order's row, and the note blob it was made from.
 type Settled = (gix::ObjectId, Row);
 
 /// A row, once made (boxed: a table of thousands of orders holds one slot
@@ -428,7 +428,6 @@ fn table_of(
         let marks = branch.marks(ctx, wo, record.as_ref())?;
         let (record, standing) = branch.standing(ctx, wo, record, default_cap, in_flight);
         let made = row(ctx, wo, &record, standing, marks);
-        let record = std::sync::Arc::new(record);
         if let (Some(blob), true) = (
             blobs.get(i).copied().flatten(),
             SettledRows::settles(&record, &made),

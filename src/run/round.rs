@@ -2300,11 +2300,6 @@ fn build_one(shared: &Shared<'_>, job: &mut Job<'_>) {
         exec::note(&job.log, cleaned);
     }
     let outcome = run_attempt(shared, job);
-    let checks = &shared.opts;
-    if outcome == BuildOutcome::Passed && checks.gates.is_empty() && checks.critics.is_empty() {
-        // Still counted as committing (see `Attempt::committing`).
-        job.reporting = Some(Reporting(shared.committing.clone()));
-    }
     crate::sys::crash::point("attempt.ended");
     job.outcome = JobOutcome::from(outcome);
     if job.outcome == JobOutcome::Clean {
@@ -2361,7 +2356,15 @@ fn run_attempt(shared: &Shared<'_>, job: &mut Job<'_>) -> BuildOutcome {
         me.should_stop() || halted.load(Ordering::Relaxed) || shared.abort.load(Ordering::Relaxed)
     };
     let branch = branch_of(&job.wo.id);
-    host.run_attempt(
+    let steps = Steps {
+        setup: opts.pool.setup.as_deref(),
+        setup_inputs: &opts.pool.setup_inputs,
+        build: &opts.build,
+        gates: &opts.gates,
+        critics: &opts.critics,
+        timeout: opts.timeout,
+    };
+    let outcome = host.run_attempt(
         &Attempt {
             label: &job.wo.id,
             wo: job.wo,
@@ -2374,20 +2377,18 @@ fn run_attempt(shared: &Shared<'_>, job: &mut Job<'_>) -> BuildOutcome {
             env: &env,
             committing: Some(&*shared.committing),
         },
-        &Steps {
-            setup: opts.pool.setup.as_deref(),
-            setup_inputs: &opts.pool.setup_inputs,
-            build: &opts.build,
-            gates: &opts.gates,
-            critics: &opts.critics,
-            timeout: opts.timeout,
-        },
+        &steps,
         me,
         &stop,
         &shared.misconfigured,
         &mut job.verdicts,
         shared.progress,
-    )
+    );
+    if outcome == BuildOutcome::Passed && steps.checks_nothing() {
+        // Still counted as committing (see `Attempt::committing`).
+        job.reporting = Some(Reporting(shared.committing.clone()));
+    }
+    outcome
 }
 
 impl From<BuildOutcome> for JobOutcome {
@@ -2847,7 +2848,7 @@ fn finish(
         .records
         .iter()
         .filter(|r| r.halted)
-        .map(|r| (r.wo.as_str(), &**r))
+        .map(|r| (r.wo.as_str(), r))
         .collect();
     for row in &table.rows {
         if let Some(record) = halted.get(row.id.as_str()) {
