@@ -328,5 +328,20 @@ mod tests {
         check("one added by git");
         git(&["update-ref", crate::state::NOTES_REF, &before_fanout]);
         check("set back");
+        // The tree indexed last gone (a `gc` after the notes were set back
+        // and moved on): the index is made again from the tree read now.
+        let indexed = git(&[
+            "rev-parse",
+            &format!("{}^{{tree}}", crate::state::NOTES_REF),
+        ]);
+        put(0..10, "third");
+        let hex = indexed.trim();
+        let loose = test
+            .dir
+            .join(".git/objects")
+            .join(&hex[..2])
+            .join(&hex[2..]);
+        std::fs::remove_file(loose).expect("the indexed tree is a loose object");
+        check("indexed tree gone");
     }
 }
