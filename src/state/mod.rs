@@ -725,8 +725,18 @@ impl<'repo> Snapshot<'repo> {
         wos: &[&'w str],
     ) -> (Vec<(&'w str, ObjectId, Option<ObjectId>)>, Option<Error>) {
         // A process that reads the state again and again keeps an index
-        // of the notes, brought up to date by what changed.
-        if let Some(index) = &self.index {
+        // of the notes, brought up to date by what changed; a read of many
+        // records starts from the index an earlier process left on disk.
+        let one_read;
+        let index = match &self.index {
+            Some(index) => Some(&**index),
+            None if wos.len() >= DISK_CACHE_MIN => {
+                one_read = notes_index::NotesIndex::default();
+                Some(&one_read)
+            }
+            None => None,
+        };
+        if let Some(index) = index {
             if let Ok(found) = index.lookup(self.repo, self.tree, wos) {
                 let found = wos.iter().zip(found);
                 return (

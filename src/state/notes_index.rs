@@ -3,6 +3,13 @@
 //! moves: a read of every record after a transition then costs the notes
 //! that changed, not a walk of every fanout subtree (an inflate each) and
 //! a lookup of every key in them.
+//!
+//! The index is also kept on disk (`<git-common-dir>/arbiter/notes-index`),
+//! for the next process: a `status` of 10,000 orders otherwise reads some
+//! 10,000 fanout trees to find their notes. Derived data, as git's index
+//! is: it names the notes tree it describes, and a process that finds
+//! another tree diffs the two; a tree that is gone (a `gc`), or a file
+//! that is garbled, means a full read.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
@@ -19,6 +26,8 @@ pub struct NotesIndex(Mutex<Known>);
 #[derive(Default)]
 struct Known {
     notes: Option<Indexed>,
+    /// Notes changed since the index on disk was written (or read).
+    unsaved: usize,
     /// Each work order's key ([`crate::state::key_for`]), a hash of its id:
     /// computed once, not at every read of every record.
     keys: HashMap<String, ObjectId>,
@@ -40,17 +49,35 @@ impl NotesIndex {
         wos: &[&str],
     ) -> Result<Vec<(ObjectId, Option<ObjectId>)>, IndexError> {
         let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let Known { notes, keys } = &mut *known;
-        let current = match notes.take() {
+        let Known {
+            notes,
+            unsaved,
+            keys,
+        } = &mut *known;
+        let disk = crate::git::layout::dir(repo).join(DISK_FILE);
+        let current = match notes.take().or_else(|| load(&disk, repo.object_hash())) {
             Some(known) if known.tree == tree => known,
             // A tree read before may be gone (a `gc` after a rewrite of
             // the notes): then the index is made again from nothing.
             Some(mut known) => match apply_diff(repo, known.tree, tree, &mut known.blobs) {
-                Ok(()) => Indexed { tree, ..known },
-                Err(_) => full(repo, tree)?,
+                Ok(changed) => {
+                    *unsaved += changed;
+                    Indexed { tree, ..known }
+                }
+                Err(_) => {
+                    *unsaved = usize::MAX;
+                    full(repo, tree)?
+                }
             },
-            None => full(repo, tree)?,
+            None => {
+                *unsaved = usize::MAX;
+                full(repo, tree)?
+            }
         };
+        if *unsaved >= DISK_STALE {
+            save(&disk, &current);
+            *unsaved = 0;
+        }
         let found = wos
             .iter()
             .map(|wo| {
@@ -81,13 +108,14 @@ fn full(repo: &gix::Repository, tree: ObjectId) -> Result<Indexed, IndexError> {
     Ok(Indexed { tree, blobs })
 }
 
-/// Bring `blobs` (the notes of tree `old`) to the notes of tree `new`.
+/// Bring `blobs` (the notes of tree `old`) to the notes of tree `new`;
+/// how many notes changed.
 fn apply_diff(
     repo: &gix::Repository,
     old: ObjectId,
     new: ObjectId,
     blobs: &mut gix::hashtable::HashMap<ObjectId, ObjectId>,
-) -> Result<(), IndexError> {
+) -> Result<usize, IndexError> {
     let old = repo.find_tree(old)?;
     let new = repo.find_tree(new)?;
     let mut changes = NoteChanges {
@@ -106,8 +134,58 @@ fn apply_diff(
     for key in &changes.removed {
         blobs.remove(key);
     }
+    let changed = changes.removed.len().max(changes.added.len());
     blobs.extend(changes.added);
-    Ok(())
+    Ok(changed)
+}
+
+/// The index file's name in the arbiter folder.
+const DISK_FILE: &str = "notes-index";
+
+/// The first line of the index file: its format. Any other is not read.
+const DISK_MAGIC: &[u8] = b"git-arbiter notes index 1\n";
+
+/// The index on disk is written again once this many notes changed since.
+const DISK_STALE: usize = 64;
+
+/// The index in the file at `path`: the tree, then each annotated object
+/// with its note blob, sorted. `None` when there is none, or it is not
+/// whole.
+fn load(path: &std::path::Path, hash: gix::hash::Kind) -> Option<Indexed> {
+    let bytes = std::fs::read(path).ok()?;
+    let body = bytes.strip_prefix(DISK_MAGIC)?;
+    let len = hash.len_in_bytes();
+    if body.len() % (2 * len) != len {
+        return None;
+    }
+    let (tree, pairs) = body.split_at(len);
+    let mut blobs = gix::hashtable::HashMap::default();
+    blobs.reserve(pairs.len() / (2 * len));
+    for pair in pairs.chunks_exact(2 * len) {
+        let (key, blob) = pair.split_at(len);
+        blobs.insert(
+            ObjectId::try_from(key).ok()?,
+            ObjectId::try_from(blob).ok()?,
+        );
+    }
+    Some(Indexed {
+        tree: ObjectId::try_from(tree).ok()?,
+        blobs,
+    })
+}
+
+/// Write `index` to `path`, whole or not at all (best effort: without it
+/// the next process reads the notes tree).
+fn save(path: &std::path::Path, index: &Indexed) {
+    let mut pairs: Vec<(&ObjectId, &ObjectId)> = index.blobs.iter().collect();
+    pairs.sort_unstable();
+    let mut out = DISK_MAGIC.to_vec();
+    out.extend_from_slice(index.tree.as_bytes());
+    for (key, blob) in pairs {
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(blob.as_bytes());
+    }
+    crate::state::read_cache::save(path, &out);
 }
 
 /// The notes a tree diff adds, changes and removes, by the object they
@@ -343,5 +421,91 @@ mod tests {
             .join(&hex[2..]);
         std::fs::remove_file(loose).expect("the indexed tree is a loose object");
         check("indexed tree gone");
+    }
+
+    /// A process starts from the index an earlier one left on disk, brought
+    /// to the notes it reads by a diff; a garbled file, or one naming a
+    /// tree that is gone, is read as none.
+    #[test]
+    fn the_index_on_disk_serves_the_next_process() {
+        let test = crate::testutil::TestRepo::new();
+        let store = test.store();
+        let ids: Vec<String> = (0..300).map(|i| format!("wo-{i}")).collect();
+        let keys: Vec<ObjectId> = ids.iter().map(|wo| crate::state::key_for(wo)).collect();
+        let wos: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let put = |range: std::ops::Range<usize>, event: &str| {
+            store
+                .transact::<_, crate::state::Error>("test", |txn| {
+                    for wo in &ids[range.clone()] {
+                        let mut record = txn.record(wo, false)?;
+                        record.log(event, None);
+                        txn.put(record);
+                    }
+                    Ok(())
+                })
+                .expect("transact");
+        };
+        let repo = || gix::open(&test.dir).expect("open");
+        let tree = |repo: &gix::Repository| {
+            repo.find_reference(crate::state::NOTES_REF)
+                .expect("ref")
+                .peel_to_commit()
+                .expect("commit")
+                .tree_id()
+                .expect("tree")
+                .detach()
+        };
+        // A new process each time: an index of its own, nothing in memory.
+        let found_by_a_new_process = || {
+            let repo = repo();
+            NotesIndex::default()
+                .lookup(&repo, tree(&repo), &wos)
+                .expect("lookup")
+        };
+        let check = |what: &str| {
+            let repo = repo();
+            for (key, (_, blob)) in keys.iter().zip(found_by_a_new_process()) {
+                assert_eq!(blob, looked_up(&repo, key), "{what}: note of {key}");
+            }
+        };
+        let disk = crate::git::layout::dir(&repo()).join(DISK_FILE);
+        put(0..300, "first");
+        check("the first process reads the tree");
+        let written = std::fs::read(&disk).expect("the index is on disk");
+        put(0..30, "second");
+        check("30 notes changed since");
+        assert_eq!(
+            std::fs::read(&disk).expect("read"),
+            written,
+            "fewer changes than DISK_STALE leave the file as it is"
+        );
+        // What the next process starts from is the file: a note it names
+        // that no diff since touched is taken from it.
+        let mut forged = written.clone();
+        let at = forged
+            .windows(20)
+            .position(|w| w == keys[200].as_bytes())
+            .expect("key in the file");
+        forged[at + 20] ^= 1;
+        std::fs::write(&disk, &forged).expect("write");
+        let (_, blob) = found_by_a_new_process()[200];
+        assert_ne!(blob, looked_up(&repo(), &keys[200]), "the file is read");
+        std::fs::write(&disk, b"garbled").expect("write");
+        check("a garbled file");
+        assert!(std::fs::read(&disk).expect("read").starts_with(DISK_MAGIC));
+        let mut gone = written;
+        let tree_at = DISK_MAGIC.len();
+        gone[tree_at..tree_at + 20].copy_from_slice(&[7; 20]);
+        std::fs::write(&disk, &gone).expect("write");
+        check("a file naming a tree that is gone");
+        put(30..300, "third");
+        check("270 notes changed since");
+        let repo = repo();
+        let on_disk = load(&disk, repo.object_hash()).expect("whole");
+        assert_eq!(
+            on_disk.tree,
+            tree(&repo),
+            "DISK_STALE changes write it again"
+        );
     }
 }

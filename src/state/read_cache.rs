@@ -274,7 +274,7 @@ impl<'a> Reader<'a> {
 
 /// Write `bytes` to `path` through a temporary file renamed over it, and
 /// remove temporary files a killed writer left beside it.
-fn save(path: &Path, bytes: &[u8]) {
+pub(crate) fn save(path: &Path, bytes: &[u8]) {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return;
     };
