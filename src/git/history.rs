@@ -7,7 +7,10 @@
 //!
 //! The chain is read once per process, then only the commits that are new
 //! since the tip it was read at: a run that lands a thousand orders reads
-//! each commit once, not the whole chain per order.
+//! each commit once, not the whole chain per order. What was read is kept
+//! on disk for the next process ([`Landed::load`], [`Landed::save`]): a
+//! `status` with open orders otherwise inflates every merge of 10,000
+//! landed ones.
 
 use std::collections::{HashMap, HashSet};
 
@@ -17,6 +20,9 @@ use gix::ObjectId;
 /// How many first-parent commits one read goes back at most: from a tip
 /// read for the first time, or from a new tip to the last one read.
 pub const MAX_SCAN: usize = 10_000;
+
+/// The first line of a saved view: its format. Any other is not read.
+const LANDED_MAGIC: &[u8] = b"git-arbiter landed 1\n";
 
 /// The landed merges of one branch's first-parent chain, as far as read.
 #[derive(Default, Debug)]
@@ -36,10 +42,11 @@ pub struct Landed {
 
 impl Landed {
     /// Bring the view to `tip`: read the commits new since the last tip
-    /// (all of them when the branch was rewritten or never read).
-    pub fn update(&mut self, repo: &gix::Repository, tip: ObjectId) -> Result<(), gix::Error> {
+    /// (all of them when the branch was rewritten or never read); how many
+    /// commits were read.
+    pub fn update(&mut self, repo: &gix::Repository, tip: ObjectId) -> Result<usize, gix::Error> {
         if self.tip == Some(tip) {
-            return Ok(());
+            return Ok(0);
         }
         let mut fresh = Vec::new();
         let mut merges = Vec::new();
@@ -72,12 +79,11 @@ impl Landed {
         }
         if self.tip.is_some() && !joined {
             // Not a descendant of the tip read before (reset, rewritten):
-            // read it afresh.
+            // what this walk read is the whole view, as a first read's.
             *self = Landed {
                 limit: self.limit,
                 ..Landed::default()
             };
-            return self.update(repo, tip);
         }
         if !joined {
             self.boundary = boundary;
@@ -86,9 +92,62 @@ impl Landed {
         for (wo, id) in merges.into_iter().rev() {
             self.merges.insert(wo, id);
         }
+        let read = fresh.len();
         self.seen.extend(fresh);
         self.tip = Some(tip);
-        Ok(())
+        Ok(read)
+    }
+
+    /// Has nothing been read yet?
+    pub fn is_unread(&self) -> bool {
+        self.tip.is_none()
+    }
+
+    /// The view a process saved at `path`: the tip it was read at and the
+    /// number of orders, then a line `<merge> <order>` per order. `None` when there is none or it
+    /// is not whole. Derived data, as git's index is: the tip names the
+    /// chain, and a later tip that does not descend from it reads anew.
+    pub fn load(path: &std::path::Path) -> Option<Landed> {
+        let text = std::fs::read(path).ok()?;
+        let text = text.strip_prefix(LANDED_MAGIC)?;
+        let (head, rest) = text.split_once_str(b"\n")?;
+        let (tip, count) = head.split_once_str(b" ")?;
+        let count: usize = count.to_str().ok()?.parse().ok()?;
+        let mut merges = HashMap::new();
+        for line in rest.lines() {
+            let (merge, wo) = line.split_once_str(b" ")?;
+            merges.insert(
+                wo.to_str().ok()?.to_owned(),
+                ObjectId::from_hex(merge).ok()?,
+            );
+        }
+        // A file cut short, even at the end of a line, is not whole: a
+        // merge missing from the view could let its order land again.
+        if merges.len() != count || (!rest.is_empty() && !rest.ends_with(b"\n")) {
+            return None;
+        }
+        Some(Landed {
+            tip: Some(ObjectId::from_hex(tip).ok()?),
+            merges,
+            ..Landed::default()
+        })
+    }
+
+    /// Keep the view at `path` for the next process, whole or not at all
+    /// (best effort). A shallow clone's view is not kept: a later fetch may
+    /// deepen its history.
+    pub fn save(&self, path: &std::path::Path) {
+        let Some(tip) = self.tip.filter(|_| self.boundary.is_none()) else {
+            return;
+        };
+        let mut merges: Vec<(&String, &ObjectId)> = self.merges.iter().collect();
+        merges.sort_unstable();
+        let mut out = LANDED_MAGIC.to_vec();
+        out.extend_from_slice(format!("{tip} {}\n", merges.len()).as_bytes());
+        for (wo, merge) in merges {
+            out.extend_from_slice(format!("{merge} {wo}\n").as_bytes());
+        }
+        crate::sys::whole_file::save(path, &out);
     }
 
     /// The newest merge of order `id` on the chain, if read.
@@ -288,5 +347,64 @@ mod tests {
         landed.update(&repo, id(&a)).expect("read");
         assert_eq!(landed.merge_of("wo-b"), None);
         assert_eq!(landed.merge_of("wo-a"), Some(id(&a)));
+    }
+
+    /// A saved view is where the next process starts: it reads only the
+    /// commits after the saved tip, or the chain afresh when the tip it is
+    /// given does not descend from it; a file cut short is no view.
+    #[test]
+    fn a_saved_view_is_where_the_next_process_starts() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        git(
+            &root,
+            &dir,
+            &["commit", "-q", "--allow-empty", "-m", "root"],
+        );
+        let a = merge(&root, &dir, "wo-a");
+        let b = merge(&root, &dir, "wo-b");
+        let repo = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
+        let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).expect("sha");
+        let saved = root.join("landed");
+        let mut landed = Landed::default();
+        assert_eq!(landed.update(&repo, id(&b)).expect("read"), 3);
+        landed.save(&saved);
+        let mut next = Landed::load(&saved).expect("whole");
+        assert!(!next.is_unread());
+        let c = merge(&root, &dir, "wo-c");
+        assert_eq!(
+            next.update(&repo, id(&c)).expect("read"),
+            1,
+            "the new merge only"
+        );
+        for (wo, at) in [("wo-a", &a), ("wo-b", &b), ("wo-c", &c)] {
+            assert_eq!(next.merge_of(wo), Some(id(at)), "{wo}");
+        }
+        // Another line of history from `a`: read afresh, once.
+        git(&root, &dir, &["reset", "-q", "--hard", &a]);
+        let d = merge(&root, &dir, "wo-d");
+        let mut other = Landed::load(&saved).expect("whole");
+        assert_eq!(other.update(&repo, id(&d)).expect("read"), 3);
+        assert_eq!(other.merge_of("wo-b"), None);
+        assert_eq!(other.merge_of("wo-d"), Some(id(&d)));
+        let whole = std::fs::read(&saved).expect("read");
+        std::fs::write(&saved, &whole[..whole.len() - 1]).expect("write");
+        assert!(Landed::load(&saved).is_none(), "cut short");
+        let last_line = whole[..whole.len() - 1]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .expect("lines");
+        std::fs::write(&saved, &whole[..=last_line]).expect("write");
+        assert!(Landed::load(&saved).is_none(), "a line short");
+        std::fs::write(&saved, b"garbled\n").expect("write");
+        assert!(Landed::load(&saved).is_none(), "garbled");
+        // A shallow clone's view is not kept.
+        std::fs::remove_file(&saved).expect("remove");
+        let shallow = Landed {
+            boundary: Some(id(&a)),
+            ..next
+        };
+        shallow.save(&saved);
+        assert!(!saved.exists());
     }
 }

@@ -374,10 +374,23 @@ impl Context {
         &self,
         tip: gix::ObjectId,
     ) -> Result<std::cell::Ref<'_, crate::git::history::Landed>> {
-        self.history
-            .borrow_mut()
+        // A process starts from what an earlier one read, and leaves what
+        // it read once that is many commits more.
+        const SAVE_AFTER: usize = 64;
+        let saved = crate::git::layout::dir(&self.repo).join("landed");
+        let mut history = self.history.borrow_mut();
+        if history.is_unread() {
+            if let Some(view) = crate::git::history::Landed::load(&saved) {
+                *history = view;
+            }
+        }
+        let read = history
             .update(&self.repo, tip)
             .map_err(|source| Error::History { tip, source })?;
+        if read >= SAVE_AFTER {
+            history.save(&saved);
+        }
+        drop(history);
         Ok(self.history.borrow())
     }
 

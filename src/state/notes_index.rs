@@ -185,7 +185,7 @@ fn save(path: &std::path::Path, index: &Indexed) {
         out.extend_from_slice(key.as_bytes());
         out.extend_from_slice(blob.as_bytes());
     }
-    crate::state::read_cache::save(path, &out);
+    crate::sys::whole_file::save(path, &out);
 }
 
 /// The notes a tree diff adds, changes and removes, by the object they

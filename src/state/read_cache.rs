@@ -14,7 +14,6 @@
 //! old or the new one. Deleting it costs one slower command.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -135,7 +134,7 @@ impl Notes {
             }
         }
         if let Some(path) = &self.path {
-            save(path, &out);
+            crate::sys::whole_file::save(path, &out);
         }
         self.read = decode_notes(&out).unwrap_or_default();
         self.file = out;
@@ -205,7 +204,7 @@ impl Files {
             put_stamp(&mut out, &stamp);
             put_bytes(&mut out, text.as_bytes());
         }
-        save(path, &out);
+        crate::sys::whole_file::save(path, &out);
     }
 }
 
@@ -272,54 +271,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Write `bytes` to `path` through a temporary file renamed over it, and
-/// remove temporary files a killed writer left beside it.
-pub(crate) fn save(path: &Path, bytes: &[u8]) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return;
-    };
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
-    }
-    let prefix = format!("{}.", name.to_string_lossy());
-    let Ok(mut file) = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(TEMP_SUFFIX)
-        .tempfile_in(dir)
-    else {
-        return;
-    };
-    if file.write_all(bytes).is_ok() {
-        // Another process may have written it meanwhile: either is whole.
-        let _ = file.persist(path);
-    }
-    remove_left_temps(dir, &prefix);
-}
-
-const TEMP_SUFFIX: &str = ".tmp";
-
-/// A temporary file older than this is no live writer's.
-const LEFT_AFTER: Duration = Duration::from_secs(60);
-
-fn remove_left_temps(dir: &Path, prefix: &str) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let left = name.starts_with(prefix)
-            && name.ends_with(TEMP_SUFFIX)
-            && entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > LEFT_AFTER));
-        if left {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,29 +331,6 @@ mod tests {
         assert_eq!(cache.len(), 1);
         assert_eq!(cache.get(&one), Some(&b"{\"one\":1}"[..]));
         assert_eq!(cache.get(&two), None);
-    }
-
-    #[test]
-    fn a_temporary_file_a_killed_writer_left_is_removed_by_the_next() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("notes.cache");
-        let left = dir.path().join("notes.cache.abc123.tmp");
-        let young = dir.path().join("notes.cache.def456.tmp");
-        std::fs::write(&left, b"half").unwrap();
-        std::fs::write(&young, b"half").unwrap();
-        let old = SystemTime::now() - LEFT_AFTER - Duration::from_secs(1);
-        std::fs::File::options()
-            .write(true)
-            .open(&left)
-            .and_then(|f| f.set_modified(old))
-            .unwrap();
-        let one = ObjectId::from([1; 20]);
-        let mut cache = Notes::load(path.clone());
-        cache.insert(one, b"{}");
-        cache.keep_and_save(&[one].into_iter().collect());
-        assert!(!left.exists(), "left by a killed writer");
-        assert!(young.exists(), "may be another process's, writing now");
-        assert_eq!(Notes::load(path).len(), 1);
     }
 
     #[test]

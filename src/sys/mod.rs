@@ -10,3 +10,4 @@ pub mod failure;
 pub mod file_stamp;
 pub mod flock;
 pub mod parallel;
+pub mod whole_file;
