@@ -258,6 +258,19 @@ mod tests {
         merge.trim().to_owned()
     }
 
+    /// A scratch folder (returned second) with a repository `repo` (third)
+    /// holding one commit.
+    fn with_root_commit() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+        let (tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        git(
+            &root,
+            &dir,
+            &["commit", "-q", "--allow-empty", "-m", "root"],
+        );
+        (tmp, root, dir)
+    }
+
     /// A first read stops after the bound; later reads still take only the
     /// new commits (not the whole bound again, per landing).
     #[test]
@@ -323,13 +336,7 @@ mod tests {
 
     #[test]
     fn merges_are_read_once_and_new_ones_added() {
-        let (_tmp, root) = scratch();
-        let dir = new_repo(&root, "repo");
-        git(
-            &root,
-            &dir,
-            &["commit", "-q", "--allow-empty", "-m", "root"],
-        );
+        let (_tmp, root, dir) = with_root_commit();
         let a = merge(&root, &dir, "wo-a");
         let repo = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");
         let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).expect("sha");
@@ -354,13 +361,7 @@ mod tests {
     /// given does not descend from it; a file cut short is no view.
     #[test]
     fn a_saved_view_is_where_the_next_process_starts() {
-        let (_tmp, root) = scratch();
-        let dir = new_repo(&root, "repo");
-        git(
-            &root,
-            &dir,
-            &["commit", "-q", "--allow-empty", "-m", "root"],
-        );
+        let (_tmp, root, dir) = with_root_commit();
         let a = merge(&root, &dir, "wo-a");
         let b = merge(&root, &dir, "wo-b");
         let repo = gix::open_opts(&dir, gix::open::Options::isolated()).expect("open");

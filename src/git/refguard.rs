@@ -517,15 +517,8 @@ mod tests {
     /// branch) and the file is given its old mtime back, as a rewrite in
     /// the same tick of the file system's clock leaves it.
     fn packed_behind_gix_back() -> (tempfile::TempDir, PathBuf, gix::Repository, String) {
-        use crate::testutil::{git, new_repo, scratch};
-        let (root, dir) = scratch();
-        let repo_dir = new_repo(&dir, "r");
-        git(
-            &dir,
-            &repo_dir,
-            &["commit", "-q", "--allow-empty", "-m", "one"],
-        );
-        git(&dir, &repo_dir, &["branch", "gone"]);
+        use crate::testutil::git;
+        let (root, dir, repo_dir) = one_commit_and_branch("gone");
         git(&dir, &repo_dir, &["pack-refs", "--all"]);
         let repo = gix::open_opts(&repo_dir, gix::open::Options::isolated()).expect("open");
         assert!(repo
@@ -582,9 +575,9 @@ mod tests {
 
     /// An edit reads the refs as they are, not as gix's snapshot of
     /// `packed-refs` had them: `late`, packed behind its back, is there.
-    /// A repository with branches `main` and `arbiter/a` (loose, with a
-    /// reflog), and gix's handle on it.
-    fn loose_branch() -> (tempfile::TempDir, PathBuf, PathBuf, gix::Repository) {
+    /// A repository `r` in a scratch folder (returned second) with one
+    /// commit on `main` and branch `branch` (loose, with a reflog) at it.
+    fn one_commit_and_branch(branch: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
         use crate::testutil::{git, new_repo, scratch};
         let (root, dir) = scratch();
         let repo_dir = new_repo(&dir, "r");
@@ -593,7 +586,14 @@ mod tests {
             &repo_dir,
             &["commit", "-q", "--allow-empty", "-m", "one"],
         );
-        git(&dir, &repo_dir, &["branch", "arbiter/a"]);
+        git(&dir, &repo_dir, &["branch", branch]);
+        (root, dir, repo_dir)
+    }
+
+    /// A repository with branches `main` and `arbiter/a` (loose, with a
+    /// reflog), and gix's handle on it.
+    fn loose_branch() -> (tempfile::TempDir, PathBuf, PathBuf, gix::Repository) {
+        let (root, dir, repo_dir) = one_commit_and_branch("arbiter/a");
         let repo = gix::open_opts(&repo_dir, gix::open::Options::isolated()).expect("open");
         (root, dir, repo_dir, repo)
     }

@@ -309,6 +309,20 @@ mod tests {
         assert_eq!(note_key(hex[1..].into(), sha1), None);
     }
 
+    /// Log `event` on the records of `ids`, in one transition.
+    fn log_on(store: &crate::state::Store<'_>, ids: &[String], event: &str) {
+        store
+            .transact::<_, crate::state::Error>("test", |txn| {
+                for wo in ids {
+                    let mut record = txn.record(wo, false)?;
+                    record.log(event, None);
+                    txn.put(record);
+                }
+                Ok(())
+            })
+            .expect("transact");
+    }
+
     /// The note of `key` as a fresh read of the notes ref finds it.
     fn looked_up(repo: &gix::Repository, key: &ObjectId) -> Option<ObjectId> {
         let tip = repo
@@ -361,18 +375,7 @@ mod tests {
                 );
             }
         };
-        let put = |range: std::ops::Range<usize>, event: &str| {
-            store
-                .transact::<_, crate::state::Error>("test", |txn| {
-                    for wo in &ids[range.clone()] {
-                        let mut record = txn.record(wo, false)?;
-                        record.log(event, None);
-                        txn.put(record);
-                    }
-                    Ok(())
-                })
-                .expect("transact");
-        };
+        let put = |range: std::ops::Range<usize>, event: &str| log_on(&store, &ids[range], event);
         put(0..200, "first");
         check("200 records");
         let before_fanout = test
@@ -433,18 +436,7 @@ mod tests {
         let ids: Vec<String> = (0..300).map(|i| format!("wo-{i}")).collect();
         let keys: Vec<ObjectId> = ids.iter().map(|wo| crate::state::key_for(wo)).collect();
         let wos: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let put = |range: std::ops::Range<usize>, event: &str| {
-            store
-                .transact::<_, crate::state::Error>("test", |txn| {
-                    for wo in &ids[range.clone()] {
-                        let mut record = txn.record(wo, false)?;
-                        record.log(event, None);
-                        txn.put(record);
-                    }
-                    Ok(())
-                })
-                .expect("transact");
-        };
+        let put = |range: std::ops::Range<usize>, event: &str| log_on(&store, &ids[range], event);
         let repo = || gix::open(&test.dir).expect("open");
         let tree = |repo: &gix::Repository| {
             repo.find_reference(crate::state::NOTES_REF)
