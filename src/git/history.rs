@@ -38,6 +38,8 @@ pub struct Landed {
     boundary: Option<ObjectId>,
     /// [`MAX_SCAN`] unless a test says otherwise.
     limit: Option<usize>,
+    /// Commits read since the view was loaded or saved.
+    unsaved: usize,
 }
 
 impl Landed {
@@ -93,6 +95,7 @@ impl Landed {
             self.merges.insert(wo, id);
         }
         let read = fresh.len();
+        self.unsaved += read;
         self.seen.extend(fresh);
         self.tip = Some(tip);
         Ok(read)
@@ -134,12 +137,18 @@ impl Landed {
     }
 
     /// Keep the view at `path` for the next process, whole or not at all
-    /// (best effort). A shallow clone's view is not kept: a later fetch may
-    /// deepen its history.
-    pub fn save(&self, path: &std::path::Path) {
+    /// (best effort), once `after` commits were read since it was loaded or
+    /// last kept: a conductor that lands one order at a time keeps it
+    /// every so often. A shallow clone's view is not kept: a later fetch
+    /// may deepen its history.
+    pub fn save_after(&mut self, after: usize, path: &std::path::Path) {
+        if self.unsaved < after {
+            return;
+        }
         let Some(tip) = self.tip.filter(|_| self.boundary.is_none()) else {
             return;
         };
+        self.unsaved = 0;
         let mut merges: Vec<(&String, &ObjectId)> = self.merges.iter().collect();
         merges.sort_unstable();
         let mut out = LANDED_MAGIC.to_vec();
@@ -368,9 +377,12 @@ mod tests {
         let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).expect("sha");
         let saved = root.join("landed");
         let mut landed = Landed::default();
-        assert_eq!(landed.update(&repo, id(&b)).expect("read"), 3);
-        landed.save(&saved);
-        let mut next = Landed::load(&saved).expect("whole");
+        assert_eq!(landed.update(&repo, id(&a)).expect("read"), 2);
+        landed.save_after(3, &saved);
+        assert!(!saved.exists(), "2 commits read of 3");
+        assert_eq!(landed.update(&repo, id(&b)).expect("read"), 1);
+        landed.save_after(3, &saved);
+        let mut next = Landed::load(&saved).expect("3 commits read, in two reads");
         assert!(!next.is_unread());
         let c = merge(&root, &dir, "wo-c");
         assert_eq!(
@@ -381,6 +393,12 @@ mod tests {
         for (wo, at) in [("wo-a", &a), ("wo-b", &b), ("wo-c", &c)] {
             assert_eq!(next.merge_of(wo), Some(id(at)), "{wo}");
         }
+        next.save_after(3, &saved);
+        assert_eq!(
+            Landed::load(&saved).expect("whole").merge_of("wo-c"),
+            None,
+            "one commit read since it was loaded"
+        );
         // Another line of history from `a`: read afresh, once.
         git(&root, &dir, &["reset", "-q", "--hard", &a]);
         let d = merge(&root, &dir, "wo-d");
@@ -401,11 +419,12 @@ mod tests {
         assert!(Landed::load(&saved).is_none(), "garbled");
         // A shallow clone's view is not kept.
         std::fs::remove_file(&saved).expect("remove");
-        let shallow = Landed {
+        let mut shallow = Landed {
             boundary: Some(id(&a)),
+            unsaved: 10,
             ..next
         };
-        shallow.save(&saved);
+        shallow.save_after(3, &saved);
         assert!(!saved.exists());
     }
 }

@@ -172,10 +172,11 @@ fn delete_loose(
 /// Is `reference` in `packed-refs`, read afresh (gix's snapshot is
 /// trusted by mtime alone)? `None` when that cannot be told.
 fn is_packed(repo: &gix::Repository, reference: &str) -> Option<bool> {
-    let path = repo.common_dir().join("packed-refs");
-    let buffer = match gix::refs::packed::Buffer::open(path, 32 * 1024, repo.object_hash()) {
+    let path = repo.refs.packed_refs_path();
+    let buffer = match gix::refs::packed::Buffer::open(path.clone(), 32 * 1024, repo.object_hash())
+    {
         Ok(buffer) => buffer,
-        Err(_) if !repo.common_dir().join("packed-refs").exists() => return Some(false),
+        Err(_) if !path.exists() => return Some(false),
         Err(_) => return None,
     };
     Some(buffer.try_find(reference).ok()?.is_some())

@@ -375,7 +375,7 @@ impl Context {
         tip: gix::ObjectId,
     ) -> Result<std::cell::Ref<'_, crate::git::history::Landed>> {
         // A process starts from what an earlier one read, and leaves what
-        // it read once that is many commits more.
+        // it read once that is many commits more, in one read or several.
         const SAVE_AFTER: usize = 64;
         let saved = crate::git::layout::dir(&self.repo).join("landed");
         let mut history = self.history.borrow_mut();
@@ -384,12 +384,10 @@ impl Context {
                 *history = view;
             }
         }
-        let read = history
+        history
             .update(&self.repo, tip)
             .map_err(|source| Error::History { tip, source })?;
-        if read >= SAVE_AFTER {
-            history.save(&saved);
-        }
+        history.save_after(SAVE_AFTER, &saved);
         drop(history);
         Ok(self.history.borrow())
     }
