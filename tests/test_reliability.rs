@@ -926,3 +926,62 @@ fn a_full_disk_at_any_write_of_a_landing_spends_no_attempt() {
         env.fsck();
     }
 }
+
+/// A pooled worktree whose creation fails on a full disk was left as a
+/// folder the pool no longer claimed: every later creation took the next
+/// number, and the half-made folders (each a partial checkout) filled the
+/// disk further (205 of them in a 10,000-order round). The folder goes with
+/// the failure, and the next creation takes its number again.
+#[test]
+fn a_pooled_worktree_that_a_full_disk_broke_leaves_no_folder() {
+    let env = TestEnv::new();
+    let worktrees = env.root.join("worktrees");
+    std::fs::create_dir_all(&worktrees).expect("mkdir");
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&worktrees)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let _mount = Mount(worktrees.clone());
+    env.git(&["init", "-q", "-b", "main"]);
+    env.git(&[
+        "config",
+        "arbiter.worktreeDir",
+        worktrees.to_str().expect("utf-8"),
+    ]);
+    for n in 0..4 {
+        env.write(&format!("big{n}.bin"), &"x".repeat(400_000));
+    }
+    env.work_order("wo-01", "Big", &[], &["data.txt"]);
+    env.commit_all("init");
+    let pool = worktrees.join("pool");
+    for _ in 0..2 {
+        let run = env.run(&["round", "--build", "echo built > data.txt"]);
+        assert_ne!(run.code, 0, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("No space left on device"),
+            "{}",
+            run.stderr
+        );
+        let left: Vec<_> = std::fs::read_dir(&pool)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "half-made worktrees left: {left:?}");
+    }
+    let remounted = std::process::Command::new("mount")
+        .args(["-o", "remount,size=8m"])
+        .arg(&worktrees)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(remounted);
+    env.run(&["round", "--build", "echo built > data.txt"])
+        .success();
+    assert!(pool.join("0").is_dir(), "the pool starts at 0 again");
+    assert_eq!(env.merges_in(&env.repo, "main", "wo-01"), 1);
+    env.fsck();
+}

@@ -295,8 +295,8 @@ fn take_as(
     }
     let common = ctx.repo.common_dir().to_owned();
     let mut best = warmest_free(ctx, &common)?;
-    if best.is_none() && may_reclaim && reclaim_from_the_queue(ctx, opts.size)? {
-        best = warmest_free(ctx, &common)?;
+    if best.is_none() && may_reclaim {
+        best = reclaim_from_the_queue(ctx, opts.size)?;
     }
     let mut cleaned = Dirt::default();
     let leased = match best {
@@ -345,17 +345,23 @@ pub fn waits_to_land(caches: &Caches, branch: &str) {
 
 /// Give back, its branch kept, the worktree of the order that entered the
 /// merge queue first of those held here, when the pool holds `size`
-/// worktrees or more; `false` when there is none such.
-fn reclaim_from_the_queue(ctx: &Context, size: usize) -> Result<bool> {
+/// worktrees or more, and keep it for the take that asked: still locked,
+/// so that a take beside it cannot have it first and leave this one to
+/// make a new worktree (the pool grew past 200 worktrees that way while
+/// the queue was long). `None` when there is none such.
+fn reclaim_from_the_queue(
+    ctx: &Context,
+    size: usize,
+) -> Result<Option<(Info, Entry, crate::sys::flock::Held)>> {
     if crate::state::ledger::numbers(ctx.repo.common_dir()).len() < size {
-        return Ok(false);
+        return Ok(None);
     }
     let reclaiming = ctx.caches.get::<Reclaiming>();
     let lease = {
         let leases = leases(&ctx.caches);
         let mut all = leases.lock();
         let Some(i) = all.iter().position(|l| l.waits_to_land) else {
-            return Ok(false);
+            return Ok(None);
         };
         // Said before the lease goes: a give-back of this order that finds
         // no lease waits until the worktree is back in the pool.
@@ -365,9 +371,23 @@ fn reclaim_from_the_queue(ctx: &Context, size: usize) -> Result<bool> {
     let branch = lease.branch.clone();
     crate::state::ledger::release(&ctx.caches, &branch);
     let name = worktree::name_of_branch(&branch).unwrap_or_default();
-    let given = give_back_lease(ctx, &name, lease, Keep::Branch);
+    let (n, path, common) = (lease.n.clone(), lease.path.clone(), lease.common.clone());
+    let given = give_back_holding(ctx, &name, lease, Keep::Branch);
     reclaiming.lock().remove(&branch);
-    given.map(|()| true)
+    let Some(lock) = given? else {
+        return Ok(None);
+    };
+    let entry = read_entry(&common, &n).filter(|e| e.state == State::Free);
+    Ok(entry.map(|entry| {
+        let info = Info {
+            name: n,
+            path,
+            branch: None,
+            head: entry.base.clone(),
+            prunable: false,
+        };
+        (info, entry, lock)
+    }))
 }
 
 /// The branches whose worktree [`reclaim_from_the_queue`] is handing back
@@ -734,6 +754,25 @@ fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<(
 
 /// [`give_back_as`] of the ended `lease` of the attempt `name`.
 fn give_back_lease(ctx: &Context, name: &str, lease: Lease, keep: Keep) -> Result<()> {
+    let budget = lease.opts.max_bytes;
+    let freed = give_back_holding(ctx, name, lease, keep)?;
+    match (freed, budget) {
+        (Some(lock), Some(max)) => {
+            drop(lock);
+            enforce_budget(ctx, max)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`give_back_lease`], still holding the worktree's lock when it is free
+/// in the pool again (its budget not enforced: the caller takes it again).
+fn give_back_holding(
+    ctx: &Context,
+    name: &str,
+    lease: Lease,
+    keep: Keep,
+) -> Result<Option<crate::sys::flock::Held>> {
     let branch = lease.branch.as_str();
     let settled = crate::run::exec::take_settled(&ctx.caches, &lease.path);
     crate::git::stamps::forget(&ctx.caches, &lease.path);
@@ -741,7 +780,7 @@ fn give_back_lease(ctx: &Context, name: &str, lease: Lease, keep: Keep) -> Resul
     entry.last_use = now();
     if keep == Keep::All {
         entry.state = State::Left;
-        return write_entry(&lease.common, &lease.n, &entry);
+        return write_entry(&lease.common, &lease.n, &entry).map(|()| None);
     }
     entry.state = State::Cleaning;
     write_entry(&lease.common, &lease.n, &entry)?;
@@ -763,7 +802,7 @@ fn give_back_lease(ctx: &Context, name: &str, lease: Lease, keep: Keep) -> Resul
     }
     if full_without(ctx, &lease.n, lease.opts.size)? {
         worktree::remove_pooled(ctx, &lease.path)?;
-        return forget(ctx, &lease.n);
+        return forget(ctx, &lease.n).map(|()| None);
     }
     let cleaned = clean_for_the_pool(ctx, &wt, &lease, tip, settled);
     let (tree, kept, checksum) = match cleaned {
@@ -773,7 +812,7 @@ fn give_back_lease(ctx: &Context, name: &str, lease: Lease, keep: Keep) -> Resul
         // work is on the integration branch or discarded already.
         Err(e) => {
             return match worktree::remove_pooled(ctx, &lease.path) {
-                Ok(()) => forget(ctx, &lease.n),
+                Ok(()) => forget(ctx, &lease.n).map(|()| None),
                 Err(_) => Err(e),
             }
         }
@@ -788,12 +827,8 @@ fn give_back_lease(ctx: &Context, name: &str, lease: Lease, keep: Keep) -> Resul
         entry.setup_tree = None;
     }
     write_entry(&lease.common, &lease.n, &entry)?;
-    let budget = lease.opts.max_bytes;
-    drop(lease);
-    match budget {
-        Some(max) => enforce_budget(ctx, max),
-        None => Ok(()),
-    }
+    let Lease { _lock: lock, .. } = lease;
+    Ok(Some(lock))
 }
 
 /// Make the pooled worktree `wt`, its order done at `tip`, hold exactly
@@ -1487,6 +1522,42 @@ mod tests {
         assert_eq!(taken.path, wt);
         assert_eq!(taken.cleaned.untracked, ["sub/stray.txt"]);
         assert!(!wt.join("sub/stray.txt").exists());
+    }
+
+    /// The worktree of an order waiting to land, taken back for a build,
+    /// stays locked until that build has it: a take beside it that found
+    /// nothing free a moment earlier cannot have it first (the build would
+    /// make a new worktree, and a long queue grew the pool past 200).
+    #[test]
+    fn a_worktree_taken_back_from_the_queue_is_kept_for_the_take_that_asked() {
+        let (_tmp, root) = crate::testutil::scratch();
+        let (ctx, opts, base) = pool_of_one(&root);
+        let wt = take_for_build(&ctx, &opts, "q-a", "arbiter/q-a", base)
+            .expect("take")
+            .path;
+        waits_to_land(&ctx.caches, "arbiter/q-a");
+        let common = ctx.repo.common_dir().to_owned();
+        let (info, entry, lock) = reclaim_from_the_queue(&ctx, opts.size)
+            .expect("reclaim")
+            .expect("the waiting order's worktree");
+        assert_eq!(
+            (info.path.as_path(), entry.state),
+            (wt.as_path(), State::Free)
+        );
+        assert!(
+            warmest_free(&ctx, &common).expect("look").is_none(),
+            "a take beside it found the reclaimed worktree"
+        );
+        drop(lock);
+        let taken = take_for_build(&ctx, &opts, "q-b", "arbiter/q-b", base).expect("take");
+        assert_eq!(taken.path, wt);
+        assert_eq!(crate::state::ledger::numbers(&common).len(), 1);
+        // The first order's branch stays for the merge queue.
+        assert!(ctx
+            .repo
+            .try_find_reference("refs/heads/arbiter/q-a")
+            .expect("read")
+            .is_some());
     }
 
     #[test]
