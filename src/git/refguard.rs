@@ -509,9 +509,68 @@ pub fn clear_left_by_killed_edit(repo: &gix::Repository) -> Option<PathBuf> {
     clear_ours(&markers_dir(repo), &lock).then_some(lock)
 }
 
+/// One item of a listing of `repo`'s refs. A loose ref whose file went
+/// away between the listing and its read (deleted, or packed by `git
+/// pack-refs`, by another thread or process) is read afresh by name, as
+/// git's files backend does: `None` when it is gone. Listing again instead
+/// could fail as often as it was tried while a run deleted branches.
+pub fn listed<'r>(
+    repo: &'r gix::Repository,
+    item: Result<gix::Reference<'r>, gix::Error>,
+) -> Result<Option<gix::Reference<'r>>, gix::Error> {
+    let err = match item {
+        Ok(reference) => return Ok(Some(reference)),
+        Err(err) => err,
+    };
+    let gone = err
+        .downcast_any_ref::<std::io::Error>()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
+    let path = err.metadata().find_map(|m| match m.get("path") {
+        Some(gix::error::MetadataValue::Path(path)) => Some(path.clone()),
+        _ => None,
+    });
+    let name = path.as_deref().and_then(|path| {
+        [repo.common_dir(), repo.git_dir()]
+            .iter()
+            .find_map(|base| path.strip_prefix(base).ok())
+            .and_then(|rela| rela.to_str())
+            .map(|rela| rela.replace(std::path::MAIN_SEPARATOR, "/"))
+    });
+    match (gone, name) {
+        (true, Some(name)) => repo.try_find_reference(name.as_str()),
+        _ => Err(err),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A branch deleted, and one packed, between the listing of the loose
+    /// refs and their reads: the deleted one is skipped, the packed one
+    /// read from `packed-refs`, the rest as listed.
+    #[test]
+    fn a_listing_skips_a_ref_deleted_meanwhile_and_finds_one_packed_meanwhile() {
+        use crate::testutil::git;
+        let (_root, dir, repo_dir) = one_commit_and_branch("arbiter/a");
+        for branch in ["arbiter/b", "arbiter/c"] {
+            git(&dir, &repo_dir, &["branch", branch]);
+        }
+        let repo = gix::open_opts(&repo_dir, gix::open::Options::isolated()).expect("open");
+        let platform = repo.references().expect("refs");
+        let mut listing = platform.prefixed("refs/heads/arbiter/").expect("list");
+        let first = listing.next().expect("a").expect("read a");
+        assert_eq!(first.name().as_bstr(), "refs/heads/arbiter/a");
+        let heads = repo_dir.join(".git/refs/heads/arbiter");
+        std::fs::remove_file(heads.join("b")).expect("delete b");
+        git(&dir, &repo_dir, &["pack-refs", "--all"]);
+        assert!(!heads.join("c").exists(), "c is packed now");
+        let rest: Vec<String> = listing
+            .filter_map(|item| listed(&repo, item).expect("tolerated"))
+            .map(|r| r.name().as_bstr().to_string())
+            .collect();
+        assert_eq!(rest, ["refs/heads/arbiter/c"]);
+    }
 
     /// A repository whose `packed-refs` holds `main` and `gone`, opened by
     /// gix with that file read; then `git pack-refs` packs `late` (a new

@@ -912,7 +912,11 @@ fn branches(ctx: &Context, prefix: &str) -> Result<Vec<String>> {
         .prefixed(prefix)
         .map_err(|source| Error::ListBranches { source })?
     {
-        let r = r.map_err(|source| Error::ReadAReference { source })?;
+        let Some(r) = crate::git::refguard::listed(&ctx.repo, r)
+            .map_err(|source| Error::ReadAReference { source })?
+        else {
+            continue;
+        };
         out.push(r.name().as_bstr().to_string());
     }
     Ok(out)

@@ -936,7 +936,7 @@ fn verifier_names(
         .map_err(|source| Error::ListRefs { source })?
         .prefixed(worktree::VERIFY_BRANCH_PREFIX)
         .map_err(|source| Error::ListVerifyBranches { source })?
-        .filter_map(|r| r.ok())
+        .filter_map(|r| crate::git::refguard::listed(&ctx.repo, r).ok().flatten())
         .filter_map(|r| {
             let full = r.name().as_bstr().to_string();
             full.strip_prefix(worktree::VERIFY_BRANCH_PREFIX)
@@ -978,7 +978,7 @@ fn drop_dead_chain_refs(ctx: &Context) -> Result<()> {
         let dead: Vec<String> = refs
             .prefixed(prefix)
             .map_err(|source| Error::ListChainRefs { source })?
-            .filter_map(|r| r.ok())
+            .filter_map(|r| crate::git::refguard::listed(&ctx.repo, r).ok().flatten())
             .map(|r| r.name().as_bstr().to_string())
             .filter(|name| {
                 name.strip_prefix(prefix)

@@ -1557,24 +1557,9 @@ pub(crate) fn name_of_branch(branch: &str) -> Option<String> {
 pub type BranchTips = std::collections::BTreeMap<String, gix::ObjectId>;
 
 /// [`BranchTips`] in one listing of `refs/heads/arbiter/`, not a lookup per
-/// order (status reads every order's).
+/// order (status reads every order's). A branch another thread or
+/// conductor deletes meanwhile is left out ([`crate::git::refguard::listed`]).
 pub fn branch_tips(ctx: &Context) -> Result<BranchTips> {
-    // Another thread or conductor may delete a branch between the listing
-    // and the read of its file: list again.
-    let mut tips = read_branch_tips(ctx);
-    for _ in 1..LIST_TRIES {
-        if tips.is_ok() {
-            break;
-        }
-        tips = read_branch_tips(ctx);
-    }
-    tips
-}
-
-/// How often [`branch_tips`] lists the branches before it gives up.
-const LIST_TRIES: u32 = 5;
-
-fn read_branch_tips(ctx: &Context) -> Result<BranchTips> {
     let mut tips = BranchTips::new();
     let refs = ctx
         .repo
@@ -1584,7 +1569,11 @@ fn read_branch_tips(ctx: &Context) -> Result<BranchTips> {
         .prefixed(BRANCH_PREFIX)
         .map_err(|source| Error::ListBranches { source })?
     {
-        let mut r = r.map_err(|source| Error::ReadAReference { source })?;
+        let Some(mut r) = crate::git::refguard::listed(&ctx.repo, r)
+            .map_err(|source| Error::ReadAReference { source })?
+        else {
+            continue;
+        };
         let name = r.name().as_bstr().to_string();
         let Some(id) = name.strip_prefix(BRANCH_PREFIX).map(str::to_owned) else {
             continue;
@@ -1751,7 +1740,11 @@ fn leftover_names(ctx: &Context) -> Result<Names> {
             .prefixed(prefix)
             .map_err(|source| Error::ListBranches { source })?
         {
-            let r = r.map_err(|source| Error::ReadAReference { source })?;
+            let Some(r) = crate::git::refguard::listed(&ctx.repo, r)
+                .map_err(|source| Error::ReadAReference { source })?
+            else {
+                continue;
+            };
             let full = r.name().as_bstr().to_string();
             let Some(suffix) = full.strip_prefix(prefix) else {
                 continue;
