@@ -670,3 +670,51 @@ fn show_links_the_verify_log_of_a_failed_merged_gate() {
         "the last failure points there too:\n{show}"
     );
 }
+
+/// Builds far quicker than the merge queue (each landing runs a slow gate)
+/// do not run ahead of it without bound: at most four orders per `--max`
+/// wait to land before another build starts. Without that, all 30 orders
+/// were built and waited in the queue within the first landing.
+#[test]
+fn builds_do_not_run_far_ahead_of_a_slow_merge_queue() {
+    let env = TestEnv::new();
+    for i in 0..30 {
+        env.write(&format!("f/{i}.txt"), "0\n");
+        env.work_order(&format!("wo-{i}"), "Edit", &[], &[&format!("f/{i}.txt")]);
+    }
+    env.commit_all("init");
+    let run = env
+        .run(&[
+            "round",
+            "--max",
+            "2",
+            "--build",
+            "echo 1 > f/${ARBITER_WO#wo-}.txt",
+            "--gate",
+            // Slow on the merged result only: builds stay quick.
+            "[ -z \"$ARBITER_VERIFY_ORDERS\" ] || sleep 0.4",
+            "--verify",
+            "merged",
+        ])
+        .success();
+    let (mut waiting, mut most) = (0i64, 0i64);
+    for line in run.stderr.lines() {
+        if line.starts_with("arbiter queue ") {
+            waiting += 1;
+        } else if line.starts_with("arbiter merge ") {
+            waiting -= 1;
+        } else if line.starts_with("arbiter claim ") {
+            most = most.max(waiting);
+        }
+    }
+    // Four per build may wait; two builds may end before they are counted.
+    assert!(
+        most <= 2 * 4 + 2,
+        "{most} orders waited to land at a claim\n{}",
+        run.stderr
+    );
+    for i in 0..30 {
+        assert_eq!(landed(&env, &format!("wo-{i}")), 1, "wo-{i}");
+    }
+    env.fsck();
+}

@@ -1937,9 +1937,18 @@ const WAITING_RETRY: Duration = Duration::from_secs(10);
 /// How often a landing that waits for commits in progress looks again.
 const COMMIT_POLL: Duration = Duration::from_millis(2);
 
+/// How many passed orders per `--max` may wait to land before no more
+/// builds start: the merge queue lands one batch at a time, and builds far
+/// ahead of it only grow the queue (by 750 orders in a 10,000-order
+/// round), each waiting order held in memory on a base ever older.
+const LANDING_AHEAD_PER_BUILD: usize = 4;
+
 impl Flow<'_> {
     fn should_dispatch(&self, max: usize) -> bool {
         if self.stopping || self.dispatched_once || self.failed.is_some() || self.in_flight >= max {
+            return false;
+        }
+        if self.passed.len() + self.landing.len() >= max.max(1) * LANDING_AHEAD_PER_BUILD {
             return false;
         }
         let now = crate::sys::clock::now();
