@@ -321,7 +321,15 @@ pub fn table(
     default_cap: u32,
     in_flight: &dyn Fn(&Record) -> bool,
 ) -> Result<Table, crate::state::Error> {
-    table_of(ctx, orders, snapshot, tip, default_cap, in_flight, true)
+    table_of(
+        ctx,
+        orders,
+        snapshot,
+        tip,
+        default_cap,
+        in_flight,
+        Reads::Every,
+    )
 }
 
 /// The rows a dispatch decides on: those of [`table`] but for orders
@@ -337,7 +345,52 @@ pub fn open_rows(
     default_cap: u32,
     in_flight: &dyn Fn(&Record) -> bool,
 ) -> Result<Vec<Row>, crate::state::Error> {
-    Ok(table_of(ctx, orders, snapshot, tip, default_cap, in_flight, false)?.rows)
+    Ok(table_of(
+        ctx,
+        orders,
+        snapshot,
+        tip,
+        default_cap,
+        in_flight,
+        Reads::Open,
+    )?
+    .rows)
+}
+
+/// The rows of [`table`], those of settled orders taken from
+/// [`SettledRows`] as [`open_rows`] takes them, their records not read:
+/// recovery decides on rows alone, and reading every record for it (every
+/// few seconds in a run) held a copy of each at once (30 MB at 10,000 orders).
+pub fn all_rows(
+    ctx: &Context,
+    orders: &Orders,
+    snapshot: &mut Snapshot<'_>,
+    tip: Option<gix::ObjectId>,
+    default_cap: u32,
+    in_flight: &dyn Fn(&Record) -> bool,
+) -> Result<Vec<Row>, crate::state::Error> {
+    Ok(table_of(
+        ctx,
+        orders,
+        snapshot,
+        tip,
+        default_cap,
+        in_flight,
+        Reads::Unsettled,
+    )?
+    .rows)
+}
+
+/// Which records a table reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// Every order's: the whole table, records beside the rows.
+    Every,
+    /// Not those of orders settled earlier in this process: their rows
+    /// come from memory, their records are left out.
+    Unsettled,
+    /// As `Unsettled`, and settled orders no order depends on have no row.
+    Open,
 }
 
 fn table_of(
@@ -347,7 +400,7 @@ fn table_of(
     tip: Option<gix::ObjectId>,
     default_cap: u32,
     in_flight: &dyn Fn(&Record) -> bool,
-    settled_rows: bool,
+    reads: Reads,
 ) -> Result<Table, crate::state::Error> {
     let mut rows = Vec::with_capacity(orders.len());
     let mut records = Vec::with_capacity(orders.len());
@@ -357,16 +410,14 @@ fn table_of(
     let settled = snapshot
         .remembers()
         .then(|| ctx.caches.get::<SettledRows>());
-    // Only a dispatch's rows come from memory: a whole table (every few
-    // seconds, and at the end) reads every record, so that what is kept
-    // per settled order is its row alone.
-    let reuse = settled.as_ref().filter(|_| !settled_rows);
+    // A whole table (at the end of a run) reads every record.
+    let reuse = settled.as_ref().filter(|_| reads != Reads::Every);
     let blobs = match &settled {
         Some(_) => snapshot.blobs(&ids)?,
         None => Vec::new(),
     };
     // Orders some order depends on: their rows say whether it may run.
-    let depended_on: std::collections::HashSet<&str> = if reuse.is_none() {
+    let depended_on: std::collections::HashSet<&str> = if reads != Reads::Open {
         Default::default()
     } else {
         orders
@@ -386,7 +437,10 @@ fn table_of(
                 .filter(|(at, row)| {
                     Some(*at) == *blob && row.title == wo.title && row.deps == wo.deps
                 })
-                .map(|(_, row)| depended_on.contains(wo.id.as_str()).then(|| row.clone()));
+                .map(|(_, row)| {
+                    (reads == Reads::Unsettled || depended_on.contains(wo.id.as_str()))
+                        .then(|| row.clone())
+                });
         }
     }
     let unread: Vec<&str> = ids
@@ -416,7 +470,7 @@ fn table_of(
         .collect();
     let branch = BranchView::read(ctx, tip, &open)?;
     for (i, ((wo, record), kept)) in orders.iter().zip(stored).zip(kept).enumerate() {
-        // A dispatch's rows only: no record goes with them.
+        // Rows from memory: no record goes with them.
         if let Some(kept) = kept {
             rows.extend(kept.map(|row| *row));
             continue;
@@ -743,7 +797,7 @@ pub fn recover_and_record(
 ) -> crate::Result<(Vec<Row>, Vec<Recovered>)> {
     let live = |r: &Record| crate::run::conductor::owns_live(ctx, r);
     let mut snapshot = store.snapshot()?;
-    let found = table(
+    let found = all_rows(
         ctx,
         orders,
         &mut snapshot,
@@ -752,12 +806,11 @@ pub fn recover_and_record(
         &|r| r.owner.as_deref() != Some(me) && live(r),
     )?;
     let changes: Vec<(String, Recovery)> = found
-        .rows
         .iter()
         .filter_map(|r| r.recovery.clone().map(|rec| (r.id.clone(), rec)))
         .collect();
     if changes.is_empty() {
-        return Ok((found.rows, Vec::new()));
+        return Ok((found, Vec::new()));
     }
     let written = store.transact("recover", |txn| -> crate::Result<Vec<Recovered>> {
         let mut written = Vec::new();
@@ -773,15 +826,14 @@ pub fn recover_and_record(
         Ok(written)
     })?;
     let mut snapshot = store.snapshot()?;
-    let rows = table(
+    let rows = all_rows(
         ctx,
         orders,
         &mut snapshot,
         Some(tip),
         store.default_cap,
         &live,
-    )?
-    .rows;
+    )?;
     Ok((rows, written))
 }
 
@@ -980,7 +1032,7 @@ mod tests {
     }
 
     /// A process that makes the table again and again, the rows of settled
-    /// orders remembered, sees what a fresh read sees after every change:
+    /// orders remembered (a dispatch's, recovery's), sees what a fresh read sees after every change:
     /// orders settling, a settled record changed by hand, an order's title
     /// and dependencies edited.
     #[test]
@@ -1003,6 +1055,10 @@ mod tests {
             let read = table(&repo.ctx, orders, &mut snapshot, tip, 3, &|_| false).expect("table");
             assert_eq!(kept.rows, read.rows);
             assert_eq!(kept.records, read.records);
+            // Recovery's rows, settled ones from memory, are the same.
+            let mut snapshot = remembering.snapshot().expect("snapshot");
+            let rows = all_rows(&repo.ctx, orders, &mut snapshot, tip, 3, &|_| false);
+            assert_eq!(rows.expect("rows"), read.rows);
             kept.rows
         };
         let settled = || {

@@ -625,24 +625,21 @@ const DISK_CACHE_MIN: usize = 256;
 /// A cache that misses this many notes is written again.
 const DISK_CACHE_STALE: usize = 64;
 
-/// Records parsed already, by their note blob and key (a [`Caches`] entry):
-/// a note is named by its content, so a record that did not change since
-/// it was last read costs a lookup, not a read, an inflate and a parse.
-/// Every transition reads the records it decides on, and most of them
-/// (settled orders above all) are the same from one transition to the next.
+/// Records parsed already, by key, each with its note blob (a [`Caches`]
+/// entry): a note is named by its content, so a record that did not change
+/// since it was last read costs a lookup, not a read, an inflate and a
+/// parse. Every transition reads the records it decides on, and most of
+/// them (settled orders above all) are the same from one transition to the
+/// next. One version per key: a newer one read replaces it.
 ///
 /// [`Caches`]: crate::sys::caches::Caches
 #[derive(Default)]
-pub struct ParsedRecords(std::sync::Mutex<std::collections::HashMap<(ObjectId, ObjectId), Record>>);
-
-/// Above this many parsed records the memory starts again (a run that
-/// never reads many records at once keeps every version it read).
-const PARSED_RECORDS_MAX: usize = 50_000;
+pub struct ParsedRecords(std::sync::Mutex<std::collections::HashMap<ObjectId, (ObjectId, Record)>>);
 
 impl ParsedRecords {
     fn lock(
         &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(ObjectId, ObjectId), Record>> {
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<ObjectId, (ObjectId, Record)>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -796,7 +793,10 @@ impl<'repo> Snapshot<'repo> {
             let parsed = parsed.lock();
             for (slot, (_, key, blob)) in records.iter_mut().zip(&found) {
                 if let Some(blob) = blob {
-                    *slot = parsed.get(&(*blob, *key)).cloned().map(Some);
+                    *slot = parsed
+                        .get(key)
+                        .filter(|(parsed_from, _)| parsed_from == blob)
+                        .map(|(_, record)| Some(record.clone()));
                 }
             }
         }
@@ -855,7 +855,7 @@ impl<'repo> Snapshot<'repo> {
             if let (Some(blob), Some(record)) = (found[i].2, &record) {
                 // Kept only by a process that remembers what it parsed.
                 if self.parsed.is_some() {
-                    fresh.push(((blob, found[i].1), record.clone()));
+                    fresh.push((found[i].1, (blob, record.clone())));
                 }
                 if let Some(bytes) = bytes {
                     read_anew.push((blob, bytes));
@@ -880,23 +880,7 @@ impl<'repo> Snapshot<'repo> {
         }
         drop(disk);
         if let Some(parsed) = &self.parsed {
-            let mut parsed = parsed.lock();
-            parsed.extend(fresh);
-            // Every change of a record is a new blob: what an earlier
-            // version parsed to is dropped once a read of many records
-            // shows it is no longer current, or when memory is full anyway.
-            if parsed.len() > found.len() + found.len() / 4 + DISK_CACHE_MIN
-                && wos.len() >= DISK_CACHE_MIN
-            {
-                let current: std::collections::HashSet<(ObjectId, ObjectId)> = found
-                    .iter()
-                    .filter_map(|(_, key, blob)| blob.map(|blob| (blob, *key)))
-                    .collect();
-                parsed.retain(|entry, _| current.contains(entry));
-            }
-            if parsed.len() > PARSED_RECORDS_MAX {
-                parsed.clear();
-            }
+            parsed.lock().extend(fresh);
         }
         match lookup_error {
             Some(e) => Err(e),
@@ -1594,7 +1578,9 @@ mod tests {
         assert_eq!(after, read(&plain));
         let b = after[1].as_ref().expect("wo-b");
         assert_eq!(b.history.last().map(|e| e.event.as_str()), Some("second"));
-        assert_eq!(caches.get::<ParsedRecords>().lock().len(), 4);
+        // wo-b's first version went when its second was read: a run that
+        // reads a few records at a time kept every version it ever read.
+        assert_eq!(caches.get::<ParsedRecords>().lock().len(), 3);
     }
 
     /// A conductor that reads every record at each step keeps the versions
