@@ -141,7 +141,7 @@ pub struct Table {
 /// the record and the order alone, so a process that decides a dispatch
 /// at a time (a [`crate::sys::caches::Caches`] entry) reads and makes it
 /// once per version of the record, not once per dispatch for every order
-/// ever done ([`open_rows`]).
+/// ever done ([`Reads::Open`]).
 #[derive(Default)]
 pub struct SettledRows(std::sync::Mutex<std::collections::HashMap<String, Settled>>);
 
@@ -332,64 +332,35 @@ pub fn table(
     )
 }
 
-/// The rows a dispatch decides on: those of [`table`] but for orders
-/// settled earlier in this process ([`SettledRows`]) that no order depends
-/// on. Such a row changes nothing a dispatch decides (it is not eligible,
-/// claims nothing, waits for nothing), and leaving it out makes a dispatch
-/// cost the open orders, not every order ever done. Rows stay sorted by id.
-pub fn open_rows(
+/// The rows of [`table`], without the records; `reads` says which are read.
+pub fn rows(
     ctx: &Context,
     orders: &Orders,
     snapshot: &mut Snapshot<'_>,
     tip: Option<gix::ObjectId>,
     default_cap: u32,
     in_flight: &dyn Fn(&Record) -> bool,
+    reads: Reads,
 ) -> Result<Vec<Row>, crate::state::Error> {
-    Ok(table_of(
-        ctx,
-        orders,
-        snapshot,
-        tip,
-        default_cap,
-        in_flight,
-        Reads::Open,
-    )?
-    .rows)
-}
-
-/// The rows of [`table`], those of settled orders taken from
-/// [`SettledRows`] as [`open_rows`] takes them, their records not read:
-/// recovery decides on rows alone, and reading every record for it (every
-/// few seconds in a run) held a copy of each at once (30 MB at 10,000 orders).
-pub fn all_rows(
-    ctx: &Context,
-    orders: &Orders,
-    snapshot: &mut Snapshot<'_>,
-    tip: Option<gix::ObjectId>,
-    default_cap: u32,
-    in_flight: &dyn Fn(&Record) -> bool,
-) -> Result<Vec<Row>, crate::state::Error> {
-    Ok(table_of(
-        ctx,
-        orders,
-        snapshot,
-        tip,
-        default_cap,
-        in_flight,
-        Reads::Unsettled,
-    )?
-    .rows)
+    Ok(table_of(ctx, orders, snapshot, tip, default_cap, in_flight, reads)?.rows)
 }
 
 /// Which records a table reads.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Reads {
+pub enum Reads {
     /// Every order's: the whole table, records beside the rows.
     Every,
-    /// Not those of orders settled earlier in this process: their rows
-    /// come from memory, their records are left out.
+    /// Not those of orders settled earlier in this process
+    /// ([`SettledRows`]): their rows come from memory, their records are
+    /// left out. Recovery decides on rows alone; reading every record for
+    /// it (every few seconds in a run) held a copy of each at once (30 MB
+    /// at 10,000 orders).
     Unsettled,
-    /// As `Unsettled`, and settled orders no order depends on have no row.
+    /// As `Unsettled`, and settled orders no order depends on have no row:
+    /// the rows a dispatch decides on. Such a row changes nothing a
+    /// dispatch decides (it is not eligible, claims nothing, waits for
+    /// nothing), and leaving it out makes a dispatch cost the open orders,
+    /// not every order ever done. Rows stay sorted by id.
     Open,
 }
 
@@ -797,13 +768,14 @@ pub fn recover_and_record(
 ) -> crate::Result<(Vec<Row>, Vec<Recovered>)> {
     let live = |r: &Record| crate::run::conductor::owns_live(ctx, r);
     let mut snapshot = store.snapshot()?;
-    let found = all_rows(
+    let found = rows(
         ctx,
         orders,
         &mut snapshot,
         Some(tip),
         store.default_cap,
         &|r| r.owner.as_deref() != Some(me) && live(r),
+        Reads::Unsettled,
     )?;
     let changes: Vec<(String, Recovery)> = found
         .iter()
@@ -826,15 +798,16 @@ pub fn recover_and_record(
         Ok(written)
     })?;
     let mut snapshot = store.snapshot()?;
-    let rows = all_rows(
+    let after = rows(
         ctx,
         orders,
         &mut snapshot,
         Some(tip),
         store.default_cap,
         &live,
+        Reads::Unsettled,
     )?;
-    Ok((rows, written))
+    Ok((after, written))
 }
 
 #[cfg(test)]
@@ -1057,7 +1030,16 @@ mod tests {
             assert_eq!(kept.records, read.records);
             // Recovery's rows, settled ones from memory, are the same.
             let mut snapshot = remembering.snapshot().expect("snapshot");
-            let rows = all_rows(&repo.ctx, orders, &mut snapshot, tip, 3, &|_| false);
+            let no_one = |_: &Record| false;
+            let rows = super::rows(
+                &repo.ctx,
+                orders,
+                &mut snapshot,
+                tip,
+                3,
+                &no_one,
+                Reads::Unsettled,
+            );
             assert_eq!(rows.expect("rows"), read.rows);
             kept.rows
         };
@@ -1077,7 +1059,15 @@ mod tests {
         let open = |orders: &Orders| {
             let tip = repo.ctx.view_tip(Some("main")).expect("tip");
             let mut snapshot = remembering.snapshot().expect("snapshot");
-            let rows = open_rows(&repo.ctx, orders, &mut snapshot, tip, 3, &|_| false);
+            let rows = super::rows(
+                &repo.ctx,
+                orders,
+                &mut snapshot,
+                tip,
+                3,
+                &|_| false,
+                Reads::Open,
+            );
             let ids: Vec<String> = rows.expect("rows").into_iter().map(|r| r.id).collect();
             ids
         };
@@ -1091,7 +1081,15 @@ mod tests {
         let retitled = Orders::from_list("orders".into(), list).expect("orders");
         let tip = repo.ctx.view_tip(Some("main")).expect("tip");
         let mut snapshot = remembering.snapshot().expect("snapshot");
-        let rows = open_rows(&repo.ctx, &retitled, &mut snapshot, tip, 3, &|_| false);
+        let rows = super::rows(
+            &repo.ctx,
+            &retitled,
+            &mut snapshot,
+            tip,
+            3,
+            &|_| false,
+            Reads::Open,
+        );
         assert_eq!(rows.expect("rows")[0].title, "retitled");
         repo.change("wo-1", |r| r.status = Status::NeedsRework);
         repo.change("wo-2", |r| r.halt("by_hand", Vec::new()));

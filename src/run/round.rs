@@ -577,13 +577,14 @@ impl<'a> Run<'a> {
             let tip = ctx.branch_tip(self.branch).ok();
             let mut snapshot = self.store.snapshot()?;
             let live = |r: &Record| owned_by_live(ctx, r);
-            let rows = reconcile::open_rows(
+            let rows = reconcile::rows(
                 ctx,
                 self.orders,
                 &mut snapshot,
                 tip,
                 self.store.default_cap,
                 &live,
+                reconcile::Reads::Open,
             )?;
             self.others_busy = held_elsewhere(&rows);
             return Ok(Some(rows));
