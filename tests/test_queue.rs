@@ -707,6 +707,9 @@ fn builds_do_not_run_far_ahead_of_a_slow_merge_queue() {
             most = most.max(waiting);
         }
     }
+    // Nothing of a run's own is recovered: an order's branch is this run's
+    // until its worktree is given back, after it landed.
+    assert!(!run.stderr.contains("arbiter recover"), "{}", run.stderr);
     // Four per build may wait; two builds may end before they are counted.
     assert!(
         most <= 2 * 4 + 2,

@@ -368,8 +368,10 @@ fn reclaim_from_the_queue(
         reclaiming.lock().insert(all[i].branch.clone());
         all.remove(i)
     };
+    // The branch stays this run's (`ledger::is_leased`) until its order
+    // leaves the queue and is given back: a recovery pass meanwhile took it
+    // for a leftover and deleted it under the lander.
     let branch = lease.branch.clone();
-    crate::state::ledger::release(&ctx.caches, &branch);
     let name = worktree::name_of_branch(&branch).unwrap_or_default();
     let (n, path, common) = (lease.n.clone(), lease.path.clone(), lease.common.clone());
     let given = give_back_holding(ctx, &name, lease, Keep::Branch);
@@ -728,28 +730,30 @@ enum Keep {
 
 /// This process's lease of `branch`'s pooled worktree, ended.
 fn end_lease(ctx: &Context, branch: &str) -> Option<Lease> {
-    let lease = {
-        let leases = leases(&ctx.caches);
-        let mut all = leases.lock();
-        all.iter()
-            .position(|l| l.branch == branch)
-            .map(|i| all.remove(i))
-    };
-    crate::state::ledger::release(&ctx.caches, branch);
-    lease
+    let leases = leases(&ctx.caches);
+    let mut all = leases.lock();
+    all.iter()
+        .position(|l| l.branch == branch)
+        .map(|i| all.remove(i))
 }
 
 fn give_back_as(ctx: &Context, name: &str, branch: &str, keep: Keep) -> Result<()> {
-    let lease = end_lease(ctx, branch);
-    let Some(lease) = lease else {
-        wait_for_reclaim(ctx, branch);
-        return match keep {
-            Keep::All => Ok(()),
-            Keep::Branch => worktree::remove_keeping_branch(ctx, name, branch),
-            Keep::Nothing => worktree::remove(ctx, name, branch),
-        };
+    let given = match end_lease(ctx, branch) {
+        Some(lease) => give_back_lease(ctx, name, lease, keep),
+        None => {
+            wait_for_reclaim(ctx, branch);
+            match keep {
+                Keep::All => Ok(()),
+                Keep::Branch => worktree::remove_keeping_branch(ctx, name, branch),
+                Keep::Nothing => worktree::remove(ctx, name, branch),
+            }
+        }
     };
-    give_back_lease(ctx, name, lease, keep)
+    // This run's until it is given back: a recovery pass in between took
+    // the branch of an order that had just landed for a leftover, and
+    // reported deleting it.
+    crate::state::ledger::release(&ctx.caches, branch);
+    given
 }
 
 /// [`give_back_as`] of the ended `lease` of the attempt `name`.
@@ -1552,12 +1556,16 @@ mod tests {
         let taken = take_for_build(&ctx, &opts, "q-b", "arbiter/q-b", base).expect("take");
         assert_eq!(taken.path, wt);
         assert_eq!(crate::state::ledger::numbers(&common).len(), 1);
-        // The first order's branch stays for the merge queue.
+        // The first order's branch stays for the merge queue, this run's
+        // until its order is given back.
         assert!(ctx
             .repo
             .try_find_reference("refs/heads/arbiter/q-a")
             .expect("read")
             .is_some());
+        assert!(crate::state::ledger::is_leased(&ctx.caches, "arbiter/q-a"));
+        give_back(&ctx, "q-a", "arbiter/q-a", false).expect("give back");
+        assert!(!crate::state::ledger::is_leased(&ctx.caches, "arbiter/q-a"));
     }
 
     #[test]
