@@ -29,8 +29,6 @@ const LANDED_MAGIC: &[u8] = b"git-arbiter landed 1\n";
 pub struct Landed {
     /// The tip the chain was read from.
     tip: Option<ObjectId>,
-    /// Every first-parent commit read.
-    seen: HashSet<ObjectId>,
     /// The newest merge of each order.
     merges: HashMap<String, ObjectId>,
     /// The oldest commit read when the chain ends at a parent the object
@@ -50,7 +48,8 @@ impl Landed {
         if self.tip == Some(tip) {
             return Ok(0);
         }
-        let mut fresh = Vec::new();
+        let mut read = 0;
+        let mut last_read = None;
         let mut merges = Vec::new();
         let mut joined = false;
         let mut boundary = None;
@@ -60,11 +59,11 @@ impl Landed {
                 joined = true;
                 break;
             }
-            if fresh.len() >= self.limit.unwrap_or(MAX_SCAN) {
+            if read >= self.limit.unwrap_or(MAX_SCAN) {
                 break;
             }
             let Some(object) = repo.try_find_object(id)? else {
-                boundary = fresh.last().copied();
+                boundary = last_read;
                 break;
             };
             let commit = object.try_into_commit().map_err(gix::Error::from_error)?;
@@ -77,7 +76,8 @@ impl Landed {
                     }
                 }
             }
-            fresh.push(id);
+            read += 1;
+            last_read = Some(id);
         }
         if self.tip.is_some() && !joined {
             // Not a descendant of the tip read before (reset, rewritten):
@@ -94,9 +94,7 @@ impl Landed {
         for (wo, id) in merges.into_iter().rev() {
             self.merges.insert(wo, id);
         }
-        let read = fresh.len();
         self.unsaved += read;
-        self.seen.extend(fresh);
         self.tip = Some(tip);
         Ok(read)
     }
@@ -272,11 +270,7 @@ mod tests {
     fn with_root_commit() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
         let (tmp, root) = scratch();
         let dir = new_repo(&root, "repo");
-        git(
-            &root,
-            &dir,
-            &["commit", "-q", "--allow-empty", "-m", "root"],
-        );
+        crate::testutil::commit_files(&root, &dir, &[], "root");
         (tmp, root, dir)
     }
 
@@ -300,13 +294,12 @@ mod tests {
             ..Landed::default()
         };
         let tip = git(&root, &dir, &["rev-parse", "HEAD"]);
-        landed.update(&repo, id(tip.trim())).expect("read");
+        assert_eq!(landed.update(&repo, id(tip.trim())).expect("read"), 3);
         assert_eq!(landed.shallow_boundary(), None, "the bound is no boundary");
-        assert_eq!(landed.seen.len(), 3);
         let m = merge(&root, &dir, "wo-a");
-        landed.update(&repo, id(&m)).expect("read");
+        let read = landed.update(&repo, id(&m)).expect("read");
         assert_eq!(landed.merge_of("wo-a"), Some(id(&m)));
-        assert_eq!(landed.seen.len(), 4, "the new merge only");
+        assert_eq!(read, 1, "the new merge only");
     }
 
     /// A shallow clone's chain ends at its boundary: said, never an error.
@@ -354,11 +347,10 @@ mod tests {
         assert_eq!(landed.merge_of("wo-a"), Some(id(&a)));
         assert_eq!(landed.merge_of("wo-b"), None);
         assert_eq!(landed.shallow_boundary(), None);
-        let seen = landed.seen.len();
         let b = merge(&root, &dir, "wo-b");
-        landed.update(&repo, id(&b)).expect("read");
+        let read = landed.update(&repo, id(&b)).expect("read");
         assert_eq!(landed.merge_of("wo-b"), Some(id(&b)));
-        assert_eq!(landed.seen.len(), seen + 1, "only the new commit was read");
+        assert_eq!(read, 1, "only the new commit was read");
         // Reset back past wo-b: read afresh, wo-b is gone.
         landed.update(&repo, id(&a)).expect("read");
         assert_eq!(landed.merge_of("wo-b"), None);

@@ -15,6 +15,9 @@
 //! is removed before the next edit of
 //! that ref (a conductor killed while it wrote the state or made a branch
 //! would otherwise stop every later run until someone removed it by hand).
+//!
+//! Listings of refs go through [`listed`]: a ref deleted or packed by
+//! another process between the listing and its read is not an error.
 
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
@@ -570,6 +573,17 @@ mod tests {
             .map(|r| r.name().as_bstr().to_string())
             .collect();
         assert_eq!(rest, ["refs/heads/arbiter/c"]);
+        // A ref that is there but garbled is an error still, not skipped.
+        std::fs::create_dir_all(&heads).expect("mkdir");
+        std::fs::write(heads.join("d"), "not a ref\n").expect("garble d");
+        let platform = repo.references().expect("refs");
+        let garbled = platform
+            .prefixed("refs/heads/arbiter/")
+            .expect("list")
+            .map(|item| listed(&repo, item))
+            .filter(Result::is_err)
+            .count();
+        assert_eq!(garbled, 1, "the garbled ref's error is passed on");
     }
 
     /// A repository whose `packed-refs` holds `main` and `gone`, opened by
@@ -638,14 +652,10 @@ mod tests {
     /// A repository `r` in a scratch folder (returned second) with one
     /// commit on `main` and branch `branch` (loose, with a reflog) at it.
     fn one_commit_and_branch(branch: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
-        use crate::testutil::{git, new_repo, scratch};
+        use crate::testutil::{commit_files, git, new_repo, scratch};
         let (root, dir) = scratch();
         let repo_dir = new_repo(&dir, "r");
-        git(
-            &dir,
-            &repo_dir,
-            &["commit", "-q", "--allow-empty", "-m", "one"],
-        );
+        commit_files(&dir, &repo_dir, &[], "one");
         git(&dir, &repo_dir, &["branch", branch]);
         (root, dir, repo_dir)
     }
