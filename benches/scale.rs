@@ -8,8 +8,11 @@
 //! part keeps the tree fixed (10,000 files, each order edits one of them,
 //! the pool warmed by an untimed round) so that what grows with N is the
 //! state alone; a fourth does the same for settled history (every order,
-//! settled or new, edits one of 1,000 files). The peak RSS of any run so
-//! far is printed beside each.
+//! settled or new, edits one of 1,000 files), and beside each the same
+//! 50 orders in a fresh repository holding as many files (none of them
+//! orders): the settled orders' own files stay in the tree, so that ratio
+//! is the state's share. The peak RSS of any run so far is printed beside
+//! each.
 //! Each is timed as a user runs it (the release binary, a fresh process),
 //! on tmpfs when there is one, and printed as milliseconds per order with
 //! the ratio to the smallest case measured in the same run. Never asserts
@@ -69,6 +72,24 @@ fn orders_on(
         &["commit", "-q", "-m", &format!("{n} orders {prefix}")],
     );
     dir.to_owned()
+}
+
+/// Commit `n` files `pad/<i>.md` to `repo`, each the size of an order
+/// file, none of them an order.
+fn pad(repo: &Path, n: usize) {
+    if n == 0 {
+        return;
+    }
+    std::fs::create_dir_all(repo.join("pad")).expect("mkdir");
+    for i in 0..n {
+        std::fs::write(
+            repo.join(format!("pad/{i}.md")),
+            format!("# Note {i}\n\n## Files\n- f/{i}.txt\n\n## Text\nNot an order.\n"),
+        )
+        .expect("write");
+    }
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-q", "-m", &format!("{n} other files")]);
 }
 
 /// One round over every eligible order: its wall time.
@@ -183,9 +204,20 @@ fn main() {
         let repo = orders_on(&dir, "new", new, fixed, |i| (i % fixed).to_string());
         let per_order = ms(timed_arbiter(&repo, &slots, &edit)) / new as f64;
         let baseline = *first.get_or_insert(per_order);
+        let _ = std::fs::remove_dir_all(&repo);
+        let _ = std::fs::remove_dir_all(repo.with_extension("arbiter"));
+        // The settled orders' files stay in the tree, and every check of a
+        // worktree stats them: the same 50 in a fresh repository with as
+        // many other files tell the tree's share from the state's.
+        let dir = root.path().join(format!("padded-{s}"));
+        let repo = orders_on(&dir, "new", new, fixed, |i| (i % fixed).to_string());
+        pad(&repo, s);
+        let same_tree = ms(timed_arbiter(&repo, &slots, &edit)) / new as f64;
         println!(
-            "  {s:>6} settled  {per_order:8.2} ms/order  {:5.2}x the first  {}",
+            "  {s:>6} settled  {per_order:8.2} ms/order  {:5.2}x the first  \
+             {:5.2}x the same tree without them ({same_tree:.2})  {}",
             per_order / baseline,
+            per_order / same_tree,
             rss()
         );
         let _ = std::fs::remove_dir_all(&repo);
