@@ -1289,3 +1289,32 @@ if [ "$ARBITER_WO" = wo-a ]; then echo oops > README; fi"#;
     assert!(!env.git(&["worktree", "list"]).contains("arbiter/wo-a"));
     env.fsck();
 }
+
+/// A builder that untracks a file and commits it as gone leaves the file
+/// on disk: its leftovers are committed as `git add -A` commits them (the
+/// file back), in a reused worktree as in a fresh one.
+#[test]
+fn a_file_a_builder_untracked_in_a_reused_worktree_is_committed_back() {
+    let ids = ["a", "b", "c", "d", "e"];
+    let env = TestEnv::new();
+    env.write("lib/keep.txt", "kept\n");
+    for x in ids {
+        env.write(&format!("lib/{x}.txt"), "base\n");
+        env.work_order(&format!("wo-{x}"), "Edit", &[], &[&format!("lib/{x}.txt")]);
+    }
+    env.commit_all("init");
+    // The order's edit leaves its folder's names as they were.
+    let build = r#"echo more >> "lib/${ARBITER_WO#wo-}.txt"
+git rm -q --cached lib/keep.txt && git commit -qm "the builder's""#;
+    env.run(&["round", "--max", "1", "--build", build])
+        .success();
+    for x in ids {
+        assert_eq!(
+            env.merges_in(&env.repo, "main", &format!("wo-{x}")),
+            1,
+            "wo-{x}"
+        );
+    }
+    assert!(env.git(&["ls-files", "lib"]).contains("lib/keep.txt\n"));
+    env.fsck();
+}

@@ -26,6 +26,7 @@ use gix::ObjectId;
 
 use crate::git::index_lock::IndexLock;
 use crate::git::splitindex;
+use crate::git::stamps::is_ignore_rules;
 use crate::sys::caches::Caches;
 use crate::sys::error::{Diagnosis, ExitCode, Result};
 
@@ -153,7 +154,7 @@ pub(crate) fn stage_all(
         }
     }
     let stamps = crate::git::stamps::recorded(caches, &dir)
-        .filter(|stamps| !rules_changed && stamps.same_outside_rules(wt));
+        .filter(|stamps| !rules_changed && stamps.same_rules(wt, &index));
     let Some(untracked) = untracked(wt, &index, stamps.as_deref())? else {
         return Ok(None);
     };
@@ -279,7 +280,7 @@ pub(crate) fn changes(
         .iter()
         .any(|(at, _)| is_ignore_rules(index.entries()[*at].path(&index)));
     let stamps = crate::git::stamps::recorded(caches, &dir)
-        .filter(|stamps| !rules_changed && stamps.same_outside_rules(wt));
+        .filter(|stamps| !rules_changed && stamps.same_rules(wt, &index));
     let Some(untracked) = untracked(wt, &index, stamps.as_deref())? else {
         return Ok(None);
     };
@@ -478,11 +479,6 @@ fn hash(
     })
 }
 
-/// Is `path` a file of ignore rules (`.gitignore`)?
-fn is_ignore_rules(path: &BStr) -> bool {
-    path.rsplit_str("/").next() == Some(b".gitignore".as_slice())
-}
-
 /// The untracked files `git add -A` would add (not ignored, each file on its
 /// own), or `None` when the walk meets something git adds otherwise (a
 /// nested repository) or not at all (a socket). Folders `stamps` proves
@@ -605,7 +601,8 @@ fn unknown_names(
     for (&folder, tracked) in &folders {
         let fd = open.get(folder)?;
         let tracked_subfolders = subfolders.get(folder).copied().unwrap_or(0);
-        if stamps.is_some_and(|s| s.unchanged(folder, fd, tracked_subfolders)) {
+        let tracked_names = || crate::git::stamps::names_digest(tracked.iter().copied());
+        if stamps.is_some_and(|s| s.unchanged(folder, fd, tracked_subfolders, tracked_names)) {
             continue;
         }
         for found in Dir::read_from(fd).ok()? {
@@ -1089,6 +1086,34 @@ mod tests {
             }
             let (ours, want) = both_trees(&caches, &root, &dir, &wt, head);
             assert_eq!(ours, want, "random case {case}");
+        }
+    }
+
+    /// Stamps vouch for the names tracked when they were taken: a file the
+    /// builder untracked and committed as gone (its folder unchanged), or
+    /// one a committed `.gitignore` edit no longer ignores, is found as
+    /// `git add -A` finds it.
+    #[test]
+    fn stamps_vouch_only_for_what_was_tracked_and_ignored_when_taken() {
+        let (_tmp, root) = scratch();
+        let caches = Caches::default();
+        type Case = (&'static str, fn(&Path, &Path));
+        let cases: [Case; 2] = [
+            ("untracked and committed as gone", |root, dir| {
+                git(root, dir, &["rm", "-q", "--cached", "a/b/f3.txt"]);
+            }),
+            ("no longer ignored by a committed rule", |root, dir| {
+                write(dir, ".gitignore", b"build/\n/tmp\n");
+                git(root, dir, &["add", ".gitignore"]);
+            }),
+        ];
+        for (i, (what, change)) in cases.iter().enumerate() {
+            let (dir, _, _) = stamped(&caches, &root, &format!("case-{i}"));
+            change(&root, &dir);
+            git(&root, &dir, &["commit", "-q", "-m", "the builder's"]);
+            let (wt, head) = open_at_head(&root, &dir);
+            let (ours, want) = both_trees(&caches, &root, &dir, &wt, head);
+            assert_eq!(ours, want, "{what}");
         }
     }
 

@@ -15,8 +15,16 @@
 //! Ignore rules from outside the worktree (`info/exclude`, the user's
 //! excludes file) that changed since void the stamps: files they stop
 //! ignoring may be anywhere.
+//!
+//! A stamp vouches for the names a folder holds, and those were the names
+//! tracked there when it was taken (besides ignored files). So it counts
+//! only while the index tracks the same names there, and the tree's
+//! `.gitignore` files are the ones it had: a builder that untracks a file
+//! and commits it as gone, or commits a rule that no longer ignores one,
+//! leaves a file untracked in a folder whose stamp still holds.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -74,32 +82,75 @@ fn outside_rules(wt: &gix::Repository) -> Vec<(PathBuf, FileStamp)> {
 }
 
 /// The trusted stamps of one clean worktree, by folder (its path with a
-/// trailing '/', the top's empty), with the ignore rules from outside it.
+/// trailing '/', the top's empty), each with the [`names_digest`] of the
+/// names its tree tracked there; the ignore rules from outside it, and
+/// the [`rules_digest`] of its tree's `.gitignore` files.
 #[derive(Debug, Default)]
 pub(crate) struct Stamps {
-    folders: HashMap<Vec<u8>, Stamp>,
+    folders: HashMap<Vec<u8>, (Stamp, u64)>,
     outside: Vec<(PathBuf, FileStamp)>,
+    rules: u64,
 }
 
 impl Stamps {
-    /// Are the ignore rules from outside the worktree `wt` as they were?
-    pub(crate) fn same_outside_rules(&self, wt: &gix::Repository) -> bool {
-        outside_rules(wt) == self.outside
+    /// Are the ignore rules those of the stamps: from outside the worktree
+    /// `wt`, and the `.gitignore` files `index` tracks?
+    pub(crate) fn same_rules(&self, wt: &gix::Repository, index: &gix::index::State) -> bool {
+        let tracked_rules = index
+            .entries()
+            .iter()
+            .filter(|entry| is_ignore_rules(entry.path(index)))
+            .map(|entry| rule_hash(entry.path(index), &entry.id));
+        rules_digest(tracked_rules) == self.rules && outside_rules(wt) == self.outside
     }
 
     /// Has `folder` (open as `fd`) neither gained nor lost a name since it
-    /// was stamped, and holds no folder but its `tracked_subfolders`?
+    /// was stamped, holds no folder but its `tracked_subfolders`, and are
+    /// the names tracked there now (their [`names_digest`], asked only
+    /// then) the ones tracked when it was stamped?
     pub(crate) fn unchanged(
         &self,
         folder: &[u8],
         fd: impl AsFd,
         tracked_subfolders: usize,
+        tracked_names: impl FnOnce() -> u64,
     ) -> bool {
-        let Some(then) = self.folders.get(folder) else {
+        let Some((then, names)) = self.folders.get(folder) else {
             return false;
         };
         Stamp::of(fd).is_some_and(|now| now == *then && now.nlink == 2 + tracked_subfolders as u64)
+            && tracked_names() == *names
     }
+}
+
+/// Is `path` a file of ignore rules?
+pub(crate) fn is_ignore_rules(path: &gix::bstr::BStr) -> bool {
+    use gix::bstr::ByteSlice;
+    path.rsplit_str("/").next() == Some(b".gitignore".as_slice())
+}
+
+/// A digest of a set of names, in any order: equal sets, equal digests
+/// (and a different set a different one but by a 2^-64 chance).
+pub(crate) fn names_digest<'a>(names: impl Iterator<Item = &'a [u8]>) -> u64 {
+    names
+        .map(|name| {
+            let mut hasher = DefaultHasher::new();
+            hasher.write(name);
+            hasher.finish()
+        })
+        .fold(0, u64::wrapping_add)
+}
+
+/// [`names_digest`] for `.gitignore` files, each a [`rule_hash`].
+fn rules_digest(hashes: impl Iterator<Item = u64>) -> u64 {
+    hashes.fold(0, u64::wrapping_add)
+}
+
+fn rule_hash(path: &[u8], id: &gix::oid) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    hasher.write(path);
+    hasher.write(id.as_bytes());
+    hasher.finish()
 }
 
 /// The worktrees handed over clean, with their stamps (a [`Caches`] entry).
@@ -168,45 +219,54 @@ fn stamp(caches: &Caches, wt: &gix::Repository, dir: &Path, tree: ObjectId) -> O
     if !keeps_link_counts(top, reference.nlink)? {
         return None;
     }
+    let shape = shape_of(caches, wt, tree)?;
     let mut stamps = Stamps {
         outside: outside_rules(wt),
+        rules: shape.rules,
         ..Stamps::default()
     };
-    for folder in folders_of(caches, wt, tree)?.iter() {
+    for (folder, names) in shape.folders.iter() {
         let Some(stamp) = open.get(folder).and_then(Stamp::of) else {
             continue;
         };
         if stamp.ctime < reference.ctime {
-            stamps.folders.insert(folder.clone(), stamp);
+            stamps.folders.insert(folder.clone(), (stamp, *names));
         }
     }
     Some(stamps)
 }
 
-/// The folders of the last tree asked for (a [`Caches`] entry): the orders
+/// The shape of the last tree asked for (a [`Caches`] entry): the orders
 /// of a batch share a base, and at 50,000 files reading its trees costs
 /// more than the stamps.
 #[derive(Default)]
-struct LastTree(Mutex<Option<(ObjectId, Folders)>>);
+struct LastTree(Mutex<Option<(ObjectId, Arc<Shape>)>>);
 
-/// Folder paths, each with a trailing '/' (the top's empty).
-type Folders = Arc<Vec<Vec<u8>>>;
+/// What of a tree the stamps need.
+#[derive(Default)]
+struct Shape {
+    /// Each folder's path with a trailing '/' (the top's empty), before
+    /// the folders in it, with the [`names_digest`] of its entries.
+    folders: Vec<(Vec<u8>, u64)>,
+    /// The [`rules_digest`] of its `.gitignore` files.
+    rules: u64,
+}
 
-/// Each folder of `tree` (its path with a trailing '/'), each before the
-/// folders in it.
-fn folders_of(caches: &Caches, repo: &gix::Repository, tree: ObjectId) -> Option<Folders> {
+fn shape_of(caches: &Caches, repo: &gix::Repository, tree: ObjectId) -> Option<Arc<Shape>> {
     let last_tree = caches.get::<LastTree>();
     let mut last = last_tree.0.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((id, folders)) = last.as_ref() {
+    if let Some((id, shape)) = last.as_ref() {
         if *id == tree {
-            return Some(folders.clone());
+            return Some(shape.clone());
         }
     }
-    let mut folders = Vec::new();
-    tracked_folders(repo, tree, &mut Vec::new(), &mut folders)?;
-    let folders = Arc::new(folders);
-    *last = Some((tree, folders.clone()));
-    Some(folders)
+    let mut shape = Shape::default();
+    let mut rules = Vec::new();
+    tracked_folders(repo, tree, &mut Vec::new(), &mut shape.folders, &mut rules)?;
+    shape.rules = rules_digest(rules.into_iter());
+    let shape = Arc::new(shape);
+    *last = Some((tree, shape.clone()));
+    Some(shape)
 }
 
 /// Does the folder `top`, with link count `nlink`, count 2 plus its
@@ -237,25 +297,32 @@ fn keeps_link_counts(top: impl AsFd, nlink: u64) -> Option<bool> {
 }
 
 /// Each folder of `tree` (at `prefix`, with a trailing '/') before the
-/// folders in it; submodules are not folders of ours.
+/// folders in it, with the digest of its names; submodules are not folders
+/// of ours. The [`rule_hash`] of each `.gitignore` goes to `rules`.
 fn tracked_folders(
     repo: &gix::Repository,
     tree: ObjectId,
     prefix: &mut Vec<u8>,
-    out: &mut Vec<Vec<u8>>,
+    out: &mut Vec<(Vec<u8>, u64)>,
+    rules: &mut Vec<u64>,
 ) -> Option<()> {
-    out.push(prefix.clone());
+    let at = out.len();
+    out.push((prefix.clone(), 0));
     let tree = repo.find_tree(tree).ok()?;
+    let mut names = 0u64;
     for entry in tree.iter() {
         let entry = entry.ok()?;
-        if !entry.mode().is_tree() {
-            continue;
-        }
+        names = names.wrapping_add(names_digest(std::iter::once(entry.filename().as_ref())));
         let len = prefix.len();
         prefix.extend_from_slice(entry.filename());
-        prefix.push(b'/');
-        tracked_folders(repo, entry.object_id(), prefix, out)?;
+        if entry.mode().is_tree() {
+            prefix.push(b'/');
+            tracked_folders(repo, entry.object_id(), prefix, out, rules)?;
+        } else if entry.filename() == ".gitignore" && entry.mode().is_blob() {
+            rules.push(rule_hash(prefix, entry.oid()));
+        }
         prefix.truncate(len);
     }
+    out[at].1 = names;
     Some(())
 }
