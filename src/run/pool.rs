@@ -779,10 +779,10 @@ fn give_back_holding(
 ) -> Result<Option<crate::sys::flock::Held>> {
     let branch = lease.branch.as_str();
     let settled = crate::run::exec::take_settled(&ctx.caches, &lease.path);
-    crate::git::stamps::forget(&ctx.caches, &lease.path);
     let mut entry = read_entry(&lease.common, &lease.n).unwrap_or_default();
     entry.last_use = now();
     if keep == Keep::All {
+        crate::git::stamps::forget(&ctx.caches, &lease.path);
         entry.state = State::Left;
         return write_entry(&lease.common, &lease.n, &entry).map(|()| None);
     }
@@ -805,6 +805,7 @@ fn give_back_holding(
         worktree::remove(ctx, name, branch)?;
     }
     if full_without(ctx, &lease.n, lease.opts.size)? {
+        crate::git::stamps::forget(&ctx.caches, &lease.path);
         worktree::remove_pooled(ctx, &lease.path)?;
         return forget(ctx, &lease.n).map(|()| None);
     }
@@ -815,10 +816,11 @@ fn give_back_holding(
         // remove) leaves the pool rather than stopping the run; the order's
         // work is on the integration branch or discarded already.
         Err(e) => {
+            crate::git::stamps::forget(&ctx.caches, &lease.path);
             return match worktree::remove_pooled(ctx, &lease.path) {
                 Ok(()) => forget(ctx, &lease.n).map(|()| None),
                 Err(_) => Err(e),
-            }
+            };
         }
     };
     entry.state = State::Free;
@@ -852,7 +854,11 @@ fn clean_for_the_pool(
     // Its files were proved equal to the tip when the builder's leftovers
     // were committed, and nothing of ours ran there since: only the ignored
     // files it keeps are left besides. Walking every file again would prove
-    // it twice (at 50,000 files, most of what a give-back costs).
+    // it twice (at 50,000 files, most of what a give-back costs). The
+    // stamps taken when it was handed to the builder stay: they vouch for
+    // no file, only that a folder still holds the names it held then, as
+    // long as the index tracks the same names there (see `stamps`); so the
+    // next take in this process lists only the folders that changed.
     let settled = settled.filter(|(commit, checksum)| {
         *commit == tip && crate::git::index_memo::index_file_checksum(wt) == Some(*checksum)
     });
@@ -865,9 +871,7 @@ fn clean_for_the_pool(
     // Stamped before the walk proves the folders clean: a name that
     // comes or goes from here on, the walk's own removals included,
     // gives its folder a new change time, and the next take in this
-    // process lists it again (see `dirt`). A give-back without a walk
-    // (above) stamps nothing: a leftover process may have written since
-    // the leftovers were committed.
+    // process lists it again (see `dirt`).
     crate::git::stamps::remember(&ctx.caches, wt, &lease.path, tree);
     // The walk for untracked files and the reset each read the whole
     // worktree: they look at once. The walk judges by the index as the
@@ -1501,13 +1505,17 @@ mod tests {
     }
 
     /// A worktree given back without a walk (its leftovers were committed,
-    /// nothing of ours ran there since) is not stamped as clean: a file a
-    /// leftover process wrote between that commit and the give-back is
-    /// found by the next take in the same process.
+    /// nothing of ours ran there since) keeps the stamps of its take, which
+    /// vouch for names, not files: a file a leftover process wrote between
+    /// that commit and the give-back, in a folder the builder changed or
+    /// in one it did not, is found by the next take in the same process.
     #[test]
     fn a_file_written_after_the_leftovers_commit_is_found_by_the_next_take() {
         let (_tmp, root) = crate::testutil::scratch();
         let (ctx, opts, base) = pool_of_one(&root);
+        // Made, then switched: a switch stamps the folders.
+        take(&ctx, &opts, "made", "arbiter/made", base).expect("take");
+        give_back(&ctx, "made", "arbiter/made", false).expect("give back");
         let wt = take(&ctx, &opts, "settled-a", "arbiter/settled-a", base)
             .expect("take")
             .path;
@@ -1521,11 +1529,17 @@ mod tests {
         crate::run::exec::mark_settled(&ctx.caches, &wt, head, checksum);
         // Then a leftover process of the builder writes there.
         std::fs::write(wt.join("sub/stray.txt"), "stray\n").expect("stray");
+        std::fs::write(wt.join("stray.txt"), "stray\n").expect("stray");
         give_back(&ctx, "settled-a", "arbiter/settled-a", false).expect("give back");
+        assert!(
+            crate::git::stamps::recorded(&ctx.caches, &wt).is_some(),
+            "the take's stamps are kept"
+        );
         let taken = take(&ctx, &opts, "settled-b", "arbiter/settled-b", base).expect("take");
         assert_eq!(taken.path, wt);
-        assert_eq!(taken.cleaned.untracked, ["sub/stray.txt"]);
+        assert_eq!(taken.cleaned.untracked, ["stray.txt", "sub/stray.txt"]);
         assert!(!wt.join("sub/stray.txt").exists());
+        assert!(!wt.join("stray.txt").exists());
     }
 
     /// The worktree of an order waiting to land, taken back for a build,
