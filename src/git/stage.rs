@@ -1142,4 +1142,50 @@ mod tests {
         crate::git::stamps::forget(&caches, &dir);
         assert!(crate::git::stamps::recorded(&caches, &dir).is_none());
     }
+
+    /// Stamps kept in a file serve another process as they served this
+    /// one; a file another hasher wrote (its probe differs) or a garbled
+    /// one serves nobody, and a file is read once.
+    #[test]
+    fn stamps_saved_for_another_process_spare_it_the_same_folders() {
+        let (_tmp, root) = scratch();
+        let dir = new_repo(&root, "repo");
+        seed(&root, &dir, None);
+        write(&dir, "a/before.txt", b"there before the stamps\n");
+        let_the_clock_move(&root);
+        let (wt, head) = open_at_head(&root, &dir);
+        let ours = Caches::default();
+        crate::git::stamps::remember(&ours, &wt, &dir, head);
+        let file = root.join("stamps");
+        crate::git::stamps::save(&ours, &dir, &file);
+        let saved = std::fs::read(&file).expect("saved");
+
+        let index = crate::git::index_lock::read_index(&wt).expect("index");
+        let theirs = Caches::default();
+        crate::git::stamps::load(&theirs, &dir, &file);
+        assert!(!file.exists(), "read once");
+        let stamps = crate::git::stamps::recorded(&theirs, &dir).expect("loaded");
+        assert_eq!(
+            super::unknown_names(&index, &dir, Some(&*stamps)).expect("names"),
+            Vec::<BString>::new()
+        );
+
+        let mut other_hasher: serde_json::Value = serde_json::from_slice(&saved).expect("json");
+        other_hasher["probe"] = serde_json::json!(1);
+        for (what, bytes) in [
+            (
+                "another hasher's",
+                serde_json::to_vec(&other_hasher).expect("json"),
+            ),
+            ("garbled", b"{\"probe\":".to_vec()),
+        ] {
+            std::fs::write(&file, bytes).expect("write");
+            let caches = Caches::default();
+            crate::git::stamps::load(&caches, &dir, &file);
+            assert!(
+                crate::git::stamps::recorded(&caches, &dir).is_none(),
+                "{what}"
+            );
+        }
+    }
 }

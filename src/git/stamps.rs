@@ -35,7 +35,7 @@ use crate::git::stat::OpenFolders;
 use crate::sys::caches::Caches;
 
 /// What says whether names came or went in a folder.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, serde::Serialize, serde::Deserialize)]
 struct Stamp {
     dev: u64,
     ino: u64,
@@ -184,6 +184,82 @@ pub(crate) fn forget(caches: &Caches, dir: &Path) {
         .get::<Clean>()
         .lock()
         .retain(|(path, _)| *path != top);
+}
+
+/// The stamps of a worktree as a file, for the next process that takes it
+/// (see [`save`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Saved {
+    /// The [`names_digest`] of a fixed name: a build whose hasher digests
+    /// otherwise (another toolchain) could not compare the digests.
+    probe: u64,
+    rules: u64,
+    outside: Vec<(PathBuf, FileStamp)>,
+    /// Folders whose path is UTF-8 (any other is listed, as if it changed).
+    folders: Vec<(String, Stamp, u64)>,
+}
+
+fn probe() -> u64 {
+    names_digest(std::iter::once(b"git-arbiter stamps".as_slice()))
+}
+
+/// Keep the stamps of the worktree at `dir` in `file` for another process
+/// (none kept: no file). A stamp stays true evidence whenever it is read:
+/// it was taken of a clean worktree, and vouches only for a folder whose
+/// name list, device and inode have not changed since. Nothing is kept
+/// when it cannot be written: the next take lists every folder.
+pub(crate) fn save(caches: &Caches, dir: &Path, file: &Path) {
+    let saved = recorded(caches, dir).map(|stamps| Saved {
+        probe: probe(),
+        rules: stamps.rules,
+        outside: stamps.outside.clone(),
+        folders: stamps
+            .folders
+            .iter()
+            .filter_map(|(path, (stamp, names))| {
+                Some((String::from_utf8(path.clone()).ok()?, *stamp, *names))
+            })
+            .collect(),
+    });
+    let written = saved.and_then(|saved| {
+        let bytes = serde_json::to_vec(&saved).ok()?;
+        let parent = file.parent()?;
+        let mut tmp = tempfile::NamedTempFile::new_in(parent).ok()?;
+        std::io::Write::write_all(&mut tmp, &bytes).ok()?;
+        tmp.persist(file).ok()
+    });
+    if written.is_none() {
+        let _ = std::fs::remove_file(file);
+    }
+}
+
+/// The stamps [`save`] kept in `file` become those of the worktree at
+/// `dir` in this process; the file is consumed.
+pub(crate) fn load(caches: &Caches, dir: &Path, file: &Path) {
+    let Ok(bytes) = std::fs::read(file) else {
+        return;
+    };
+    let _ = std::fs::remove_file(file);
+    let Ok(saved) = serde_json::from_slice::<Saved>(&bytes) else {
+        return;
+    };
+    let Ok(top) = dir.canonicalize() else {
+        return;
+    };
+    if saved.probe != probe() {
+        return;
+    }
+    let stamps = Stamps {
+        folders: saved
+            .folders
+            .into_iter()
+            .map(|(path, stamp, names)| (path.into_bytes(), (stamp, names)))
+            .collect(),
+        outside: saved.outside,
+        rules: saved.rules,
+    };
+    forget(caches, dir);
+    caches.get::<Clean>().lock().push((top, Arc::new(stamps)));
 }
 
 /// The stamps of the worktree at `dir`, if it was handed over clean.

@@ -36,7 +36,7 @@ use serde::Serialize;
 use crate::run::worktree::{self, Info};
 use crate::state::context::Context;
 pub(crate) use crate::state::ledger::{forget, hold};
-use crate::state::ledger::{read_entry, write_entry};
+use crate::state::ledger::{read_entry, stamps_path, write_entry};
 pub use crate::state::ledger::{Entry, State};
 use crate::sys::caches::Caches;
 use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
@@ -304,12 +304,7 @@ fn take_as(
             cleaned = switch(ctx, &info, entry, branch, base, opts.keep_ignored)?;
             (info.name, info.path, lock)
         }
-        None => {
-            let made = create(ctx, branch, base)?;
-            // Its folders are all new: no stamp of them could be trusted yet.
-            crate::git::stamps::forget(&ctx.caches, &made.1);
-            made
-        }
+        None => create(ctx, branch, base)?,
     };
     let (n, path, lock) = leased;
     // Whatever an earlier order proved about this worktree is not this one's.
@@ -530,8 +525,15 @@ fn create(
         // Split from the start, so that its first switch writes a few entries.
         // Only speed depends on it: an index left whole (a full disk) still
         // serves, and the next write of it tries again.
+        crate::git::stamps::forget(&ctx.caches, &path);
         if let Ok(wt) = open(ctx, &path) {
             let _ = crate::git::index_lock::keep_index_split(&wt);
+            // Made from `base` alone, and nothing of ours writes there before
+            // the builder: stamped as a switch stamps (only the folders
+            // older than this moment count).
+            if let Ok(tree) = ctx.tree_of(base) {
+                crate::git::stamps::remember(&ctx.caches, &wt, &path, tree);
+            }
         }
         entry.state = State::Held;
         write_entry(&common, &n, &entry)?;
@@ -561,6 +563,9 @@ fn switch(
     crate::git::promisor::fetch_missing(&ctx.repo, base)?;
     let common = ctx.repo.common_dir().to_owned();
     let base_tree = ctx.tree_of(base)?;
+    // What the process that made it free stamped spares this one's proof
+    // (`dirt`) a read of every folder.
+    crate::git::stamps::load(&ctx.caches, &info.path, &stamps_path(&common, &info.name));
     entry.state = State::Switching;
     entry.pid = Some(std::process::id());
     entry.branch = Some(branch.to_owned());
@@ -823,6 +828,11 @@ fn give_back_holding(
             };
         }
     };
+    crate::git::stamps::save(
+        &ctx.caches,
+        &lease.path,
+        &stamps_path(&lease.common, &lease.n),
+    );
     entry.state = State::Free;
     entry.base = Some(tip.to_string());
     entry.tree = Some(tree.to_string());
@@ -1540,6 +1550,35 @@ mod tests {
         assert_eq!(taken.cleaned.untracked, ["stray.txt", "sub/stray.txt"]);
         assert!(!wt.join("sub/stray.txt").exists());
         assert!(!wt.join("stray.txt").exists());
+    }
+
+    /// A worktree made free by one process and taken by another: the
+    /// stamps the first kept spare no file the second must find (a stray
+    /// file written between, a tracked file edited), and are read once.
+    #[test]
+    fn a_take_in_another_process_finds_what_was_written_since_the_give_back() {
+        let (_tmp, root) = crate::testutil::scratch();
+        let (ctx, opts, base) = pool_of_one(&root);
+        take(&ctx, &opts, "made", "arbiter/made", base).expect("take");
+        give_back(&ctx, "made", "arbiter/made", false).expect("give back");
+        let stamps = stamps_path(ctx.repo.common_dir(), "0");
+        assert!(stamps.exists(), "kept for the next process");
+        let wt = take(&ctx, &opts, "a", "arbiter/a", base)
+            .expect("take")
+            .path;
+        assert!(!stamps.exists(), "read by the take");
+        give_back(&ctx, "a", "arbiter/a", false).expect("give back");
+        assert!(stamps.exists(), "kept again");
+
+        std::fs::write(wt.join("sub/stray.txt"), "stray\n").expect("stray");
+        std::fs::write(wt.join("sub/f.txt"), "TRACKED\n").expect("edit");
+        let other = Context::isolated(&root.join("repo"), &["user.name=t", "user.email=t@t"])
+            .expect("open");
+        let taken = take(&other, &opts, "b", "arbiter/b", base).expect("take");
+        assert_eq!(taken.path, wt);
+        assert_eq!(taken.cleaned.modified, ["sub/f.txt"]);
+        assert_eq!(taken.cleaned.untracked, ["sub/stray.txt"]);
+        assert!(!wt.join("sub/stray.txt").exists());
     }
 
     /// The worktree of an order waiting to land, taken back for a build,

@@ -107,6 +107,12 @@ pub(crate) fn entry_path(common: &Path, n: &str) -> PathBuf {
     meta_dir(common).join(format!("{n}.json"))
 }
 
+/// Where the stamps of pooled worktree `n`'s folders wait for the next
+/// process that takes it (see `git::stamps::save`).
+pub(crate) fn stamps_path(common: &Path, n: &str) -> PathBuf {
+    meta_dir(common).join(format!("{n}.stamps"))
+}
+
 /// The numbers that have an entry.
 pub(crate) fn numbers(common: &Path) -> Vec<String> {
     std::fs::read_dir(meta_dir(common))
@@ -167,6 +173,7 @@ pub(crate) fn hold(ctx: &Context, n: &str) -> Result<Option<Held>> {
 /// Drop the bookkeeping of pooled worktree `n` (its worktree is gone). The
 /// lock file stays: removing it could let two processes lock two files.
 pub(crate) fn forget(ctx: &Context, n: &str) -> Result<()> {
+    let _ = std::fs::remove_file(stamps_path(ctx.repo.common_dir(), n));
     let path = entry_path(ctx.repo.common_dir(), n);
     match std::fs::remove_file(&path) {
         Ok(()) => Ok(()),

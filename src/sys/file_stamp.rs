@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileStamp {
     pub dev: u64,
     pub ino: u64,
