@@ -142,7 +142,7 @@ pub fn fetch(
                 if tries >= LOCAL_RACE_RETRIES {
                     return Err(Error::Unreachable { said });
                 }
-                std::thread::sleep(std::time::Duration::from_millis(5 * tries));
+                std::thread::sleep(race_pause(tries));
             }
             done => return done,
         }
@@ -173,8 +173,20 @@ fn plain_tcp(repo: &gix::Repository, remote: &str) -> bool {
 }
 
 /// How often a fetch that lost the race for its local refs (to a fetch
-/// not of ours: the user's `git fetch`) is made again.
-const LOCAL_RACE_RETRIES: u64 = 8;
+/// not of ours: the user's `git fetch`) is made again: at most about 1.5 s
+/// of pauses in all.
+const LOCAL_RACE_RETRIES: u64 = 24;
+
+/// The pause before try `tries + 1`: longer each time, up to 50 ms, and
+/// jittered, so that a fetch in a loop beside us (a script's, an editor's)
+/// does not win every time by starting in step with ours.
+fn race_pause(tries: u64) -> std::time::Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| u64::from(t.subsec_nanos()));
+    let base = (5 * tries).min(50);
+    std::time::Duration::from_millis(base / 2 + nanos % (base + 1))
+}
 
 fn fetch_once(
     repo: &gix::Repository,
