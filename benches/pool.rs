@@ -4,8 +4,8 @@
 //!
 //! 1. per-order setup (creating or switching the worktree: `pool::take`,
 //!    which first proves the free worktree unchanged since its give-back:
-//!    one stat of every tracked file and a read of every folder, as
-//!    `git status` makes) in each batch, and the give-back (reset, untracked files removed)
+//!    one stat of every tracked file and a read of every folder whose
+//!    change time does not prove its names unchanged) in each batch, and the give-back (reset, untracked files removed)
 //!    that makes a worktree free again: its full walk, as these orders are
 //!    committed by hand (a round's own commit of the leftovers lets the
 //!    give-back skip it);
@@ -13,7 +13,7 @@
 //!    pool, with `--no-pool`, and the same work with the git CLI
 //!    (`git worktree add` per order, commit, `git merge --no-ff`,
 //!    `git worktree remove`, `git branch -D`), and one stat of every file
-//!    (what each order's leftovers and each landing cost, pool or not);
+//!    (what each order's leftovers cost, pool or not, and each take's proof);
 //! 3. a gate that takes 3 s on an empty `target/` and 0.1 s when it finds
 //!    its cache, with and without the pool.
 //!
@@ -296,7 +296,7 @@ fn one_size(root: &Path, files: usize, reps: usize, with_gate: bool, setup_only:
 
     let walk = stat_walk(&template);
     println!(
-        "one stat of every file of the repository: {:.1} ms ({:.2} us a file); a take makes one such walk (its proof), a batch one per order (its leftovers), one at the run's start and one per landing (the checked-out branch), with or without the pool",
+        "one stat of every file of the repository: {:.1} ms ({:.2} us a file); a take makes one such walk (its proof), and each order one (its leftovers), with or without the pool; a landing stats only the paths it changes",
         ms(walk),
         walk.as_secs_f64() * 1e6 / files as f64
     );
