@@ -1117,19 +1117,26 @@ mod tests {
         }
     }
 
+    /// A repository stamped clean with an untracked `a/before.txt` already
+    /// there, against the stamps' premise: what they spare shows.
+    fn stamped_over_an_untracked_file(root: &Path) -> (PathBuf, gix::Repository, Caches) {
+        let dir = new_repo(root, "repo");
+        seed(root, &dir, None);
+        write(&dir, "a/before.txt", b"there before the stamps\n");
+        let_the_clock_move(root);
+        let (wt, head) = open_at_head(root, &dir);
+        let caches = Caches::default();
+        crate::git::stamps::remember(&caches, &wt, &dir, head);
+        (dir, wt, caches)
+    }
+
     /// What the stamps spare: a folder proved unchanged is not listed (an
     /// untracked file put there before the stamps, against their premise,
     /// stays out), and one that changed since is.
     #[test]
     fn a_folder_unchanged_since_its_stamp_is_not_listed() {
         let (_tmp, root) = scratch();
-        let dir = new_repo(&root, "repo");
-        seed(&root, &dir, None);
-        write(&dir, "a/before.txt", b"there before the stamps\n");
-        let_the_clock_move(&root);
-        let (wt, head) = open_at_head(&root, &dir);
-        let caches = Caches::default();
-        crate::git::stamps::remember(&caches, &wt, &dir, head);
+        let (dir, wt, caches) = stamped_over_an_untracked_file(&root);
         let index = crate::git::index_lock::read_index(&wt).expect("index");
         let stamps = crate::git::stamps::recorded(&caches, &dir).expect("stamped");
         let names = |stamps| super::unknown_names(&index, &dir, stamps).expect("names");
@@ -1149,13 +1156,7 @@ mod tests {
     #[test]
     fn stamps_saved_for_another_process_spare_it_the_same_folders() {
         let (_tmp, root) = scratch();
-        let dir = new_repo(&root, "repo");
-        seed(&root, &dir, None);
-        write(&dir, "a/before.txt", b"there before the stamps\n");
-        let_the_clock_move(&root);
-        let (wt, head) = open_at_head(&root, &dir);
-        let ours = Caches::default();
-        crate::git::stamps::remember(&ours, &wt, &dir, head);
+        let (dir, wt, ours) = stamped_over_an_untracked_file(&root);
         let file = root.join("stamps");
         crate::git::stamps::save(&ours, &dir, &file);
         let saved = std::fs::read(&file).expect("saved");

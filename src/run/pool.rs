@@ -1523,7 +1523,7 @@ mod tests {
     fn a_file_written_after_the_leftovers_commit_is_found_by_the_next_take() {
         let (_tmp, root) = crate::testutil::scratch();
         let (ctx, opts, base) = pool_of_one(&root);
-        // Made, then switched: a switch stamps the folders.
+        // Taken again (a switch): the stamps kept are a switch's.
         take(&ctx, &opts, "made", "arbiter/made", base).expect("take");
         give_back(&ctx, "made", "arbiter/made", false).expect("give back");
         let wt = take(&ctx, &opts, "settled-a", "arbiter/settled-a", base)
