@@ -123,22 +123,23 @@ impl Stamps {
     }
 }
 
-/// Is `path` a file of ignore rules?
+/// Is `path` a file of ignore rules? Asked of every index entry whenever
+/// stamps are checked: a comparison of its end, no search.
 pub(crate) fn is_ignore_rules(path: &gix::bstr::BStr) -> bool {
-    use gix::bstr::ByteSlice;
-    path.rsplit_str("/").next() == Some(b".gitignore".as_slice())
+    const NAME: &[u8] = b".gitignore";
+    path.ends_with(NAME) && (path.len() == NAME.len() || path[path.len() - NAME.len() - 1] == b'/')
 }
 
 /// A digest of a set of names, in any order: equal sets, equal digests
 /// (and a different set a different one but by a 2^-64 chance).
 pub(crate) fn names_digest<'a>(names: impl Iterator<Item = &'a [u8]>) -> u64 {
-    names
-        .map(|name| {
-            let mut hasher = DefaultHasher::new();
-            hasher.write(name);
-            hasher.finish()
-        })
-        .fold(0, u64::wrapping_add)
+    names.map(name_hash).fold(0, u64::wrapping_add)
+}
+
+fn name_hash(name: &[u8]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    hasher.write(name);
+    hasher.finish()
 }
 
 /// [`names_digest`] for `.gitignore` files, each a [`rule_hash`].
@@ -200,7 +201,7 @@ struct Saved {
 }
 
 fn probe() -> u64 {
-    names_digest(std::iter::once(b"git-arbiter stamps".as_slice()))
+    name_hash(b"git-arbiter stamps")
 }
 
 /// Keep the stamps of the worktree at `dir` in `file` for another process
@@ -388,7 +389,7 @@ fn tracked_folders(
     let mut names = 0u64;
     for entry in tree.iter() {
         let entry = entry.ok()?;
-        names = names.wrapping_add(names_digest(std::iter::once(entry.filename().as_ref())));
+        names = names.wrapping_add(name_hash(entry.filename()));
         let len = prefix.len();
         prefix.extend_from_slice(entry.filename());
         if entry.mode().is_tree() {
@@ -401,4 +402,25 @@ fn tracked_folders(
     }
     out[at].1 = names;
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use gix::bstr::BStr;
+
+    #[test]
+    fn ignore_rules_are_files_named_gitignore_anywhere() {
+        let is = |path: &str| super::is_ignore_rules(BStr::new(path));
+        assert!(is(".gitignore") && is("a/.gitignore") && is("a/b/.gitignore"));
+        assert!(!is("a.gitignore") && !is("a/my.gitignore") && !is(".gitignore/x"));
+        assert!(!is("gitignore") && !is(""));
+    }
+
+    #[test]
+    fn a_names_digest_is_that_of_the_set() {
+        let digest = |names: &[&str]| super::names_digest(names.iter().map(|n| n.as_bytes()));
+        assert_eq!(digest(&["a", "b", "c"]), digest(&["c", "a", "b"]));
+        assert_ne!(digest(&["a", "b"]), digest(&["a", "b", "c"]));
+        assert_ne!(digest(&["a", "b"]), digest(&["a", "c"]));
+    }
 }

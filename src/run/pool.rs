@@ -472,8 +472,15 @@ pub struct Taken {
 
 /// Remove a pooled worktree nobody holds and its bookkeeping.
 fn discard(ctx: &Context, info: &Info) -> Result<()> {
-    worktree::remove_pooled(ctx, &info.path)?;
+    remove_pooled(ctx, &info.path)?;
     forget(ctx, &info.name)
+}
+
+/// Remove the pooled worktree at `path`, and what this process stamped of
+/// its folders (a worktree made there later is another).
+fn remove_pooled(ctx: &Context, path: &Path) -> Result<()> {
+    crate::git::stamps::forget(&ctx.caches, path);
+    worktree::remove_pooled(ctx, path)
 }
 
 /// A new pooled worktree `pool/<n>` (the lowest free number) with `branch` at `base`.
@@ -810,8 +817,7 @@ fn give_back_holding(
         worktree::remove(ctx, name, branch)?;
     }
     if full_without(ctx, &lease.n, lease.opts.size)? {
-        crate::git::stamps::forget(&ctx.caches, &lease.path);
-        worktree::remove_pooled(ctx, &lease.path)?;
+        remove_pooled(ctx, &lease.path)?;
         return forget(ctx, &lease.n).map(|()| None);
     }
     let cleaned = clean_for_the_pool(ctx, &wt, &lease, tip, settled);
@@ -821,8 +827,7 @@ fn give_back_holding(
         // remove) leaves the pool rather than stopping the run; the order's
         // work is on the integration branch or discarded already.
         Err(e) => {
-            crate::git::stamps::forget(&ctx.caches, &lease.path);
-            return match worktree::remove_pooled(ctx, &lease.path) {
+            return match remove_pooled(ctx, &lease.path) {
                 Ok(()) => forget(ctx, &lease.n).map(|()| None),
                 Err(_) => Err(e),
             };
