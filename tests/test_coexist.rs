@@ -390,6 +390,60 @@ fn a_rolled_back_state_never_lands_anything_twice() {
     env.fsck();
 }
 
+/// The notes ref moved back under a running conductor, to a state from
+/// before its claims: the attempts it has in flight are still its own.
+/// Nothing is dispatched twice, each passed build lands once without a
+/// rebuild or a spent attempt, a failed one counts as failed (wo-04 fails
+/// once), and the run exits 0. It stopped with exit 2 on a worktree "in use
+/// by a running git-arbiter" (itself), the work of the builds in flight
+/// left on branches for `merge-back`.
+#[test]
+fn a_state_moved_back_under_a_run_keeps_the_runs_claims() {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    env.work_order("wo-00", "Zero", &[], &["wo-00.txt"]);
+    env.commit_all("init");
+    let runs = env.root.join("runs");
+    let before = env.root.join("notes-before");
+    let failed = env.root.join("failed-once");
+    // wo-01 moves the state back as soon as it runs; the others are still
+    // building then.
+    let build = format!(
+        "echo $ARBITER_WO >> {runs}; \
+         if [ $ARBITER_WO = wo-01 ]; then git update-ref refs/notes/arbiter $(cat {before}); else sleep 1; fi; \
+         if [ $ARBITER_WO = wo-04 ] && [ ! -e {failed} ]; then touch {failed}; exit 1; fi; \
+         echo built > $ARBITER_WO.txt",
+        runs = runs.display(),
+        before = before.display(),
+        failed = failed.display()
+    );
+    round(&env, &["--build", &build]).success();
+    std::fs::write(&before, env.git(&["rev-parse", "refs/notes/arbiter"])).expect("write");
+    for id in ["wo-01", "wo-02", "wo-03", "wo-04"] {
+        env.work_order(id, id, &[], &[&format!("{id}.txt")]);
+    }
+    env.commit_all("more orders");
+    let summary = round(&env, &["--build", &build]).success().json();
+    assert_eq!(summary["halted"], serde_json::json!([]), "{summary}");
+    for id in ["wo-01", "wo-02", "wo-03", "wo-04"] {
+        let done = summary["done"].as_array().expect("done");
+        assert!(done.contains(&serde_json::json!(id)), "{summary}");
+        assert_eq!(env.merges_in(&env.repo, "main", id), 1, "{id}");
+        let tries = if id == "wo-04" { 2 } else { 1 };
+        assert_eq!(runs_of(&env, id), tries, "{id} built again");
+        let row = status_of(&env, id);
+        assert_eq!(row["status"], "done", "{row}");
+        assert_eq!(row["attempts"], tries, "{row}");
+    }
+    let log = env.run(&["log", "--json", "wo-01"]).success().json();
+    assert!(log.to_string().contains("waits to land"), "{log}");
+    let log = env.run(&["log", "--json", "wo-04"]).success().json();
+    assert!(log.to_string().contains("held again"), "{log}");
+    assert_eq!(env.git(&["branch", "--list", "arbiter/*"]), "");
+    env.run(&["doctor"]).success();
+    env.fsck();
+}
+
 /// git's own maintenance beside runs: `git gc`, `git repack -d`, `git
 /// pack-refs --all` and `git maintenance run` in a loop. Every order lands
 /// exactly once, every run exits 0, and `git fsck --strict` is clean.

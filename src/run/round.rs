@@ -844,10 +844,10 @@ impl<'a> Run<'a> {
                     if std::mem::take(&mut flow.freed) {
                         self.fetch_before_dispatch(&mut flow, &rx, &watch, shared);
                     }
-                    let mut launched = 0;
+                    let mut launched = Vec::new();
                     let mut launch = |mut job: Job<'a>| {
                         job.halted = watch.watch(&job.wo.id);
-                        launched += 1;
+                        launched.push(job.wo.id.clone());
                         let tx = tx.clone();
                         scope.spawn(move || {
                             build_one(shared, &mut job);
@@ -855,7 +855,8 @@ impl<'a> Run<'a> {
                         });
                     };
                     let dispatched = self.dispatch_more(&mut flow, shared, &mut launch);
-                    flow.in_flight += launched;
+                    flow.in_flight += launched.len();
+                    flow.building.extend(launched);
                     if let Err(e) = dispatched {
                         flow.fail(e, shared);
                     }
@@ -951,6 +952,7 @@ impl<'a> Run<'a> {
                     job.reporting = None;
                     flow.freed = true;
                     flow.in_flight -= 1;
+                    flow.building.remove(&job.wo.id);
                     watch.forget(&job.wo.id);
                     if let Err(e) = self.built(*job, flow) {
                         flow.fail(e, shared);
@@ -1107,10 +1109,11 @@ impl<'a> Run<'a> {
         }
         flow.last_pass_full = full;
         let opts = self.opts;
-        let Some(rows) = self.prepare(full)? else {
+        let Some(mut rows) = self.prepare(full)? else {
             flow.stopping = true;
             return Ok(());
         };
+        flow.hold_in(&mut rows, &self.me.name);
         if full {
             let adopted = self.adopt_waiting(&rows)?;
             if !adopted.is_empty() {
@@ -1510,13 +1513,13 @@ impl<'a> Run<'a> {
         position: usize,
     ) -> Result<Option<Entry<'a>>> {
         let (ctx, id) = (self.ctx, &job.wo.id);
-        let owner = self.me.name.as_str();
         let (source, verified) = match (&job.adopted, passed) {
             // Taken up from `verified`: its verdicts are recorded already.
             (Some(adopted), _) => (adopted.source, adopted.verified),
             (None, Some((source, true))) => (source, None),
             (None, _) => {
-                if let_go(self.host, self.store, job, owner, self.progress)? {
+                let passed = passed.is_some();
+                if let_go(self, job, passed)? {
                     crate::run::pool::give_back(ctx, id, &branch_of(id), false)?;
                 }
                 return Ok(None);
@@ -1563,9 +1566,7 @@ impl<'a> Run<'a> {
                     paths,
                 });
             }
-            Fate::Withdrawn { .. } => {
-                return let_go(self.host, self.store, job, &self.me.name, progress).map(|_| ())
-            }
+            Fate::Withdrawn { .. } => return let_go(self, job, true).map(|_| ()),
             // Back for rework: the queue recorded it; its work goes like a failed gate's.
             Fate::GateFailed { .. } => {}
             // The queue recorded it `verified`; its branch stays.
@@ -1822,6 +1823,8 @@ enum Msg<'a> {
 #[derive(Default)]
 struct Flow<'a> {
     in_flight: usize,
+    /// The orders whose builds run now.
+    building: BTreeSet<String>,
     /// Passed, waiting to enter the merge queue.
     passed: Vec<Job<'a>>,
     /// In the merge queue: handed to the lander, fates not back yet.
@@ -1945,6 +1948,30 @@ const COMMIT_POLL: Duration = Duration::from_millis(2);
 const LANDING_AHEAD_PER_BUILD: usize = 4;
 
 impl Flow<'_> {
+    /// Show the orders this run holds (building, passed, landing) as held by
+    /// it in `rows`, whatever the state says: a notes ref moved back under
+    /// the run forgets their claims, and they must be neither dispatched nor
+    /// taken up again, nor their files given to another order.
+    fn hold_in(&self, rows: &mut [reconcile::Row], me: &str) {
+        let held: BTreeSet<&str> = self
+            .building
+            .iter()
+            .map(String::as_str)
+            .chain(
+                self.passed
+                    .iter()
+                    .chain(&self.landing)
+                    .map(|j| j.wo.id.as_str()),
+            )
+            .collect();
+        for row in rows.iter_mut().filter(|r| held.contains(r.id.as_str())) {
+            if row.status != Status::InProgress {
+                row.status = Status::InProgress;
+                row.claimed_by = Some(me.to_owned());
+            }
+        }
+    }
+
     fn should_dispatch(&self, max: usize) -> bool {
         if self.stopping || self.dispatched_once || self.failed.is_some() || self.in_flight >= max {
             return false;
@@ -2506,6 +2533,16 @@ impl Run<'_> {
     /// attempt: a `halt` while it was in flight (or a takeover) wins, see
     /// [`let_go`].
     fn settle_failed(&mut self, job: &Job<'_>, outcome: &JobOutcome) -> Result<()> {
+        self.settle_failed_as(job, outcome, false)
+    }
+
+    /// [`Run::settle_failed`]; `restored`: its claim was restored once already.
+    fn settle_failed_as(
+        &mut self,
+        job: &Job<'_>,
+        outcome: &JobOutcome,
+        restored: bool,
+    ) -> Result<()> {
         let (ctx, id, owner) = (self.ctx, &job.wo.id, self.me.name.as_str());
         let verdicts = job.verdicts.clone();
         let queue_wait_ms = job.queue_wait.map(|w| w.as_millis() as u64);
@@ -2562,8 +2599,14 @@ impl Run<'_> {
                 Ok(true)
             })?;
         crate::sys::crash::point("verdict.after");
+        if !held
+            && !restored
+            && restore_claim(ctx, self.branch, self.store, job, owner, self.progress)?
+        {
+            return self.settle_failed_as(job, outcome, true);
+        }
         if !held {
-            if let_go(self.host, self.store, job, owner, self.progress)? {
+            if let_go(self, job, false)? {
                 crate::run::pool::give_back(ctx, id, &branch_of(id), false)?;
             }
             return Ok(());
@@ -2621,15 +2664,16 @@ fn settled_event(job: &Job<'_>, halt: Option<&str>, kept: bool, failure: String)
 /// in progress, no owner; still halted). Taken over by someone else: nothing
 /// of it is touched, the worktree may be theirs now. With a remote, a claim
 /// lost to a lapsed lease is recorded on the order, and `Ok(true)`: the
-/// worktree is this clone's alone, free to go back to the pool.
-fn let_go(
-    host: &Host,
-    store: &Store<'_>,
-    job: &Job<'_>,
-    owner: &str,
-    progress: &dyn Progress,
-) -> Result<bool> {
+/// worktree is this clone's alone, free to go back to the pool. Held by
+/// nobody ([`forgot_claim`]), work that `passed` waits to land
+/// ([`settle_forgotten`]).
+fn let_go(run: &Run<'_>, job: &Job<'_>, passed: bool) -> Result<bool> {
+    let (ctx, into, host, store) = (run.ctx, run.branch, run.host, run.store);
+    let (owner, progress) = (run.me.name.as_str(), run.progress);
     let id = &job.wo.id;
+    if passed && settle_forgotten(ctx, into, store, job, owner, progress)? {
+        return Ok(false);
+    }
     let ours = |r: &Record| r.owner.as_deref() == Some(owner) && r.attempts == job.attempt;
     let halted = store
         .snapshot()?
@@ -2703,6 +2747,138 @@ fn let_go(
     });
     Ok(true)
 }
+
+/// Does `record` no longer know of attempt `attempt` of `owner`, which
+/// still runs, with nobody else holding the order: no record, or one held
+/// by nobody and not settled, or `owner`'s own earlier attempt? That is a
+/// notes ref moved back or edited under the run.
+fn forgot_claim(record: Option<&Record>, owner: &str, attempt: u32) -> bool {
+    let Some(record) = record else {
+        return true;
+    };
+    !record.halted
+        && match record.status {
+            Status::Ready | Status::Blocked | Status::NeedsRework => record.owner.is_none(),
+            Status::InProgress => {
+                record.owner.as_deref() == Some(owner) && record.attempts < attempt
+            }
+            Status::Verified | Status::Done => false,
+        }
+}
+
+/// Why a forgotten claim is settled as it is, for the order's history.
+fn forgotten_why(job: &Job<'_>, owner: &str) -> String {
+    format!(
+        "refs/notes/arbiter no longer held attempt {} of {owner} (moved back or edited under the run)",
+        job.attempt
+    )
+}
+
+/// Change the record of `job`'s order by `change` if it forgot the claim
+/// ([`forgot_claim`]) and no merge of the order is on `into` (recovery
+/// settles that); `Ok(false)`, nothing written, otherwise.
+fn on_forgotten_claim(
+    ctx: &Context,
+    into: &gix::refs::FullName,
+    store: &Store<'_>,
+    job: &Job<'_>,
+    owner: &str,
+    mut change: impl FnMut(&mut Record),
+) -> Result<bool> {
+    let id = &job.wo.id;
+    if store.remote().is_some() {
+        return Ok(false);
+    }
+    let tip = ctx.branch_tip(into)?;
+    store.transact(
+        &format!("settle the forgotten claim on {id}"),
+        |txn| -> Result<bool> {
+            let stored = txn.stored(id)?;
+            if !forgot_claim(stored.as_ref(), owner, job.attempt) {
+                return Ok(false);
+            }
+            let mut record = txn.record(id, !job.wo.deps.is_empty())?;
+            if matches!(
+                reconcile::recover(ctx, &record, Some(tip)),
+                Recovery::Done { .. } | Recovery::Error { .. }
+            ) {
+                return Ok(false);
+            }
+            change(&mut record);
+            txn.put(record);
+            Ok(true)
+        },
+    )
+}
+
+/// [`let_go`] for passed work whose record forgot its claim: it waits to
+/// land, its worktree given back and its branch kept, and the run takes it
+/// up to land it like any work waiting (no rebuild, no attempt spent).
+fn settle_forgotten(
+    ctx: &Context,
+    into: &gix::refs::FullName,
+    store: &Store<'_>,
+    job: &Job<'_>,
+    owner: &str,
+    progress: &dyn Progress,
+) -> Result<bool> {
+    let id = &job.wo.id;
+    let Some(source) = ctx
+        .repo
+        .try_find_reference(worktree::branch_ref(id).as_str())
+        .ok()
+        .flatten()
+        .and_then(|mut branch| branch.peel_to_id().ok())
+        .map(|source| source.detach())
+    else {
+        return Ok(false);
+    };
+    let why = forgotten_why(job, owner);
+    let waits = on_forgotten_claim(ctx, into, store, job, owner, |record| {
+        record.attempts = record.attempts.max(job.attempt);
+        record.queue_to_land(source.to_string());
+        record.wait_to_land(None, format!("{why}: its passed work waits to land"));
+    })?;
+    if waits {
+        progress.event(&Event::Warning {
+            wo: id.clone(),
+            detail: "the state forgot this run's claim (refs/notes/arbiter moved back or edited); its passed work waits to land".into(),
+        });
+        crate::run::pool::give_back_keeping_branch(ctx, id, &branch_of(id))?;
+    }
+    Ok(waits)
+}
+
+/// Hold `job`'s order again for its attempt when its record forgot the
+/// claim, so that its verdict is recorded as if nothing happened.
+fn restore_claim(
+    ctx: &Context,
+    into: &gix::refs::FullName,
+    store: &Store<'_>,
+    job: &Job<'_>,
+    owner: &str,
+    progress: &dyn Progress,
+) -> Result<bool> {
+    let why = forgotten_why(job, owner);
+    let restored = on_forgotten_claim(ctx, into, store, job, owner, |record| {
+        record.status = Status::InProgress;
+        record.owner = Some(owner.to_owned());
+        record.lease = None;
+        record.landing = None;
+        record.attempts = job.attempt;
+        record.log(FORGOTTEN_EVENT, Some(format!("{why}: held again")));
+    })?;
+    if restored {
+        progress.event(&Event::Warning {
+            wo: job.wo.id.clone(),
+            detail: "the state forgot this run's claim (refs/notes/arbiter moved back or edited); held again".into(),
+        });
+    }
+    Ok(restored)
+}
+
+/// The event on a record whose claim the state forgot while its attempt ran.
+pub const FORGOTTEN_EVENT: &str = "claim_forgotten";
 
 /// How [`let_go`] found the order it no longer holds.
 enum LetGo {
