@@ -444,6 +444,55 @@ fn a_state_moved_back_under_a_run_keeps_the_runs_claims() {
     env.fsck();
 }
 
+/// The state moved back while one conductor builds, and a second starts
+/// then: the orders look free to it, but their branches are checked out in
+/// worktrees the first holds. The second leaves them to the first (no
+/// error, no attempt spent); the first lands each once. The second used to
+/// stop with exit 2 ("in use by a running git-arbiter").
+#[test]
+fn a_second_conductor_leaves_orders_whose_claims_the_state_forgot() {
+    let env = TestEnv::new();
+    env.write("README", "base\n");
+    for id in ["wo-01", "wo-02", "wo-03"] {
+        env.work_order(id, id, &[], &[&format!("{id}.txt")]);
+    }
+    env.commit_all("init");
+    let runs = env.root.join("runs");
+    let second = env.root.join("second");
+    // wo-01 deletes the state (the others still build) and runs a second
+    // conductor in the main worktree, whose builds would fail.
+    let build = format!(
+        "echo $ARBITER_WO >> {runs}; \
+         if [ $ARBITER_WO = wo-01 ]; then \
+           git update-ref -d refs/notes/arbiter; \
+           (cd {repo} && env -u ARBITER_WO {bin} round --json --build 'exit 1' > {second}.json 2> {second}.err; echo $? > {second}); \
+         else sleep 3; fi; \
+         echo built > $ARBITER_WO.txt",
+        runs = runs.display(),
+        repo = env.repo.display(),
+        bin = crate::common::bin().display(),
+        second = second.display()
+    );
+    let summary = round(&env, &["--build", &build]).success().json();
+    let err = std::fs::read_to_string(second.with_extension("err")).unwrap_or_default();
+    let code = read(&second);
+    assert!(
+        matches!(code.trim(), "0" | "5"),
+        "the second conductor exited {code}: {err}"
+    );
+    assert_eq!(summary["halted"], serde_json::json!([]), "{summary}");
+    for id in ["wo-01", "wo-02", "wo-03"] {
+        assert_eq!(env.merges_in(&env.repo, "main", id), 1, "{id}");
+        assert_eq!(runs_of(&env, id), 1, "{id} built again");
+        let row = status_of(&env, id);
+        assert_eq!(row["status"], "done", "{row}");
+        assert_eq!(row["attempts"], 1, "{row}");
+    }
+    assert_eq!(env.git(&["branch", "--list", "arbiter/*"]), "");
+    env.run(&["doctor"]).success();
+    env.fsck();
+}
+
 /// git's own maintenance beside runs: `git gc`, `git repack -d`, `git
 /// pack-refs --all` and `git maintenance run` in a loop. Every order lands
 /// exactly once, every run exits 0, and `git fsck --strict` is clean.

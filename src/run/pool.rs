@@ -286,7 +286,7 @@ fn take_as(
     base: ObjectId,
     may_reclaim: bool,
 ) -> Result<Taken> {
-    worktree::remove(ctx, name, branch)?;
+    worktree::remove_before_take(ctx, name, branch)?;
     if !opts.enabled {
         return Ok(Taken {
             path: worktree::add(ctx, name, branch, base)?,

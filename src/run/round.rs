@@ -345,6 +345,10 @@ enum JobOutcome {
     /// Its worktree could not be made (the disk, a lock): given back, and
     /// the run stops with that error once the builds running have settled.
     NoWorktree(String),
+    /// Its branch is checked out in a worktree another live git-arbiter
+    /// holds (that conductor's claim, which the state forgot): given back,
+    /// and left to that conductor a while ([`Flow::elsewhere`]).
+    HeldElsewhere(String),
     Clean,
 }
 
@@ -392,6 +396,9 @@ struct Run<'a> {
     progress: &'a dyn Progress,
     /// Orders this run dispatched.
     ran: BTreeSet<String>,
+    /// Passed work whose claim the state forgot waits to land
+    /// ([`settle_forgotten`]): the next dispatch takes it up.
+    forgotten_waits: std::cell::Cell<bool>,
     /// How long each landed order waited in the merge queue.
     merge_waits: BTreeMap<String, u64>,
     /// Slot-seconds spent building.
@@ -465,6 +472,7 @@ pub fn run(
         queue,
         progress,
         ran: BTreeSet::new(),
+        forgotten_waits: std::cell::Cell::new(false),
         merge_waits: BTreeMap::new(),
         busy: Duration::ZERO,
         reported: BTreeSet::new(),
@@ -862,6 +870,13 @@ impl<'a> Run<'a> {
                     }
                 }
                 self.hand_to_lander(&mut flow, &to_lander, shared);
+                // Work waiting to land after a forgotten claim: the next
+                // dispatch takes it up, before the run may end.
+                if self.forgotten_waits.take() {
+                    flow.last_recovery = None;
+                    flow.last_pass_full = false;
+                    flow.changed = true;
+                }
                 if flow.in_flight == 0
                     && flow.passed.is_empty()
                     && flow.landing.is_empty()
@@ -1333,6 +1348,9 @@ impl<'a> Run<'a> {
     /// (after the freed slot is filled), any other settles now.
     fn built(&mut self, job: Job<'a>, flow: &mut Flow<'a>) -> Result<()> {
         self.account(&job);
+        if matches!(job.outcome, JobOutcome::HeldElsewhere(_)) {
+            flow.elsewhere.insert(job.wo.id.clone(), Instant::now());
+        }
         if job.outcome == JobOutcome::Clean {
             flow.passed.push(job);
             return Ok(());
@@ -1825,6 +1843,9 @@ struct Flow<'a> {
     in_flight: usize,
     /// The orders whose builds run now.
     building: BTreeSet<String>,
+    /// Orders whose branch another live conductor held when this run took
+    /// them up, and when: left to it for [`ELSEWHERE_WAIT`].
+    elsewhere: BTreeMap<String, Instant>,
     /// Passed, waiting to enter the merge queue.
     passed: Vec<Job<'a>>,
     /// In the merge queue: handed to the lander, fates not back yet.
@@ -1860,6 +1881,9 @@ struct Flow<'a> {
 /// How often the continuous schedule looks for orders other conductors let
 /// go of while it has slots free.
 const RECHECK: Duration = Duration::from_secs(1);
+/// How long an order whose branch another live conductor holds is left to
+/// it before this run takes it up again.
+const ELSEWHERE_WAIT: Duration = Duration::from_secs(2);
 /// How often the continuous schedule runs crash recovery before a dispatch.
 const RECOVERY_EVERY: Duration = Duration::from_secs(2);
 /// How many dispatches in a row that lost orders to other conductors are
@@ -1952,10 +1976,13 @@ impl Flow<'_> {
     /// it in `rows`, whatever the state says: a notes ref moved back under
     /// the run forgets their claims, and they must be neither dispatched nor
     /// taken up again, nor their files given to another order.
-    fn hold_in(&self, rows: &mut [reconcile::Row], me: &str) {
+    fn hold_in(&mut self, rows: &mut [reconcile::Row], me: &str) {
+        self.elsewhere
+            .retain(|_, since| since.elapsed() < ELSEWHERE_WAIT);
         let held: BTreeSet<&str> = self
             .building
             .iter()
+            .chain(self.elsewhere.keys())
             .map(String::as_str)
             .chain(
                 self.passed
@@ -2289,6 +2316,11 @@ fn make_worktree(shared: &Shared<'_>, job: &mut Job<'_>) -> bool {
             job.cleaned = taken.cleaned.cleaned_report();
             true
         }
+        // Another conductor's own order, its claim forgotten by the state.
+        Err(e) if worktree::is_in_use(&e) => {
+            job.outcome = JobOutcome::HeldElsewhere(format!("{e}: left to it"));
+            false
+        }
         Err(e) => {
             if e.is_disk_full() {
                 shared.me.release_reserve();
@@ -2459,7 +2491,7 @@ impl JobOutcome {
             JobOutcome::Interrupted => "interrupted".into(),
             JobOutcome::NotRunnable(failed) => failed.describe(),
             JobOutcome::NotStarted => NOT_STARTED.into(),
-            JobOutcome::NoWorktree(why) => why.clone(),
+            JobOutcome::NoWorktree(why) | JobOutcome::HeldElsewhere(why) => why.clone(),
         }
     }
 
@@ -2472,7 +2504,7 @@ impl JobOutcome {
             JobOutcome::CommitFailed(why) => (why.clone(), None),
             JobOutcome::NotRunnable(failed) => (failed.describe(), None),
             JobOutcome::NotStarted => (NOT_STARTED.to_string(), None),
-            JobOutcome::NoWorktree(why) => (why.clone(), None),
+            JobOutcome::NoWorktree(why) | JobOutcome::HeldElsewhere(why) => (why.clone(), None),
             _ => ("interrupted".to_string(), None),
         }
     }
@@ -2490,6 +2522,7 @@ impl JobOutcome {
                 | JobOutcome::NotRunnable(_)
                 | JobOutcome::NotStarted
                 | JobOutcome::NoWorktree(_)
+                | JobOutcome::HeldElsewhere(_)
         )
     }
 
@@ -2507,6 +2540,7 @@ impl JobOutcome {
             (JobOutcome::NotRunnable(failed), _) => (failed.event(), failure.to_owned()),
             (JobOutcome::NotStarted, _) => ("not_started", failure.to_owned()),
             (JobOutcome::NoWorktree(_), _) => ("abandoned", failure.to_owned()),
+            (JobOutcome::HeldElsewhere(_), _) => ("held_elsewhere", failure.to_owned()),
             (_, Some(kept)) => (worktree::KEPT_UNCOMMITTED, kept.clone()),
             _ => ("interrupted", log.to_owned()),
         }
@@ -2615,6 +2649,10 @@ impl Run<'_> {
         let keep_branch = halt.is_some() || kept.is_some();
         self.progress
             .event(&settled_event(job, halt, kept.is_some(), event));
+        // Another conductor's worktree and branch: not this run's to touch.
+        if matches!(outcome, JobOutcome::HeldElsewhere(_)) {
+            return Ok(());
+        }
         // A halted attempt's worktree and branch stay for inspection until `clear`.
         crate::run::pool::give_back(ctx, id, &branch_of(id), keep_branch)
     }
@@ -2672,6 +2710,7 @@ fn let_go(run: &Run<'_>, job: &Job<'_>, passed: bool) -> Result<bool> {
     let (owner, progress) = (run.me.name.as_str(), run.progress);
     let id = &job.wo.id;
     if passed && settle_forgotten(ctx, into, store, job, owner, progress)? {
+        run.forgotten_waits.set(true);
         return Ok(false);
     }
     let ours = |r: &Record| r.owner.as_deref() == Some(owner) && r.attempts == job.attempt;
@@ -2789,6 +2828,7 @@ fn on_forgotten_claim(
     if store.remote().is_some() {
         return Ok(false);
     }
+    wait_out_other_claim(ctx, store, id, owner)?;
     let tip = ctx.branch_tip(into)?;
     store.transact(
         &format!("settle the forgotten claim on {id}"),
@@ -2810,6 +2850,30 @@ fn on_forgotten_claim(
         },
     )
 }
+
+/// Another live conductor that claimed the order after the state forgot
+/// this run's claim cannot build it while this run holds the order's
+/// worktree (its take finds it in use and gives the claim back): wait a
+/// moment for that, up to [`OTHER_CLAIM_WAIT`].
+fn wait_out_other_claim(ctx: &Context, store: &Store<'_>, id: &str, owner: &str) -> Result<()> {
+    let deadline = Instant::now() + OTHER_CLAIM_WAIT;
+    while Instant::now() < deadline {
+        let held_by_another = store.snapshot()?.record(id)?.is_some_and(|r| {
+            r.status == Status::InProgress
+                && !r.halted
+                && r.owner.as_deref().is_some_and(|o| o != owner)
+                && conductor::owns_live(ctx, &r)
+        });
+        if !held_by_another {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// How long [`wait_out_other_claim`] waits.
+const OTHER_CLAIM_WAIT: Duration = Duration::from_secs(5);
 
 /// [`let_go`] for passed work whose record forgot its claim: it waits to
 /// land, its worktree given back and its branch kept, and the run takes it

@@ -23,6 +23,9 @@ use crate::sys::error::{Diagnosis, ExitCode, InputError, Result};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A worktree a live git-arbiter process holds (`what` names it).
+    #[error("{what} is in use by a running git-arbiter")]
+    InUse { what: String },
     #[error("opening the main repository: {source}")]
     OpenMain {
         #[source]
@@ -191,8 +194,29 @@ pub enum Error {
 
 impl Diagnosis for Error {
     fn exit_code(&self) -> ExitCode {
-        ExitCode::Fatal
+        match self {
+            Error::InUse { .. } => ExitCode::Usage,
+            _ => ExitCode::Fatal,
+        }
     }
+
+    fn hint(&self) -> Option<String> {
+        match self {
+            Error::InUse { .. } => {
+                Some("wait for it to finish, or stop it with 'git arbiter stop'".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Did `e` find a worktree a live git-arbiter holds ([`Error::InUse`])?
+pub fn is_in_use(e: &crate::sys::error::Error) -> bool {
+    let crate::sys::error::Error::Kernel(kernel) = e else {
+        return false;
+    };
+    let kernel: &dyn std::error::Error = &**kernel;
+    matches!(kernel.downcast_ref::<Error>(), Some(Error::InUse { .. }))
 }
 
 /// Branches git-arbiter owns: `refs/heads/arbiter/*`.
@@ -1031,15 +1055,30 @@ pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     check_name(name)?;
     branch_name(branch)?;
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    remove_in_turn(ctx, name, branch, false)
+    remove_in_turn(ctx, name, branch, false, HOLD_TRIES)
 }
+
+/// [`remove`] before the order's worktree is taken: a pooled worktree that
+/// a live process holds on `branch` (another conductor builds the order,
+/// its claim forgotten by the state) is [`Error::InUse`] after a moment,
+/// not after [`HOLD_TRIES`].
+pub fn remove_before_take(ctx: &Context, name: &str, branch: &str) -> Result<()> {
+    check_name(name)?;
+    branch_name(branch)?;
+    let _turn = ctx.take_turn(WORKTREE_TURN)?;
+    remove_in_turn(ctx, name, branch, false, TAKE_HOLD_TRIES)
+}
+
+/// How often [`remove_before_take`] tries to hold a worktree on the
+/// order's branch: long enough for another run's look at the pool.
+const TAKE_HOLD_TRIES: u32 = 5;
 
 /// [`remove`] the worktree but keep its branch: work waiting to land.
 pub fn remove_keeping_branch(ctx: &Context, name: &str, branch: &str) -> Result<()> {
     check_name(name)?;
     branch_name(branch)?;
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    remove_in_turn(ctx, name, branch, true)
+    remove_in_turn(ctx, name, branch, true, HOLD_TRIES)
 }
 
 /// [`remove`] for a caller that holds the worktree turn. The worktree is
@@ -1047,7 +1086,13 @@ pub fn remove_keeping_branch(ctx: &Context, name: &str, branch: &str) -> Result<
 /// has `branch` checked out: one whose order halted, or one a killed run
 /// left; a pooled worktree a live process holds is refused. The branch is
 /// deleted too unless `keep_branch`.
-fn remove_in_turn(ctx: &Context, name: &str, branch: &str, keep_branch: bool) -> Result<()> {
+fn remove_in_turn(
+    ctx: &Context,
+    name: &str,
+    branch: &str,
+    keep_branch: bool,
+    tries: u32,
+) -> Result<()> {
     let full = branch_name(branch)?;
     let mut dest = root_dir(ctx)?.join(name);
     // One listing serves every lookup below: under the turn, only this
@@ -1056,7 +1101,7 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str, keep_branch: bool) ->
     let mut at_dest = listed.take_at(&dest);
     if at_dest.is_none() {
         if let Some((info, proxy)) = listed.take_pooled_on(ctx, branch)? {
-            match hold_while_on(ctx, &info, &full)? {
+            match hold_while_on(ctx, &info, &full, tries)? {
                 Held::Locked(_held) => {
                     remove_registration(&info.path, proxy)?;
                     crate::state::ledger::forget(ctx, &info.name)?;
@@ -1066,11 +1111,12 @@ fn remove_in_turn(ctx: &Context, name: &str, branch: &str, keep_branch: bool) ->
                 // `branch` is left in it.
                 Held::Moved => listed.keep(proxy),
                 Held::InUse => {
-                    return Err(InputError::new(format!(
-                        "the pooled worktree {} holding branch '{branch}' is in use by a running git-arbiter",
-                        info.path.display()
-                    ))
-                    .hint("wait for it to finish, or stop it with 'git arbiter stop'")
+                    return Err(Error::InUse {
+                        what: format!(
+                            "the pooled worktree {} holding branch '{branch}'",
+                            info.path.display()
+                        ),
+                    }
                     .into())
                 }
             }
@@ -1212,11 +1258,14 @@ enum Held {
 /// worktree's lock while it looks at it, and a worktree read as on a
 /// killed run's branch may be taken for another order meanwhile (its HEAD
 /// read just before the switch).
-fn hold_while_on(ctx: &Context, info: &Info, branch: &FullName) -> Result<Held> {
+fn hold_while_on(ctx: &Context, info: &Info, branch: &FullName, tries: u32) -> Result<Held> {
     let on_branch = || {
         registration_of(ctx, &info.path).is_none_or(|r| head_branch(&r).as_ref() == Some(branch))
     };
-    for _ in 0..HOLD_TRIES {
+    for k in 0..tries {
+        if k > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         if let Some(held) = crate::state::ledger::hold(ctx, &info.name)? {
             return Ok(if on_branch() {
                 Held::Locked(held)
@@ -1227,9 +1276,18 @@ fn hold_while_on(ctx: &Context, info: &Info, branch: &FullName) -> Result<Held> 
         if !on_branch() {
             return Ok(Held::Moved);
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
     }
     Ok(Held::InUse)
+}
+
+/// Is `branch` checked out in a pooled worktree a live process holds now?
+fn in_use_on(ctx: &Context, branch: &str) -> Result<bool> {
+    let full = branch_name(branch)?;
+    let mut listed = Registrations::read(&ctx.repo)?;
+    let Some((info, _)) = listed.take_pooled_on(ctx, branch)? else {
+        return Ok(false);
+    };
+    Ok(matches!(hold_while_on(ctx, &info, &full, 1)?, Held::InUse))
 }
 
 /// How often [`hold_while_on`] tries, 100 ms apart.
@@ -1829,6 +1887,11 @@ impl Leftovers<'_> {
         if name == wo {
             if let Some(head) = hand_made_work(self.ctx, wo, record.as_ref(), self.tip, &self.tips)?
             {
+                // A live conductor's attempt whose claim the state forgot:
+                // its work, not a leftover.
+                if in_use_on(self.ctx, &branch)? {
+                    return Ok(None);
+                }
                 return kept(format!(
                     "it holds work no run of git-arbiter made (at {head}); \
                      merge it with 'git arbiter merge-back {wo}' or drop it with \
@@ -1851,8 +1914,13 @@ impl Leftovers<'_> {
         {
             what.push_str(&format!(" (at {tip})"));
         }
-        remove_in_turn(self.ctx, name, &branch, false)?;
-        Ok(Some(format!("removed {what}")))
+        // Held now: a live conductor's attempt whose claim the state forgot
+        // (its notes moved back), not a leftover; not waited for.
+        match remove_in_turn(self.ctx, name, &branch, false, 1) {
+            Ok(()) => Ok(Some(format!("removed {what}"))),
+            Err(e) if is_in_use(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 
