@@ -2633,10 +2633,7 @@ impl Run<'_> {
                 Ok(true)
             })?;
         crate::sys::crash::point("verdict.after");
-        if !held
-            && !restored
-            && restore_claim(ctx, self.branch, self.store, job, owner, self.progress)?
-        {
+        if !held && !restored && restore_claim(self, job)? {
             return self.settle_failed_as(job, outcome, true);
         }
         if !held {
@@ -2706,10 +2703,10 @@ fn settled_event(job: &Job<'_>, halt: Option<&str>, kept: bool, failure: String)
 /// nobody ([`forgot_claim`]), work that `passed` waits to land
 /// ([`settle_forgotten`]).
 fn let_go(run: &Run<'_>, job: &Job<'_>, passed: bool) -> Result<bool> {
-    let (ctx, into, host, store) = (run.ctx, run.branch, run.host, run.store);
+    let (host, store) = (run.host, run.store);
     let (owner, progress) = (run.me.name.as_str(), run.progress);
     let id = &job.wo.id;
-    if passed && settle_forgotten(ctx, into, store, job, owner, progress)? {
+    if passed && settle_forgotten(run, job)? {
         run.forgotten_waits.set(true);
         return Ok(false);
     }
@@ -2817,19 +2814,17 @@ fn forgotten_why(job: &Job<'_>, owner: &str) -> String {
 /// ([`forgot_claim`]) and no merge of the order is on `into` (recovery
 /// settles that); `Ok(false)`, nothing written, otherwise.
 fn on_forgotten_claim(
-    ctx: &Context,
-    into: &gix::refs::FullName,
-    store: &Store<'_>,
+    run: &Run<'_>,
     job: &Job<'_>,
-    owner: &str,
     mut change: impl FnMut(&mut Record),
 ) -> Result<bool> {
+    let (ctx, store, owner) = (run.ctx, run.store, run.me.name.as_str());
     let id = &job.wo.id;
     if store.remote().is_some() {
         return Ok(false);
     }
     wait_out_other_claim(ctx, store, id, owner)?;
-    let tip = ctx.branch_tip(into)?;
+    let tip = ctx.branch_tip(run.branch)?;
     store.transact(
         &format!("settle the forgotten claim on {id}"),
         |txn| -> Result<bool> {
@@ -2878,14 +2873,8 @@ const OTHER_CLAIM_WAIT: Duration = Duration::from_secs(5);
 /// [`let_go`] for passed work whose record forgot its claim: it waits to
 /// land, its worktree given back and its branch kept, and the run takes it
 /// up to land it like any work waiting (no rebuild, no attempt spent).
-fn settle_forgotten(
-    ctx: &Context,
-    into: &gix::refs::FullName,
-    store: &Store<'_>,
-    job: &Job<'_>,
-    owner: &str,
-    progress: &dyn Progress,
-) -> Result<bool> {
+fn settle_forgotten(run: &Run<'_>, job: &Job<'_>) -> Result<bool> {
+    let (ctx, owner) = (run.ctx, run.me.name.as_str());
     let id = &job.wo.id;
     let Some(source) = ctx
         .repo
@@ -2898,13 +2887,13 @@ fn settle_forgotten(
         return Ok(false);
     };
     let why = forgotten_why(job, owner);
-    let waits = on_forgotten_claim(ctx, into, store, job, owner, |record| {
+    let waits = on_forgotten_claim(run, job, |record| {
         record.attempts = record.attempts.max(job.attempt);
         record.queue_to_land(source.to_string());
         record.wait_to_land(None, format!("{why}: its passed work waits to land"));
     })?;
     if waits {
-        progress.event(&Event::Warning {
+        run.progress.event(&Event::Warning {
             wo: id.clone(),
             detail: "the state forgot this run's claim (refs/notes/arbiter moved back or edited); its passed work waits to land".into(),
         });
@@ -2915,16 +2904,10 @@ fn settle_forgotten(
 
 /// Hold `job`'s order again for its attempt when its record forgot the
 /// claim, so that its verdict is recorded as if nothing happened.
-fn restore_claim(
-    ctx: &Context,
-    into: &gix::refs::FullName,
-    store: &Store<'_>,
-    job: &Job<'_>,
-    owner: &str,
-    progress: &dyn Progress,
-) -> Result<bool> {
+fn restore_claim(run: &Run<'_>, job: &Job<'_>) -> Result<bool> {
+    let owner = run.me.name.as_str();
     let why = forgotten_why(job, owner);
-    let restored = on_forgotten_claim(ctx, into, store, job, owner, |record| {
+    let restored = on_forgotten_claim(run, job, |record| {
         record.status = Status::InProgress;
         record.owner = Some(owner.to_owned());
         record.lease = None;
@@ -2933,7 +2916,7 @@ fn restore_claim(
         record.log(FORGOTTEN_EVENT, Some(format!("{why}: held again")));
     })?;
     if restored {
-        progress.event(&Event::Warning {
+        run.progress.event(&Event::Warning {
             wo: job.wo.id.clone(),
             detail: "the state forgot this run's claim (refs/notes/arbiter moved back or edited); held again".into(),
         });
