@@ -97,6 +97,28 @@ fn highest_score_is_merged_with_a_pick_record() {
 }
 
 /// One rule for a spent retry cap, as the round's dispatch has: the order
+/// The state deleted while a race builds: its record is gone, so nothing
+/// lands and every instance is kept, and the escalation says why in a
+/// sentence (it read "the work order was its record is gone").
+#[test]
+fn a_race_whose_record_is_gone_says_so() {
+    let env = repo();
+    let build = format!("git update-ref -d refs/notes/arbiter; {BUILD}");
+    let run = race(&env, &["-n", "2", "--build", &build, "--score", SCORE_587]).code(1);
+    let summary = run.json();
+    assert_eq!(
+        summary["escalation"],
+        "the race no longer holds the work order (its record is gone); nothing was merged",
+        "{summary}"
+    );
+    assert_eq!(main_file(&env), None, "nothing merged");
+    assert_eq!(
+        race_branches(&env).lines().count(),
+        2,
+        "both instances kept"
+    );
+}
+
 /// halts `retry_cap_exhausted` (an escalation, exit 1), nothing is built.
 #[test]
 fn an_order_with_every_attempt_spent_halts_as_in_a_round() {

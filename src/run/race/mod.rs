@@ -588,8 +588,9 @@ impl<'r> Race<'r> {
             Some(Fate::Withdrawn { reason }) => {
                 // Halted (or taken over) during the race: nothing lands,
                 // every instance is kept for inspection.
-                self.summary.escalation =
-                    Some(format!("the work order was {reason}; nothing was merged"));
+                self.summary.escalation = Some(format!(
+                    "the race no longer holds the work order ({reason}); nothing was merged"
+                ));
                 self.summary.exit = crate::ExitCode::Escalation;
                 self.count_queue(queue);
                 self.end(true)?;
