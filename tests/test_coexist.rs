@@ -446,9 +446,11 @@ fn a_state_moved_back_under_a_run_keeps_the_runs_claims() {
 
 /// The state moved back while one conductor builds, and a second starts
 /// then: the orders look free to it, but their branches are checked out in
-/// worktrees the first holds. The second leaves them to the first (no
-/// error, no attempt spent); the first lands each once. The second used to
-/// stop with exit 2 ("in use by a running git-arbiter").
+/// worktrees the first holds, each with a commit its builder made. The
+/// second leaves them to the first (no error, no attempt spent, and its
+/// cleanup does not call that work made by hand); the first lands each
+/// once. The second used to stop with exit 2 ("in use by a running
+/// git-arbiter").
 #[test]
 fn a_second_conductor_leaves_orders_whose_claims_the_state_forgot() {
     let env = TestEnv::new();
@@ -459,15 +461,16 @@ fn a_second_conductor_leaves_orders_whose_claims_the_state_forgot() {
     env.commit_all("init");
     let runs = env.root.join("runs");
     let second = env.root.join("second");
-    // wo-01 deletes the state (the others still build) and runs a second
-    // conductor in the main worktree, whose builds would fail.
+    // Each builder commits its work; then wo-01 deletes the state (the
+    // others still build) and runs a second conductor in the main worktree,
+    // whose builds would fail.
     let build = format!(
         "echo $ARBITER_WO >> {runs}; \
+         echo built > $ARBITER_WO.txt && git add -A && git commit -q -m built; \
          if [ $ARBITER_WO = wo-01 ]; then \
-           git update-ref -d refs/notes/arbiter; \
+           sleep 0.5; git update-ref -d refs/notes/arbiter; \
            (cd {repo} && env -u ARBITER_WO {bin} round --json --build 'exit 1' > {second}.json 2> {second}.err; echo $? > {second}); \
-         else sleep 3; fi; \
-         echo built > $ARBITER_WO.txt",
+         else sleep 3; fi",
         runs = runs.display(),
         repo = env.repo.display(),
         bin = crate::common::bin().display(),
@@ -480,6 +483,7 @@ fn a_second_conductor_leaves_orders_whose_claims_the_state_forgot() {
         matches!(code.trim(), "0" | "5"),
         "the second conductor exited {code}: {err}"
     );
+    assert!(!err.contains("no run of git-arbiter made"), "{err}");
     assert_eq!(summary["halted"], serde_json::json!([]), "{summary}");
     for id in ["wo-01", "wo-02", "wo-03"] {
         assert_eq!(env.merges_in(&env.repo, "main", id), 1, "{id}");

@@ -2633,10 +2633,13 @@ impl Run<'_> {
                 Ok(true)
             })?;
         crate::sys::crash::point("verdict.after");
-        if !held && !restored && restore_claim(self, job)? {
+        // Another conductor's order: its worktree and branch are not this
+        // run's to touch, nor its claim this run's to restore.
+        let elsewhere = matches!(outcome, JobOutcome::HeldElsewhere(_));
+        if !held && !elsewhere && !restored && restore_claim(self, job)? {
             return self.settle_failed_as(job, outcome, true);
         }
-        if !held {
+        if !held && !elsewhere {
             if let_go(self, job, false)? {
                 crate::run::pool::give_back(ctx, id, &branch_of(id), false)?;
             }
@@ -2646,8 +2649,7 @@ impl Run<'_> {
         let keep_branch = halt.is_some() || kept.is_some();
         self.progress
             .event(&settled_event(job, halt, kept.is_some(), event));
-        // Another conductor's worktree and branch: not this run's to touch.
-        if matches!(outcome, JobOutcome::HeldElsewhere(_)) {
+        if elsewhere {
             return Ok(());
         }
         // A halted attempt's worktree and branch stay for inspection until `clear`.
@@ -2893,10 +2895,7 @@ fn settle_forgotten(run: &Run<'_>, job: &Job<'_>) -> Result<bool> {
         record.wait_to_land(None, format!("{why}: its passed work waits to land"));
     })?;
     if waits {
-        run.progress.event(&Event::Warning {
-            wo: id.clone(),
-            detail: "the state forgot this run's claim (refs/notes/arbiter moved back or edited); its passed work waits to land".into(),
-        });
+        warn_forgotten(run, id, "its passed work waits to land");
         crate::run::pool::give_back_keeping_branch(ctx, id, &branch_of(id))?;
     }
     Ok(waits)
@@ -2916,12 +2915,20 @@ fn restore_claim(run: &Run<'_>, job: &Job<'_>) -> Result<bool> {
         record.log(FORGOTTEN_EVENT, Some(format!("{why}: held again")));
     })?;
     if restored {
-        run.progress.event(&Event::Warning {
-            wo: job.wo.id.clone(),
-            detail: "the state forgot this run's claim (refs/notes/arbiter moved back or edited); held again".into(),
-        });
+        warn_forgotten(run, &job.wo.id, "held again");
     }
     Ok(restored)
+}
+
+/// Say once that the state forgot this run's claim on `id`, and `then` what
+/// became of the attempt.
+fn warn_forgotten(run: &Run<'_>, id: &str, then: &str) {
+    run.progress.event(&Event::Warning {
+        wo: id.to_owned(),
+        detail: format!(
+            "the state forgot this run's claim (refs/notes/arbiter moved back or edited); {then}"
+        ),
+    });
 }
 
 /// The event on a record whose claim the state forgot while its attempt ran.

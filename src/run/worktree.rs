@@ -1052,10 +1052,7 @@ impl<'r> Registrations<'r> {
 /// leave them) and delete branch `branch`. Missing pieces are fine. A branch
 /// checked out in some other worktree is never deleted.
 pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
-    check_name(name)?;
-    branch_name(branch)?;
-    let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    remove_in_turn(ctx, name, branch, false, HOLD_TRIES)
+    remove_taking_turn(ctx, name, branch, false, HOLD_TRIES)
 }
 
 /// [`remove`] before the order's worktree is taken: a pooled worktree that
@@ -1063,10 +1060,7 @@ pub fn remove(ctx: &Context, name: &str, branch: &str) -> Result<()> {
 /// its claim forgotten by the state) is [`Error::InUse`] after a moment,
 /// not after [`HOLD_TRIES`].
 pub fn remove_before_take(ctx: &Context, name: &str, branch: &str) -> Result<()> {
-    check_name(name)?;
-    branch_name(branch)?;
-    let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    remove_in_turn(ctx, name, branch, false, TAKE_HOLD_TRIES)
+    remove_taking_turn(ctx, name, branch, false, TAKE_HOLD_TRIES)
 }
 
 /// How often [`remove_before_take`] tries to hold a worktree on the
@@ -1075,10 +1069,21 @@ const TAKE_HOLD_TRIES: u32 = 5;
 
 /// [`remove`] the worktree but keep its branch: work waiting to land.
 pub fn remove_keeping_branch(ctx: &Context, name: &str, branch: &str) -> Result<()> {
+    remove_taking_turn(ctx, name, branch, true, HOLD_TRIES)
+}
+
+/// [`remove_in_turn`] of checked names, the worktree turn taken for it.
+fn remove_taking_turn(
+    ctx: &Context,
+    name: &str,
+    branch: &str,
+    keep_branch: bool,
+    tries: u32,
+) -> Result<()> {
     check_name(name)?;
     branch_name(branch)?;
     let _turn = ctx.take_turn(WORKTREE_TURN)?;
-    remove_in_turn(ctx, name, branch, true, HOLD_TRIES)
+    remove_in_turn(ctx, name, branch, keep_branch, tries)
 }
 
 /// [`remove`] for a caller that holds the worktree turn. The worktree is
